@@ -1,0 +1,16 @@
+"""lsdask: L-sparse variational inference for clusters and topics on Dask.
+
+Each observation keeps only its top-L cluster responsibilities (Hughes &
+Sudderth, "Fast learning of clusters and topics via sparse posteriors"), so
+the local and summary steps cost O(L) instead of O(K); the learning loop runs
+as a dataflow of one task per stored batch.
+"""
+
+import logging
+
+from lsdask.estimators import GaussianMixture, MultinomialMixture
+
+__version__ = "0.1.0"
+__all__ = ["GaussianMixture", "MultinomialMixture", "__version__"]
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -1,0 +1,30 @@
+"""One place for lsdask's defaults and tunables.
+
+Nothing here is read at import time by the kernels: the Python layers pass
+these values in, so tests can override them per call.
+"""
+
+from __future__ import annotations
+
+#: Rows of a batch processed at once by a model's local step. Bounds the
+#: memory of per-row temporaries (log weights, outer-product features) to
+#: ``BLOCK_ROWS * max(K, D * (D + 1) / 2)`` float64 values.
+BLOCK_ROWS = 2048
+
+#: Default number of rows per memoized batch for in-memory inputs.
+DEFAULT_BATCH_SIZE = 10_000
+
+#: Sparsity levels at or below this use the insertion top-L selection;
+#: above it a stable sort is faster.
+TOPL_INSERTION_MAX = 32
+
+#: Relative ELBO change between laps below which a run has converged.
+DEFAULT_TOL = 1e-6
+
+#: Rows sampled from the data to set data-dependent prior defaults and to
+#: choose initial clusters (k-means++ or random examples).
+INIT_SAMPLE_ROWS = 10_000
+
+#: Default SVI learning-rate schedule rho_t = (delay + t) ** (-kappa).
+SVI_DELAY = 1.0
+SVI_KAPPA = 0.6

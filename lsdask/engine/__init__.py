@@ -1,0 +1,6 @@
+"""Executors: where batch tasks run (in-process, or on Dask)."""
+
+from lsdask.engine.dask_executor import DaskExecutor, make_executor
+from lsdask.engine.executor import Executor, SerialExecutor
+
+__all__ = ["DaskExecutor", "Executor", "SerialExecutor", "make_executor"]

@@ -1,0 +1,102 @@
+"""The Dask executor: one task per batch on a distributed cluster.
+
+- By default it starts a :class:`distributed.LocalCluster` of worker
+  *processes* with one thread each (numba kernels are serial, so Dask's
+  processes are the only parallelism and cores are never oversubscribed;
+  ``distributed`` also sets ``OMP_NUM_THREADS=1`` etc. in its workers).
+- ``client=`` uses an existing client; a ``tcp://`` address connects to a
+  running scheduler.
+- Globals are scattered once per update (one future, broadcast to the
+  workers) and passed to every task by reference.
+- In-memory batches are scattered once per run; Zarr and dask-array loaders
+  are small and read their own rows inside the task.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+class DaskExecutor:
+    """Run batch tasks on a Dask cluster.
+
+    Parameters
+    ----------
+    client : distributed.Client, str or None
+        An existing client, a scheduler address, or None for a new
+        LocalCluster owned (and closed) by this executor.
+    n_workers : int or None
+        Worker processes of a new LocalCluster; default the number of cores.
+    """
+
+    def __init__(self, client: Any = None, n_workers: int | None = None) -> None:
+        from distributed import Client, LocalCluster
+
+        self._owned: list[Any] = []
+        if client is None:
+            n = n_workers or os.cpu_count() or 1
+            cluster = LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0"
+            )
+            client = Client(cluster)
+            self._owned = [client, cluster]
+        elif isinstance(client, str):
+            client = Client(client)
+            self._owned = [client]
+        self.client = client
+        link = getattr(client, "dashboard_link", None)
+        if link:
+            logger.info("Dask dashboard: %s", link)
+
+    @property
+    def n_slots(self) -> int:
+        info = self.client.scheduler_info(n_workers=-1)
+        return max(1, sum(w.get("nthreads", 1) for w in info["workers"].values()))
+
+    def register(self, batches: Sequence[Any]) -> list[Any]:
+        from lsdask.io.sources import ArrayBatch
+
+        handles: list[Any] = list(batches)
+        in_memory = [i for i, b in enumerate(batches) if isinstance(b, ArrayBatch)]
+        if in_memory:
+            futures = self.client.scatter([batches[i] for i in in_memory], hash=False)
+            for i, fut in zip(in_memory, futures, strict=True):
+                handles[i] = fut
+        return handles
+
+    def broadcast(self, obj: Any) -> Any:
+        return self.client.scatter(obj, broadcast=True, hash=False)
+
+    def map(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> list:
+        futures = [self.client.submit(fn, h, shared, pure=False) for h in handles]
+        return self.client.gather(futures)
+
+    def close(self) -> None:
+        for obj in self._owned:
+            obj.close()
+        self._owned = []
+
+    def __enter__(self) -> DaskExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"DaskExecutor({self.client!r})"
+
+
+def make_executor(client: Any = None, n_workers: int | None = None):
+    """``"sync"`` gives the in-process executor; anything else a :class:`DaskExecutor`."""
+    from lsdask.engine.executor import SerialExecutor
+
+    if isinstance(client, str) and client == "sync":
+        return SerialExecutor()
+    if isinstance(client, SerialExecutor | DaskExecutor):
+        return client
+    return DaskExecutor(client, n_workers=n_workers)

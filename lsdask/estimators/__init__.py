@@ -1,0 +1,6 @@
+"""scikit-learn-style estimators."""
+
+from lsdask.estimators.gaussian import GaussianMixture
+from lsdask.estimators.multinomial import MultinomialMixture
+
+__all__ = ["GaussianMixture", "MultinomialMixture"]

@@ -1,0 +1,262 @@
+"""The estimator base: scikit-learn conventions over lsdask's learn loop.
+
+Keyword-only ``__init__`` that only stores parameters; parameters checked in
+``fit``; ``fit`` returns ``self``; fitted attributes end in ``_``. Subclasses
+say which observation model to use and which fitted attributes to expose.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import abstractmethod
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator
+
+from lsdask import config
+from lsdask.engine import make_executor
+from lsdask.io.sources import as_batch_source
+from lsdask.learn import ALGORITHMS, INIT_METHODS, MemoizedVI, StochasticVI, initial_stats
+from lsdask.learn.vb import FullBatchVB
+from lsdask.models import MixtureModel, ObservationModel
+from lsdask.validation import (
+    check_choice,
+    check_int,
+    check_positive_float,
+    check_sparsity,
+)
+
+logger = logging.getLogger(__name__)
+_package_logger = logging.getLogger("lsdask")
+
+
+class MixtureEstimatorBase(BaseEstimator):
+    """Shared fit/predict/score for L-sparse mixtures.
+
+    Parameters common to all mixtures
+    ---------------------------------
+    n_components : int
+        K, the number of clusters.
+    sparsity : int or None
+        L: responsibilities kept per observation (1 <= L <= K); None is dense.
+    algorithm : {"memo", "svi", "vb"}
+        Memoized VI, stochastic VI or full-batch VB.
+    n_laps : int
+        Maximum passes over the data.
+    tol : float
+        Relative ELBO change between laps below which memo and vb stop.
+    batch_size : int or None
+        Rows per batch; default the Zarr chunk rows (one chunk per batch), a
+        dask array's row chunks, or 10,000 for in-memory arrays.
+    batches_per_update : int or None
+        Batches visited against the same globals per global step (memo, svi);
+        default the number of parallel workers.
+    alpha : float
+        Concentration of the cluster weights, ``pi ~ Dir(alpha / K)``.
+    init : {"kmeans++", "random"}
+        Seeds by k-means++ under the model's Bregman divergence, or random
+        examples.
+    svi_delay, svi_kappa : float
+        SVI learning rate ``(delay + t) ** (-kappa)``.
+    random_state : int, numpy Generator or None
+    client : None, "sync", a distributed.Client, or a scheduler address
+        Where batch tasks run. None starts a LocalCluster of worker
+        processes for the fit; "sync" runs in this process.
+    n_workers : int or None
+        Worker processes of a LocalCluster started by fit.
+    verbose : int
+        0 warnings only, 1 one log line per lap, 2 debug.
+    progress : bool or None
+        Progress bar per lap; None shows it only on a terminal.
+    """
+
+    def __init__(
+        self,
+        n_components: int = 10,
+        *,
+        sparsity: int | None = None,
+        algorithm: str = "memo",
+        n_laps: int = 10,
+        tol: float = config.DEFAULT_TOL,
+        batch_size: int | None = None,
+        batches_per_update: int | None = None,
+        alpha: float = 1.0,
+        init: str = "kmeans++",
+        svi_delay: float = config.SVI_DELAY,
+        svi_kappa: float = config.SVI_KAPPA,
+        random_state: Any = None,
+        client: Any = None,
+        n_workers: int | None = None,
+        verbose: int = 0,
+        progress: bool | None = None,
+    ) -> None:
+        self.n_components = n_components
+        self.sparsity = sparsity
+        self.algorithm = algorithm
+        self.n_laps = n_laps
+        self.tol = tol
+        self.batch_size = batch_size
+        self.batches_per_update = batches_per_update
+        self.alpha = alpha
+        self.init = init
+        self.svi_delay = svi_delay
+        self.svi_kappa = svi_kappa
+        self.random_state = random_state
+        self.client = client
+        self.n_workers = n_workers
+        self.verbose = verbose
+        self.progress = progress
+
+    # hooks -------------------------------------------------------------------
+    @abstractmethod
+    def _make_observation(self) -> ObservationModel:
+        """The (unconfigured) observation model for this estimator's parameters."""
+
+    @abstractmethod
+    def _set_fitted(self, model: MixtureModel) -> None:
+        """Expose the observation posterior as fitted attributes."""
+
+    # parameters --------------------------------------------------------------
+    def _check_params(self) -> None:
+        K = check_int("n_components", self.n_components, 1)
+        check_sparsity(self.sparsity, K)
+        check_choice("algorithm", self.algorithm, tuple(ALGORITHMS))
+        check_choice("init", self.init, INIT_METHODS)
+        check_int("n_laps", self.n_laps, 1)
+        check_positive_float("tol", self.tol)
+        if self.batch_size is not None:
+            check_int("batch_size", self.batch_size, 1, hint="Use None for the store's chunks.")
+        if self.batches_per_update is not None:
+            check_int("batches_per_update", self.batches_per_update, 1)
+        check_positive_float("alpha", self.alpha)
+        check_positive_float("svi_delay", self.svi_delay)
+        kappa = check_positive_float("svi_kappa", self.svi_kappa)
+        if kappa > 1:
+            raise ValueError(f"svi_kappa must be in (0, 1]; got {kappa}")
+        if self.n_workers is not None:
+            check_int("n_workers", self.n_workers, 1)
+        check_int("verbose", self.verbose, 0, 2)
+
+    def _learner(self, n_rows: int, init_stats: Any) -> Any:
+        if self.algorithm == "memo":
+            return MemoizedVI(
+                self.n_laps, self.tol, self.batches_per_update, progress=self.progress
+            )
+        if self.algorithm == "vb":
+            return FullBatchVB(self.n_laps, self.tol, progress=self.progress)
+        return StochasticVI(
+            self.n_laps,
+            self.svi_delay,
+            self.svi_kappa,
+            self.batches_per_update,
+            n_total_rows=n_rows,
+            initial_stats=init_stats * (n_rows / max(float(init_stats["N"].sum()), 1.0)),
+            progress=self.progress,
+        )
+
+    # fitting -----------------------------------------------------------------
+    def fit(self, X: Any, y: Any = None) -> MixtureEstimatorBase:
+        """Learn the mixture from X.
+
+        Parameters
+        ----------
+        X : Zarr array or path to one, dask array, numpy array (n, D)
+            (or, for count models, a scipy sparse matrix).
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        if self.verbose:
+            _package_logger.setLevel(logging.INFO if self.verbose == 1 else logging.DEBUG)
+        rng = np.random.default_rng(self.random_state)
+        source = as_batch_source(X, self.batch_size)
+        sample = source.sample(config.INIT_SAMPLE_ROWS, rng)
+        observation = self._make_observation().with_data_defaults(sample)
+        model = MixtureModel(observation, self.n_components, float(self.alpha))
+        init_stats = initial_stats(model, sample, self.init, rng)
+        glob = model.global_step(init_stats)
+        logger.info(
+            "fitting K=%d L=%s (%s) on %s: %d rows in %d batches",
+            self.n_components, self.sparsity, self.algorithm, source.description,
+            source.n_rows, source.n_batches,
+        )  # fmt: skip
+        executor = make_executor(self.client, self.n_workers)
+        try:
+            result = self._learner(source.n_rows, init_stats).run(
+                model, executor, source.batches, glob, rng, self.sparsity
+            )
+        finally:
+            if executor is not self.client:
+                executor.close()
+        self.model_ = model
+        self.posterior_ = result.globals
+        self.elbo_trace_ = np.asarray(result.elbo_trace)
+        self.lap_trace_ = np.asarray(result.lap_trace)
+        self.time_trace_ = np.asarray(result.time_trace)
+        self.n_laps_ = result.n_laps
+        self.converged_ = result.converged
+        self.n_features_in_ = source.n_features
+        self.weights_ = model.allocation.mean_weights(result.globals.theta)
+        self._set_fitted(model)
+        return self
+
+    # inference -----------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "posterior_"):
+            raise RuntimeError(
+                f"This {type(self).__name__} is not fitted yet; call fit(X) before using it."
+            )
+
+    def _blocks(self, X: Any):
+        self._check_fitted()
+        source = as_batch_source(X, self.batch_size)
+        if source.n_features != self.n_features_in_:
+            raise ValueError(
+                f"X has {source.n_features} features, but this model was fitted with "
+                f"{self.n_features_in_}"
+            )
+        for batch in source.batches:
+            yield batch.load()
+
+    def predict_proba(self, X: Any) -> Any:
+        """Responsibilities: a scipy CSR matrix (n, K) with at most L entries per
+        row when ``sparsity`` is set, else a dense array."""
+        parts = []
+        K = self.n_components
+        for rows in self._blocks(X):
+            out = self.model_.responsibilities(rows, self.posterior_, self.sparsity)
+            if self.sparsity is None:
+                parts.append(out)
+            else:
+                resp, idx = out
+                n, L = resp.shape
+                indptr = np.arange(0, n * L + 1, L)
+                parts.append(sp.csr_matrix((resp.ravel(), idx.ravel(), indptr), shape=(n, K)))
+        return np.concatenate(parts) if self.sparsity is None else sp.vstack(parts, format="csr")
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Most responsible cluster of each row."""
+        parts = []
+        for rows in self._blocks(X):
+            block = self.model_.observation.prepare(rows)
+            parts.append(np.argmax(self.model_.log_weights(block, self.posterior_), axis=1))
+        return np.concatenate(parts)
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """``log sum_k pi_k F(x_n | phi_k)`` at point estimates (lsparse Sec. 4)."""
+        log_pi = np.log(self.weights_)
+        parts = []
+        for rows in self._blocks(X):
+            loglik = self.model_.observation.point_log_lik(rows, self.posterior_.obs)
+            parts.append(logsumexp(loglik + log_pi, axis=1))
+        return np.concatenate(parts)
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Mean heldout log-likelihood per row."""
+        return float(np.mean(self.score_samples(X)))

@@ -1,0 +1,233 @@
+"""Batches of observations, wherever they live.
+
+A :class:`BatchSource` cuts the data into the fixed batches of memoized VI
+and hands out one small, picklable *loader* per batch. A loader's ``load()``
+runs inside the batch's task (on a Dask worker, or in-process) and returns
+the batch's rows, checked: numeric, 2-D, finite. Zarr loaders carry only the
+array's location and row range, so a task reads its own chunk and the data
+never passes through the driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+logger = logging.getLogger(__name__)
+
+
+class DataError(ValueError):
+    """Input data that cannot be learned from; the message names where it is."""
+
+
+def check_rows(X: Any, where: str, dim: int | None = None) -> Any:
+    """Validate one batch of rows: 2-D, numeric, finite, of dimension ``dim``."""
+    if sp.issparse(X):
+        values, shape, dtype = X.data, X.shape, X.dtype
+    else:
+        X = np.asarray(X)
+        values, shape, dtype = X, X.shape, X.dtype
+    if len(shape) != 2:
+        raise DataError(f"{where}: expected a 2-D array (rows, features); got shape {shape}")
+    if dtype.kind not in "biuf":
+        raise DataError(
+            f"{where}: expected a numeric dtype (integers or floats); got {dtype}. "
+            "Convert the data with np.asarray(X, dtype=float) first."
+        )
+    if dim is not None and shape[1] != dim:
+        raise DataError(f"{where}: expected {dim} features per row; got {shape[1]}")
+    if dtype.kind == "f" and not np.all(np.isfinite(values)):
+        bad = np.argwhere(~np.isfinite(X.toarray() if sp.issparse(X) else X))[0]
+        raise DataError(
+            f"{where}: found a non-finite value (NaN or inf) at row {bad[0]}, column {bad[1]}. "
+            "Drop or impute such rows before fitting."
+        )
+    return X
+
+
+@dataclass(frozen=True)
+class ArrayBatch:
+    """Rows held in memory (a numpy array or scipy sparse matrix)."""
+
+    rows: Any
+    where: str
+
+    def load(self) -> Any:
+        return check_rows(self.rows, self.where)
+
+
+@dataclass(frozen=True)
+class ZarrBatch:
+    """Rows ``start:stop`` of a Zarr array, read inside the task."""
+
+    store: str
+    start: int
+    stop: int
+    where: str
+
+    def load(self) -> np.ndarray:
+        import zarr
+
+        try:
+            array = zarr.open_array(self.store, mode="r")
+            rows = array[self.start : self.stop]
+        except Exception as exc:
+            raise DataError(f"{self.where}: could not read the chunk: {exc}") from exc
+        return check_rows(rows, self.where)
+
+
+@dataclass(frozen=True)
+class DaskBatch:
+    """One row-block of a dask array, computed inside the task."""
+
+    block: Any
+    where: str
+
+    def load(self) -> np.ndarray:
+        return check_rows(self.block.compute(scheduler="sync"), self.where)
+
+
+@dataclass(frozen=True)
+class BatchSource:
+    """The fixed batches of a dataset.
+
+    Attributes
+    ----------
+    batches : list of loaders (objects with ``load()``)
+    batch_rows : list of int, rows per batch
+    n_features : int
+    description : str
+    """
+
+    batches: list
+    batch_rows: list[int]
+    n_features: int
+    description: str
+
+    @property
+    def n_rows(self) -> int:
+        return int(sum(self.batch_rows))
+
+    @property
+    def n_batches(self) -> int:
+        return len(self.batches)
+
+    def sample(self, n_rows: int, rng: np.random.Generator) -> Any:
+        """Up to ``n_rows`` rows drawn at random, read from at most 16 batches."""
+        order = rng.permutation(self.n_batches)
+        parts, got = [], 0
+        for b in order[:16]:
+            rows = self.batches[b].load()
+            parts.append(rows)
+            got += rows.shape[0]
+            if got >= 4 * n_rows:
+                break
+        data = sp.vstack(parts, format="csr") if sp.issparse(parts[0]) else np.concatenate(parts)
+        if data.shape[0] > n_rows:
+            data = data[np.sort(rng.choice(data.shape[0], size=n_rows, replace=False))]
+        return data
+
+
+def _check_batch_size(batch_size: int | None) -> None:
+    if batch_size is not None and (not isinstance(batch_size, int | np.integer) or batch_size < 1):
+        raise ValueError(
+            f"batch_size must be a positive integer or None; got {batch_size!r}. "
+            "Use None to take the store's chunk size."
+        )
+
+
+def _check_shape(shape: tuple, dtype: Any, what: str) -> None:
+    if len(shape) != 2:
+        raise DataError(f"{what}: expected a 2-D array (rows, features); got shape {shape}")
+    if shape[0] == 0:
+        raise DataError(f"{what}: the data has no rows; nothing to learn from")
+    if shape[1] == 0:
+        raise DataError(f"{what}: the data has no features (0 columns)")
+    if np.dtype(dtype).kind not in "biuf":
+        raise DataError(
+            f"{what}: expected a numeric dtype (integers or floats); got {dtype}. "
+            "Convert the data with np.asarray(X, dtype=float) first."
+        )
+
+
+def _ranges(n: int, size: int) -> list[tuple[int, int]]:
+    return [(s, min(s + size, n)) for s in range(0, n, size)]
+
+
+def zarr_source(array_or_path: Any, batch_size: int | None = None) -> BatchSource:
+    """Batches over a Zarr array: by default one chunk of rows per batch."""
+    import zarr
+
+    if isinstance(array_or_path, str | os.PathLike):
+        path = Path(array_or_path)
+        if not path.exists():
+            raise FileNotFoundError(
+                f"X: no Zarr array at {str(path)!r} (the path does not exist). "
+                "Make one with datasets/make_patches.py or pass an array."
+            )
+        try:
+            array = zarr.open_array(str(path), mode="r")
+        except Exception as exc:
+            raise DataError(f"X: {str(path)!r} is not a readable Zarr array: {exc}") from exc
+        store = str(path)
+    else:
+        array = array_or_path
+        store = str(array.store.root / array.path) if hasattr(array.store, "root") else None
+        if store is None:
+            raise DataError("X: only Zarr arrays on a local or file-system store are supported")
+    _check_shape(array.shape, array.dtype, f"X (Zarr array {store!r})")
+    size = batch_size or int(array.chunks[0])
+    ranges = _ranges(array.shape[0], size)
+    batches = [
+        ZarrBatch(store, a, b, f"Zarr array {store!r}, chunk {i} (rows {a}:{b})")
+        for i, (a, b) in enumerate(ranges)
+    ]
+    return BatchSource(
+        batches, [b - a for a, b in ranges], int(array.shape[1]), f"Zarr array {store}"
+    )
+
+
+def as_batch_source(X: Any, batch_size: int | None = None) -> BatchSource:
+    """Turn any supported input into a :class:`BatchSource`.
+
+    Parameters
+    ----------
+    X : Zarr array or path to one, dask array, numpy array, or scipy sparse matrix
+    batch_size : int or None
+        Rows per batch; default the Zarr chunk rows, the dask array's row
+        chunks, or :data:`lsdask.config.DEFAULT_BATCH_SIZE` for in-memory data.
+    """
+    from lsdask.config import DEFAULT_BATCH_SIZE
+
+    _check_batch_size(batch_size)
+    if isinstance(X, BatchSource):
+        return X
+    if isinstance(X, str | os.PathLike) or type(X).__module__.startswith("zarr"):
+        return zarr_source(X, batch_size)
+    if type(X).__module__.startswith("dask"):
+        _check_shape(X.shape, X.dtype, "X (dask array)")
+        if batch_size is not None:
+            X = X.rechunk({0: batch_size, 1: -1})
+        else:
+            X = X.rechunk({1: -1})
+        starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
+        batches = [
+            DaskBatch(X.blocks[i], f"dask array block {i} (rows {starts[i]}:{starts[i + 1]})")
+            for i in range(len(X.chunks[0]))
+        ]
+        return BatchSource(batches, list(X.chunks[0]), int(X.shape[1]), "dask array")
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+    else:
+        X = np.asarray(X)
+    _check_shape(X.shape, X.dtype, "X")
+    size = batch_size or DEFAULT_BATCH_SIZE
+    ranges = _ranges(X.shape[0], size)
+    batches = [ArrayBatch(X[a:b], f"X batch {i} (rows {a}:{b})") for i, (a, b) in enumerate(ranges)]
+    return BatchSource(batches, [b - a for a, b in ranges], int(X.shape[1]), "in-memory array")

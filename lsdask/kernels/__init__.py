@@ -1,0 +1,46 @@
+"""Pure numba kernels: arrays in, arrays out, no classes, no Dask.
+
+Every kernel is serial and ``nogil``: parallelism comes from Dask's worker
+processes and threads, never from numba's own thread pool.
+"""
+
+from lsdask.kernels.entropy import dense_entropy, sparse_entropy
+from lsdask.kernels.features import (
+    csr_matmul,
+    outer_features,
+    pack_quadratic,
+    unpack_symmetric,
+)
+from lsdask.kernels.summaries import (
+    dense_counts,
+    dense_weighted_csr_rows,
+    dense_weighted_rows,
+    sparse_counts,
+    sparse_to_dense,
+    sparse_weighted_csr_rows,
+    sparse_weighted_rows,
+)
+from lsdask.kernels.topl import (
+    dense_resp_from_log_weights,
+    select_top_l,
+    topl_resp_from_log_weights,
+)
+
+__all__ = [
+    "csr_matmul",
+    "dense_counts",
+    "dense_entropy",
+    "dense_resp_from_log_weights",
+    "dense_weighted_csr_rows",
+    "dense_weighted_rows",
+    "outer_features",
+    "pack_quadratic",
+    "select_top_l",
+    "sparse_counts",
+    "sparse_entropy",
+    "sparse_to_dense",
+    "sparse_weighted_csr_rows",
+    "sparse_weighted_rows",
+    "topl_resp_from_log_weights",
+    "unpack_symmetric",
+]

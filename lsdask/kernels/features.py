@@ -1,0 +1,67 @@
+"""Per-row features that turn quadratic forms into one BLAS product.
+
+``vech(x x^T)`` lists the upper triangle (diagonal included) of the outer
+product row by row: ``x_0 x_0, x_0 x_1, ..., x_0 x_{D-1}, x_1 x_1, ...``. With
+``a = vech(A)`` whose off-diagonal entries are doubled,
+``x^T A x = vech(x x^T) . a``, so all N x K Mahalanobis terms are a single
+(N, D(D+1)/2) x (D(D+1)/2, K) matrix product.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(nogil=True, cache=True)
+def outer_features(X):
+    """``vech(x_n x_n^T)`` for every row. X (N, D) -> (N, D(D+1)/2) float64."""
+    N, D = X.shape
+    M = D * (D + 1) // 2
+    F = np.empty((N, M), dtype=np.float64)
+    for n in range(N):
+        m = 0
+        for i in range(D):
+            xi = X[n, i]
+            for j in range(i, D):
+                F[n, m] = xi * X[n, j]
+                m += 1
+    return F
+
+
+@numba.njit(nogil=True, cache=True)
+def unpack_symmetric(V, D):
+    """Inverse of vech for a stack: V (K, D(D+1)/2) -> (K, D, D) symmetric."""
+    K = V.shape[0]
+    out = np.empty((K, D, D), dtype=np.float64)
+    for k in range(K):
+        m = 0
+        for i in range(D):
+            for j in range(i, D):
+                out[k, i, j] = V[k, m]
+                out[k, j, i] = V[k, m]
+                m += 1
+    return out
+
+
+def pack_quadratic(A: np.ndarray) -> np.ndarray:
+    """Coefficients ``a`` with ``vech(x x^T) . a = x^T A x`` for a stack (K, D, D)."""
+    D = A.shape[-1]
+    iu, ju = np.triu_indices(D)
+    coef = A[:, iu, ju] * np.where(iu == ju, 1.0, 2.0)
+    return np.ascontiguousarray(coef)
+
+
+@numba.njit(nogil=True, cache=True)
+def csr_matmul(indptr, indices, data, B):
+    """``X @ B`` for a CSR matrix X (N, V) and a dense B (V, K) -> (N, K) float64."""
+    N = indptr.shape[0] - 1
+    K = B.shape[1]
+    out = np.zeros((N, K), dtype=np.float64)
+    for n in range(N):
+        for p in range(indptr[n], indptr[n + 1]):
+            row = B[indices[p]]
+            c = data[p]
+            for k in range(K):
+                out[n, k] += c * row[k]
+    return out

@@ -1,0 +1,114 @@
+"""Sufficient-statistic summaries from L-sparse and dense responsibilities.
+
+One kernel serves every "sum of r times a per-row vector" statistic (Eq. 7,
+Eq. 30): with ``rows = x`` it gives ``sum_n r_nk x_n``, with ``rows = x**2``
+the diagonal second moments, and with ``rows = vech(x x^T)``
+(:func:`lsdask.kernels.outer_features`) the full second moments
+``S_k = sum_n r_nk x_n x_n^T``. The sparse versions cost O(N L M), the dense
+twins O(N K M) (a BLAS product).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(nogil=True, cache=True)
+def sparse_counts(resp, idx, K):
+    """``N_k = sum_n r_nk`` from L-sparse responsibilities. Returns (K,) float64."""
+    out = np.zeros(K, dtype=np.float64)
+    N, L = resp.shape
+    for n in range(N):
+        for j in range(L):
+            out[idx[n, j]] += resp[n, j]
+    return out
+
+
+def dense_counts(R: np.ndarray) -> np.ndarray:
+    """``N_k = sum_n r_nk`` from dense responsibilities (N, K)."""
+    return R.sum(axis=0)
+
+
+@numba.njit(nogil=True, cache=True)
+def sparse_weighted_rows(rows, resp, idx, K):
+    """``out[k] = sum_n r_nk rows[n]`` with L-sparse responsibilities.
+
+    Parameters
+    ----------
+    rows : ndarray (N, M) float64
+    resp, idx : ndarray (N, L) float64 / int32
+    K : int
+
+    Returns
+    -------
+    ndarray (K, M) float64
+    """
+    N, M = rows.shape
+    L = resp.shape[1]
+    out = np.zeros((K, M), dtype=np.float64)
+    for n in range(N):
+        for j in range(L):
+            r = resp[n, j]
+            if r == 0.0:
+                continue
+            dst = out[idx[n, j]]
+            src = rows[n]
+            for m in range(M):
+                dst[m] += r * src[m]
+    return out
+
+
+def dense_weighted_rows(rows: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """Dense twin of :func:`sparse_weighted_rows`: ``R.T @ rows`` (BLAS)."""
+    return R.T @ rows
+
+
+@numba.njit(nogil=True, cache=True)
+def sparse_weighted_csr_rows(indptr, indices, data, resp, idx, K, V):
+    """Word-count statistics ``S[k, v] = sum_n r_nk x_nv`` for CSR rows.
+
+    Parameters
+    ----------
+    indptr, indices, data : CSR arrays of an (N, V) count matrix.
+    resp, idx : ndarray (N, L)
+    K, V : int
+
+    Returns
+    -------
+    ndarray (K, V) float64
+    """
+    N, L = resp.shape
+    out = np.zeros((K, V), dtype=np.float64)
+    for n in range(N):
+        for j in range(L):
+            r = resp[n, j]
+            k = idx[n, j]
+            for p in range(indptr[n], indptr[n + 1]):
+                out[k, indices[p]] += r * data[p]
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def dense_weighted_csr_rows(indptr, indices, data, R, V):
+    """Dense twin of :func:`sparse_weighted_csr_rows`: all K clusters per row."""
+    N, K = R.shape
+    out = np.zeros((V, K), dtype=np.float64)
+    for n in range(N):
+        for p in range(indptr[n], indptr[n + 1]):
+            dst = out[indices[p]]
+            c = data[p]
+            for k in range(K):
+                dst[k] += R[n, k] * c
+    return out.T.copy()
+
+
+@numba.njit(nogil=True, cache=True)
+def sparse_to_dense(resp, idx, K):
+    """Scatter L-sparse responsibilities into a dense (N, K) array."""
+    N, L = resp.shape
+    R = np.zeros((N, K), dtype=np.float64)
+    for n in range(N):
+        for j in range(L):
+            R[n, idx[n, j]] += resp[n, j]
+    return R

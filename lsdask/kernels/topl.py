@@ -1,0 +1,139 @@
+"""Top-L selection and responsibilities from log weights (paper Alg. 1).
+
+Given log posterior weights ``W[n, k] = E[log pi_k] + E[log F(x_n | phi_k)]``
+(Eq. 5), the dense responsibilities are ``r_n = softmax(W_n)`` and the L-sparse
+ones (Eq. 8) keep only the L largest weights of each row and normalize over
+them. Ties are broken explicitly: among equal weights the lower cluster index
+ranks first, so exactly L indices are always returned, whatever the ties.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from lsdask.config import TOPL_INSERTION_MAX
+
+
+@numba.njit(nogil=True, cache=True)
+def _select_insertion(w, L, out):
+    """Top-L by insertion into a sorted buffer: O(K) for small L.
+
+    ``out`` receives indices in descending weight order; an incoming weight
+    must be strictly larger than a kept one to pass it, so among ties the
+    earlier (lower) index stays ahead.
+    """
+    vals = np.empty(L, dtype=np.float64)
+    n_kept = 0
+    K = w.shape[0]
+    for k in range(K):
+        v = w[k]
+        if n_kept == L and not (v > vals[L - 1]):
+            continue
+        # position: after every kept value >= v
+        pos = n_kept if n_kept < L else L - 1
+        while pos > 0 and v > vals[pos - 1]:
+            pos -= 1
+        last = n_kept if n_kept < L else L - 1
+        for j in range(last, pos, -1):
+            vals[j] = vals[j - 1]
+            out[j] = out[j - 1]
+        vals[pos] = v
+        out[pos] = k
+        if n_kept < L:
+            n_kept += 1
+
+
+@numba.njit(nogil=True, cache=True)
+def _select_sort(w, L, out):
+    """Top-L by a stable sort of the negated weights (lower index wins ties)."""
+    order = np.argsort(-w, kind="mergesort")
+    for j in range(L):
+        out[j] = order[j]
+
+
+@numba.njit(nogil=True, cache=True)
+def _select(w, L, out):
+    if L <= TOPL_INSERTION_MAX:
+        _select_insertion(w, L, out)
+    else:
+        _select_sort(w, L, out)
+
+
+def select_top_l(w: np.ndarray, L: int) -> np.ndarray:
+    """Indices of the ``L`` largest entries of ``w``, in descending order.
+
+    Parameters
+    ----------
+    w : ndarray of shape (K,), float64
+    L : int, 1 <= L <= K
+
+    Returns
+    -------
+    ndarray of shape (L,), int32. Ties: the lower index ranks first.
+    """
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    out = np.empty(L, dtype=np.int32)
+    _select(w, L, out)
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def topl_resp_from_log_weights(W, L):
+    """TOPLRESPFROMWEIGHTS (Alg. 1, right) for every row of ``W``.
+
+    Parameters
+    ----------
+    W : ndarray (N, K) float64, log weights.
+    L : int, 1 <= L <= K.
+
+    Returns
+    -------
+    resp : ndarray (N, L) float64, each row positive and summing to one.
+    idx : ndarray (N, L) int32, cluster of each kept responsibility, in
+        descending weight order.
+    """
+    N = W.shape[0]
+    resp = np.empty((N, L), dtype=np.float64)
+    idx = np.empty((N, L), dtype=np.int32)
+    for n in range(N):
+        row = W[n]
+        _select(row, L, idx[n])
+        wmax = row[idx[n, 0]]
+        total = 0.0
+        for j in range(L):
+            e = np.exp(row[idx[n, j]] - wmax)
+            resp[n, j] = e
+            total += e
+        for j in range(L):
+            resp[n, j] /= total
+    return resp, idx
+
+
+@numba.njit(nogil=True, cache=True)
+def dense_resp_from_log_weights(W):
+    """DENSERESPFROMWEIGHTS (Alg. 1, left): a stable row-wise softmax.
+
+    Parameters
+    ----------
+    W : ndarray (N, K) float64.
+
+    Returns
+    -------
+    R : ndarray (N, K) float64, rows sum to one.
+    """
+    N, K = W.shape
+    R = np.empty((N, K), dtype=np.float64)
+    for n in range(N):
+        wmax = W[n, 0]
+        for k in range(1, K):
+            if W[n, k] > wmax:
+                wmax = W[n, k]
+        total = 0.0
+        for k in range(K):
+            e = np.exp(W[n, k] - wmax)
+            R[n, k] = e
+            total += e
+        for k in range(K):
+            R[n, k] /= total
+    return R

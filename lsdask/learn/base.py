@@ -1,0 +1,105 @@
+"""What every learning algorithm shares: the result, waves of batches, and
+convergence by relative ELBO change between laps (after scikit-learn's
+mixture base: the loop and stopping rule live here, the steps in subclasses)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lsdask.models.stats import SuffStats
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LearnResult:
+    """What a run produced.
+
+    ``elbo_trace`` has one value per global update (per batch visit when one
+    batch is visited per update); ``lap_trace`` the lap (fractional) of each
+    value and ``time_trace`` the seconds since the start.
+    """
+
+    globals: Any
+    stats: SuffStats
+    elbo_trace: list[float] = field(default_factory=list)
+    lap_trace: list[float] = field(default_factory=list)
+    time_trace: list[float] = field(default_factory=list)
+    n_laps: int = 0
+    converged: bool = False
+    memo: list[SuffStats | None] | None = None
+
+
+class Trace:
+    """Accumulates the per-update traces and logs one line per lap."""
+
+    def __init__(self, result: LearnResult, n_batches: int) -> None:
+        self.result = result
+        self.n_batches = n_batches
+        self.t0 = time.perf_counter()
+        self.visited = 0
+
+    def record(self, elbo: float, n_visited: int) -> None:
+        self.visited += n_visited
+        self.result.elbo_trace.append(float(elbo))
+        self.result.lap_trace.append(self.visited / self.n_batches)
+        self.result.time_trace.append(time.perf_counter() - self.t0)
+
+
+def waves(order: Sequence[int], size: int) -> Iterator[list[int]]:
+    """Consecutive groups of ``size`` batch indices."""
+    order = list(order)
+    for start in range(0, len(order), size):
+        yield order[start : start + size]
+
+
+def relative_change(new: float, old: float) -> float:
+    return abs(new - old) / max(abs(old), 1e-300)
+
+
+def progress_bar(total: int, desc: str, enabled: bool | None) -> Any:
+    """A tqdm bar on a terminal (or when asked), else a no-op stand-in."""
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if enabled:
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, desc=desc, leave=False)
+    return _NoBar()
+
+
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+Callback = Callable[[LearnResult], None]
+
+
+def check_lap_converged(
+    lap_elbos: list[float], tol: float, lap: int, min_laps: int
+) -> tuple[bool, float]:
+    """Converged when the lap-to-lap relative ELBO change drops below tol."""
+    if len(lap_elbos) < 2 or lap < min_laps:
+        return False, float("nan")
+    change = relative_change(lap_elbos[-1], lap_elbos[-2])
+    return bool(change < tol), change
+
+
+def finite_or_raise(value: float, what: str) -> float:
+    if not np.isfinite(value):
+        raise FloatingPointError(
+            f"the {what} became {value}; the data may hold extreme values, or the prior is "
+            "too weak for this data scale (raise prior_scale)"
+        )
+    return value

@@ -1,0 +1,23 @@
+"""The one task every algorithm maps over batches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lsdask.models.stats import SuffStats
+
+
+@dataclass(frozen=True)
+class LocalStepTask:
+    """Load a batch and run the model's local step against the globals.
+
+    A pure function of (batch, globals): running it twice gives the same
+    statistics, so a task retried after a lost worker never double-counts.
+    """
+
+    model: Any
+    sparsity: int | None
+
+    def __call__(self, batch: Any, glob: Any) -> SuffStats:
+        return self.model.local_step(batch.load(), glob, self.sparsity)

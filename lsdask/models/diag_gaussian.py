@@ -1,0 +1,166 @@
+"""Diagonal Gaussian with a Normal-Gamma prior on each dimension.
+
+``x_nd ~ N(mu_kd, 1/lambda_kd)``, ``lambda_kd ~ Gamma(a, b)`` (shape, rate),
+``mu_kd | lambda_kd ~ N(m_d, 1/(kappa lambda_kd))``. Statistics ``N_k``,
+``x = sum r x``, ``x2 = sum r x**2``. Posterior: ``kappa_k = kappa + N_k``,
+``m_k = (kappa m + x_k)/kappa_k``, ``a_k = a + N_k/2``,
+``b_kd = b + (x2_kd + kappa m_d^2 - kappa_k m_kd^2)/2``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.special import digamma
+
+from lsdask.kernels import dense_weighted_rows, sparse_weighted_rows
+from lsdask.models.gaussian_base import (
+    as_dense_rows,
+    default_scale,
+    squared_euclidean,
+)
+from lsdask.models.observation import ObservationModel
+from lsdask.models.special import LOG_2PI, gamma_kl
+from lsdask.models.stats import SuffStats
+
+
+@dataclass(frozen=True)
+class NormalGammaPosterior:
+    kappa: np.ndarray  # (K,)
+    m: np.ndarray  # (K, D)
+    a: np.ndarray  # (K,)
+    b: np.ndarray  # (K, D)
+    E_lam: np.ndarray  # (K, D)
+    E_loglam: np.ndarray  # (K, D)
+    sq_coef: np.ndarray  # (D, K): x**2 @ sq_coef = -1/2 sum_d E[lam] x_d^2
+    lin_coef: np.ndarray  # (D, K)
+    const: np.ndarray  # (K,)
+
+    @property
+    def means(self) -> np.ndarray:
+        return self.m
+
+    @property
+    def variances(self) -> np.ndarray:
+        return self.b / (self.a - 1.0)[:, None]
+
+
+@dataclass(frozen=True)
+class DiagGaussian(ObservationModel):
+    """Gaussian likelihood with unknown mean and diagonal covariance.
+
+    Parameters
+    ----------
+    a : float
+        Gamma shape of each precision (> 1 so the prior variance is finite).
+    prior_scale : float or None
+        Prior expected variance ``b / (a - 1)``; default the mean
+        per-dimension variance of a data sample.
+    kappa : float
+        Prior pseudo-count of the mean.
+    prior_mean : ndarray or None
+        Default the sample mean.
+    """
+
+    a: float = 2.0
+    prior_scale: float | None = None
+    kappa: float = 1e-4
+    prior_mean: np.ndarray | None = None
+    dim: int | None = None
+
+    stat_names = ("x", "x2")
+
+    @property
+    def data_dim(self) -> int | None:
+        return self.dim
+
+    def with_data_defaults(self, sample) -> DiagGaussian:
+        X = as_dense_rows(sample, self.dim)
+        if not self.a > 1:
+            raise ValueError(f"a must be > 1 for a finite prior variance; got {self.a}")
+        if not self.kappa > 0:
+            raise ValueError(f"kappa must be a positive float; got {self.kappa}")
+        scale = default_scale(X, centered=True) if self.prior_scale is None else self.prior_scale
+        m0 = X.mean(axis=0) if self.prior_mean is None else np.asarray(self.prior_mean, float)
+        return replace(self, prior_scale=float(scale), prior_mean=m0, dim=X.shape[1])
+
+    @property
+    def b0(self) -> float:
+        return self.prior_scale * (self.a - 1.0)
+
+    def prepare(self, X):
+        X = as_dense_rows(X, self.dim)
+        return X, X * X
+
+    def expected_log_lik(self, block, post: NormalGammaPosterior) -> np.ndarray:
+        X, X2 = block
+        W = X2 @ post.sq_coef
+        W += X @ post.lin_coef
+        W += post.const
+        return W
+
+    def summarize_sparse(self, block, resp, idx, K) -> dict:
+        X, X2 = block
+        return {
+            "x": sparse_weighted_rows(X, resp, idx, K),
+            "x2": sparse_weighted_rows(X2, resp, idx, K),
+        }
+
+    def summarize_dense(self, block, R) -> dict:
+        X, X2 = block
+        return {"x": dense_weighted_rows(X, R), "x2": dense_weighted_rows(X2, R)}
+
+    def empty_stats(self, K: int) -> dict:
+        return {"x": np.zeros((K, self.dim)), "x2": np.zeros((K, self.dim))}
+
+    def global_step(self, stats: SuffStats) -> NormalGammaPosterior:
+        N = stats["N"]
+        m0 = self.prior_mean
+        kappa = self.kappa + N
+        m = (self.kappa * m0 + stats["x"]) / kappa[:, None]
+        a = self.a + 0.5 * N
+        b = self.b0 + 0.5 * (stats["x2"] + self.kappa * m0**2 - kappa[:, None] * m**2)
+        b = np.maximum(b, 1e-300)
+        E_lam = a[:, None] / b
+        E_loglam = digamma(a)[:, None] - np.log(b)
+        sq_coef = np.ascontiguousarray((-0.5 * E_lam).T)
+        lin_coef = np.ascontiguousarray((E_lam * m).T)
+        const = (
+            -0.5 * self.dim * LOG_2PI
+            + 0.5 * E_loglam.sum(1)
+            - 0.5 * (E_lam * m**2).sum(1)
+            - 0.5 * self.dim / kappa
+        )
+        return NormalGammaPosterior(kappa, m, a, b, E_lam, E_loglam, sq_coef, lin_coef, const)
+
+    def elbo(self, stats: SuffStats, post: NormalGammaPosterior) -> float:
+        expected_loglik = (
+            stats["N"] @ post.const
+            + np.sum(stats["x2"] * post.sq_coef.T)
+            + np.sum(stats["x"] * post.lin_coef.T)
+        )
+        kl_gamma = gamma_kl(post.a[:, None], post.b, self.a, self.b0)
+        diff = post.m - self.prior_mean
+        kl_mean = (
+            0.5 * np.log(post.kappa / self.kappa)[:, None]
+            - 0.5
+            + 0.5 * self.kappa * (1.0 / post.kappa[:, None] + diff**2 * post.E_lam)
+        )
+        return float(expected_loglik - kl_gamma.sum() - kl_mean.sum())
+
+    def point_log_lik(self, X, post: NormalGammaPosterior) -> np.ndarray:
+        X = as_dense_rows(X, self.dim)
+        var = post.variances
+        out = -0.5 * (self.dim * LOG_2PI + np.log(var).sum(1))[None, :]
+        inv = 1.0 / var
+        quad = (X * X) @ inv.T - 2.0 * X @ (post.m * inv).T + (post.m**2 * inv).sum(1)[None, :]
+        return out - 0.5 * quad
+
+    def divergence(self, X, seeds) -> np.ndarray:
+        """Squared Euclidean distance: the Bregman divergence of the mean parameter."""
+        return squared_euclidean(as_dense_rows(X, self.dim), as_dense_rows(seeds, self.dim))
+
+    def seed_stats(self, seeds) -> dict:
+        seeds = as_dense_rows(seeds, self.dim)
+        return {"x": seeds.copy(), "x2": seeds * seeds}

@@ -1,0 +1,191 @@
+"""Full Gaussian (unknown mean and covariance) with a Normal-Wishart prior.
+
+``x_n ~ N(mu_k, Phi_k^{-1})``, ``Phi_k ~ W(nu, B^{-1})``,
+``mu_k | Phi_k ~ N(m, (kappa Phi_k)^{-1})``. Statistics ``N_k``,
+``x = sum r x``, ``xx = vech(sum r x x^T)``. Posterior:
+``kappa_k = kappa + N_k``, ``m_k = (kappa m + x_k) / kappa_k``,
+``nu_k = nu + N_k``, ``B_k = B + xx_k + kappa m m^T - kappa_k m_k m_k^T``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from lsdask.kernels import (
+    dense_weighted_rows,
+    outer_features,
+    pack_quadratic,
+    sparse_weighted_rows,
+    unpack_symmetric,
+)
+from lsdask.models.gaussian_base import (
+    as_dense_rows,
+    default_scale,
+    gaussian_log_pdf,
+    squared_euclidean,
+)
+from lsdask.models.observation import ObservationModel
+from lsdask.models.special import LOG_2PI, logdet_spd, wishart_expectations, wishart_kl
+from lsdask.models.stats import SuffStats
+
+
+@dataclass(frozen=True)
+class NormalWishartPosterior:
+    kappa: np.ndarray  # (K,)
+    m: np.ndarray  # (K, D)
+    nu: np.ndarray  # (K,)
+    B: np.ndarray  # (K, D, D)
+    logdet_B: np.ndarray
+    E_phi: np.ndarray
+    E_logdet: np.ndarray
+    quad_coef: np.ndarray  # (D(D+1)/2, K)
+    lin_coef: np.ndarray  # (D, K): x @ lin_coef = x^T E[Phi] m
+    const: np.ndarray  # (K,)
+
+    @property
+    def means(self) -> np.ndarray:
+        return self.m
+
+    @property
+    def covariances(self) -> np.ndarray:
+        D = self.B.shape[-1]
+        return self.B / (self.nu - D - 1.0)[:, None, None]
+
+
+@dataclass(frozen=True)
+class FullGaussian(ObservationModel):
+    """Gaussian likelihood with unknown mean and full covariance.
+
+    Parameters
+    ----------
+    nu : float or None
+        Wishart degrees of freedom; default D + 2.
+    prior_scale : float or None
+        Prior expected covariance ``prior_scale * I``; default the mean
+        per-dimension variance of a data sample.
+    kappa : float
+        Prior pseudo-count of the mean (weak by default).
+    prior_mean : ndarray or None
+        ``m``; default the sample mean.
+    dim : int or None
+        D, set from the data.
+    """
+
+    nu: float | None = None
+    prior_scale: float | None = None
+    kappa: float = 1e-4
+    prior_mean: np.ndarray | None = None
+    dim: int | None = None
+
+    stat_names = ("x", "xx")
+
+    @property
+    def data_dim(self) -> int | None:
+        return self.dim
+
+    def with_data_defaults(self, sample) -> FullGaussian:
+        X = as_dense_rows(sample, self.dim)
+        D = X.shape[1]
+        nu = float(D + 2) if self.nu is None else float(self.nu)
+        if nu <= D + 1:
+            raise ValueError(f"nu must be > D + 1 = {D + 1}; got {nu}")
+        if not self.kappa > 0:
+            raise ValueError(f"kappa must be a positive float; got {self.kappa}")
+        scale = default_scale(X, centered=True) if self.prior_scale is None else self.prior_scale
+        m0 = X.mean(axis=0) if self.prior_mean is None else np.asarray(self.prior_mean, float)
+        return replace(self, nu=nu, prior_scale=float(scale), prior_mean=m0, dim=D)
+
+    @property
+    def B0(self) -> np.ndarray:
+        return np.eye(self.dim) * self.prior_scale * (self.nu - self.dim - 1.0)
+
+    def prepare(self, X):
+        X = as_dense_rows(X, self.dim)
+        return X, outer_features(X)
+
+    def expected_log_lik(self, block, post: NormalWishartPosterior) -> np.ndarray:
+        X, F = block
+        W = F @ post.quad_coef
+        W += X @ post.lin_coef
+        W += post.const
+        return W
+
+    def summarize_sparse(self, block, resp, idx, K) -> dict:
+        X, F = block
+        return {
+            "x": sparse_weighted_rows(X, resp, idx, K),
+            "xx": sparse_weighted_rows(F, resp, idx, K),
+        }
+
+    def summarize_dense(self, block, R) -> dict:
+        X, F = block
+        return {"x": dense_weighted_rows(X, R), "xx": dense_weighted_rows(F, R)}
+
+    def empty_stats(self, K: int) -> dict:
+        D = self.dim
+        return {"x": np.zeros((K, D)), "xx": np.zeros((K, D * (D + 1) // 2))}
+
+    def global_step(self, stats: SuffStats) -> NormalWishartPosterior:
+        D = self.dim
+        N = stats["N"]
+        m0 = self.prior_mean
+        kappa = self.kappa + N
+        m = (self.kappa * m0 + stats["x"]) / kappa[:, None]
+        nu = self.nu + N
+        B = (
+            self.B0
+            + unpack_symmetric(np.ascontiguousarray(stats["xx"]), D)
+            + self.kappa * np.outer(m0, m0)
+            - kappa[:, None, None] * m[:, :, None] * m[:, None, :]
+        )
+        B = 0.5 * (B + np.swapaxes(B, -1, -2))
+        logdet, E_phi, E_logdet = wishart_expectations(nu, B)
+        quad_coef = np.ascontiguousarray((-0.5 * pack_quadratic(E_phi)).T)
+        E_phi_m = np.einsum("kde,ke->kd", E_phi, m)
+        lin_coef = np.ascontiguousarray(E_phi_m.T)
+        const = (
+            -0.5 * D * LOG_2PI
+            + 0.5 * E_logdet
+            - 0.5 * np.einsum("kd,kd->k", m, E_phi_m)
+            - 0.5 * D / kappa
+        )
+        return NormalWishartPosterior(
+            kappa, m, nu, B, logdet, E_phi, E_logdet, quad_coef, lin_coef, const
+        )
+
+    def elbo(self, stats: SuffStats, post: NormalWishartPosterior) -> float:
+        D = self.dim
+        N = stats["N"]
+        # sum_n r_nk E[log N(x_n | mu_k, Phi_k^-1)], expanded in the statistics
+        expected_loglik = (
+            N @ post.const
+            + np.sum(stats["xx"] * post.quad_coef.T)
+            + np.sum(stats["x"] * post.lin_coef.T)
+        )
+        B0 = self.B0
+        kl_wishart = wishart_kl(
+            post.nu, post.B, post.logdet_B, post.E_phi, post.E_logdet,
+            self.nu, B0, float(logdet_spd(B0)),
+        )  # fmt: skip
+        diff = post.m - self.prior_mean
+        kl_mean = (
+            0.5 * D * np.log(post.kappa / self.kappa)
+            - 0.5 * D
+            + 0.5
+            * self.kappa
+            * (D / post.kappa + np.einsum("kd,kde,ke->k", diff, post.E_phi, diff))
+        )
+        return float(expected_loglik - kl_wishart.sum() - kl_mean.sum())
+
+    def point_log_lik(self, X, post: NormalWishartPosterior) -> np.ndarray:
+        return gaussian_log_pdf(as_dense_rows(X, self.dim), post.means, post.covariances)
+
+    def divergence(self, X, seeds) -> np.ndarray:
+        """Squared Euclidean distance: the Bregman divergence of the mean parameter."""
+        return squared_euclidean(as_dense_rows(X, self.dim), as_dense_rows(seeds, self.dim))
+
+    def seed_stats(self, seeds) -> dict:
+        seeds = as_dense_rows(seeds, self.dim)
+        return {"x": seeds.copy(), "xx": outer_features(seeds)}

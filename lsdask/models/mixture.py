@@ -1,0 +1,133 @@
+"""A mixture model: the finite allocation model times an observation model.
+
+Holds the whole local step of lsparse Sec. 2-3 for one batch (log weights,
+dense or top-L responsibilities, summaries, entropy), the global step and the
+exact ELBO (App. A), all in terms of additive :class:`SuffStats`. It knows
+nothing of batches' storage or of Dask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lsdask import config
+from lsdask.kernels import (
+    dense_counts,
+    dense_entropy,
+    dense_resp_from_log_weights,
+    sparse_counts,
+    sparse_entropy,
+    topl_resp_from_log_weights,
+)
+from lsdask.models.allocation import FiniteMixtureAllocation
+from lsdask.models.observation import ObservationModel
+from lsdask.models.stats import SuffStats
+
+
+@dataclass(frozen=True)
+class MixtureGlobals:
+    """Global variational parameters: ``q(pi) = Dir(theta)`` and ``q(phi)``."""
+
+    theta: np.ndarray  # (K,)
+    elogpi: np.ndarray  # (K,) E[log pi_k], cached for the local step
+    obs: Any  # the observation model's posterior
+
+
+@dataclass(frozen=True)
+class MixtureModel:
+    """Finite mixture with L-sparse local step.
+
+    Parameters
+    ----------
+    observation : ObservationModel
+        Likelihood and prior, already configured for the data
+        (:meth:`ObservationModel.with_data_defaults`).
+    n_components : int
+        K.
+    alpha : float
+        Dirichlet concentration of the cluster weights (``pi ~ Dir(alpha/K)``).
+    block_rows : int
+        Rows processed at once inside a batch (bounds temporaries).
+    """
+
+    observation: ObservationModel
+    n_components: int
+    alpha: float
+    block_rows: int = config.BLOCK_ROWS
+
+    @property
+    def allocation(self) -> FiniteMixtureAllocation:
+        return FiniteMixtureAllocation(self.n_components, self.alpha)
+
+    # local step -------------------------------------------------------------
+    def log_weights(self, block: Any, glob: MixtureGlobals) -> np.ndarray:
+        """``W[n, k] = E[log pi_k] + E[log F(x_n | phi_k)]`` (Eq. 5)."""
+        W = self.observation.expected_log_lik(block, glob.obs)
+        W += glob.elogpi
+        return W
+
+    def local_step(self, X: Any, glob: MixtureGlobals, sparsity: int | None) -> SuffStats:
+        """Responsibilities for every row of X, summarized into statistics.
+
+        ``sparsity=None`` uses dense responsibilities (Alg. 1 left); an integer
+        L keeps the top L per row (Alg. 1 right). Returns ``N``, ``H``
+        (per-cluster entropy) and the observation model's statistics.
+        """
+        K = self.n_components
+        obs = self.observation
+        parts = {"N": np.zeros(K), "H": np.zeros(K), **obs.empty_stats(K)}
+        n = X.shape[0]
+        for start in range(0, n, self.block_rows):
+            block = obs.prepare(X[start : start + self.block_rows])
+            W = self.log_weights(block, glob)
+            if sparsity is None:
+                R = dense_resp_from_log_weights(W)
+                parts["N"] += dense_counts(R)
+                parts["H"] += dense_entropy(R)
+                obs_stats = obs.summarize_dense(block, R)
+            else:
+                resp, idx = topl_resp_from_log_weights(W, sparsity)
+                parts["N"] += sparse_counts(resp, idx, K)
+                parts["H"] += sparse_entropy(resp, idx, K)
+                obs_stats = obs.summarize_sparse(block, resp, idx, K)
+            for name, value in obs_stats.items():
+                parts[name] += value
+        return SuffStats(**parts)
+
+    def responsibilities(self, X: Any, glob: MixtureGlobals, sparsity: int | None):
+        """Dense (n, K) responsibilities, or ``(resp, idx)`` when sparse."""
+        block = self.observation.prepare(X)
+        W = self.log_weights(block, glob)
+        if sparsity is None:
+            return dense_resp_from_log_weights(W)
+        return topl_resp_from_log_weights(W, sparsity)
+
+    # global step and objective ---------------------------------------------
+    def empty_stats(self) -> SuffStats:
+        K = self.n_components
+        return SuffStats(N=np.zeros(K), H=np.zeros(K), **self.observation.empty_stats(K))
+
+    def global_step(self, stats: SuffStats) -> MixtureGlobals:
+        """Optimal ``q(pi), q(phi)`` given whole-data statistics."""
+        alloc = self.allocation
+        theta = alloc.global_step(stats["N"])
+        return MixtureGlobals(
+            theta, alloc.expected_log_weights(theta), self.observation.global_step(stats)
+        )
+
+    def elbo(self, stats: SuffStats, glob: MixtureGlobals) -> float:
+        """Exact ELBO (Eq. 18) from statistics: data + entropy + allocation terms."""
+        return (
+            self.observation.elbo(stats, glob.obs)
+            + float(stats["H"].sum())
+            + self.allocation.elbo(stats["N"], glob.theta)
+        )
+
+    # initialization ----------------------------------------------------------
+    def seed_stats(self, seeds: Any) -> SuffStats:
+        """Statistics of K clusters holding one seed example each (zero entropy)."""
+        K = self.n_components
+        return SuffStats(N=np.ones(K), H=np.zeros(K), **self.observation.seed_stats(seeds))

@@ -1,0 +1,150 @@
+"""Multinomial over a vocabulary with a Dirichlet prior (lsparse App. B.2).
+
+Each observation is a row of word counts ``x_n`` (a document, or one word).
+``phi_k ~ Dir(lambda)``; statistics ``words[k, v] = sum_n r_nk x_nv``;
+posterior ``lambda_kv = lambda + words_kv``. The ELBO data term (Eq. 35) leaves
+out each document's multinomial coefficient, a constant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import scipy.sparse as sp
+
+from lsdask.kernels import (
+    csr_matmul,
+    dense_weighted_csr_rows,
+    sparse_weighted_csr_rows,
+)
+from lsdask.models.observation import ObservationModel
+from lsdask.models.special import dirichlet_expected_log, dirichlet_kl
+from lsdask.models.stats import SuffStats
+
+
+@dataclass(frozen=True)
+class DirichletPosterior:
+    lam: np.ndarray  # (K, V)
+    E_log_phi_t: np.ndarray  # (V, K), transposed for the CSR product
+
+    @property
+    def topics(self) -> np.ndarray:
+        return self.lam / self.lam.sum(axis=1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class CSRBlock:
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+
+    @property
+    def n_rows(self) -> int:
+        return self.indptr.shape[0] - 1
+
+
+def as_count_block(X, V: int | None) -> CSRBlock:
+    """Check a block of word counts (dense (n, V) or scipy sparse) and return CSR arrays."""
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+    else:
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise ValueError(f"expected a 2-D array of word counts (n, V); got shape {X.shape}")
+        X = sp.csr_matrix(X)
+    if V is not None and X.shape[1] != V:
+        raise ValueError(f"expected count vectors over V={V} words; got {X.shape[1]} columns")
+    data = np.asarray(X.data, dtype=np.float64)
+    if data.size and (not np.all(np.isfinite(data)) or data.min() < 0):
+        raise ValueError("word counts must be finite and non-negative")
+    return CSRBlock(
+        np.asarray(X.indptr, dtype=np.int64), np.asarray(X.indices, dtype=np.int32), data
+    )
+
+
+@dataclass(frozen=True)
+class Multinomial(ObservationModel):
+    """Multinomial likelihood with a symmetric Dirichlet prior.
+
+    Parameters
+    ----------
+    lam : float
+        Symmetric Dirichlet pseudo-count per word (``lambda-bar``).
+    vocab_size : int or None
+        V, set from the data.
+    """
+
+    lam: float = 0.1
+    vocab_size: int | None = None
+
+    stat_names = ("words",)
+
+    @property
+    def data_dim(self) -> int | None:
+        return self.vocab_size
+
+    def with_data_defaults(self, sample) -> Multinomial:
+        if not self.lam > 0:
+            raise ValueError(f"lam (the Dirichlet pseudo-count) must be > 0; got {self.lam}")
+        V = sample.shape[1]
+        as_count_block(sample, self.vocab_size)
+        return replace(self, vocab_size=int(V))
+
+    def prepare(self, X) -> CSRBlock:
+        return as_count_block(X, self.vocab_size)
+
+    def expected_log_lik(self, block: CSRBlock, post: DirichletPosterior) -> np.ndarray:
+        return csr_matmul(block.indptr, block.indices, block.data, post.E_log_phi_t)
+
+    def summarize_sparse(self, block: CSRBlock, resp, idx, K) -> dict:
+        words = sparse_weighted_csr_rows(
+            block.indptr, block.indices, block.data, resp, idx, K, self.vocab_size
+        )
+        return {"words": words}
+
+    def summarize_dense(self, block: CSRBlock, R) -> dict:
+        words = dense_weighted_csr_rows(block.indptr, block.indices, block.data, R, self.vocab_size)
+        return {"words": words}
+
+    def empty_stats(self, K: int) -> dict:
+        return {"words": np.zeros((K, self.vocab_size))}
+
+    def global_step(self, stats: SuffStats) -> DirichletPosterior:
+        lam = self.lam + stats["words"]
+        return DirichletPosterior(lam, np.ascontiguousarray(dirichlet_expected_log(lam).T))
+
+    def elbo(self, stats: SuffStats, post: DirichletPosterior) -> float:
+        prior = np.full(self.vocab_size, self.lam)
+        expected_loglik = np.sum(stats["words"] * post.E_log_phi_t.T)
+        return float(expected_loglik - dirichlet_kl(post.lam, prior).sum())
+
+    def point_log_lik(self, X, post: DirichletPosterior) -> np.ndarray:
+        block = as_count_block(X, self.vocab_size)
+        log_phi_t = np.ascontiguousarray(np.log(post.topics).T)
+        return csr_matmul(block.indptr, block.indices, block.data, log_phi_t)
+
+    def divergence(self, X, seeds) -> np.ndarray:
+        """KL divergence from each row's word distribution to each smoothed seed's.
+
+        ``KL(x_hat || phi_j) = sum_v x_hat_v log x_hat_v - x_hat . log phi_j`` with
+        ``phi_j`` the posterior mean topic of a cluster holding seed j alone.
+        """
+        block = as_count_block(X, self.vocab_size)
+        seed_words = self.seed_stats(seeds)["words"]
+        phi = (seed_words + self.lam) / (seed_words + self.lam).sum(1, keepdims=True)
+        n = block.n_rows
+        row_of = np.repeat(np.arange(n), np.diff(block.indptr))
+        row_tot = np.bincount(row_of, weights=block.data, minlength=n)
+        p = block.data / np.where(row_tot > 0, row_tot, 1.0)[row_of]
+        plogp = p * np.log(np.where(p > 0, p, 1.0))
+        neg_entropy = np.bincount(row_of, weights=plogp, minlength=n)
+        cross = csr_matmul(block.indptr, block.indices, p, np.ascontiguousarray(np.log(phi).T))
+        return np.maximum(neg_entropy[:, None] - cross, 0.0)
+
+    def seed_stats(self, seeds) -> dict:
+        block = as_count_block(seeds, self.vocab_size)
+        dense = sp.csr_matrix(
+            (block.data, block.indices, block.indptr), shape=(block.n_rows, self.vocab_size)
+        ).toarray()
+        return {"words": dense}

@@ -1,0 +1,73 @@
+"""The interface every observation model implements.
+
+An observation model owns the likelihood ``F(x | phi_k)``, its conjugate prior,
+and everything that needs their formulas: expected log-likelihoods for the
+local step, sufficient statistics, the global step, the data term of the ELBO
+(lsparse App. A-B), point estimates for scoring, and the Bregman divergence
+used by k-means++ initialization. It knows nothing of batches or Dask.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from lsdask.models.stats import SuffStats
+
+
+class ObservationModel(ABC):
+    """Likelihood plus conjugate prior; subclasses are small frozen dataclasses."""
+
+    #: names of the statistics this model adds to a batch's SuffStats
+    stat_names: tuple[str, ...] = ()
+
+    @abstractmethod
+    def with_data_defaults(self, sample: Any) -> ObservationModel:
+        """Return a copy with the data dimension and data-driven prior defaults set."""
+
+    @abstractmethod
+    def prepare(self, X: Any) -> Any:
+        """Per-block features shared by the weights and the summaries."""
+
+    @abstractmethod
+    def expected_log_lik(self, block: Any, post: Any) -> np.ndarray:
+        """``E_q[log F(x_n | phi_k)]`` for every row of the block: (n, K) float64."""
+
+    @abstractmethod
+    def summarize_sparse(self, block: Any, resp: np.ndarray, idx: np.ndarray, K: int) -> dict:
+        """Statistics from L-sparse responsibilities."""
+
+    @abstractmethod
+    def summarize_dense(self, block: Any, R: np.ndarray) -> dict:
+        """Statistics from dense responsibilities (N, K)."""
+
+    @abstractmethod
+    def empty_stats(self, K: int) -> dict:
+        """Zero statistics for K clusters."""
+
+    @abstractmethod
+    def global_step(self, stats: SuffStats) -> Any:
+        """Optimal ``q(phi)`` given whole-data statistics (the posterior)."""
+
+    @abstractmethod
+    def elbo(self, stats: SuffStats, post: Any) -> float:
+        """``L_data``: ``E[log p(x | z, phi)] + E[log p(phi) - log q(phi)]``."""
+
+    @abstractmethod
+    def point_log_lik(self, X: Any, post: Any) -> np.ndarray:
+        """``log F(x_n | phi_hat_k)`` at point estimates (Sec. 4 heldout score)."""
+
+    @abstractmethod
+    def divergence(self, X: Any, seeds: Any) -> np.ndarray:
+        """Bregman divergence from each row of X to each seed's cluster: (n, n_seeds)."""
+
+    @abstractmethod
+    def seed_stats(self, seeds: Any) -> dict:
+        """Statistics of clusters made of one seed example each."""
+
+    @property
+    @abstractmethod
+    def data_dim(self) -> int | None:
+        """Dimension of one observation, once known."""

@@ -1,0 +1,159 @@
+"""Zero-mean full-covariance Gaussian with a Wishart prior (lsparse App. B.1).
+
+``x_n ~ N(0, Phi_k^{-1})``, ``Phi_k ~ W(nu, B^{-1})`` (``B`` the inverse scale).
+Statistics ``N_k`` and ``S_k = sum_n r_nk x_n x_n^T`` (stored as vech, Eq. 30).
+Posterior ``nu_k = nu + N_k``, ``B_k = B + S_k``. Point estimate
+``Sigma_k = E[Sigma_k] = B_k / (nu_k - D - 1)`` (Sec. 4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from lsdask.kernels import (
+    dense_weighted_rows,
+    outer_features,
+    pack_quadratic,
+    sparse_weighted_rows,
+    unpack_symmetric,
+)
+from lsdask.models.gaussian_base import as_dense_rows, default_scale, gaussian_log_pdf
+from lsdask.models.observation import ObservationModel
+from lsdask.models.special import LOG_2PI, logdet_spd, wishart_expectations, wishart_kl
+from lsdask.models.stats import SuffStats
+
+
+@dataclass(frozen=True)
+class WishartPosterior:
+    """``q(Phi_k) = W(nu_k, B_k^{-1})`` plus the expectations the local step needs."""
+
+    nu: np.ndarray  # (K,)
+    B: np.ndarray  # (K, D, D)
+    logdet_B: np.ndarray  # (K,)
+    E_phi: np.ndarray  # (K, D, D)
+    E_logdet: np.ndarray  # (K,)
+    quad_coef: np.ndarray  # (D(D+1)/2, K): vech(x x^T) @ quad_coef = -1/2 x^T E[Phi] x
+    const: np.ndarray  # (K,)
+
+    @property
+    def covariances(self) -> np.ndarray:
+        D = self.B.shape[-1]
+        return self.B / (self.nu - D - 1.0)[:, None, None]
+
+
+@dataclass(frozen=True)
+class ZeroMeanGaussian(ObservationModel):
+    """Zero-mean Gaussian likelihood with Wishart prior on the precision.
+
+    Parameters
+    ----------
+    nu : float or None
+        Prior degrees of freedom; default D + 2 (the weakest with a finite
+        prior mean covariance).
+    prior_scale : float or None
+        Prior expected covariance ``E[Sigma] = prior_scale * I``; default the
+        mean of x**2 over a data sample.
+    dim : int or None
+        Data dimension D; set from the data by :meth:`with_data_defaults`.
+    """
+
+    nu: float | None = None
+    prior_scale: float | None = None
+    dim: int | None = None
+
+    stat_names = ("xx",)
+
+    @property
+    def data_dim(self) -> int | None:
+        return self.dim
+
+    def with_data_defaults(self, sample) -> ZeroMeanGaussian:
+        X = as_dense_rows(sample, self.dim)
+        D = X.shape[1]
+        nu = float(D + 2) if self.nu is None else float(self.nu)
+        if nu <= D + 1:
+            raise ValueError(
+                f"nu must be > D + 1 = {D + 1} for a finite prior mean covariance; got {nu}"
+            )
+        scale = default_scale(X, centered=False) if self.prior_scale is None else self.prior_scale
+        return replace(self, nu=nu, prior_scale=float(scale), dim=D)
+
+    # prior --------------------------------------------------------------
+    @property
+    def B0(self) -> np.ndarray:
+        D = self.dim
+        return np.eye(D) * self.prior_scale * (self.nu - D - 1.0)
+
+    # local step ---------------------------------------------------------
+    def prepare(self, X) -> np.ndarray:
+        return outer_features(as_dense_rows(X, self.dim))
+
+    def expected_log_lik(self, block: np.ndarray, post: WishartPosterior) -> np.ndarray:
+        W = block @ post.quad_coef
+        W += post.const
+        return W
+
+    def summarize_sparse(self, block, resp, idx, K) -> dict:
+        return {"xx": sparse_weighted_rows(block, resp, idx, K)}
+
+    def summarize_dense(self, block, R) -> dict:
+        return {"xx": dense_weighted_rows(block, R)}
+
+    def empty_stats(self, K: int) -> dict:
+        D = self.dim
+        return {"xx": np.zeros((K, D * (D + 1) // 2))}
+
+    # global step --------------------------------------------------------
+    def global_step(self, stats: SuffStats) -> WishartPosterior:
+        D = self.dim
+        nu = self.nu + stats["N"]
+        B = self.B0 + unpack_symmetric(np.ascontiguousarray(stats["xx"]), D)
+        logdet, E_phi, E_logdet = wishart_expectations(nu, B)
+        quad_coef = np.ascontiguousarray((-0.5 * pack_quadratic(E_phi)).T)
+        const = -0.5 * D * LOG_2PI + 0.5 * E_logdet
+        return WishartPosterior(nu, B, logdet, E_phi, E_logdet, quad_coef, const)
+
+    def elbo(self, stats: SuffStats, post: WishartPosterior) -> float:
+        N = stats["N"]
+        # sum_n r_nk E[log N(x_n | 0, Phi_k^-1)] = N_k const_k - 1/2 tr(E[Phi_k] S_k)
+        expected_loglik = N @ post.const + np.sum(stats["xx"] * post.quad_coef.T)
+        B0 = self.B0
+        kl = wishart_kl(
+            post.nu, post.B, post.logdet_B, post.E_phi, post.E_logdet,
+            self.nu, B0, float(logdet_spd(B0)),
+        )  # fmt: skip
+        return float(expected_loglik - kl.sum())
+
+    # scoring and initialization -------------------------------------------
+    def point_log_lik(self, X, post: WishartPosterior) -> np.ndarray:
+        return gaussian_log_pdf(as_dense_rows(X, self.dim), None, post.covariances)
+
+    def _smoothed_covariances(self, seeds: np.ndarray) -> np.ndarray:
+        # posterior mean covariance of a cluster holding one example
+        return (self.B0 + seeds[:, :, None] * seeds[:, None, :]) / (self.nu + 1.0 - self.dim - 1.0)
+
+    def divergence(self, X, seeds) -> np.ndarray:
+        """Burg (log-det) divergence between smoothed one-example covariances.
+
+        ``D(Sigma_x, Sigma_j) = tr(Sigma_x P_j) - log|Sigma_x P_j| - D`` with
+        ``Sigma_x = (B + x x^T) / (nu - D)`` and ``P_j`` the inverse of the seed's.
+        """
+        X = as_dense_rows(X, self.dim)
+        seeds = as_dense_rows(seeds, self.dim)
+        D = self.dim
+        c = self.nu - D
+        B0 = self.B0
+        B0inv = np.linalg.inv(B0)
+        logdet_x = float(logdet_spd(B0)) + np.log1p(np.einsum("nd,de,ne->n", X, B0inv, X))
+        logdet_x -= D * np.log(c)
+        P = np.linalg.inv(self._smoothed_covariances(seeds))
+        logdet_P = logdet_spd(P)
+        trace_B0P = np.einsum("de,jed->j", B0, P)
+        quad = np.einsum("nd,jde,ne->nj", X, P, X)
+        div = (trace_B0P[None, :] + quad) / c - logdet_x[:, None] - logdet_P[None, :] - D
+        return np.maximum(div, 0.0)
+
+    def seed_stats(self, seeds) -> dict:
+        return {"xx": outer_features(as_dense_rows(seeds, self.dim))}

@@ -1,0 +1,46 @@
+"""Parameter checks with messages that name the parameter, what was expected,
+what was received and how to fix it (after zarr's ``parse_*`` helpers)."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+
+def check_int(name: str, value: Any, low: int, high: int | None = None, hint: str = "") -> int:
+    """An integer in ``[low, high]`` (``high=None``: no upper bound)."""
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    ok = ok and value >= low and (high is None or value <= high)
+    if not ok:
+        rng = f"[{low}, {high}]" if high is not None else f">= {low}"
+        msg = f"{name} must be an integer {'in ' if high is not None else ''}{rng}; got {value!r}."
+        raise ValueError(f"{msg} {hint}".strip())
+    return int(value)
+
+
+def check_positive_float(name: str, value: Any, hint: str = "") -> float:
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0
+    if not ok or value != value or value == float("inf"):
+        raise ValueError(f"{name} must be a positive finite number; got {value!r}. {hint}".strip())
+    return float(value)
+
+
+def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    if value not in choices:
+        options = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {options}; got {value!r}")
+    return value
+
+
+def check_sparsity(sparsity: Any, n_components: int) -> int | None:
+    """None (dense) or an integer L in [1, n_components]."""
+    if sparsity is None:
+        return None
+    return check_int(
+        "sparsity",
+        sparsity,
+        1,
+        n_components,
+        hint="Use sparsity=None for dense responsibilities.",
+    )
