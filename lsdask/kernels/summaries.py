@@ -31,22 +31,24 @@ def dense_counts(R: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(nogil=True, cache=True)
-def sparse_weighted_rows(rows, resp, idx, K):
-    """``out[k] = sum_n r_nk rows[n]`` with L-sparse responsibilities.
+def sparse_weighted_rows(rows, resp, idx, out):
+    """``out[k] += sum_n r_nk rows[n]`` with L-sparse responsibilities.
+
+    Accumulates into ``out`` so that a batch processed in row blocks needs no
+    per-block (K, M) temporaries.
 
     Parameters
     ----------
     rows : ndarray (N, M) float64
     resp, idx : ndarray (N, L) float64 / int32
-    K : int
+    out : ndarray (K, M) float64, updated in place
 
     Returns
     -------
-    ndarray (K, M) float64
+    out
     """
     N, M = rows.shape
     L = resp.shape[1]
-    out = np.zeros((K, M), dtype=np.float64)
     for n in range(N):
         for j in range(L):
             r = resp[n, j]
@@ -59,27 +61,27 @@ def sparse_weighted_rows(rows, resp, idx, K):
     return out
 
 
-def dense_weighted_rows(rows: np.ndarray, R: np.ndarray) -> np.ndarray:
-    """Dense twin of :func:`sparse_weighted_rows`: ``R.T @ rows`` (BLAS)."""
-    return R.T @ rows
+def dense_weighted_rows(rows: np.ndarray, R: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Dense twin of :func:`sparse_weighted_rows`: ``out += R.T @ rows`` (BLAS)."""
+    out += R.T @ rows
+    return out
 
 
 @numba.njit(nogil=True, cache=True)
-def sparse_weighted_csr_rows(indptr, indices, data, resp, idx, K, V):
-    """Word-count statistics ``S[k, v] = sum_n r_nk x_nv`` for CSR rows.
+def sparse_weighted_csr_rows(indptr, indices, data, resp, idx, out):
+    """Word-count statistics ``out[k, v] += sum_n r_nk x_nv`` for CSR rows.
 
     Parameters
     ----------
     indptr, indices, data : CSR arrays of an (N, V) count matrix.
     resp, idx : ndarray (N, L)
-    K, V : int
+    out : ndarray (K, V) float64, updated in place
 
     Returns
     -------
-    ndarray (K, V) float64
+    out
     """
     N, L = resp.shape
-    out = np.zeros((K, V), dtype=np.float64)
     for n in range(N):
         for j in range(L):
             r = resp[n, j]
@@ -90,17 +92,16 @@ def sparse_weighted_csr_rows(indptr, indices, data, resp, idx, K, V):
 
 
 @numba.njit(nogil=True, cache=True)
-def dense_weighted_csr_rows(indptr, indices, data, R, V):
+def dense_weighted_csr_rows(indptr, indices, data, R, out):
     """Dense twin of :func:`sparse_weighted_csr_rows`: all K clusters per row."""
     N, K = R.shape
-    out = np.zeros((V, K), dtype=np.float64)
     for n in range(N):
         for p in range(indptr[n], indptr[n + 1]):
-            dst = out[indices[p]]
+            v = indices[p]
             c = data[p]
             for k in range(K):
-                dst[k] += R[n, k] * c
-    return out.T.copy()
+                out[k, v] += R[n, k] * c
+    return out
 
 
 @numba.njit(nogil=True, cache=True)

@@ -92,6 +92,7 @@ def initial_stats(model: Any, X: Any, method: str, rng: np.random.Generator) -> 
     logger.debug("initial seeds (%s): %s", method, seeds[:20])
     resp = np.ones((X.shape[0], 1))
     idx = nearest.astype(np.int32)[:, None]
-    obs_stats = model.observation.summarize_sparse(model.observation.prepare(X), resp, idx, K)
+    obs_stats = model.observation.empty_stats(K)
+    model.observation.summarize_sparse(model.observation.prepare(X), resp, idx, obs_stats)
     counts = np.bincount(nearest, minlength=K).astype(np.float64)
     return SuffStats(N=counts, H=np.zeros(K), **obs_stats)

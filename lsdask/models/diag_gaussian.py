@@ -100,16 +100,15 @@ class DiagGaussian(ObservationModel):
         W += post.const
         return W
 
-    def summarize_sparse(self, block, resp, idx, K) -> dict:
+    def summarize_sparse(self, block, resp, idx, out: dict) -> None:
         X, X2 = block
-        return {
-            "x": sparse_weighted_rows(X, resp, idx, K),
-            "x2": sparse_weighted_rows(X2, resp, idx, K),
-        }
+        sparse_weighted_rows(X, resp, idx, out["x"])
+        sparse_weighted_rows(X2, resp, idx, out["x2"])
 
-    def summarize_dense(self, block, R) -> dict:
+    def summarize_dense(self, block, R, out: dict) -> None:
         X, X2 = block
-        return {"x": dense_weighted_rows(X, R), "x2": dense_weighted_rows(X2, R)}
+        dense_weighted_rows(X, R, out["x"])
+        dense_weighted_rows(X2, R, out["x2"])
 
     def empty_stats(self, K: int) -> dict:
         return {"x": np.zeros((K, self.dim)), "x2": np.zeros((K, self.dim))}
@@ -160,7 +159,3 @@ class DiagGaussian(ObservationModel):
     def divergence(self, X, seeds) -> np.ndarray:
         """Squared Euclidean distance: the Bregman divergence of the mean parameter."""
         return squared_euclidean(as_dense_rows(X, self.dim), as_dense_rows(seeds, self.dim))
-
-    def seed_stats(self, seeds) -> dict:
-        seeds = as_dense_rows(seeds, self.dim)
-        return {"x": seeds.copy(), "x2": seeds * seeds}

@@ -112,16 +112,15 @@ class FullGaussian(ObservationModel):
         W += post.const
         return W
 
-    def summarize_sparse(self, block, resp, idx, K) -> dict:
+    def summarize_sparse(self, block, resp, idx, out: dict) -> None:
         X, F = block
-        return {
-            "x": sparse_weighted_rows(X, resp, idx, K),
-            "xx": sparse_weighted_rows(F, resp, idx, K),
-        }
+        sparse_weighted_rows(X, resp, idx, out["x"])
+        sparse_weighted_rows(F, resp, idx, out["xx"])
 
-    def summarize_dense(self, block, R) -> dict:
+    def summarize_dense(self, block, R, out: dict) -> None:
         X, F = block
-        return {"x": dense_weighted_rows(X, R), "xx": dense_weighted_rows(F, R)}
+        dense_weighted_rows(X, R, out["x"])
+        dense_weighted_rows(F, R, out["xx"])
 
     def empty_stats(self, K: int) -> dict:
         D = self.dim
@@ -185,7 +184,3 @@ class FullGaussian(ObservationModel):
     def divergence(self, X, seeds) -> np.ndarray:
         """Squared Euclidean distance: the Bregman divergence of the mean parameter."""
         return squared_euclidean(as_dense_rows(X, self.dim), as_dense_rows(seeds, self.dim))
-
-    def seed_stats(self, seeds) -> dict:
-        seeds = as_dense_rows(seeds, self.dim)
-        return {"x": seeds.copy(), "xx": outer_features(seeds)}

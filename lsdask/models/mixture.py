@@ -87,14 +87,12 @@ class MixtureModel:
                 R = dense_resp_from_log_weights(W)
                 parts["N"] += dense_counts(R)
                 parts["H"] += dense_entropy(R)
-                obs_stats = obs.summarize_dense(block, R)
+                obs.summarize_dense(block, R, parts)
             else:
                 resp, idx = topl_resp_from_log_weights(W, sparsity)
                 parts["N"] += sparse_counts(resp, idx, K)
                 parts["H"] += sparse_entropy(resp, idx, K)
-                obs_stats = obs.summarize_sparse(block, resp, idx, K)
-            for name, value in obs_stats.items():
-                parts[name] += value
+                obs.summarize_sparse(block, resp, idx, parts)
         return SuffStats(**parts)
 
     def responsibilities(self, X: Any, glob: MixtureGlobals, sparsity: int | None):
@@ -125,9 +123,3 @@ class MixtureModel:
             + float(stats["H"].sum())
             + self.allocation.elbo(stats["N"], glob.theta)
         )
-
-    # initialization ----------------------------------------------------------
-    def seed_stats(self, seeds: Any) -> SuffStats:
-        """Statistics of K clusters holding one seed example each (zero entropy)."""
-        K = self.n_components
-        return SuffStats(N=np.ones(K), H=np.zeros(K), **self.observation.seed_stats(seeds))

@@ -97,15 +97,11 @@ class Multinomial(ObservationModel):
     def expected_log_lik(self, block: CSRBlock, post: DirichletPosterior) -> np.ndarray:
         return csr_matmul(block.indptr, block.indices, block.data, post.E_log_phi_t)
 
-    def summarize_sparse(self, block: CSRBlock, resp, idx, K) -> dict:
-        words = sparse_weighted_csr_rows(
-            block.indptr, block.indices, block.data, resp, idx, K, self.vocab_size
-        )
-        return {"words": words}
+    def summarize_sparse(self, block: CSRBlock, resp, idx, out: dict) -> None:
+        sparse_weighted_csr_rows(block.indptr, block.indices, block.data, resp, idx, out["words"])
 
-    def summarize_dense(self, block: CSRBlock, R) -> dict:
-        words = dense_weighted_csr_rows(block.indptr, block.indices, block.data, R, self.vocab_size)
-        return {"words": words}
+    def summarize_dense(self, block: CSRBlock, R, out: dict) -> None:
+        dense_weighted_csr_rows(block.indptr, block.indices, block.data, R, out["words"])
 
     def empty_stats(self, K: int) -> dict:
         return {"words": np.zeros((K, self.vocab_size))}
@@ -131,7 +127,11 @@ class Multinomial(ObservationModel):
         ``phi_j`` the posterior mean topic of a cluster holding seed j alone.
         """
         block = as_count_block(X, self.vocab_size)
-        seed_words = self.seed_stats(seeds)["words"]
+        seed_block = as_count_block(seeds, self.vocab_size)
+        seed_words = sp.csr_matrix(
+            (seed_block.data, seed_block.indices, seed_block.indptr),
+            shape=(seed_block.n_rows, self.vocab_size),
+        ).toarray()
         phi = (seed_words + self.lam) / (seed_words + self.lam).sum(1, keepdims=True)
         n = block.n_rows
         row_of = np.repeat(np.arange(n), np.diff(block.indptr))
@@ -141,10 +141,3 @@ class Multinomial(ObservationModel):
         neg_entropy = np.bincount(row_of, weights=plogp, minlength=n)
         cross = csr_matmul(block.indptr, block.indices, p, np.ascontiguousarray(np.log(phi).T))
         return np.maximum(neg_entropy[:, None] - cross, 0.0)
-
-    def seed_stats(self, seeds) -> dict:
-        block = as_count_block(seeds, self.vocab_size)
-        dense = sp.csr_matrix(
-            (block.data, block.indices, block.indptr), shape=(block.n_rows, self.vocab_size)
-        ).toarray()
-        return {"words": dense}

@@ -36,12 +36,12 @@ class ObservationModel(ABC):
         """``E_q[log F(x_n | phi_k)]`` for every row of the block: (n, K) float64."""
 
     @abstractmethod
-    def summarize_sparse(self, block: Any, resp: np.ndarray, idx: np.ndarray, K: int) -> dict:
-        """Statistics from L-sparse responsibilities."""
+    def summarize_sparse(self, block: Any, resp: np.ndarray, idx: np.ndarray, out: dict) -> None:
+        """Add the block's statistics from L-sparse responsibilities into ``out``."""
 
     @abstractmethod
-    def summarize_dense(self, block: Any, R: np.ndarray) -> dict:
-        """Statistics from dense responsibilities (N, K)."""
+    def summarize_dense(self, block: Any, R: np.ndarray, out: dict) -> None:
+        """Add the block's statistics from dense responsibilities (N, K) into ``out``."""
 
     @abstractmethod
     def empty_stats(self, K: int) -> dict:
@@ -62,10 +62,6 @@ class ObservationModel(ABC):
     @abstractmethod
     def divergence(self, X: Any, seeds: Any) -> np.ndarray:
         """Bregman divergence from each row of X to each seed's cluster: (n, n_seeds)."""
-
-    @abstractmethod
-    def seed_stats(self, seeds: Any) -> dict:
-        """Statistics of clusters made of one seed example each."""
 
     @property
     @abstractmethod

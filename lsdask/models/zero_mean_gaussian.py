@@ -95,11 +95,11 @@ class ZeroMeanGaussian(ObservationModel):
         W += post.const
         return W
 
-    def summarize_sparse(self, block, resp, idx, K) -> dict:
-        return {"xx": sparse_weighted_rows(block, resp, idx, K)}
+    def summarize_sparse(self, block, resp, idx, out: dict) -> None:
+        sparse_weighted_rows(block, resp, idx, out["xx"])
 
-    def summarize_dense(self, block, R) -> dict:
-        return {"xx": dense_weighted_rows(block, R)}
+    def summarize_dense(self, block, R, out: dict) -> None:
+        dense_weighted_rows(block, R, out["xx"])
 
     def empty_stats(self, K: int) -> dict:
         D = self.dim
@@ -154,6 +154,3 @@ class ZeroMeanGaussian(ObservationModel):
         quad = np.einsum("nd,jde,ne->nj", X, P, X)
         div = (trace_B0P[None, :] + quad) / c - logdet_x[:, None] - logdet_P[None, :] - D
         return np.maximum(div, 0.0)
-
-    def seed_stats(self, seeds) -> dict:
-        return {"xx": outer_features(as_dense_rows(seeds, self.dim))}
