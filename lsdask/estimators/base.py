@@ -59,6 +59,9 @@ class MixtureEstimatorBase(BaseEstimator):
     init : {"kmeans++", "random"}
         Seeds by k-means++ under the model's Bregman divergence, or random
         examples.
+    n_init : int
+        Independent initializations; the run with the highest final ELBO is
+        kept (as scikit-learn's ``n_init``).
     svi_delay, svi_kappa : float
         SVI learning rate ``(delay + t) ** (-kappa)``.
     random_state : int, numpy Generator or None
@@ -85,6 +88,7 @@ class MixtureEstimatorBase(BaseEstimator):
         batches_per_update: int | None = None,
         alpha: float = 1.0,
         init: str = "kmeans++",
+        n_init: int = 1,
         svi_delay: float = config.SVI_DELAY,
         svi_kappa: float = config.SVI_KAPPA,
         random_state: Any = None,
@@ -102,6 +106,7 @@ class MixtureEstimatorBase(BaseEstimator):
         self.batches_per_update = batches_per_update
         self.alpha = alpha
         self.init = init
+        self.n_init = n_init
         self.svi_delay = svi_delay
         self.svi_kappa = svi_kappa
         self.random_state = random_state
@@ -126,6 +131,7 @@ class MixtureEstimatorBase(BaseEstimator):
         check_choice("algorithm", self.algorithm, tuple(ALGORITHMS))
         check_choice("init", self.init, INIT_METHODS)
         check_int("n_laps", self.n_laps, 1)
+        check_int("n_init", self.n_init, 1)
         check_positive_float("tol", self.tol)
         if self.batch_size is not None:
             check_int("batch_size", self.batch_size, 1, hint="Use None for the store's chunks.")
@@ -179,18 +185,23 @@ class MixtureEstimatorBase(BaseEstimator):
         sample = source.sample(config.INIT_SAMPLE_ROWS, rng)
         observation = self._make_observation().with_data_defaults(sample)
         model = MixtureModel(observation, self.n_components, float(self.alpha))
-        init_stats = initial_stats(model, sample, self.init, rng)
-        glob = model.global_step(init_stats)
         logger.info(
             "fitting K=%d L=%s (%s) on %s: %d rows in %d batches",
             self.n_components, self.sparsity, self.algorithm, source.description,
             source.n_rows, source.n_batches,
         )  # fmt: skip
         executor = make_executor(self.client, self.n_workers)
+        result = None
         try:
-            result = self._learner(source.n_rows, init_stats).run(
-                model, executor, source.batches, glob, rng, self.sparsity
-            )
+            for attempt in range(self.n_init):
+                init_stats = initial_stats(model, sample, self.init, rng)
+                run = self._learner(source.n_rows, init_stats).run(
+                    model, executor, source.batches, model.global_step(init_stats), rng,
+                    self.sparsity,
+                )  # fmt: skip
+                logger.info("initialization %d: final ELBO %.6e", attempt, run.elbo_trace[-1])
+                if result is None or run.elbo_trace[-1] > result.elbo_trace[-1]:
+                    result = run
         finally:
             if executor is not self.client:
                 executor.close()

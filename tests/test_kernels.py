@@ -1,0 +1,158 @@
+"""Every kernel against its plain numpy reference (tests/naive.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from lsdask.kernels import (
+    csr_matmul,
+    dense_counts,
+    dense_entropy,
+    dense_resp_from_log_weights,
+    dense_weighted_csr_rows,
+    dense_weighted_rows,
+    outer_features,
+    pack_quadratic,
+    select_top_l,
+    sparse_counts,
+    sparse_entropy,
+    sparse_to_dense,
+    sparse_weighted_csr_rows,
+    sparse_weighted_rows,
+    topl_resp_from_log_weights,
+    unpack_symmetric,
+)
+from tests import naive
+
+SHAPES = [(0, 5), (1, 1), (7, 3), (50, 12), (200, 40)]
+
+
+def _weights(rng, N, K, ties=False):
+    W = rng.normal(size=(N, K)) * 3
+    if ties and K > 1:
+        W = np.round(W)  # many exact ties
+    return W
+
+
+@pytest.mark.parametrize("N,K", SHAPES)
+@pytest.mark.parametrize("ties", [False, True])
+def test_topl_resp_matches_reference_for_every_L(rng, N, K, ties):
+    W = _weights(rng, N, K, ties)
+    for L in sorted({1, min(2, K), min(4, K), K}):
+        resp, idx = topl_resp_from_log_weights(W, L)
+        ref_resp, ref_idx = naive.topl_resp(W, L)
+        np.testing.assert_array_equal(idx, ref_idx)
+        np.testing.assert_allclose(resp, ref_resp, rtol=1e-13, atol=1e-15)
+        assert resp.shape == (N, L) and idx.dtype == np.int32
+
+
+def test_topl_all_equal_weights_takes_lowest_indices():
+    W = np.zeros((3, 10))
+    for L in (1, 3, 10):
+        resp, idx = topl_resp_from_log_weights(W, L)
+        np.testing.assert_array_equal(idx, np.tile(np.arange(L), (3, 1)))
+        np.testing.assert_allclose(resp, 1.0 / L)
+
+
+def test_topl_large_L_uses_sort_path_with_same_tie_rule(rng):
+    W = np.round(rng.normal(size=(20, 100)))
+    resp, idx = topl_resp_from_log_weights(W, 60)
+    ref_resp, ref_idx = naive.topl_resp(W, 60)
+    np.testing.assert_array_equal(idx, ref_idx)
+    np.testing.assert_allclose(resp, ref_resp, rtol=1e-13)
+
+
+def test_topl_is_stable_for_huge_weights():
+    W = np.array([[1000.0, 999.0, -1000.0], [-1e300, -1e300 + 1e285, 0.0]])
+    resp, _ = topl_resp_from_log_weights(W, 2)
+    assert np.all(np.isfinite(resp))
+    np.testing.assert_allclose(resp.sum(1), 1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arrays(np.float64, st.integers(1, 40), elements=st.sampled_from([-2.0, -1.0, 0.0, 0.5, 3.0])),
+    st.integers(1, 40),
+)
+def test_select_top_l_property_ties(w, L):
+    L = min(L, w.shape[0])
+    np.testing.assert_array_equal(select_top_l(w, L), naive.top_l(w, L))
+
+
+@pytest.mark.parametrize("N,K", SHAPES)
+def test_dense_resp_matches_softmax(rng, N, K):
+    W = _weights(rng, N, K)
+    np.testing.assert_allclose(dense_resp_from_log_weights(W), naive.softmax_rows(W), rtol=1e-13)
+
+
+@pytest.mark.parametrize("N,K", SHAPES)
+@pytest.mark.parametrize("M", [1, 6])
+def test_summaries_match_reference(rng, N, K, M):
+    W = _weights(rng, N, K, ties=True)
+    rows = rng.normal(size=(N, M))
+    for L in sorted({1, min(3, K), K}):
+        resp, idx = topl_resp_from_log_weights(W, L)
+        R = naive.densify(resp, idx, K)
+        np.testing.assert_allclose(sparse_to_dense(resp, idx, K), R)
+        np.testing.assert_allclose(sparse_counts(resp, idx, K), R.sum(0), atol=1e-12)
+        out = sparse_weighted_rows(rows, resp, idx, np.zeros((K, M)))
+        np.testing.assert_allclose(out, naive.weighted_rows(rows, R), atol=1e-12)
+        np.testing.assert_allclose(sparse_entropy(resp, idx, K), naive.entropy(R), atol=1e-12)
+    Rd = dense_resp_from_log_weights(W)
+    np.testing.assert_allclose(dense_counts(Rd), Rd.sum(0))
+    np.testing.assert_allclose(
+        dense_weighted_rows(rows, Rd, np.zeros((K, M))), naive.weighted_rows(rows, Rd), atol=1e-12
+    )
+    np.testing.assert_allclose(dense_entropy(Rd), naive.entropy(Rd), atol=1e-12)
+
+
+def test_summaries_accumulate_into_out(rng):
+    rows = rng.normal(size=(10, 3))
+    resp, idx = topl_resp_from_log_weights(rng.normal(size=(10, 4)), 2)
+    out = np.ones((4, 3))
+    sparse_weighted_rows(rows, resp, idx, out)
+    np.testing.assert_allclose(out - 1.0, naive.weighted_rows(rows, naive.densify(resp, idx, 4)))
+
+
+@pytest.mark.parametrize("N,D", [(0, 3), (1, 1), (9, 4), (30, 8)])
+def test_second_moments_through_vech_features(rng, N, D):
+    X = rng.normal(size=(N, D))
+    F = outer_features(X)
+    np.testing.assert_allclose(F, naive.vech_rows(X))
+    K = 3
+    resp, idx = topl_resp_from_log_weights(rng.normal(size=(N, K)), 2)
+    R = naive.densify(resp, idx, K)
+    S = unpack_symmetric(sparse_weighted_rows(F, resp, idx, np.zeros((K, F.shape[1]))), D)
+    np.testing.assert_allclose(S, naive.weighted_outer(X, R), atol=1e-12)
+
+
+def test_pack_quadratic_gives_quadratic_forms(rng):
+    D, K = 5, 4
+    A = rng.normal(size=(K, D, D))
+    A = A + A.transpose(0, 2, 1)
+    X = rng.normal(size=(6, D))
+    got = outer_features(X) @ pack_quadratic(A).T
+    np.testing.assert_allclose(got, np.einsum("nd,kde,ne->nk", X, A, X), rtol=1e-12)
+
+
+@pytest.mark.parametrize("N,V,K", [(0, 5, 3), (1, 1, 1), (12, 30, 4), (40, 100, 7)])
+def test_word_count_kernels_match_reference(rng, N, V, K):
+    counts = rng.poisson(0.3, size=(N, V)).astype(np.float64)
+    X = sp.csr_matrix(counts)
+    indptr, indices, data = X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data
+    B = rng.normal(size=(V, K))
+    np.testing.assert_allclose(csr_matmul(indptr, indices, data, B), counts @ B, atol=1e-12)
+    W = np.round(rng.normal(size=(N, K)))
+    for L in sorted({1, min(2, K), K}):
+        resp, idx = topl_resp_from_log_weights(W, L)
+        R = naive.densify(resp, idx, K)
+        got = sparse_weighted_csr_rows(indptr, indices, data, resp, idx, np.zeros((K, V)))
+        np.testing.assert_allclose(got, naive.weighted_rows(counts, R), atol=1e-12)
+    Rd = dense_resp_from_log_weights(W)
+    got = dense_weighted_csr_rows(indptr, indices, data, Rd, np.zeros((K, V)))
+    np.testing.assert_allclose(got, naive.weighted_rows(counts, Rd), atol=1e-12)
