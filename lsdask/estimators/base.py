@@ -182,8 +182,9 @@ class MixtureEstimatorBase(BaseEstimator):
             _package_logger.setLevel(logging.INFO if self.verbose == 1 else logging.DEBUG)
         rng = np.random.default_rng(self.random_state)
         source = as_batch_source(X, self.batch_size)
-        sample = source.sample(config.INIT_SAMPLE_ROWS, rng)
-        observation = self._make_observation().with_data_defaults(sample)
+        observation = self._make_observation()
+        sample = source.sample(config.INIT_SAMPLE_ROWS, rng, check=observation.check_data)
+        observation = observation.with_data_defaults(sample)
         model = MixtureModel(observation, self.n_components, float(self.alpha))
         logger.info(
             "fitting K=%d L=%s (%s) on %s: %d rows in %d batches",

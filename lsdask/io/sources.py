@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,12 +119,24 @@ class BatchSource:
     def n_batches(self) -> int:
         return len(self.batches)
 
-    def sample(self, n_rows: int, rng: np.random.Generator) -> Any:
-        """Up to ``n_rows`` rows drawn at random, read from at most 16 batches."""
+    def sample(
+        self, n_rows: int, rng: np.random.Generator, check: Callable[[Any], None] | None = None
+    ) -> Any:
+        """Up to ``n_rows`` rows drawn at random, read from at most 16 batches.
+
+        ``check(rows)`` runs on every batch read; a ValueError it raises comes
+        back as a :class:`DataError` that names the batch.
+        """
         order = rng.permutation(self.n_batches)
         parts, got = [], 0
         for b in order[:16]:
-            rows = self.batches[b].load()
+            batch = self.batches[b]
+            rows = batch.load()
+            if check is not None:
+                try:
+                    check(rows)
+                except ValueError as exc:
+                    raise DataError(f"{batch.where}: {exc}") from exc
             parts.append(rows)
             got += rows.shape[0]
             if got >= 4 * n_rows:

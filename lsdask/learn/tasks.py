@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lsdask.io.sources import DataError
 from lsdask.models.stats import SuffStats
 
 
@@ -20,4 +21,10 @@ class LocalStepTask:
     sparsity: int | None
 
     def __call__(self, batch: Any, glob: Any) -> SuffStats:
-        return self.model.local_step(batch.load(), glob, self.sparsity)
+        rows = batch.load()
+        try:
+            return self.model.local_step(rows, glob, self.sparsity)
+        except DataError:
+            raise
+        except ValueError as exc:  # data the model cannot take: say which batch
+            raise DataError(f"{batch.where}: {exc}") from exc

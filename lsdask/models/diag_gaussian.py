@@ -89,6 +89,9 @@ class DiagGaussian(ObservationModel):
     def b0(self) -> float:
         return self.prior_scale * (self.a - 1.0)
 
+    def check_data(self, X) -> None:
+        as_dense_rows(X, self.dim)
+
     def prepare(self, X):
         X = as_dense_rows(X, self.dim)
         return X, X * X

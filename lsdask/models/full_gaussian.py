@@ -101,6 +101,9 @@ class FullGaussian(ObservationModel):
     def B0(self) -> np.ndarray:
         return np.eye(self.dim) * self.prior_scale * (self.nu - self.dim - 1.0)
 
+    def check_data(self, X) -> None:
+        as_dense_rows(X, self.dim)
+
     def prepare(self, X):
         X = as_dense_rows(X, self.dim)
         return X, outer_features(X)

@@ -91,6 +91,9 @@ class Multinomial(ObservationModel):
         as_count_block(sample, self.vocab_size)
         return replace(self, vocab_size=int(V))
 
+    def check_data(self, X) -> None:
+        as_count_block(X, self.vocab_size)
+
     def prepare(self, X) -> CSRBlock:
         return as_count_block(X, self.vocab_size)
 

@@ -28,6 +28,10 @@ class ObservationModel(ABC):
         """Return a copy with the data dimension and data-driven prior defaults set."""
 
     @abstractmethod
+    def check_data(self, X: Any) -> None:
+        """Raise ValueError, saying what is wrong, for rows this model cannot take."""
+
+    @abstractmethod
     def prepare(self, X: Any) -> Any:
         """Per-block features shared by the weights and the summaries."""
 

@@ -87,6 +87,9 @@ class ZeroMeanGaussian(ObservationModel):
         return np.eye(D) * self.prior_scale * (self.nu - D - 1.0)
 
     # local step ---------------------------------------------------------
+    def check_data(self, X) -> None:
+        as_dense_rows(X, self.dim)
+
     def prepare(self, X) -> np.ndarray:
         return outer_features(as_dense_rows(X, self.dim))
 
