@@ -14,6 +14,67 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 
+class ColumnBlock:
+    """A (K, V) statistic that is zero outside a few columns.
+
+    Topic models summarize a batch over its own vocabulary only: ``values``
+    (K, len(cols)) at the sorted, unique columns ``cols`` of a (K, V) array.
+    Adding it to a dense array scatters the columns; adding two blocks gives
+    a dense array. ``numpy`` defers to these operators.
+    """
+
+    __array_ufunc__ = None  # let ndarray + ColumnBlock call __radd__
+
+    __slots__ = ("cols", "values", "width")
+
+    def __init__(self, cols: np.ndarray, values: np.ndarray, width: int) -> None:
+        self.cols = np.asarray(cols, dtype=np.int64)
+        self.values = np.asarray(values, dtype=np.float64)
+        self.width = int(width)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.values.shape[0], self.width)
+
+    @property
+    def nbytes(self) -> int:
+        return self.values.nbytes + self.cols.nbytes
+
+    def toarray(self) -> np.ndarray:
+        out = np.zeros(self.shape)
+        out[:, self.cols] = self.values
+        return out
+
+    def _scatter(self, dense: np.ndarray, sign: float) -> np.ndarray:
+        out = np.array(dense, dtype=np.float64, copy=True)
+        out[:, self.cols] += sign * self.values
+        return out
+
+    def __add__(self, other):
+        dense = other.toarray() if isinstance(other, ColumnBlock) else other
+        return self._scatter(dense, 1.0)
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        if isinstance(other, ColumnBlock):
+            return other._scatter(self.toarray(), -1.0)
+        return self._scatter(-np.asarray(other, dtype=np.float64), 1.0)
+
+    def __rsub__(self, other):
+        return self._scatter(other, -1.0)
+
+    def __mul__(self, scale: float) -> ColumnBlock:
+        return ColumnBlock(self.cols, self.values * float(scale), self.width)
+
+    __rmul__ = __mul__
+
+
+def as_dense(value) -> np.ndarray:
+    """A statistic as a plain array (scatters a :class:`ColumnBlock`)."""
+    return value.toarray() if isinstance(value, ColumnBlock) else value
+
+
 class SuffStats:
     """Named float64 arrays that add, subtract and scale together.
 
@@ -26,7 +87,10 @@ class SuffStats:
     __slots__ = ("_arrays",)
 
     def __init__(self, **arrays: np.ndarray) -> None:
-        self._arrays = {name: np.asarray(a, dtype=np.float64) for name, a in arrays.items()}
+        self._arrays = {
+            name: a if isinstance(a, ColumnBlock) else np.asarray(a, dtype=np.float64)
+            for name, a in arrays.items()
+        }
 
     @classmethod
     def from_mapping(cls, arrays: Mapping[str, np.ndarray]) -> SuffStats:
@@ -61,9 +125,6 @@ class SuffStats:
 
     __rmul__ = __mul__
 
-    def zeros_like(self) -> SuffStats:
-        return SuffStats(**{k: np.zeros_like(v) for k, v in self._arrays.items()})
-
     @property
     def nbytes(self) -> int:
         return sum(v.nbytes for v in self._arrays.values())
@@ -71,11 +132,9 @@ class SuffStats:
     def allclose(self, other: SuffStats, rtol: float = 1e-10, atol: float = 0.0) -> bool:
         self._check_same(other)
         return all(
-            np.allclose(v, other._arrays[k], rtol=rtol, atol=atol) for k, v in self._arrays.items()
+            np.allclose(as_dense(v), as_dense(other._arrays[k]), rtol=rtol, atol=atol)
+            for k, v in self._arrays.items()
         )
-
-    def to_dict(self) -> dict[str, np.ndarray]:
-        return dict(self._arrays)
 
     def __repr__(self) -> str:
         shapes = ", ".join(f"{k}={v.shape}" for k, v in self._arrays.items())

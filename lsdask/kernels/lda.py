@@ -1,0 +1,376 @@
+"""The LDA local step for one batch of documents (lsparse Alg. 2, App. D).
+
+Each document is a list of U unique word types ``w_u`` with counts ``c_u``.
+Given topic log-probabilities ``C[w, k] = E[log phi_kw]`` (rows for the
+batch's own vocabulary) and the document-topic prior ``a = alpha / K``, the
+local step alternates
+
+    N_dk = sum_u c_u r_uk,   P_dk = psi(N_dk + a),
+    r_u = RESP(C[w_u] + P_d)            (dense softmax, or top-L),
+
+from ``r_u = RESP(C[w_u])`` (uniform document-topic probabilities), until
+``max_k |Delta N_dk| < conv_thresh`` or ``max_iters``. The L-sparse step keeps
+an active set ``A_d = {k : N_dk > eps}`` and works over it only; it selects
+the top L afresh in the first 5 iterations, every 10th, and whenever the
+active set shrank, and otherwise reweights each token's current L topics.
+Restart proposals (lsparse Sec. 5; Hughes et al. 2015) then try removing
+each active topic in turn (smallest first): its mass is dropped, a few
+iterations run, and the proposal is kept only if the document's ELBO
+
+    L_d = sum_u c_u sum_k r_uk (C[w_u, k] - log r_uk)
+          + c_Dir(a 1_K) - c_Dir(N_d + a)
+
+improves. Everything here is serial and ``nogil``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from lsdask.kernels.special import digamma
+from lsdask.kernels.topl import _select
+
+
+@numba.njit(nogil=True, cache=True)
+def _log_norm_prior(a, K):
+    return math.lgamma(a * K) - K * math.lgamma(a)
+
+
+@numba.njit(nogil=True, cache=True)
+def _log_norm_doc(N, a, active, n_active, K):
+    """c_Dir(N + a) using only the active topics (the rest hold N = 0)."""
+    total = a * K
+    s = (K - n_active) * math.lgamma(a)
+    for j in range(n_active):
+        k = active[j]
+        total += N[k]
+        s += math.lgamma(N[k] + a)
+    return math.lgamma(total) - s
+
+
+@numba.njit(nogil=True, cache=True)
+def _sparse_doc_elbo(words, counts, C, resp, idx, N, a, active, n_active, K):
+    value = 0.0
+    for u in range(words.shape[0]):
+        row = C[words[u]]
+        for j in range(resp.shape[1]):
+            r = resp[u, j]
+            if r > 0.0:
+                value += counts[u] * r * (row[idx[u, j]] - math.log(r))
+    return value + _log_norm_prior(a, K) - _log_norm_doc(N, a, active, n_active, K)
+
+
+@numba.njit(nogil=True, cache=True)
+def _dense_doc_elbo(words, counts, C, R, N, a, K):
+    value = 0.0
+    for u in range(words.shape[0]):
+        row = C[words[u]]
+        for k in range(K):
+            r = R[u, k]
+            if r > 0.0:
+                value += counts[u] * r * (row[k] - math.log(r))
+    total = a * K
+    s = 0.0
+    for k in range(K):
+        total += N[k]
+        s += math.lgamma(N[k] + a)
+    return value + _log_norm_prior(a, K) - (math.lgamma(total) - s)
+
+
+@numba.njit(nogil=True, cache=True)
+def _dense_iterations(words, counts, C, a, max_iters, conv_thresh, R, N, trace):
+    """Dense iterations in place from document-topic counts N; returns iterations run.
+
+    ``trace[i]`` receives the document ELBO after iteration i (if long enough).
+    """
+    U = words.shape[0]
+    K = C.shape[1]
+    P = np.empty(K)
+    W = np.empty(K)
+    it = 0
+    while it < max_iters:
+        it += 1
+        for k in range(K):
+            P[k] = digamma(N[k] + a)
+        N_new = np.zeros(K)
+        for u in range(U):
+            row = C[words[u]]
+            wmax = -np.inf
+            for k in range(K):
+                W[k] = row[k] + P[k]
+                wmax = max(wmax, W[k])
+            s = 0.0
+            for k in range(K):
+                R[u, k] = math.exp(W[k] - wmax)
+                s += R[u, k]
+            for k in range(K):
+                R[u, k] /= s
+                N_new[k] += counts[u] * R[u, k]
+        delta = 0.0
+        for k in range(K):
+            delta = max(delta, abs(N_new[k] - N[k]))
+        N[:] = N_new
+        if it < trace.shape[0]:
+            trace[it] = _dense_doc_elbo(words, counts, C, R, N, a, K)
+        if delta < conv_thresh:
+            break
+    return it
+
+
+@numba.njit(nogil=True, cache=True)
+def dense_doc_step(
+    words, counts, C, a, max_iters, conv_thresh, eps, restarts, restart_iters, R, trace
+):
+    """DENSESTEPFORDOC with restart proposals: dense responsibilities ``R`` (U, K).
+
+    ``trace`` receives the document ELBO after the initialization (index 0)
+    and after every iteration of the main run. Returns
+    ``(N_d, elbo_d, iterations, restarts tried, restarts accepted)``.
+    """
+    U = words.shape[0]
+    K = C.shape[1]
+    N = np.zeros(K)
+    for u in range(U):
+        row = C[words[u]]
+        wmax = row[0]
+        for k in range(1, K):
+            wmax = max(wmax, row[k])
+        s = 0.0
+        for k in range(K):
+            R[u, k] = math.exp(row[k] - wmax)
+            s += R[u, k]
+        for k in range(K):
+            R[u, k] /= s
+            N[k] += counts[u] * R[u, k]
+    trace[0] = _dense_doc_elbo(words, counts, C, R, N, a, K)
+    its = _dense_iterations(words, counts, C, a, max_iters, conv_thresh, R, N, trace)
+    elbo = _dense_doc_elbo(words, counts, C, R, N, a, K)
+    tried = 0
+    accepted = 0
+    if restarts and U > 0:
+        no_trace = np.empty(0)
+        for k_drop in np.argsort(N):
+            if N[k_drop] <= eps:
+                continue
+            tried += 1
+            N2 = N.copy()
+            N2[k_drop] = 0.0
+            R2 = R.copy()
+            _dense_iterations(words, counts, C, a, restart_iters, conv_thresh, R2, N2, no_trace)
+            elbo2 = _dense_doc_elbo(words, counts, C, R2, N2, a, K)
+            if elbo2 > elbo:
+                accepted += 1
+                elbo = elbo2
+                N = N2
+                R[:] = R2
+    return N, elbo, its, tried, accepted
+
+
+@numba.njit(nogil=True, cache=True)
+def _sparse_iterations(
+    words, counts, C, a, L, max_iters, conv_thresh, eps, resp, idx, N, active, n_active,
+    select_first,
+):  # fmt: skip
+    """Run L-sparse iterations in place; returns (n_active, iterations run)."""
+    U = words.shape[0]
+    K = C.shape[1]
+    P = np.zeros(K)
+    Wa = np.empty(K)
+    chosen = np.empty(L, dtype=np.int32)
+    it = 0
+    shrank = False
+    while it < max_iters:
+        it += 1
+        select = it <= select_first or it % 10 == 0 or shrank
+        for j in range(n_active):
+            k = active[j]
+            P[k] = digamma(N[k] + a)
+        N_new = np.zeros(K)
+        nL = min(L, n_active)
+        for u in range(U):
+            row = C[words[u]]
+            if select:
+                for j in range(n_active):
+                    Wa[j] = row[active[j]] + P[active[j]]
+                _select(Wa[:n_active], nL, chosen)
+                for j in range(nL):
+                    idx[u, j] = active[chosen[j]]
+                for j in range(nL, L):
+                    idx[u, j] = idx[u, 0]
+            wmax = -np.inf
+            for j in range(nL):
+                wmax = max(wmax, row[idx[u, j]] + P[idx[u, j]])
+            s = 0.0
+            for j in range(nL):
+                e = math.exp(row[idx[u, j]] + P[idx[u, j]] - wmax)
+                resp[u, j] = e
+                s += e
+            for j in range(L):
+                resp[u, j] = resp[u, j] / s if j < nL else 0.0
+                N_new[idx[u, j]] += counts[u] * resp[u, j]
+        delta = 0.0
+        for j in range(n_active):
+            k = active[j]
+            delta = max(delta, abs(N_new[k] - N[k]))
+        N[:] = N_new
+        kept = 0
+        for j in range(n_active):
+            k = active[j]
+            if N[k] > eps:
+                active[kept] = k
+                kept += 1
+        shrank = kept < n_active
+        n_active = kept
+        if delta < conv_thresh and not shrank:
+            break
+    return n_active, it
+
+
+@numba.njit(nogil=True, cache=True)
+def sparse_doc_step(
+    words, counts, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp, idx,
+):  # fmt: skip
+    """LSPARSESTEPFORDOC with restart proposals, for one document.
+
+    Fills ``resp`` and ``idx`` (U, L) and returns
+    ``(N_d, elbo_d, iterations, restarts tried, restarts accepted)``.
+    """
+    U = words.shape[0]
+    K = C.shape[1]
+    N = np.zeros(K)
+    nL = min(L, K)
+    for u in range(U):
+        row = C[words[u]]
+        _select(row, nL, idx[u, :nL])
+        wmax = row[idx[u, 0]]
+        s = 0.0
+        for j in range(nL):
+            resp[u, j] = math.exp(row[idx[u, j]] - wmax)
+            s += resp[u, j]
+        for j in range(L):
+            if j >= nL:
+                idx[u, j] = idx[u, 0]
+            resp[u, j] = resp[u, j] / s if j < nL else 0.0
+            N[idx[u, j]] += counts[u] * resp[u, j]
+    active = np.empty(K, dtype=np.int64)
+    n_active = 0
+    for k in range(K):
+        if N[k] > eps:
+            active[n_active] = k
+            n_active += 1
+    if U == 0:
+        return N, _log_norm_prior(a, K) - _log_norm_doc(N, a, active, 0, K), 0, 0, 0
+    n_active, its = _sparse_iterations(
+        words, counts, C, a, L, max_iters, conv_thresh, eps, resp, idx, N, active, n_active, 5
+    )
+    elbo = _sparse_doc_elbo(words, counts, C, resp, idx, N, a, active, n_active, K)
+    tried = 0
+    accepted = 0
+    if restarts and n_active > 1:
+        order = np.argsort(N[active[:n_active]])
+        candidates = active[:n_active][order].copy()
+        for k_drop in candidates:
+            if N[k_drop] <= eps:
+                continue  # already gone after an earlier accepted proposal
+            tried += 1
+            N2 = N.copy()
+            N2[k_drop] = 0.0
+            active2 = np.empty(K, dtype=np.int64)
+            n2 = 0
+            for j in range(n_active):
+                if active[j] != k_drop:
+                    active2[n2] = active[j]
+                    n2 += 1
+            if n2 == 0:
+                continue
+            resp2 = resp.copy()
+            idx2 = idx.copy()
+            n2, _ = _sparse_iterations(
+                words, counts, C, a, L, restart_iters, conv_thresh, eps, resp2, idx2, N2,
+                active2, n2, restart_iters,
+            )  # fmt: skip
+            elbo2 = _sparse_doc_elbo(words, counts, C, resp2, idx2, N2, a, active2, n2, K)
+            if elbo2 > elbo:
+                accepted += 1
+                elbo = elbo2
+                N = N2
+                active = active2
+                n_active = n2
+                resp[:] = resp2
+                idx[:] = idx2
+    return N, elbo, its, tried, accepted
+
+
+@numba.njit(nogil=True, cache=True)
+def lda_batch_step(
+    indptr, words, counts, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters,
+    out_words, doc_topic,
+):  # fmt: skip
+    """Local step for every document of a batch, summarized.
+
+    Parameters
+    ----------
+    indptr : int64 (n_docs + 1,); words : int32 (nnz,) ids into the rows of C;
+    counts : float64 (nnz,)
+    C : float64 (V_b, K), ``E[log phi]`` for the batch's vocabulary
+    a : float, alpha / K
+    L : int, sparsity; ``L <= 0`` runs the dense step (``L = K`` runs the sparse
+        code with every topic kept)
+    out_words : float64 (K, V_b), receives ``sum_d sum_u c_du r_duk`` at w_du
+    doc_topic : float64 (n_docs, K), receives N_dk
+
+    Returns
+    -------
+    (entropy, allocation term, iterations, restarts tried, restarts accepted),
+    where entropy is ``-sum c r log r`` and the allocation term is
+    ``sum_d c_Dir(a) - c_Dir(N_d + a)`` (App. C).
+    """
+    n_docs = indptr.shape[0] - 1
+    K = C.shape[1]
+    dense = L <= 0
+    entropy = 0.0
+    alloc = 0.0
+    iters = 0
+    tried = 0
+    accepted = 0
+    prior = _log_norm_prior(a, K)
+    trace = np.empty(max_iters + 1)
+    all_topics = np.arange(K)
+    for d in range(n_docs):
+        lo = indptr[d]
+        hi = indptr[d + 1]
+        w = words[lo:hi]
+        c = counts[lo:hi]
+        U = hi - lo
+        if dense:
+            R = np.empty((U, K))
+            N, _, its, t, acc = dense_doc_step(
+                w, c, C, a, max_iters, conv_thresh, eps, restarts, restart_iters, R, trace
+            )
+            for u in range(U):
+                for k in range(K):
+                    r = R[u, k]
+                    if r > 0.0:
+                        entropy -= c[u] * r * math.log(r)
+                        out_words[k, w[u]] += c[u] * r
+        else:
+            resp = np.empty((U, L))
+            idx = np.empty((U, L), dtype=np.int32)
+            N, _, its, t, acc = sparse_doc_step(
+                w, c, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp, idx
+            )
+            for u in range(U):
+                for j in range(L):
+                    r = resp[u, j]
+                    if r > 0.0:
+                        entropy -= c[u] * r * math.log(r)
+                        out_words[idx[u, j], w[u]] += c[u] * r
+        alloc += prior - _log_norm_doc(N, a, all_topics, K, K)
+        iters += its
+        tried += t
+        accepted += acc
+        doc_topic[d] = N
+    return entropy, alloc, iters, tried, accepted

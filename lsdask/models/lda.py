@@ -1,0 +1,143 @@
+"""Latent Dirichlet allocation with the L-sparse local step (lsparse Sec. 5, App. C-D).
+
+Documents are rows of word counts. Topics ``phi_k ~ Dir(eta)`` with posterior
+``q(phi_k) = Dir(lambda_k)``, ``lambda = eta + S`` where
+``S[k, v] = sum_d sum_u c_du r_duk [w_du = v]``; document frequencies
+``pi_d ~ Dir(alpha/K)`` and ``q(pi_d) = Dir(N_d + alpha/K)`` are inferred
+afresh at every visit (cold start, App. D.4) and summarized per batch into:
+
+- ``words``: S over the batch's own vocabulary (a :class:`ColumnBlock`,
+  K x V_b), so memoized batches cost K x V_b, not K x V;
+- ``H``: the assignment entropy ``-sum c r log r``;
+- ``alloc``: ``sum_d c_Dir(alpha/K) - c_Dir(N_d + alpha/K)``, the document
+  allocation terms at their optimal ``q(pi_d)``;
+- ``N``: tokens per topic; ``n_docs``.
+
+The ELBO (App. C) is then exact from the statistics:
+``sum_kv S_kv E[log phi_kv] - sum_k KL(Dir(lambda_k) || Dir(eta)) + H + alloc``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from lsdask.kernels.lda import lda_batch_step
+from lsdask.models.special import dirichlet_expected_log, dirichlet_kl
+from lsdask.models.stats import ColumnBlock, SuffStats, as_dense
+
+
+@dataclass(frozen=True)
+class TopicGlobals:
+    """``q(phi) = Dir(lambda)`` and its expected log, transposed for row gathers."""
+
+    lam: np.ndarray  # (K, V)
+    E_log_phi_t: np.ndarray  # (V, K)
+
+    @property
+    def topics(self) -> np.ndarray:
+        """Point estimate ``E[phi_k]`` (K, V)."""
+        return self.lam / self.lam.sum(axis=1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class LocalStepOptions:
+    """Tunables of the per-document iterations (lsparse Sec. 5)."""
+
+    max_iters: int = 100
+    conv_thresh: float = 0.05
+    eps: float = 1e-8
+    restarts: bool = True
+    restart_iters: int = 5
+
+
+def as_csr_batch(X) -> sp.csr_matrix:
+    """A batch of documents as CSR with int64 indptr, int32 ids, float64 counts."""
+    X = X if sp.issparse(X) else sp.csr_matrix(np.asarray(X))
+    X = sp.csr_matrix(X)
+    data = np.asarray(X.data, dtype=np.float64)
+    if data.size and (not np.all(np.isfinite(data)) or data.min() < 0):
+        raise ValueError("word counts must be finite and non-negative")
+    return X
+
+
+@dataclass(frozen=True)
+class LDAModel:
+    """LDA with K topics over V words.
+
+    Parameters
+    ----------
+    n_components : int
+        K.
+    vocab_size : int
+        V.
+    alpha : float
+        Total document-topic concentration; each topic gets alpha / K.
+    eta : float
+        Topic-word Dirichlet pseudo-count.
+    options : LocalStepOptions
+    """
+
+    n_components: int
+    vocab_size: int
+    alpha: float = 0.5
+    eta: float = 0.1
+    options: LocalStepOptions = LocalStepOptions()
+
+    def check_data(self, X) -> None:
+        X = as_csr_batch(X)
+        if X.shape[1] != self.vocab_size:
+            raise ValueError(
+                f"expected count vectors over V={self.vocab_size} words; got {X.shape[1]} columns"
+            )
+
+    def doc_topic_step(self, X, glob: TopicGlobals, sparsity: int | None):
+        """Run the local step on a batch: ``(stats pieces, doc-topic counts N_d)``."""
+        X = as_csr_batch(X)
+        K = self.n_components
+        cols, local = np.unique(X.indices, return_inverse=True)
+        C = np.ascontiguousarray(glob.E_log_phi_t[cols])
+        out_words = np.zeros((K, cols.size))
+        doc_topic = np.zeros((X.shape[0], K))
+        o = self.options
+        L = 0 if sparsity is None else int(sparsity)
+        entropy, alloc, iters, tried, accepted = lda_batch_step(
+            X.indptr.astype(np.int64), local.astype(np.int32), X.data.astype(np.float64), C,
+            self.alpha / K, L, o.max_iters, o.conv_thresh, o.eps, o.restarts, o.restart_iters,
+            out_words, doc_topic,
+        )  # fmt: skip
+        pieces = {
+            "words": ColumnBlock(cols, out_words, self.vocab_size),
+            "H": np.array([entropy]),
+            "alloc": np.array([alloc]),
+            "N": out_words.sum(axis=1),
+            "n_docs": np.array([float(X.shape[0])]),
+        }
+        return pieces, doc_topic, (iters, tried, accepted)
+
+    def local_step(self, X, glob: TopicGlobals, sparsity: int | None) -> SuffStats:
+        pieces, _, _ = self.doc_topic_step(X, glob, sparsity)
+        return SuffStats(**pieces)
+
+    def empty_stats(self) -> SuffStats:
+        K = self.n_components
+        return SuffStats(
+            words=np.zeros((K, self.vocab_size)),
+            H=np.zeros(1),
+            alloc=np.zeros(1),
+            N=np.zeros(K),
+            n_docs=np.zeros(1),
+        )
+
+    def global_step(self, stats: SuffStats) -> TopicGlobals:
+        lam = self.eta + as_dense(stats["words"])
+        return TopicGlobals(lam, np.ascontiguousarray(dirichlet_expected_log(lam).T))
+
+    def elbo(self, stats: SuffStats, glob: TopicGlobals) -> float:
+        words = as_dense(stats["words"])
+        data = float(np.sum(words * glob.E_log_phi_t.T))
+        prior = np.full(self.vocab_size, self.eta)
+        kl = float(dirichlet_kl(glob.lam, prior).sum())
+        return data - kl + float(stats["H"][0]) + float(stats["alloc"][0])
