@@ -60,3 +60,83 @@ def vech_rows(X: np.ndarray) -> np.ndarray:
     D = X.shape[1]
     iu, ju = np.triu_indices(D)
     return np.stack([np.outer(x, x)[iu, ju] for x in X]) if len(X) else np.zeros((0, len(iu)))
+
+
+# --- LDA local step (lsparse Alg. 2), plain numpy + scipy ---------------------
+
+
+def lda_doc_elbo(words, counts, C, R, N, a):
+    """sum_u c_u sum_k r (C - log r) + c_Dir(a) - c_Dir(N + a)."""
+    from scipy.special import gammaln
+
+    K = C.shape[1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rlogr = np.where(R > 0, R * np.log(np.where(R > 0, R, 1.0)), 0.0)
+    value = float((counts[:, None] * (R * C[words] - rlogr)).sum())
+    prior = gammaln(a * K) - K * gammaln(a)
+    post = gammaln(N.sum() + a * K) - gammaln(N + a).sum()
+    return value + prior - post
+
+
+def lda_dense_doc(words, counts, C, a, max_iters=100, conv_thresh=0.05):
+    """DENSESTEPFORDOC without restarts: returns (R, N, ELBO after each iteration)."""
+    from scipy.special import digamma
+
+    R = softmax_rows(C[words])
+    N = counts @ R
+    trace = [lda_doc_elbo(words, counts, C, R, N, a)]
+    for _ in range(max_iters):
+        R = softmax_rows(C[words] + digamma(N + a)[None, :])
+        N_new = counts @ R
+        delta = np.abs(N_new - N).max() if N.size else 0.0
+        N = N_new
+        trace.append(lda_doc_elbo(words, counts, C, R, N, a))
+        if delta < conv_thresh:
+            break
+    return R, N, trace
+
+
+def lda_sparse_doc(words, counts, C, a, L, max_iters=100, conv_thresh=0.05, eps=1e-8):
+    """LSPARSESTEPFORDOC without restarts, with the selection schedule of
+    lsdask.kernels.lda: select in iterations 1-5, every 10th and after the
+    active set shrank; otherwise reweight each token's current topics."""
+    from scipy.special import digamma
+
+    U, K = len(words), C.shape[1]
+    nL = min(L, K)
+    idx = np.zeros((U, L), dtype=np.int64)
+    resp = np.zeros((U, L))
+    for u in range(U):
+        top = top_l(C[words[u]], nL)
+        idx[u, :nL] = top
+        idx[u, nL:] = top[0]
+        e = np.exp(C[words[u], top] - C[words[u], top].max())
+        resp[u, :nL] = e / e.sum()
+    N = counts @ densify(resp, idx, K)
+    active = [k for k in range(K) if N[k] > eps]
+    it, shrank = 0, False
+    while it < max_iters and U:
+        it += 1
+        select = it <= 5 or it % 10 == 0 or shrank
+        P = np.zeros(K)
+        P[active] = digamma(N[active] + a)
+        nL = min(L, len(active))
+        for u in range(U):
+            if select:
+                w = C[words[u], active] + P[active]
+                chosen = top_l(w, nL)
+                idx[u, :nL] = np.asarray(active)[chosen]
+                idx[u, nL:] = idx[u, 0]
+            w = C[words[u], idx[u, :nL]] + P[idx[u, :nL]]
+            e = np.exp(w - w.max())
+            resp[u] = 0.0
+            resp[u, :nL] = e / e.sum()
+        N_new = counts @ densify(resp, idx, K)
+        delta = max(abs(N_new[k] - N[k]) for k in active)
+        N = N_new
+        kept = [k for k in active if N[k] > eps]
+        shrank = len(kept) < len(active)
+        active = kept
+        if delta < conv_thresh and not shrank:
+            break
+    return resp, idx, N

@@ -1,0 +1,161 @@
+"""The LDA local-step kernels against plain numpy references of Alg. 2."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lsdask.kernels.lda import dense_doc_step, lda_batch_step, sparse_doc_step
+from tests import naive
+
+
+def _topics(rng, K, V, conc=0.05):
+    """C[v, k] = E[log phi_kv] under a Dirichlet posterior, as the model makes it."""
+    from scipy.special import digamma
+
+    lam = 0.1 + rng.gamma(conc, 20.0, size=(K, V))
+    return (digamma(lam) - digamma(lam.sum(1, keepdims=True))).T.copy()
+
+
+def _doc(rng, V, U, ties=False):
+    words = np.sort(rng.choice(V, size=U, replace=False)).astype(np.int32)
+    counts = rng.integers(1, 6, size=U).astype(np.float64)
+    return words, counts
+
+
+DOCS = [(0, "empty"), (1, "one word"), (7, "short"), (40, "long")]
+
+
+@pytest.mark.parametrize("U,label", DOCS)
+@pytest.mark.parametrize("K", [1, 5, 30])
+def test_dense_step_matches_reference(rng, U, label, K):
+    V = 60
+    C = _topics(rng, K, V)
+    words, counts = _doc(rng, V, U)
+    a = 0.5 / K
+    R = np.empty((U, K))
+    trace = np.full(101, np.nan)
+    N, elbo, its, tried, _ = dense_doc_step(
+        words, counts, C, a, 100, 0.05, 1e-8, False, 5, R, trace
+    )
+    R_ref, N_ref, trace_ref = naive.lda_dense_doc(words, counts, C, a)
+    # the kernels' digamma and scipy's differ by ~1e-11, hence rtol 1e-8
+    np.testing.assert_allclose(R, R_ref, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(N, N_ref, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(trace[: its + 1], trace_ref, rtol=1e-9, atol=1e-9)
+    assert elbo == pytest.approx(trace_ref[-1], rel=1e-9, abs=1e-9)
+    assert tried == 0
+
+
+@pytest.mark.parametrize("U,label", DOCS)
+@pytest.mark.parametrize("K,L", [(1, 1), (5, 1), (5, 2), (30, 4), (30, 8), (30, 30)])
+def test_sparse_step_matches_reference(rng, U, label, K, L):
+    V = 60
+    C = _topics(rng, K, V)
+    words, counts = _doc(rng, V, U)
+    a = 0.5 / K
+    resp, idx = np.empty((U, L)), np.empty((U, L), dtype=np.int32)
+    N, *_ = sparse_doc_step(words, counts, C, a, L, 100, 0.05, 1e-8, False, 5, resp, idx)
+    r_ref, i_ref, N_ref = naive.lda_sparse_doc(words, counts, C, a, L)
+    np.testing.assert_allclose(N, N_ref, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        naive.densify(resp, idx, K), naive.densify(r_ref, i_ref, K), rtol=1e-8, atol=1e-12
+    )
+
+
+def test_sparse_step_with_tied_topic_weights(rng):
+    """Identical topics tie in every weight: the lower topic index wins."""
+    V, K = 20, 6
+    base = np.log(rng.dirichlet(np.full(V, 0.3)))
+    C = np.repeat(base[:, None], K, axis=1)
+    words, counts = _doc(rng, V, 8)
+    resp, idx = np.empty((8, 2)), np.empty((8, 2), dtype=np.int32)
+    N, *_ = sparse_doc_step(words, counts, C, 0.1, 2, 100, 0.05, 1e-8, False, 5, resp, idx)
+    r_ref, i_ref, N_ref = naive.lda_sparse_doc(words, counts, C, 0.1, 2)
+    np.testing.assert_array_equal(idx, i_ref)
+    np.testing.assert_allclose(N, N_ref, rtol=1e-8)
+    assert set(np.flatnonzero(N > 1e-8)) <= {0, 1}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_dense_iterations_never_decrease_the_document_elbo(seed):
+    rng = np.random.default_rng(seed)
+    K, V, U = 25, 200, 50
+    C = _topics(rng, K, V)
+    words, counts = _doc(rng, V, U)
+    R = np.empty((U, K))
+    trace = np.full(301, np.nan)
+    _, _, its, _, _ = dense_doc_step(words, counts, C, 0.02, 300, 1e-6, 1e-8, False, 5, R, trace)
+    steps = np.diff(trace[: its + 1])
+    assert its > 3 and np.all(steps >= -1e-9 * np.abs(trace[1 : its + 1]))
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_restarts_are_accepted_only_when_they_improve_the_document_elbo(rng, sparse):
+    K, V = 20, 150
+    C = _topics(rng, K, V, conc=0.2)
+    improved = accepted_total = 0
+    for _ in range(30):
+        words, counts = _doc(rng, V, 30)
+        runs = {}
+        for restarts in (False, True):
+            if sparse:
+                resp, idx = np.empty((30, 4)), np.empty((30, 4), dtype=np.int32)
+                N, elbo, _, tried, acc = sparse_doc_step(
+                    words, counts, C, 0.025, 4, 100, 0.05, 1e-8, restarts, 5, resp, idx
+                )
+                R = naive.densify(resp, idx, K)
+            else:
+                R = np.empty((30, K))
+                N, elbo, _, tried, acc = dense_doc_step(
+                    words, counts, C, 0.025, 100, 0.05, 1e-8, restarts, 5, R, np.empty(101)
+                )
+            # the returned ELBO is the ELBO of the returned solution
+            assert elbo == pytest.approx(
+                naive.lda_doc_elbo(words, counts, C, R, N, 0.025), rel=1e-10
+            )
+            runs[restarts] = (elbo, tried, acc)
+        (e0, t0, a0), (e1, t1, a1) = runs[False], runs[True]
+        assert t0 == 0 and t1 >= 1 and 0 <= a1 <= t1
+        assert e1 >= e0  # never worse than without restarts
+        assert (e1 > e0) == (a1 > 0)  # better exactly when a proposal was accepted
+        improved += e1 > e0
+        accepted_total += a1
+    assert improved > 0  # proposals do get accepted on real fixed points
+
+
+def test_batch_kernel_sums_documents_and_matches_single_document_steps(rng):
+    K, V, D = 12, 80, 25
+    C = _topics(rng, K, V)
+    docs = [_doc(rng, V, int(u)) for u in rng.integers(0, 15, size=D)]
+    indptr = np.concatenate([[0], np.cumsum([len(w) for w, _ in docs])]).astype(np.int64)
+    words = np.concatenate([w for w, _ in docs]).astype(np.int32)
+    counts = np.concatenate([c for _, c in docs])
+    for L in (0, 3):
+        out = np.zeros((K, V))
+        doc_topic = np.zeros((D, K))
+        H, alloc, *_ = lda_batch_step(
+            indptr, words, counts, C, 0.04, L, 100, 0.05, 1e-8, True, 5, out, doc_topic
+        )
+        ref_words = np.zeros((K, V))
+        ref_H = ref_alloc = 0.0
+        for d, (w, c) in enumerate(docs):
+            if L == 0:
+                R = np.empty((len(w), K))
+                N, elbo, *_ = dense_doc_step(
+                    w, c, C, 0.04, 100, 0.05, 1e-8, True, 5, R, np.empty(101)
+                )
+            else:
+                resp, idx = np.empty((len(w), L)), np.empty((len(w), L), dtype=np.int32)
+                N, elbo, *_ = sparse_doc_step(w, c, C, 0.04, L, 100, 0.05, 1e-8, True, 5, resp, idx)
+                R = naive.densify(resp, idx, K)
+            np.testing.assert_allclose(doc_topic[d], N, rtol=1e-12, atol=1e-14)
+            ref_words[:, w] += (c[:, None] * R).T
+            rlogr = np.where(R > 0, R * np.log(np.where(R > 0, R, 1.0)), 0.0)
+            doc_entropy = -float((c[:, None] * rlogr).sum())
+            ref_H += doc_entropy
+            # the document ELBO is data + entropy + allocation term
+            ref_alloc += elbo - float((c[:, None] * R * C[w]).sum()) - doc_entropy
+        np.testing.assert_allclose(out, ref_words, rtol=1e-12, atol=1e-12)
+        assert H == pytest.approx(ref_H, rel=1e-10)
+        assert alloc == pytest.approx(ref_alloc, rel=1e-10)
