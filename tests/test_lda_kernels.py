@@ -71,7 +71,7 @@ def test_sparse_step_with_tied_topic_weights(rng):
     words, counts = _doc(rng, V, 8)
     resp, idx = np.empty((8, 2)), np.empty((8, 2), dtype=np.int32)
     N, *_ = sparse_doc_step(words, counts, C, 0.1, 2, 100, 0.05, 1e-8, False, 5, resp, idx)
-    r_ref, i_ref, N_ref = naive.lda_sparse_doc(words, counts, C, 0.1, 2)
+    _, i_ref, N_ref = naive.lda_sparse_doc(words, counts, C, 0.1, 2)
     np.testing.assert_array_equal(idx, i_ref)
     np.testing.assert_allclose(N, N_ref, rtol=1e-8)
     assert set(np.flatnonzero(N > 1e-8)) <= {0, 1}
@@ -115,7 +115,7 @@ def test_restarts_are_accepted_only_when_they_improve_the_document_elbo(rng, spa
                 naive.lda_doc_elbo(words, counts, C, R, N, 0.025), rel=1e-10
             )
             runs[restarts] = (elbo, tried, acc)
-        (e0, t0, a0), (e1, t1, a1) = runs[False], runs[True]
+        (e0, t0, _), (e1, t1, a1) = runs[False], runs[True]
         assert t0 == 0 and t1 >= 1 and 0 <= a1 <= t1
         assert e1 >= e0  # never worse than without restarts
         assert (e1 > e0) == (a1 > 0)  # better exactly when a proposal was accepted
