@@ -14,26 +14,17 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp
-from sklearn.base import BaseEstimator
 
 from lsdask import config
-from lsdask.engine import make_executor
+from lsdask.estimators.learning import VariationalEstimator
 from lsdask.io.sources import as_batch_source
-from lsdask.learn import ALGORITHMS, INIT_METHODS, MemoizedVI, StochasticVI, initial_stats
-from lsdask.learn.vb import FullBatchVB
+from lsdask.learn import initial_stats
 from lsdask.models import MixtureModel, ObservationModel
-from lsdask.validation import (
-    check_choice,
-    check_int,
-    check_positive_float,
-    check_sparsity,
-)
 
 logger = logging.getLogger(__name__)
-_package_logger = logging.getLogger("lsdask")
 
 
-class MixtureEstimatorBase(BaseEstimator):
+class MixtureEstimatorBase(VariationalEstimator):
     """Shared fit/predict/score for L-sparse mixtures.
 
     Parameters common to all mixtures
@@ -124,45 +115,6 @@ class MixtureEstimatorBase(BaseEstimator):
     def _set_fitted(self, model: MixtureModel) -> None:
         """Expose the observation posterior as fitted attributes."""
 
-    # parameters --------------------------------------------------------------
-    def _check_params(self) -> None:
-        K = check_int("n_components", self.n_components, 1)
-        check_sparsity(self.sparsity, K)
-        check_choice("algorithm", self.algorithm, tuple(ALGORITHMS))
-        check_choice("init", self.init, INIT_METHODS)
-        check_int("n_laps", self.n_laps, 1)
-        check_int("n_init", self.n_init, 1)
-        check_positive_float("tol", self.tol)
-        if self.batch_size is not None:
-            check_int("batch_size", self.batch_size, 1, hint="Use None for the store's chunks.")
-        if self.batches_per_update is not None:
-            check_int("batches_per_update", self.batches_per_update, 1)
-        check_positive_float("alpha", self.alpha)
-        check_positive_float("svi_delay", self.svi_delay)
-        kappa = check_positive_float("svi_kappa", self.svi_kappa)
-        if kappa > 1:
-            raise ValueError(f"svi_kappa must be in (0, 1]; got {kappa}")
-        if self.n_workers is not None:
-            check_int("n_workers", self.n_workers, 1)
-        check_int("verbose", self.verbose, 0, 2)
-
-    def _learner(self, n_rows: int, init_stats: Any) -> Any:
-        if self.algorithm == "memo":
-            return MemoizedVI(
-                self.n_laps, self.tol, self.batches_per_update, progress=self.progress
-            )
-        if self.algorithm == "vb":
-            return FullBatchVB(self.n_laps, self.tol, progress=self.progress)
-        return StochasticVI(
-            self.n_laps,
-            self.svi_delay,
-            self.svi_kappa,
-            self.batches_per_update,
-            n_total_rows=n_rows,
-            initial_stats=init_stats * (n_rows / max(float(init_stats["N"].sum()), 1.0)),
-            progress=self.progress,
-        )
-
     # fitting -----------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> MixtureEstimatorBase:
         """Learn the mixture from X.
@@ -177,54 +129,23 @@ class MixtureEstimatorBase(BaseEstimator):
         -------
         self
         """
-        self._check_params()
-        if self.verbose:
-            _package_logger.setLevel(logging.INFO if self.verbose == 1 else logging.DEBUG)
+        self._check_common_params()
         rng = np.random.default_rng(self.random_state)
         source = as_batch_source(X, self.batch_size)
         observation = self._make_observation()
         sample = source.sample(config.INIT_SAMPLE_ROWS, rng, check=observation.check_data)
         observation = observation.with_data_defaults(sample)
         model = MixtureModel(observation, self.n_components, float(self.alpha))
-        logger.info(
-            "fitting K=%d L=%s (%s) on %s: %d rows in %d batches",
-            self.n_components, self.sparsity, self.algorithm, source.description,
-            source.n_rows, source.n_batches,
-        )  # fmt: skip
-        executor = make_executor(self.client, self.n_workers)
-        result = None
-        try:
-            for attempt in range(self.n_init):
-                init_stats = initial_stats(model, sample, self.init, rng)
-                run = self._learner(source.n_rows, init_stats).run(
-                    model, executor, source.batches, model.global_step(init_stats), rng,
-                    self.sparsity,
-                )  # fmt: skip
-                logger.info("initialization %d: final ELBO %.6e", attempt, run.elbo_trace[-1])
-                if result is None or run.elbo_trace[-1] > result.elbo_trace[-1]:
-                    result = run
-        finally:
-            if executor is not self.client:
-                executor.close()
+        result = self._learn(
+            model, source, lambda r: initial_stats(model, sample, self.init, r), rng
+        )
         self.model_ = model
         self.posterior_ = result.globals
-        self.elbo_trace_ = np.asarray(result.elbo_trace)
-        self.lap_trace_ = np.asarray(result.lap_trace)
-        self.time_trace_ = np.asarray(result.time_trace)
-        self.n_laps_ = result.n_laps
-        self.converged_ = result.converged
-        self.n_features_in_ = source.n_features
         self.weights_ = model.allocation.mean_weights(result.globals.theta)
         self._set_fitted(model)
         return self
 
     # inference -----------------------------------------------------------------
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "posterior_"):
-            raise RuntimeError(
-                f"This {type(self).__name__} is not fitted yet; call fit(X) before using it."
-            )
-
     def _blocks(self, X: Any):
         self._check_fitted()
         source = as_batch_source(X, self.batch_size)

@@ -78,7 +78,7 @@ class StochasticVI:
                 batch = sum_stats(
                     executor.map(task, [handles[b] for b in wave], executor.broadcast(glob))
                 )
-                n_batch = float(batch["N"].sum())
+                n_batch = model.row_count(batch)
                 scale = self.n_total_rows / n_batch if self.n_total_rows else B / len(wave)
                 rho = (self.delay + t) ** (-self.kappa)
                 scaled = batch * scale

@@ -131,6 +131,10 @@ class LDAModel:
             n_docs=np.zeros(1),
         )
 
+    def row_count(self, stats: SuffStats) -> float:
+        """Documents summarized in the statistics."""
+        return float(stats["n_docs"][0])
+
     def global_step(self, stats: SuffStats) -> TopicGlobals:
         lam = self.eta + as_dense(stats["words"])
         return TopicGlobals(lam, np.ascontiguousarray(dirichlet_expected_log(lam).T))

@@ -108,6 +108,10 @@ class MixtureModel:
         K = self.n_components
         return SuffStats(N=np.zeros(K), H=np.zeros(K), **self.observation.empty_stats(K))
 
+    def row_count(self, stats: SuffStats) -> float:
+        """Observations summarized in the statistics (responsibilities sum to one)."""
+        return float(stats["N"].sum())
+
     def global_step(self, stats: SuffStats) -> MixtureGlobals:
         """Optimal ``q(pi), q(phi)`` given whole-data statistics."""
         alloc = self.allocation

@@ -1,0 +1,113 @@
+"""What every lsdask estimator shares: parameter checks, the executor, the
+learning loop with ``n_init`` restarts, and the fitted traces.
+
+Subclasses keep scikit-learn's conventions (keyword-only ``__init__`` that only
+stores parameters, checks in ``fit``, fitted attributes ending in ``_``) and
+supply the model, its initialization and the fitted attributes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from lsdask.engine import make_executor
+from lsdask.learn import ALGORITHMS, INIT_METHODS, MemoizedVI, StochasticVI
+from lsdask.learn.base import LearnResult
+from lsdask.learn.vb import FullBatchVB
+from lsdask.models.stats import SuffStats
+from lsdask.validation import check_choice, check_int, check_positive_float, check_sparsity
+
+logger = logging.getLogger(__name__)
+_package_logger = logging.getLogger("lsdask")
+
+
+class VariationalEstimator(BaseEstimator):
+    """Base of the estimators; parameters are documented on the subclasses."""
+
+    def _check_common_params(self) -> None:
+        K = check_int("n_components", self.n_components, 1)
+        check_sparsity(self.sparsity, K)
+        check_choice("algorithm", self.algorithm, tuple(ALGORITHMS))
+        check_choice("init", self.init, INIT_METHODS)
+        check_int("n_laps", self.n_laps, 1)
+        check_int("n_init", self.n_init, 1)
+        check_positive_float("tol", self.tol)
+        if self.batch_size is not None:
+            check_int("batch_size", self.batch_size, 1, hint="Use None for the store's chunks.")
+        if self.batches_per_update is not None:
+            check_int("batches_per_update", self.batches_per_update, 1)
+        check_positive_float("alpha", self.alpha)
+        check_positive_float("svi_delay", self.svi_delay)
+        kappa = check_positive_float("svi_kappa", self.svi_kappa)
+        if kappa > 1:
+            raise ValueError(f"svi_kappa must be in (0, 1]; got {kappa}")
+        if self.n_workers is not None:
+            check_int("n_workers", self.n_workers, 1)
+        check_int("verbose", self.verbose, 0, 2)
+        if self.verbose:
+            _package_logger.setLevel(logging.INFO if self.verbose == 1 else logging.DEBUG)
+
+    def _learner(self, model: Any, n_rows: int, init_stats: SuffStats) -> Any:
+        if self.algorithm == "memo":
+            return MemoizedVI(
+                self.n_laps, self.tol, self.batches_per_update, progress=self.progress
+            )
+        if self.algorithm == "vb":
+            return FullBatchVB(self.n_laps, self.tol, progress=self.progress)
+        n_init_rows = max(model.row_count(init_stats), 1.0)
+        return StochasticVI(
+            self.n_laps,
+            self.svi_delay,
+            self.svi_kappa,
+            self.batches_per_update,
+            n_total_rows=n_rows,
+            initial_stats=init_stats * (n_rows / n_init_rows),
+            progress=self.progress,
+        )
+
+    def _learn(
+        self,
+        model: Any,
+        source: Any,
+        initial_stats: Callable[[np.random.Generator], SuffStats],
+        rng: np.random.Generator,
+    ) -> LearnResult:
+        """Run the chosen algorithm ``n_init`` times; keep the best final ELBO."""
+        logger.info(
+            "fitting %s K=%d L=%s (%s) on %s: %d rows in %d batches",
+            type(self).__name__, self.n_components, self.sparsity, self.algorithm,
+            source.description, source.n_rows, source.n_batches,
+        )  # fmt: skip
+        executor = make_executor(self.client, self.n_workers)
+        best = None
+        try:
+            for attempt in range(self.n_init):
+                init_stats = initial_stats(rng)
+                run = self._learner(model, source.n_rows, init_stats).run(
+                    model, executor, source.batches, model.global_step(init_stats), rng,
+                    self.sparsity,
+                )  # fmt: skip
+                logger.info("initialization %d: final ELBO %.6e", attempt, run.elbo_trace[-1])
+                if best is None or run.elbo_trace[-1] > best.elbo_trace[-1]:
+                    best = run
+        finally:
+            if executor is not self.client:
+                executor.close()
+        self.elbo_trace_ = np.asarray(best.elbo_trace)
+        self.lap_trace_ = np.asarray(best.lap_trace)
+        self.time_trace_ = np.asarray(best.time_trace)
+        self.n_laps_ = best.n_laps
+        self.converged_ = best.converged
+        self.n_features_in_ = source.n_features
+        return best
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "posterior_"):
+            raise RuntimeError(
+                f"This {type(self).__name__} is not fitted yet; call fit(X) before using it."
+            )
