@@ -49,8 +49,6 @@ class VariationalEstimator(BaseEstimator):
         if self.n_workers is not None:
             check_int("n_workers", self.n_workers, 1)
         check_int("verbose", self.verbose, 0, 2)
-        if self.verbose:
-            _package_logger.setLevel(logging.INFO if self.verbose == 1 else logging.DEBUG)
 
     def _learner(self, model: Any, n_rows: int, init_stats: SuffStats) -> Any:
         if self.algorithm == "memo":
@@ -78,6 +76,9 @@ class VariationalEstimator(BaseEstimator):
         rng: np.random.Generator,
     ) -> LearnResult:
         """Run the chosen algorithm ``n_init`` times; keep the best final ELBO."""
+        previous_level = _package_logger.level
+        if self.verbose:
+            _package_logger.setLevel(logging.INFO if self.verbose == 1 else logging.DEBUG)
         logger.info(
             "fitting %s K=%d L=%s (%s) on %s: %d rows in %d batches",
             type(self).__name__, self.n_components, self.sparsity, self.algorithm,
@@ -98,6 +99,7 @@ class VariationalEstimator(BaseEstimator):
         finally:
             if executor is not self.client:
                 executor.close()
+            _package_logger.setLevel(previous_level)
         self.elbo_trace_ = np.asarray(best.elbo_trace)
         self.lap_trace_ = np.asarray(best.lap_trace)
         self.time_trace_ = np.asarray(best.time_trace)

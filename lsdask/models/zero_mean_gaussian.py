@@ -149,11 +149,11 @@ class ZeroMeanGaussian(ObservationModel):
         c = self.nu - D
         B0 = self.B0
         B0inv = np.linalg.inv(B0)
-        logdet_x = float(logdet_spd(B0)) + np.log1p(np.einsum("nd,de,ne->n", X, B0inv, X))
+        logdet_x = float(logdet_spd(B0)) + np.log1p(((X @ B0inv) * X).sum(axis=1))
         logdet_x -= D * np.log(c)
         P = np.linalg.inv(self._smoothed_covariances(seeds))
         logdet_P = logdet_spd(P)
         trace_B0P = np.einsum("de,jed->j", B0, P)
-        quad = np.einsum("nd,jde,ne->nj", X, P, X)
+        quad = np.einsum("jne,ne->nj", X @ P, X)
         div = (trace_B0P[None, :] + quad) / c - logdet_x[:, None] - logdet_P[None, :] - D
         return np.maximum(div, 0.0)

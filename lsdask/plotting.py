@@ -1,0 +1,275 @@
+"""Pictures of a fit: objective traces and the learned patch clusters.
+
+Both functions draw on a :class:`matplotlib.figure.Figure` rendered by the
+Agg canvas, so they never touch pyplot's global state or the interactive
+backend: they work the same in scripts, on headless servers, in Dask workers
+and in notebooks, and leave nothing open after they return.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["plot_covariance_eigenvectors", "plot_elbo_trace"]
+
+
+def _new_figure(width: float, height: float) -> Any:
+    """A Figure attached to an Agg canvas (no pyplot, no GUI backend)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
+    """Save ``fig`` as a PNG at ``path``, creating the parent folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    logger.info("saved %s", path)
+    return path
+
+
+def _as_trace(label: str, trace: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Check one ``(laps, values)`` pair of :func:`plot_elbo_trace`."""
+    name = f"traces[{label!r}]"
+    if not isinstance(trace, Sequence | np.ndarray) or len(trace) != 2:
+        raise ValueError(
+            f"{name} must be a pair (laps, values) of 1-D arrays; got {type(trace).__name__}"
+            + (f" of length {len(trace)}" if hasattr(trace, "__len__") else "")
+        )
+    try:
+        laps = np.asarray(trace[0], dtype=float)
+        values = np.asarray(trace[1], dtype=float)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must hold numbers: {err}") from err
+    if laps.ndim != 1 or values.ndim != 1:
+        raise ValueError(
+            f"{name}: laps and values must be 1-D; got shapes {laps.shape} and {values.shape}"
+        )
+    if laps.shape != values.shape:
+        raise ValueError(
+            f"{name}: laps and values must have the same length; "
+            f"expected {laps.shape[0]} values, got {values.shape[0]}"
+        )
+    if laps.size == 0:
+        raise ValueError(f"{name} is empty; expected at least one (lap, value) point")
+    return laps, values
+
+
+def plot_elbo_trace(
+    traces: Mapping[str, tuple[Any, Any]],
+    path: str | os.PathLike[str],
+    *,
+    title: str | None = None,
+    ylabel: str = "ELBO",
+) -> Path:
+    """Plot objective traces of one or more runs against laps and save a PNG.
+
+    Parameters
+    ----------
+    traces : mapping of str to (laps, values)
+        One line per run, keyed by its legend label (e.g. ``"L=4"``,
+        ``"dense"``). ``laps`` are the (fractional) passes through the data
+        at which each value was recorded, e.g. an estimator's ``lap_trace_``;
+        ``values`` the matching ``elbo_trace_`` or heldout scores.
+    path : str or os.PathLike
+        Where to write the PNG; the parent folder is created if needed.
+    title : str or None, default None
+        Figure title.
+    ylabel : str, default "ELBO"
+        Label of the vertical axis.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    ValueError
+        If ``traces`` is empty, or a trace is not a pair of 1-D arrays of the
+        same non-zero length.
+    """
+    if not isinstance(traces, Mapping):
+        raise ValueError(
+            f"traces must be a dict of label -> (laps, values); got {type(traces).__name__}"
+        )
+    if not traces:
+        raise ValueError("traces is empty; expected at least one run (label -> (laps, values))")
+    checked = {str(label): _as_trace(str(label), trace) for label, trace in traces.items()}
+
+    fig = _new_figure(6.4, 4.2)
+    ax = fig.add_subplot(1, 1, 1)
+    styles = ("-", "--", ":", "-.")
+    for i, (label, (laps, values)) in enumerate(checked.items()):
+        ax.plot(
+            laps,
+            values,
+            linestyle=styles[i % len(styles)],
+            marker="." if laps.size <= 60 else None,
+            label=label,
+        )
+    ax.set_xlabel("laps (passes through the training data)")
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _eigen_tiles(
+    cov: np.ndarray, weights: np.ndarray, n_clusters: int, n_vectors: int, patch_size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Leading eigenvectors of the heaviest clusters, as patches.
+
+    Returns
+    -------
+    order : (R,) cluster indices, heaviest first (R = min(n_clusters, K))
+    tiles : (R, V, patch_size, patch_size) eigenvectors, largest eigenvalue
+        first (V = min(n_vectors, D)); each signed so that its
+        largest-magnitude pixel is positive
+    shares : (R, V) each eigenvalue's share of the cluster's total variance
+    """
+    K, D = cov.shape[0], cov.shape[1]
+    order = np.argsort(-weights, kind="stable")[: min(n_clusters, K)]
+    n_vec = min(n_vectors, D)
+    tiles = np.empty((len(order), n_vec, patch_size, patch_size))
+    shares = np.empty((len(order), n_vec))
+    for r, k in enumerate(order):
+        eigvals, eigvecs = np.linalg.eigh(0.5 * (cov[k] + cov[k].T))
+        eigvals = np.clip(eigvals[::-1][:n_vec], 0.0, None)
+        eigvecs = eigvecs[:, ::-1][:, :n_vec]
+        peak = eigvecs[np.argmax(np.abs(eigvecs), axis=0), np.arange(n_vec)]
+        eigvecs = eigvecs * np.where(peak >= 0, 1.0, -1.0)
+        tiles[r] = eigvecs.T.reshape(n_vec, patch_size, patch_size)
+        total = float(np.sum(np.clip(np.diag(cov[k]), 0.0, None))) or 1.0
+        shares[r] = eigvals / total
+    return order, tiles, shares
+
+
+def plot_covariance_eigenvectors(
+    covariances: Any,
+    weights: Any,
+    path: str | os.PathLike[str],
+    *,
+    n_clusters: int = 16,
+    n_vectors: int = 8,
+    patch_size: int = 8,
+) -> Path:
+    """Draw the leading covariance eigenvectors of the heaviest clusters as patches.
+
+    One row per cluster, the ``n_clusters`` clusters with the largest weight
+    first; each row shows the eigenvectors of that cluster's covariance with
+    the ``n_vectors`` largest eigenvalues as ``patch_size x patch_size``
+    grayscale tiles (each tile scaled symmetrically around zero, mid-gray =
+    0). This is the usual picture of the clusters of a patch GMM: smooth
+    gradients and edges at some orientation and frequency.
+
+    Parameters
+    ----------
+    covariances : array-like, shape (K, D, D)
+        Cluster covariances, with ``D == patch_size ** 2``.
+    weights : array-like, shape (K,)
+        Cluster weights, used to order (and label) the rows.
+    path : str or os.PathLike
+        Where to write the PNG; the parent folder is created if needed.
+    n_clusters : int, default 16
+        Rows to show (at most K).
+    n_vectors : int, default 8
+        Eigenvectors per row (at most D).
+    patch_size : int, default 8
+        Side of the square patches.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    ValueError
+        If the shapes do not match (the message names the parameter and gives
+        the expected and received shapes), or a count is not a positive
+        integer, or the covariances are not finite.
+    """
+    for name, value in (
+        ("n_clusters", n_clusters),
+        ("n_vectors", n_vectors),
+        ("patch_size", patch_size),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    cov = np.asarray(covariances, dtype=float)
+    D = patch_size * patch_size
+    if cov.ndim != 3 or cov.shape[1] != cov.shape[2]:
+        raise ValueError(
+            f"covariances must have shape (K, D, D); got {cov.shape}. "
+            "Pass full covariance matrices (diagonal ones have axis-aligned eigenvectors)."
+        )
+    if cov.shape[1] != D:
+        raise ValueError(
+            f"covariances must have shape (K, {D}, {D}) for patch_size={patch_size}; "
+            f"got {cov.shape}"
+        )
+    K = cov.shape[0]
+    w = np.asarray(weights, dtype=float)
+    if w.shape != (K,):
+        raise ValueError(
+            f"weights must have shape ({K},) to match covariances {cov.shape}; got {w.shape}"
+        )
+    if not np.all(np.isfinite(cov)):
+        raise ValueError("covariances contain non-finite values (NaN or inf)")
+
+    order, tiles, shares = _eigen_tiles(cov, w, n_clusters, n_vectors, patch_size)
+    rows, n_vec = tiles.shape[:2]
+
+    tile = 0.8  # inches per tile
+    width, height = 1.3 + n_vec * tile, 0.75 + rows * tile
+    fig = _new_figure(width, height)
+    grid = fig.add_gridspec(rows, n_vec, left=1.2 / width, right=0.99,
+                            top=1 - 0.6 / height, bottom=0.1 / height,
+                            wspace=0.08, hspace=0.12)  # fmt: skip
+    for r, k in enumerate(order):
+        for c in range(n_vec):
+            ax = fig.add_subplot(grid[r, c])
+            scale = float(np.max(np.abs(tiles[r, c]))) or 1.0
+            ax.imshow(tiles[r, c], cmap="gray", vmin=-scale, vmax=scale, interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if r == 0:
+                ax.set_title(f"v{c + 1}", fontsize=8)
+            if c == 0:
+                ax.set_ylabel(
+                    f"k={k}\nw={w[k]:.3f}", rotation=0, ha="right", va="center", fontsize=8
+                )
+            ax.text(
+                0.97,
+                0.03,
+                f"{100 * shares[r, c]:.0f}%",
+                transform=ax.transAxes,
+                ha="right",
+                va="bottom",
+                fontsize=6,
+                color="tab:orange",
+            )
+    fig.suptitle(
+        f"Leading covariance eigenvectors of the {rows} heaviest of {K} clusters "
+        "(% = share of variance)",
+        y=1 - 0.12 / height,
+        va="top",
+        fontsize=9,
+    )
+    return _save(fig, path)
