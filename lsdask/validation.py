@@ -33,14 +33,10 @@ def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     return value
 
 
-def check_sparsity(sparsity: Any, n_components: int) -> int | None:
-    """None (dense) or an integer L in [1, n_components]."""
+def check_sparsity(sparsity: Any, upper: int | None) -> int | None:
+    """None (dense) or an integer L in [1, upper] (``upper=None``: no bound)."""
     if sparsity is None:
         return None
     return check_int(
-        "sparsity",
-        sparsity,
-        1,
-        n_components,
-        hint="Use sparsity=None for dense responsibilities.",
+        "sparsity", sparsity, 1, upper, hint="Use sparsity=None for dense responsibilities."
     )

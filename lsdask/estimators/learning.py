@@ -30,8 +30,8 @@ class VariationalEstimator(BaseEstimator):
     """Base of the estimators; parameters are documented on the subclasses."""
 
     def _check_common_params(self) -> None:
-        K = check_int("n_components", self.n_components, 1)
-        check_sparsity(self.sparsity, K)
+        check_int("n_components", self.n_components, 1)
+        check_sparsity(self.sparsity, self._max_sparsity())
         check_choice("algorithm", self.algorithm, tuple(ALGORITHMS))
         check_choice("init", self.init, INIT_METHODS)
         check_int("n_laps", self.n_laps, 1)
@@ -49,6 +49,10 @@ class VariationalEstimator(BaseEstimator):
         if self.n_workers is not None:
             check_int("n_workers", self.n_workers, 1)
         check_int("verbose", self.verbose, 0, 2)
+
+    def _max_sparsity(self) -> int | None:
+        """Largest allowed L (None: no bound); mixtures need L <= K."""
+        return self.n_components
 
     def _learner(self, model: Any, n_rows: int, init_stats: SuffStats) -> Any:
         if self.algorithm == "memo":

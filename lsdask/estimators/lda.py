@@ -1,0 +1,259 @@
+"""``lsdask.LDA``: latent Dirichlet allocation with the L-sparse local step."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from lsdask import config
+from lsdask.engine import make_executor
+from lsdask.estimators.learning import VariationalEstimator
+from lsdask.evaluate import document_completion, split_documents, top_word_ids, umass_coherence
+from lsdask.io.sources import BatchSource, as_batch_source
+from lsdask.learn import initial_stats
+from lsdask.learn.tasks import LocalStepTask
+from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
+from lsdask.models.lda import LDAModel, LocalStepOptions, as_csr_batch
+from lsdask.validation import check_int, check_positive_float
+
+
+def _is_corpus_path(X: Any) -> bool:
+    return isinstance(X, str | os.PathLike) and os.path.isfile(
+        os.path.join(os.fspath(X), "manifest.json")
+    )
+
+
+class LDA(VariationalEstimator):
+    """Latent Dirichlet allocation learned by L-sparse variational inference.
+
+    Parameters
+    ----------
+    n_components : int
+        K, the number of topics.
+    sparsity : int or None
+        L: topics kept per word type in each document (lsparse Sec. 5); None
+        runs the dense step (Alg. 2, left). L >= K keeps every active topic.
+    alpha : float
+        Document-topic concentration; each topic's pseudo-count is alpha / K.
+    eta : float
+        Topic-word Dirichlet pseudo-count.
+    algorithm : {"memo", "svi", "vb"}
+    n_laps, tol, batch_size, batches_per_update, init, n_init, svi_delay,
+    svi_kappa, random_state, client, n_workers, verbose, progress
+        As for :class:`lsdask.GaussianMixture`. ``batch_size`` applies to
+        in-memory inputs; a Parquet corpus's row groups are its batches.
+    restarts : bool
+        Restart proposals in the local step (Sec. 5).
+    max_local_iters : int
+        Iterations per document at most (100 in the paper).
+    local_conv_thresh : float
+        Stop a document's iterations when ``max |Delta N_dk|`` falls below this.
+
+    Attributes
+    ----------
+    components_ : (K, V) topic-word pseudo-counts ``lambda`` (rows normalize to E[phi])
+    topic_word_ : (K, V) ``E[phi]``
+    vocabulary_ : list of str or None
+    elbo_trace_, n_laps_, converged_
+    """
+
+    def __init__(
+        self,
+        n_components: int = 10,
+        *,
+        sparsity: int | None = 8,
+        alpha: float = 0.5,
+        eta: float = 0.1,
+        algorithm: str = "memo",
+        n_laps: int = 10,
+        tol: float = 1e-6,
+        batch_size: int | None = None,
+        batches_per_update: int | None = None,
+        restarts: bool = True,
+        max_local_iters: int = 100,
+        local_conv_thresh: float = 0.05,
+        init: str = "kmeans++",
+        n_init: int = 1,
+        svi_delay: float = 1.0,
+        svi_kappa: float = 0.6,
+        random_state: Any = None,
+        client: Any = None,
+        n_workers: int | None = None,
+        verbose: int = 0,
+        progress: bool | None = None,
+    ) -> None:
+        self.n_components = n_components
+        self.sparsity = sparsity
+        self.alpha = alpha
+        self.eta = eta
+        self.algorithm = algorithm
+        self.n_laps = n_laps
+        self.tol = tol
+        self.batch_size = batch_size
+        self.batches_per_update = batches_per_update
+        self.restarts = restarts
+        self.max_local_iters = max_local_iters
+        self.local_conv_thresh = local_conv_thresh
+        self.init = init
+        self.n_init = n_init
+        self.svi_delay = svi_delay
+        self.svi_kappa = svi_kappa
+        self.random_state = random_state
+        self.client = client
+        self.n_workers = n_workers
+        self.verbose = verbose
+        self.progress = progress
+
+    # -- parameters and data --------------------------------------------------
+    def _max_sparsity(self) -> int | None:
+        return None  # L >= K keeps every active topic
+
+    def _check_params(self) -> None:
+        self._check_common_params()
+        check_positive_float("eta", self.eta)
+        check_int("max_local_iters", self.max_local_iters, 1)
+        check_positive_float("local_conv_thresh", self.local_conv_thresh)
+
+    def _source(self, X: Any) -> tuple[BatchSource, list[str] | None]:
+        if _is_corpus_path(X) or type(X).__name__ == "Corpus":
+            from lsdask.io.sources import corpus_source
+
+            return corpus_source(X)
+        return as_batch_source(X, self.batch_size), None
+
+    def _model(self, vocab_size: int) -> LDAModel:
+        options = LocalStepOptions(
+            max_iters=self.max_local_iters,
+            conv_thresh=self.local_conv_thresh,
+            restarts=bool(self.restarts),
+        )
+        return LDAModel(self.n_components, vocab_size, float(self.alpha), float(self.eta), options)
+
+    def _initial_stats(self, model: LDAModel, sample: sp.csr_matrix, rng) -> SuffStats:
+        """Topics from documents chosen by k-means++ under the KL divergence."""
+        seeds = MixtureModel(
+            Multinomial(lam=model.eta).with_data_defaults(sample), model.n_components, model.alpha
+        )
+        words = initial_stats(seeds, sample, self.init, rng)["words"]
+        return SuffStats(
+            words=words,
+            H=np.zeros(1),
+            alloc=np.zeros(1),
+            N=words.sum(axis=1),
+            n_docs=np.array([float(sample.shape[0])]),
+        )
+
+    # -- fitting ----------------------------------------------------------------
+    def fit(self, X: Any, y: Any = None) -> LDA:
+        """Learn topics from a Parquet corpus (path or Corpus), a scipy sparse
+        matrix or a dense array of word counts (documents x vocabulary)."""
+        self._check_params()
+        rng = np.random.default_rng(self.random_state)
+        source, vocab = self._source(X)
+        model = self._model(source.n_features)
+        sample = as_csr_batch(source.sample(config.INIT_SAMPLE_ROWS, rng, check=model.check_data))
+        result = self._learn(model, source, lambda r: self._initial_stats(model, sample, r), rng)
+        self._set_fitted(model, result.globals, result.stats, vocab)
+        return self
+
+    def partial_fit(self, X: Any, y: Any = None) -> LDA:
+        """Take in new documents: one streaming update (Broderick et al. 2013).
+
+        Every batch of X runs the local step against the current topics; their
+        statistics are added to those accumulated so far (by ``fit`` or earlier
+        ``partial_fit`` calls) and the topics are updated once. Documents are
+        counted once per call: do not pass the same documents twice.
+        """
+        self._check_params()
+        source, vocab = self._source(X)
+        if not hasattr(self, "posterior_"):
+            rng = np.random.default_rng(self.random_state)
+            model = self._model(source.n_features)
+            sample = as_csr_batch(
+                source.sample(config.INIT_SAMPLE_ROWS, rng, check=model.check_data)
+            )
+            glob = model.global_step(self._initial_stats(model, sample, rng))
+            total = model.empty_stats()
+            self.elbo_trace_ = np.zeros(0)
+            self.n_laps_ = 0
+            self.converged_ = False
+        else:
+            model, glob, total = self.model_, self.posterior_, self.stats_
+            if source.n_features != model.vocab_size:
+                raise ValueError(
+                    f"X has {source.n_features} words in its vocabulary, but this model was "
+                    f"fitted with {model.vocab_size}"
+                )
+            vocab = vocab or self.vocabulary_
+        executor = make_executor(self.client, self.n_workers)
+        try:
+            handles = executor.register(source.batches)
+            fresh = executor.map(
+                LocalStepTask(model, self.sparsity), handles, executor.broadcast(glob)
+            )
+        finally:
+            if executor is not self.client:
+                executor.close()
+        total = total + sum_stats(fresh)
+        glob = model.global_step(total)
+        self.elbo_trace_ = np.append(self.elbo_trace_, model.elbo(total, glob))
+        self.n_features_in_ = source.n_features
+        self._set_fitted(model, glob, total, vocab)
+        return self
+
+    def _set_fitted(self, model: LDAModel, glob, stats: SuffStats, vocab) -> None:
+        self.model_ = model
+        self.posterior_ = glob
+        self.stats_ = stats
+        self.components_ = glob.lam
+        self.topic_word_ = glob.topics
+        self.vocabulary_ = vocab
+
+    # -- inference ----------------------------------------------------------------
+    def _rows(self, X: Any) -> sp.csr_matrix:
+        source, _ = self._source(X)
+        if source.n_features != self.model_.vocab_size:
+            raise ValueError(
+                f"X has {source.n_features} words in its vocabulary, but this model was "
+                f"fitted with {self.model_.vocab_size}"
+            )
+        return sp.vstack([as_csr_batch(b.load()) for b in source.batches], format="csr")
+
+    def transform(self, X: Any) -> sp.csr_matrix:
+        """Document-topic weights ``E[pi_d]``, keeping each document's top L
+        topics (renormalized), as a CSR matrix (documents x K)."""
+        self._check_fitted()
+        X = self._rows(X)
+        _, doc_topic, _ = self.model_.doc_topic_step(X, self.posterior_, self.sparsity)
+        theta = doc_topic + self.model_.alpha / self.n_components
+        L = self.n_components if self.sparsity is None else min(self.sparsity, self.n_components)
+        top = np.argsort(-theta, axis=1, kind="stable")[:, :L]
+        vals = np.take_along_axis(theta, top, axis=1)
+        vals /= vals.sum(axis=1, keepdims=True)
+        indptr = np.arange(0, X.shape[0] * L + 1, L)
+        out = sp.csr_matrix(
+            (vals.ravel(), top.ravel(), indptr), shape=(X.shape[0], self.n_components)
+        )
+        out.sort_indices()
+        return out
+
+    def score(self, X: Any, y: Any = None, *, random_state: int = 0) -> float:
+        """Heldout document completion (lsparse App. E), nats per token."""
+        self._check_fitted()
+        A, B = split_documents(self._rows(X), 0.8, random_state)
+        return document_completion(A, B, self.topic_word_, self.model_.alpha)
+
+    def top_words(self, n: int = 10) -> list[list[str]]:
+        """Each topic's n most probable words (word ids as strings without a vocabulary)."""
+        self._check_fitted()
+        ids = top_word_ids(self.topic_word_, n)
+        vocab = self.vocabulary_
+        return [[vocab[i] if vocab is not None else str(i) for i in row] for row in ids]
+
+    def coherence(self, X: Any, n: int = 10) -> np.ndarray:
+        """UMass coherence of each topic's top n words over documents X (Eq. 13)."""
+        self._check_fitted()
+        return umass_coherence(self.topic_word_, self._rows(X), n)

@@ -1,0 +1,151 @@
+"""LDA: model invariants, the estimator, and Dask equality."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
+
+import lsdask
+from lsdask.engine import SerialExecutor
+from lsdask.io.corpus import Corpus
+from lsdask.io.sources import as_batch_source
+from lsdask.learn import MemoizedVI
+from lsdask.models import sum_stats
+from lsdask.models.lda import LDAModel, LocalStepOptions
+
+
+def _corpus(rng, n_docs=600, K=6, V=120, length=60):
+    topics = rng.dirichlet(np.full(V, 0.05), size=K)
+    rows = []
+    for _ in range(n_docs):
+        theta = rng.dirichlet(np.full(K, 0.3))
+        z = rng.choice(K, size=length, p=theta)
+        words = [rng.choice(V, p=topics[k]) for k in z]
+        rows.append(np.bincount(words, minlength=V))
+    return sp.csr_matrix(np.asarray(rows, dtype=float)), topics
+
+
+@pytest.fixture(scope="module")
+def corpus_data():
+    return _corpus(np.random.default_rng(2024))
+
+
+def _random_globals(model, rng):
+    from lsdask.models import SuffStats
+
+    K, V = model.n_components, model.vocab_size
+    return model.global_step(
+        SuffStats(
+            words=rng.gamma(0.3, 10.0, size=(K, V)), H=np.zeros(1), alloc=np.zeros(1),
+            N=np.zeros(K), n_docs=np.zeros(1),
+        )
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("restarts,rtol", [(False, 1e-7), (True, 1e-4)])
+def test_sparsity_K_equals_dense(corpus_data, restarts, rtol):
+    """Run to convergence, L = K gives the dense fixed points. Restart
+    proposals run only 5 iterations, and the dense step can still propose
+    dropping topics of mass below the sparse step's active-set threshold, so
+    with restarts the two agree to 1e-4 rather than to rounding."""
+    X, _ = corpus_data
+    K = 6
+    options = LocalStepOptions(max_iters=2000, conv_thresh=1e-10, restarts=restarts)
+    model = LDAModel(K, X.shape[1], 0.5, 0.1, options)
+    glob = _random_globals(model, np.random.default_rng(0))
+    dense = model.local_step(X[:200], glob, None)
+    full = model.local_step(X[:200], glob, K)
+    assert full.allclose(dense, rtol=rtol, atol=rtol)
+    assert model.elbo(full, glob) == pytest.approx(model.elbo(dense, glob), rel=rtol / 100)
+
+
+def test_memoized_statistics_and_elbo_equal_recomputation(corpus_data):
+    X, _ = corpus_data
+    model = LDAModel(6, X.shape[1], 0.5, 0.1)
+    rng = np.random.default_rng(1)
+    source = as_batch_source(X, 100)
+    result = MemoizedVI(n_laps=3, tol=1e-12, batches_per_update=1).run(
+        model, SerialExecutor(), source.batches, _random_globals(model, rng), rng, 4
+    )
+    recomputed = sum_stats(result.memo)
+    assert result.stats.allclose(recomputed, rtol=1e-12, atol=1e-9)
+    assert model.elbo(recomputed, model.global_step(recomputed)) == pytest.approx(
+        result.elbo_trace[-1], rel=1e-12
+    )
+    # per-batch statistics are stored over the batch's own vocabulary
+    block = result.memo[0]["words"]
+    assert block.values.shape[1] == np.unique(X[:100].indices).size < X.shape[1]
+
+
+def test_recovers_topics_and_scores(corpus_data):
+    X, topics = corpus_data
+    model = lsdask.LDA(6, sparsity=4, n_laps=25, client="sync", random_state=0, batch_size=150)
+    model.fit(X[:500])
+    cost = np.abs(model.topic_word_[:, None, :] - topics[None]).sum(-1)
+    rows, cols = linear_sum_assignment(cost)
+    assert cost[rows, cols].max() < 0.35
+    heldout = model.score(X[500:])
+    uniform = -np.log(X.shape[1])
+    assert uniform + 0.5 < heldout < 0.0
+    weights = model.transform(X[500:510])
+    assert sp.issparse(weights) and np.all(np.diff(weights.indptr) == 4)
+    np.testing.assert_allclose(np.asarray(weights.sum(1)).ravel(), 1.0)
+    assert len(model.top_words(5)) == 6 and all(len(t) == 5 for t in model.top_words(5))
+    assert np.all(model.coherence(X, 5) <= 0)
+
+
+def test_partial_fit_adds_new_documents(corpus_data):
+    X, _ = corpus_data
+    model = lsdask.LDA(6, sparsity=4, n_laps=3, client="sync", random_state=0, batch_size=100)
+    model.fit(X[:300])
+    docs_before = model.stats_["n_docs"][0]
+    model.partial_fit(X[300:450])
+    assert model.stats_["n_docs"][0] == docs_before + 150
+    assert len(model.elbo_trace_) == model.n_laps_ + 1 or len(model.elbo_trace_) > 1
+    fresh = lsdask.LDA(6, client="sync", random_state=0, batch_size=100).partial_fit(X[:100])
+    assert fresh.stats_["n_docs"][0] == 100
+
+
+def test_corpus_path_equals_in_memory_and_local_cluster_equals_in_process(
+    corpus_data, tmp_path, dask_client
+):
+    X, _ = corpus_data
+    path = tmp_path / "corpus"
+    Corpus.write(path, X, [f"w{i}" for i in range(X.shape[1])], docs_per_row_group=100)
+    kw = dict(sparsity=4, n_laps=3, random_state=3, batches_per_update=2)
+    a = lsdask.LDA(6, client="sync", batch_size=100, **kw).fit(X)
+    b = lsdask.LDA(6, client="sync", **kw).fit(str(path))
+    c = lsdask.LDA(6, client=dask_client, **kw).fit(str(path))
+    np.testing.assert_allclose(b.elbo_trace_, a.elbo_trace_, rtol=1e-12)
+    np.testing.assert_allclose(c.elbo_trace_, a.elbo_trace_, rtol=1e-10)
+    np.testing.assert_allclose(c.components_, a.components_, rtol=1e-9)
+    assert b.top_words(2)[0][0].startswith("w")
+
+
+@pytest.mark.parametrize("algorithm", ["svi", "vb"])
+def test_other_algorithms_improve_the_heldout_score(corpus_data, algorithm):
+    X, _ = corpus_data
+    before = lsdask.LDA(6, n_laps=1, client="sync", random_state=0, algorithm="vb", batch_size=100)
+    after = lsdask.LDA(
+        6, n_laps=10, client="sync", random_state=0, algorithm=algorithm, batch_size=100
+    )
+    s0 = before.fit(X[:500]).score(X[500:])
+    s1 = after.fit(X[:500]).score(X[500:])
+    assert s1 > s0
+
+
+def test_lda_bad_input(corpus_data):
+    X, _ = corpus_data
+    bad = X.copy().astype(float)
+    bad.data[5] = -2.0
+    with pytest.raises(ValueError, match=r"X batch 0 \(rows 0:100\): word counts must be finite"):
+        lsdask.LDA(3, client="sync", batch_size=100).fit(bad)
+    with pytest.raises(ValueError, match=r"sparsity must be an integer >= 1; got 0"):
+        lsdask.LDA(3, sparsity=0, client="sync").fit(X)
+    with pytest.raises(ValueError, match="eta must be a positive finite number"):
+        lsdask.LDA(3, eta=0, client="sync").fit(X)
+    model = lsdask.LDA(3, n_laps=1, client="sync", batch_size=300).fit(X)
+    with pytest.raises(ValueError, match="X has 10 words in its vocabulary, but this model"):
+        model.transform(X[:, :10])
