@@ -9,7 +9,7 @@ from __future__ import annotations
 #: Rows of a batch processed at once by a model's local step. Bounds the
 #: memory of per-row temporaries (log weights, outer-product features) to
 #: ``BLOCK_ROWS * max(K, D * (D + 1) / 2)`` float64 values.
-BLOCK_ROWS = 512
+BLOCK_ROWS = 256
 
 #: Default number of rows per memoized batch for in-memory inputs.
 DEFAULT_BATCH_SIZE = 10_000
