@@ -1,0 +1,522 @@
+"""Tests for lsdask.io.text, lsdask.io.stopwords and lsdask.io.ingest."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import logging
+import os
+import tarfile
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lsdask.io.corpus import Corpus, read_all
+from lsdask.io.ingest import (
+    import_ldac,
+    import_uci,
+    ingest_jsonl,
+    ingest_table,
+    ingest_text_folder,
+)
+from lsdask.io.sources import DataError
+from lsdask.io.stopwords import ENGLISH_STOPWORDS
+from lsdask.io.text import Tokenizer, VocabularyBuilder, encode, select_vocabulary
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+TEXTS = {
+    "a/1.txt": "Apples and bananas. Apples!",
+    "a/2.txt": "Bananas, cherries; the APPLES",
+    "b/3.txt": "Cherries, dates 42 x y2k",
+    "b/sub/4.txt": "Élan café, Café crème",
+}
+ALL = {"min_df": 1, "max_df": 1.0}
+
+
+def _bags(corpus: Corpus) -> list[Counter]:
+    """Every document of a corpus as a Counter of words."""
+    X = read_all(corpus).tocsr()
+    return [
+        Counter({corpus.vocab[j]: float(v) for j, v in zip(row.indices, row.data, strict=True)})
+        for row in X
+    ]
+
+
+def _expected(texts, tokenizer=None, vocab=None) -> list[Counter]:
+    tokenizer = tokenizer or Tokenizer()
+    out = []
+    for text in texts:
+        bag = Counter(tokenizer.tokens(text))
+        out.append(Counter({w: float(c) for w, c in bag.items() if vocab is None or w in vocab}))
+    return out
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(os.listdir(folder))
+
+
+# --------------------------------------------------------------------------- text
+
+
+def test_tokenizer_keeps_words_of_two_or_more_letters_without_stopwords():
+    tok = Tokenizer()
+    assert tok.tokens("The cat's 2 cats, a DOG; x y2k dog_house Élan café") == [
+        "cat",
+        "cats",
+        "dog",
+        "élan",
+        "café",
+    ]
+    assert Tokenizer(stopwords=None).tokens("The cat") == ["the", "cat"]
+    assert Tokenizer(lowercase=False, stopwords={"cat"}).tokens("The Cat sat") == ["The", "sat"]
+    assert Tokenizer(pattern=r"\d+", stopwords=None).tokens("a1 b22") == ["1", "22"]
+    assert Tokenizer().settings()["stopwords"] == "english"
+    assert Tokenizer(stopwords={"b", "a"}).settings()["stopwords"] == ["a", "b"]
+
+
+def test_tokenizer_rejects_bad_settings():
+    with pytest.raises(ValueError, match=r"pattern must be a valid regular expression"):
+        Tokenizer(pattern="(")
+    with pytest.raises(TypeError, match=r"stopwords must be a collection of words or None"):
+        Tokenizer(stopwords="the")
+    with pytest.raises(TypeError, match=r"text must be a str; got int"):
+        Tokenizer().tokens(3)
+
+
+def test_stopword_list_is_lower_case_function_words():
+    assert isinstance(ENGLISH_STOPWORDS, frozenset)
+    assert 250 <= len(ENGLISH_STOPWORDS) <= 400
+    assert all(w == w.lower() and w.isalpha() and len(w) >= 2 for w in ENGLISH_STOPWORDS)
+    assert {"the", "and", "of", "which", "would", "don", "ve"} <= ENGLISH_STOPWORDS
+    assert not {"government", "people", "computer", "apple"} & ENGLISH_STOPWORDS
+
+
+def test_vocabulary_builder_orders_by_document_frequency_then_alphabet():
+    builder = VocabularyBuilder(min_df=2, max_df=0.75)
+    for doc in [["b", "a", "a", "z"], ["a", "b", "c"], ["c", "b"], ["d", "d", "d", "c"]]:
+        builder.add(doc)
+    # df: a 2, b 3, c 3, d 1, z 1; max_df 0.75 * 4 = 3 keeps b and c
+    assert builder.build() == ["b", "c", "a"]
+    summary = builder.summary()
+    assert (summary["dropped_min_df"], summary["dropped_max_df"], summary["vocab_size"]) == (
+        2,
+        0,
+        3,
+    )
+    assert builder.document_frequency("a") == 2 and builder.n_types == 5
+
+    capped = VocabularyBuilder(min_df=1, max_df=2, max_vocab=3)
+    for doc in [["b", "a"], ["a", "c"], ["c", "d"]]:
+        capped.add(doc)
+    assert capped.build() == ["a", "c", "b"]
+    assert capped.summary()["dropped_max_vocab"] == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"min_df": -1}, r"min_df must be an int count of documents \(>= 0\) or a float"),
+        ({"min_df": 1.5}, r"min_df must be .*; got 1\.5"),
+        ({"max_df": 0}, r"max_df must be an int count of documents \(>= 1\)"),
+        ({"max_df": True}, r"max_df must be .*; got True"),
+        ({"max_vocab": 0}, r"max_vocab must be a positive int or None"),
+    ],
+)
+def test_vocabulary_builder_rejects_bad_bounds(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        VocabularyBuilder(**kwargs)
+
+
+def test_vocabulary_errors_when_nothing_can_pass():
+    builder = VocabularyBuilder(min_df=3, max_df=2)
+    builder.add(["a"])
+    with pytest.raises(ValueError, match=r"max_df=2 allows words in at most 2 .* min_df=3"):
+        builder.build()
+    with pytest.raises(ValueError, match=r"no word is left in the vocabulary: 10 documents"):
+        select_vocabulary(["a", "b"], [1, 2], 10, min_df=5, max_df=1.0)
+    with pytest.raises(ValueError, match=r"no documents were added"):
+        VocabularyBuilder().build()
+
+
+def test_encode_sorts_ids_and_counts_out_of_vocabulary_tokens():
+    oov: set[str] = set()
+    ids, counts, n_oov = encode(["c", "a", "zz", "c", "zz", "q"], {"a": 2, "c": 0}, oov_types=oov)
+    np.testing.assert_array_equal(ids, [0, 2])
+    np.testing.assert_array_equal(counts, [2.0, 1.0])
+    assert ids.dtype == np.int32 and counts.dtype == np.float32
+    assert n_oov == 3 and oov == {"zz", "q"}
+    ids, counts, n_oov = encode([], {"a": 0})
+    assert ids.size == 0 and counts.size == 0 and n_oov == 0
+
+
+# --------------------------------------------------------------------------- raw text ingestion
+
+
+@pytest.fixture
+def text_folder(tmp_path) -> Path:
+    root = tmp_path / "texts"
+    for name, text in TEXTS.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    (root / ".hidden").write_text("hidden words", encoding="utf-8")
+    return root
+
+
+def test_text_folder_round_trip(text_folder, tmp_path):
+    out = tmp_path / "corpus"
+    summary = ingest_text_folder(
+        text_folder, out, encoding="utf-8", docs_per_row_group=3, progress=True, **ALL
+    )
+    corpus = Corpus.open(out)
+    assert summary["path"] == corpus.path and summary["n_docs"] == 4
+    assert summary["n_tokens"] == corpus.n_tokens == 12
+    assert summary["vocab_size"] == corpus.vocab_size
+    assert [b.n_docs for b in corpus.batches] == [3, 1]
+    assert _bags(corpus) == _expected(TEXTS.values())
+    info = corpus.ingest_info
+    assert info["doc_names"] == list(TEXTS)
+    assert info["format"] == "text folder" and info["tokenizer"]["stopwords"] == "english"
+    assert info["vocabulary"]["imposed"] is False
+    assert (summary["oov_tokens"], summary["oov_types"], summary["n_empty_docs"]) == (0, 0, 0)
+
+
+def test_latin1_default_and_pruning(text_folder, tmp_path):
+    summary = ingest_text_folder(text_folder, tmp_path / "c", min_df=2, max_df=1.0)
+    corpus = Corpus.open(tmp_path / "c")
+    # UTF-8 read as latin-1 garbles the accented words; only three words are in >= 2 documents
+    assert sorted(corpus.vocab) == ["apples", "bananas", "cherries"]
+    assert summary["oov_types"] > 0 and summary["oov_tokens"] > 0
+
+
+def _make_tar(path: Path, members: dict[str, str], mode="w:gz") -> Path:
+    with tarfile.open(path, mode) as tar:
+        for name, text in members.items():
+            data = text.encode("latin-1")
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_tar_archive_with_subset(tmp_path):
+    train = {"news-train/g1/1": "Hockey goalie scores", "news-train/g2/2": "Goalie café saves"}
+    test = {"news-test/g1/3": "Hockey again"}
+    tar = _make_tar(tmp_path / "news.tar.gz", {**train, **test, "news-train/._junk": "junk"})
+    summary = ingest_text_folder(tar, tmp_path / "train", subset="news-train/", **ALL)
+    corpus = Corpus.open(tmp_path / "train")
+    assert summary["n_docs"] == 2
+    assert _bags(corpus) == _expected(train.values())
+    assert corpus.ingest_info["doc_names"] == list(train)
+    assert corpus.ingest_info["encoding"] == "latin-1"
+
+    globbed = ingest_text_folder(tar, tmp_path / "g1", subset="news-*/g1", **ALL)
+    assert globbed["n_docs"] == 2
+
+    with pytest.raises(DataError, match=r"no documents found matching subset 'nope/'.*news-test"):
+        ingest_text_folder(tar, tmp_path / "none", subset="nope/", **ALL)
+    assert not (tmp_path / "none").exists()
+
+
+def test_bad_text_sources(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"path_or_tar: .*missing.* does not exist"):
+        ingest_text_folder(tmp_path / "missing", tmp_path / "c")
+    (tmp_path / "plain.txt").write_text("not a tar")
+    with pytest.raises(DataError, match=r"neither a folder nor a tar archive"):
+        ingest_text_folder(tmp_path / "plain.txt", tmp_path / "c")
+    tar = _make_tar(tmp_path / "x.tar.gz", {f"d/{i}": "word " * 2000 for i in range(20)})
+    data = tar.read_bytes()
+    tar.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DataError, match=r"tar archive .*x\.tar\.gz: could not be read"):
+        ingest_text_folder(tar, tmp_path / "c", **ALL)
+    assert _files(tmp_path) == ["plain.txt", "x.tar.gz"]
+
+
+def test_existing_out_dir_fails_before_reading(text_folder, tmp_path):
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "x").write_text("x")
+    with pytest.raises(FileExistsError, match=r"already exists; pass overwrite=True"):
+        ingest_text_folder(text_folder, tmp_path / "c", **ALL)
+
+
+def _write_jsonl(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_jsonl_round_trip(tmp_path):
+    records = [
+        {"title": "Sparse topics", "abstract": "Topic models with sparse posteriors", "id": 1},
+        {"text": "Memoized variational inference", "title": None},
+        {"title": ["Dask", "arrays"], "other": 3},
+        {"id": 4},
+    ]
+    path = _write_jsonl(tmp_path / "docs.jsonl", [json.dumps(r) for r in records[:2]] + [""])
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("\n".join(json.dumps(r) for r in records[2:]) + "\n")
+    summary = ingest_jsonl(path, tmp_path / "c", **ALL)
+    texts = [
+        "Sparse topics Topic models with sparse posteriors",
+        "Memoized variational inference",
+        "Dask arrays",
+        "",
+    ]
+    corpus = Corpus.open(tmp_path / "c")
+    assert _bags(corpus) == _expected(texts)
+    assert summary["n_docs"] == 4 and summary["n_empty_docs"] == 1
+
+    gz = tmp_path / "docs.jsonl.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    assert ingest_jsonl(gz, tmp_path / "gz", **ALL)["n_tokens"] == summary["n_tokens"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "match"),
+    [
+        (
+            ['{"text": "fine words"}', "", '{"text": "broken'],
+            r"docs\.jsonl, line 3: not valid JSON",
+        ),
+        (['{"text": "ok"}', "[1, 2]"], r"line 2: expected a JSON object .* found a list"),
+        (['{"text": "ok"}', '{"title": 5}'], r"line 2: field 'title' holds a int; expected a str"),
+        (['{"body": "a"}', '{"body": "b"}'], r"none of the 2 records has any of the text fields"),
+    ],
+)
+def test_bad_json_lines_are_named(tmp_path, lines, match):
+    path = _write_jsonl(tmp_path / "docs.jsonl", lines)
+    with pytest.raises(DataError, match=match):
+        ingest_jsonl(path, tmp_path / "c", **ALL)
+    assert _files(tmp_path) == ["docs.jsonl"]
+
+
+def test_csv_and_parquet_tables_round_trip(tmp_path):
+    texts = ['Quoted, "multi"\nline text here', "", "Plain words here", "More words"]
+    with open(tmp_path / "docs.csv", "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "body"])
+        for i, text in enumerate(texts):
+            writer.writerow([i, text])
+    summary = ingest_table(tmp_path / "docs.csv", tmp_path / "csv", "body", **ALL)
+    assert _bags(Corpus.open(tmp_path / "csv")) == _expected(texts)
+    assert summary["n_docs"] == 4 and summary["n_empty_docs"] == 1
+
+    table = pa.table({"id": [0, 1, 2, 3], "body": [texts[0], None, texts[2], texts[3]]})
+    pq.write_table(table, tmp_path / "docs.parquet", row_group_size=2)
+    ingest_table(tmp_path / "docs.parquet", tmp_path / "pq", "body", batch_rows=3, **ALL)
+    assert _bags(Corpus.open(tmp_path / "pq")) == _expected(texts)
+
+    with open(tmp_path / "docs.tsv", "w", encoding="utf-8") as f:
+        f.write("body\tid\nalpha beta\t1\n")
+    assert ingest_table(tmp_path / "docs.tsv", tmp_path / "tsv", "body", **ALL)["n_tokens"] == 2
+
+
+def test_bad_tables_are_named(tmp_path):
+    (tmp_path / "docs.csv").write_text("id,body\n1,hello world\n2\n", encoding="utf-8")
+    with pytest.raises(
+        DataError, match=r"docs\.csv: no column 'text'; the columns are \['id', 'body'\]"
+    ):
+        ingest_table(tmp_path / "docs.csv", tmp_path / "c", "text", **ALL)
+    with pytest.raises(DataError, match=r"docs\.csv, line 3: the row has 1 fields"):
+        ingest_table(tmp_path / "docs.csv", tmp_path / "c", "body", **ALL)
+    pq.write_table(pa.table({"id": [1], "n": [2]}), tmp_path / "docs.parquet")
+    with pytest.raises(DataError, match=r"no column 'body'; the columns are \['id', 'n'\]"):
+        ingest_table(tmp_path / "docs.parquet", tmp_path / "c", "body", **ALL)
+    with pytest.raises(DataError, match=r"column 'n' has type int64; expected strings"):
+        ingest_table(tmp_path / "docs.parquet", tmp_path / "c", "n", **ALL)
+    (tmp_path / "docs.xlsx").write_text("x")
+    with pytest.raises(ValueError, match=r"cannot tell the format .* format='csv'"):
+        ingest_table(tmp_path / "docs.xlsx", tmp_path / "c", "body")
+    assert not (tmp_path / "c").exists()
+
+
+# --------------------------------------------------------------------------- bags of words
+
+
+@pytest.fixture
+def ldac(tmp_path) -> tuple[Path, Path]:
+    (tmp_path / "vocab.txt").write_text("apple\nbanana\ncherry\ndate\n", encoding="utf-8")
+    (tmp_path / "docs.dat").write_text("2 3:2 0:1\n0\n\n1 1:5\n2 2:1 3:4", encoding="utf-8")
+    return tmp_path / "docs.dat", tmp_path / "vocab.txt"
+
+
+def test_ldac_round_trip(ldac, tmp_path):
+    summary = import_ldac(*ldac, tmp_path / "c")
+    corpus = Corpus.open(tmp_path / "c")
+    assert corpus.vocab == ["apple", "banana", "cherry", "date"]
+    np.testing.assert_array_equal(
+        read_all(corpus).toarray(), [[1, 0, 0, 2], [0, 0, 0, 0], [0, 5, 0, 0], [0, 0, 1, 4]]
+    )
+    assert summary == {
+        "path": corpus.path,
+        "n_docs": 4,
+        "n_tokens": 13,
+        "vocab_size": 4,
+        "n_batches": 1,
+        "n_empty_docs": 1,
+        "oov_tokens": 0,
+        "oov_types": 0,
+    }
+    pruned = import_ldac(*ldac, tmp_path / "p", min_df=2)
+    assert Corpus.open(tmp_path / "p").vocab == ["date"] and pruned["oov_tokens"] == 7
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ("3 0:1 1:1", r"docs\.dat, line 2: says N=3 pairs but has 2"),
+        ("1 9:1", r"line 2: word id 9 is outside \[0, 4\)"),
+        ("2 1:1 x:2", r"line 2: malformed pair 'x:2'; expected 'id:count'"),
+        ("1 1-2", r"line 2: malformed pair '1-2'"),
+        ("2 1:1 1:2", r"line 2: word id 1 is listed twice"),
+        ("1 1:-3", r"line 2: count -3\.0; counts must be finite and >= 0"),
+        ("one 1:1", r"line 2: expected 'N id:count id:count \.\.\.'"),
+    ],
+)
+def test_bad_ldac_lines_are_named(ldac, tmp_path, line, match):
+    dat, vocab = ldac
+    dat.write_text(f"1 0:1\n{line}\n1 2:1\n", encoding="utf-8")
+    with pytest.raises(DataError, match=match):
+        import_ldac(dat, vocab, tmp_path / "c")
+
+
+def test_failed_ingest_leaves_no_output_and_no_temporary_folder(ldac, tmp_path):
+    dat, vocab = ldac
+    rng = np.random.default_rng(7)
+    lines = [f"2 {a}:1 {a + 2}:3" for a in rng.integers(0, 2, size=500)]
+    dat.write_text("\n".join([*lines, "2 1:1"]) + "\n", encoding="utf-8")
+    before = _files(tmp_path)
+    with pytest.raises(DataError, match=r"line 501: says N=2 pairs but has 1"):
+        import_ldac(dat, vocab, tmp_path / "out", docs_per_row_group=50, docs_per_file=100)
+    assert _files(tmp_path) == before
+
+
+def test_imposed_vocabulary_counts_dropped_tokens(ldac, tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger="lsdask.io.ingest"):
+        summary = import_ldac(*ldac, tmp_path / "c", vocab=["date", "banana", "zebra"])
+    corpus = Corpus.open(tmp_path / "c")
+    assert corpus.vocab == ["date", "banana", "zebra"]
+    np.testing.assert_array_equal(
+        read_all(corpus).toarray(), [[2, 0, 0], [0, 0, 0], [0, 5, 0], [4, 0, 0]]
+    )
+    # dropped: apple (1 token) in doc 0, cherry (1 token) in doc 3
+    assert (summary["oov_tokens"], summary["oov_types"], summary["n_empty_docs"]) == (2, 2, 1)
+    info = corpus.ingest_info
+    assert (info["oov_tokens"], info["oov_types"], info["vocabulary"]["imposed"]) == (2, 2, True)
+    assert "imposed vocabulary" in caplog.text and "dropped 2 tokens" in caplog.text
+
+
+def test_imposed_corpus_vocabulary_for_new_text(text_folder, tmp_path, caplog):
+    ingest_text_folder(text_folder, tmp_path / "old", encoding="utf-8", **ALL)
+    old = Corpus.open(tmp_path / "old")
+    new_texts = {"n/1": "Apples and zebras, zebras", "n/2": "Zebras only", "n/3": "Dates"}
+    folder = tmp_path / "new"
+    for name, text in new_texts.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    with caplog.at_level(logging.INFO, logger="lsdask.io.ingest"):
+        summary = ingest_text_folder(folder, tmp_path / "c", vocab=old)
+    corpus = Corpus.open(tmp_path / "c")
+    assert corpus.vocab == old.vocab
+    assert _bags(corpus) == _expected(new_texts.values(), vocab=set(old.vocab))
+    assert (summary["oov_tokens"], summary["oov_types"], summary["n_empty_docs"]) == (3, 1, 1)
+    assert corpus.ingest_info["vocabulary"]["from"] == f"corpus {old.path}"
+    assert f"imposed vocabulary (corpus {old.path})" in caplog.text
+    # a corpus path works too
+    assert ingest_text_folder(folder, tmp_path / "d", vocab=tmp_path / "old") == {
+        **summary,
+        "path": str(tmp_path / "d"),
+    }
+
+
+def _write_uci(tmp_path: Path, body: str, header=(4, 3, 4), name="docword.t.txt") -> Path:
+    text = "\n".join(str(h) for h in header) + "\n" + body
+    path = tmp_path / name
+    if name.endswith(".gz"):
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def uci_vocab(tmp_path) -> Path:
+    (tmp_path / "vocab.t.txt").write_text("ant\nbee\ncat\n")
+    return tmp_path / "vocab.t.txt"
+
+
+@pytest.mark.parametrize("name", ["docword.t.txt", "docword.t.txt.gz"])
+def test_uci_round_trip_with_empty_documents(tmp_path, uci_vocab, name):
+    docword = _write_uci(tmp_path, "1 1 2\n1 3 1\n3 2 4\n3 1 1\n", header=(5, 3, 4), name=name)
+    summary = import_uci(docword, uci_vocab, tmp_path / "c")
+    corpus = Corpus.open(tmp_path / "c")
+    np.testing.assert_array_equal(
+        read_all(corpus).toarray(), [[2, 0, 1], [0, 0, 0], [1, 4, 0], [0, 0, 0], [0, 0, 0]]
+    )
+    assert (summary["n_docs"], summary["n_tokens"], summary["n_empty_docs"]) == (5, 8, 3)
+    assert corpus.vocab == ["ant", "bee", "cat"]
+
+
+@pytest.mark.parametrize(
+    ("body", "header", "match"),
+    [
+        ("1 1 2\n2 3 1\n", (4, 3, 4), r"header says NNZ=4 entries but the file has 2"),
+        ("2 1 2\n1 3 1\n", (4, 3, 2), r"line 5: docID 1 after docID 2; lines must be grouped"),
+        ("1 1 2\n", (4, 5, 1), r"the header says W=5 words but the vocabulary file has 3"),
+        ("1 4 2\n", (4, 3, 1), r"lines 4-4 \(docID 1\): word id 4 is outside \[1, 4\)"),
+        ("9 1 2\n", (4, 3, 1), r"line 4: docID 9 is outside \[1, 4\]"),
+        ("1 1\n", (4, 3, 1), r"line 4: expected 'docID wordID count'; found '1 1'"),
+        ("1 2 1\n1 2 3\n", (4, 3, 2), r"lines 4-5 \(docID 1\): word id 2 is listed twice"),
+        ("", ("x", 3, 1), r"line 1: expected the header \(D, W, NNZ"),
+    ],
+)
+def test_bad_uci_files_are_named(tmp_path, uci_vocab, body, header, match):
+    docword = _write_uci(tmp_path, body, header=header)
+    with pytest.raises(DataError, match=match):
+        import_uci(docword, uci_vocab, tmp_path / "c")
+    assert not (tmp_path / "c").exists()
+
+
+def test_bad_vocabulary_files_are_named(ldac):
+    dat, vocab = ldac
+    vocab.write_text("apple\nbanana\napple\n")
+    with pytest.raises(DataError, match=r"vocab\.txt, line 3: 'apple' repeats line 1"):
+        import_ldac(dat, vocab, dat.parent / "c")
+    vocab.write_text("apple\n\nbanana\n")
+    with pytest.raises(DataError, match=r"vocab\.txt, line 2: empty line"):
+        import_ldac(dat, vocab, dat.parent / "c")
+
+
+# --------------------------------------------------------------------------- real data
+
+
+def test_ap_corpus_has_the_published_size(tmp_path):
+    ap = SHARED_DATA / "ap"
+    if not (ap / "ap.dat").exists():
+        pytest.skip(f"AP data not found at {ap} (the shared data folder is absent)")
+    summary = import_ldac(ap / "ap.dat", ap / "vocab.txt", tmp_path / "ap")
+    assert (summary["n_docs"], summary["n_tokens"], summary["vocab_size"]) == (2246, 435838, 10473)
+    corpus = Corpus.open(tmp_path / "ap")
+    first = corpus.batches[0].load()
+    line = (ap / "ap.dat").read_text().split("\n", 1)[0].split()
+    assert first.indptr[1] == int(line[0])
+    assert first.doc_lengths()[0] == sum(int(p.split(":")[1]) for p in line[1:])
+
+
+def test_20newsgroups_train_split_ingests(tmp_path):
+    tar = SHARED_DATA / "20newsgroups" / "20news-bydate.tar.gz"
+    if not tar.exists():
+        pytest.skip(f"20 Newsgroups archive not found at {tar} (the shared data folder is absent)")
+    summary = ingest_text_folder(tar, tmp_path / "20news", subset="20news-bydate-train/")
+    assert summary["n_docs"] == 11314
+    assert 15_000 < summary["vocab_size"] < 40_000
+    assert summary["n_tokens"] > 1_000_000
+    corpus = Corpus.open(tmp_path / "20news")
+    names = corpus.ingest_info["doc_names"]
+    assert len(names) == 11314 and all(n.startswith("20news-bydate-train/") for n in names)
+    assert len(corpus.batches) == 12 and corpus.batches[0].load().n_docs == 1000
