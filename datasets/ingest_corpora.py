@@ -83,6 +83,7 @@ def convert_20news(shared: Path, out: Path, **options: Any) -> dict[str, dict[st
         out / "20news",
         subset="20news-bydate-train/",
         encoding="latin-1",
+        strip_headers=True,
         min_df=5,
         max_df=0.5,
         **options,
@@ -92,6 +93,7 @@ def convert_20news(shared: Path, out: Path, **options: Any) -> dict[str, dict[st
         out / "20news-test",
         subset="20news-bydate-test/",
         encoding="latin-1",
+        strip_headers=True,
         vocab=Corpus.open(out / "20news"),
         **options,
     )

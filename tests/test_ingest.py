@@ -520,3 +520,19 @@ def test_20newsgroups_train_split_ingests(tmp_path):
     names = corpus.ingest_info["doc_names"]
     assert len(names) == 11314 and all(n.startswith("20news-bydate-train/") for n in names)
     assert len(corpus.batches) == 12 and corpus.batches[0].load().n_docs == 1000
+
+
+def test_strip_headers_drops_mail_headers(tmp_path):
+    from lsdask.io.corpus import Corpus
+    from lsdask.io.ingest import ingest_text_folder
+
+    folder = tmp_path / "posts"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"{i}.txt").write_text(
+            "From: someone@host\nSubject: nntp posting host\n\nrockets engines orbit fuel\n"
+        )
+    out = ingest_text_folder(folder, tmp_path / "c", strip_headers=True, min_df=1, max_df=1.0)
+    assert sorted(Corpus.open(out["path"]).vocab) == ["engines", "fuel", "orbit", "rockets"]
+    kept = ingest_text_folder(folder, tmp_path / "d", min_df=1, max_df=1.0)
+    assert "subject" in Corpus.open(kept["path"]).vocab

@@ -312,12 +312,22 @@ def _tar_docs(path: Path, subset: str | None, encoding: str, seen: set[str]) -> 
         ) from exc
 
 
+def _without_headers(docs: Iterator[_Doc], strip: bool) -> Iterator[_Doc]:
+    """Each document's text after its first blank line, when ``strip``."""
+    for name, text in docs:
+        if strip:
+            _, blank, body = text.replace("\r\n", "\n").partition("\n\n")
+            text = body if blank else text
+        yield name, text
+
+
 def ingest_text_folder(
     path_or_tar: PathLike,
     out_dir: PathLike,
     *,
     subset: str | None = None,
     encoding: str = "latin-1",
+    strip_headers: bool = False,
     tokenizer: Tokenizer | None = None,
     vocab: VocabArg = None,
     min_df: int | float = 5,
@@ -345,6 +355,10 @@ def ingest_text_folder(
     encoding : str, default "latin-1"
         Text encoding of the files (the 20 Newsgroups posts are latin-1; pass
         ``"utf-8"`` for UTF-8 text). Undecodable bytes are replaced.
+    strip_headers : bool, default False
+        Drop everything up to the first blank line of each file: the mail or
+        news headers (``From:``, ``Subject:``, ``Lines:``, ...) of posts such as
+        20 Newsgroups', which otherwise become the most frequent "words".
     tokenizer : Tokenizer, optional
         Default ``Tokenizer()`` (lower case, words of >= 2 letters, English
         stopwords removed).
@@ -379,12 +393,12 @@ def ingest_text_folder(
         kind = "text folder"
 
         def docs() -> Iterator[_Doc]:
-            return _folder_docs(path, subset, encoding, seen)
+            return _without_headers(_folder_docs(path, subset, encoding, seen), strip_headers)
     elif tarfile.is_tarfile(path):
         kind = "tar archive"
 
         def docs() -> Iterator[_Doc]:
-            return _tar_docs(path, subset, encoding, seen)
+            return _without_headers(_tar_docs(path, subset, encoding, seen), strip_headers)
     else:
         raise DataError(
             f"path_or_tar {str(path)!r} is neither a folder nor a tar archive (.tar, .tar.gz, "
@@ -396,7 +410,13 @@ def ingest_text_folder(
             return ""
         return f" matching subset {subset!r}; top-level entries seen: {sorted(seen)}"
 
-    info = {"format": kind, "source": str(path), "subset": subset, "encoding": encoding}
+    info = {
+        "format": kind,
+        "source": str(path),
+        "subset": subset,
+        "encoding": encoding,
+        "strip_headers": strip_headers,
+    }
     return _ingest_texts(
         _TextSource(docs, info, f"{kind} {path}", hint),
         out_dir,
