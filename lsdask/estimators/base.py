@@ -17,6 +17,7 @@ from scipy.special import logsumexp
 
 from lsdask import config
 from lsdask.estimators.learning import VariationalEstimator
+from lsdask.estimators.resume import open_resume
 from lsdask.io.sources import as_batch_source
 from lsdask.learn import initial_stats
 from lsdask.models import MixtureModel, ObservationModel
@@ -65,6 +66,17 @@ class MixtureEstimatorBase(VariationalEstimator):
         0 warnings only, 1 one log line per lap, 2 debug.
     progress : bool or None
         Progress bar per lap; None shows it only on a terminal.
+    checkpoint_dir : str or None
+        Folder for checkpoints (memoized VI only): the per-batch memo lives
+        there on disk, a checkpoint is written atomically after every lap and
+        when SIGINT/SIGTERM asks the fit to stop (it then raises
+        :class:`lsdask.learn.state.FitInterrupted`).
+    resume : bool
+        Continue the latest checkpoint in ``checkpoint_dir`` (a fresh start if
+        there is none). An unfinished run continues to ``n_laps`` laps in all,
+        equal to a run never stopped; a finished one runs ``n_laps`` more laps,
+        with batches added since then starting with empty memo and batches
+        removed since then subtracted.
     """
 
     def __init__(
@@ -87,6 +99,8 @@ class MixtureEstimatorBase(VariationalEstimator):
         n_workers: int | None = None,
         verbose: int = 0,
         progress: bool | None = None,
+        checkpoint_dir: str | None = None,
+        resume: bool = False,
     ) -> None:
         self.n_components = n_components
         self.sparsity = sparsity
@@ -105,6 +119,8 @@ class MixtureEstimatorBase(VariationalEstimator):
         self.n_workers = n_workers
         self.verbose = verbose
         self.progress = progress
+        self.checkpoint_dir = checkpoint_dir
+        self.resume = resume
 
     # hooks -------------------------------------------------------------------
     @abstractmethod
@@ -133,11 +149,15 @@ class MixtureEstimatorBase(VariationalEstimator):
         rng = np.random.default_rng(self.random_state)
         source = as_batch_source(X, self.batch_size)
         observation = self._make_observation()
-        sample = source.sample(config.INIT_SAMPLE_ROWS, rng, check=observation.check_data)
-        observation = observation.with_data_defaults(sample)
-        model = MixtureModel(observation, self.n_components, float(self.alpha))
+        resumed = open_resume(self)
+        if resumed is not None:
+            model, sample = resumed["model"], None
+        else:
+            sample = source.sample(config.INIT_SAMPLE_ROWS, rng, check=observation.check_data)
+            observation = observation.with_data_defaults(sample)
+            model = MixtureModel(observation, self.n_components, float(self.alpha))
         result = self._learn(
-            model, source, lambda r: initial_stats(model, sample, self.init, r), rng
+            model, source, lambda r: initial_stats(model, sample, self.init, r), rng, resumed
         )
         self.model_ = model
         self.posterior_ = result.globals

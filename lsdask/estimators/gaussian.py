@@ -65,6 +65,8 @@ class GaussianMixture(MixtureEstimatorBase):
         n_workers: int | None = None,
         verbose: int = 0,
         progress: bool | None = None,
+        checkpoint_dir: str | None = None,
+        resume: bool = False,
     ) -> None:
         super().__init__(
             n_components,
@@ -84,6 +86,8 @@ class GaussianMixture(MixtureEstimatorBase):
             n_workers=n_workers,
             verbose=verbose,
             progress=progress,
+            checkpoint_dir=checkpoint_dir,
+            resume=resume,
         )
         self.covariance_type = covariance_type
         self.prior_scale = prior_scale

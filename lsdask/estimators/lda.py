@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from lsdask import config
 from lsdask.engine import make_executor
 from lsdask.estimators.learning import VariationalEstimator
+from lsdask.estimators.resume import open_resume
 from lsdask.evaluate import document_completion, split_documents, top_word_ids, umass_coherence
 from lsdask.io.sources import BatchSource, as_batch_source
 from lsdask.learn import initial_stats
@@ -51,6 +52,10 @@ class LDA(VariationalEstimator):
         Iterations per document at most (100 in the paper).
     local_conv_thresh : float
         Stop a document's iterations when ``max |Delta N_dk|`` falls below this.
+    checkpoint_dir, resume
+        Checkpoints and resuming, as for :class:`lsdask.GaussianMixture`; a
+        resumed corpus may have gained or lost Parquet files (scheduled
+        retraining).
 
     Attributes
     ----------
@@ -84,6 +89,8 @@ class LDA(VariationalEstimator):
         n_workers: int | None = None,
         verbose: int = 0,
         progress: bool | None = None,
+        checkpoint_dir: str | None = None,
+        resume: bool = False,
     ) -> None:
         self.n_components = n_components
         self.sparsity = sparsity
@@ -106,6 +113,8 @@ class LDA(VariationalEstimator):
         self.n_workers = n_workers
         self.verbose = verbose
         self.progress = progress
+        self.checkpoint_dir = checkpoint_dir
+        self.resume = resume
 
     # -- parameters and data --------------------------------------------------
     def _max_sparsity(self) -> int | None:
@@ -153,9 +162,17 @@ class LDA(VariationalEstimator):
         self._check_params()
         rng = np.random.default_rng(self.random_state)
         source, vocab = self._source(X)
-        model = self._model(source.n_features)
-        sample = as_csr_batch(source.sample(config.INIT_SAMPLE_ROWS, rng, check=model.check_data))
-        result = self._learn(model, source, lambda r: self._initial_stats(model, sample, r), rng)
+        resumed = open_resume(self)
+        if resumed is not None:
+            model, sample = resumed["model"], None
+        else:
+            model = self._model(source.n_features)
+            sample = as_csr_batch(
+                source.sample(config.INIT_SAMPLE_ROWS, rng, check=model.check_data)
+            )
+        result = self._learn(
+            model, source, lambda r: self._initial_stats(model, sample, r), rng, resumed
+        )
         self._set_fitted(model, result.globals, result.stats, vocab)
         return self
 

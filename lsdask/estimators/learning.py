@@ -16,6 +16,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from lsdask.engine import make_executor
+from lsdask.estimators.resume import checkpointing, stop_on_signals
 from lsdask.learn import ALGORITHMS, INIT_METHODS, MemoizedVI, StochasticVI
 from lsdask.learn.base import LearnResult
 from lsdask.learn.vb import FullBatchVB
@@ -78,8 +79,14 @@ class VariationalEstimator(BaseEstimator):
         source: Any,
         initial_stats: Callable[[np.random.Generator], SuffStats],
         rng: np.random.Generator,
+        resumed: dict[str, Any] | None = None,
     ) -> LearnResult:
-        """Run the chosen algorithm ``n_init`` times; keep the best final ELBO."""
+        """Run the chosen algorithm ``n_init`` times; keep the best final ELBO.
+
+        With ``checkpoint_dir``, the memo lives on disk there and a checkpoint
+        is written every lap and on SIGINT/SIGTERM; ``resumed`` (from
+        :func:`lsdask.estimators.resume.open_resume`) continues a checkpoint.
+        """
         previous_level = _package_logger.level
         if self.verbose:
             _package_logger.setLevel(logging.INFO if self.verbose == 1 else logging.DEBUG)
@@ -92,11 +99,13 @@ class VariationalEstimator(BaseEstimator):
         best = None
         try:
             for attempt in range(self.n_init):
-                init_stats = initial_stats(rng)
-                run = self._learner(model, source.n_rows, init_stats).run(
-                    model, executor, source.batches, model.global_step(init_stats), rng,
-                    self.sparsity,
-                )  # fmt: skip
+                if resumed is not None and resumed["init_stats"] is None:
+                    init_stats = None  # the memo gives the globals
+                elif resumed is not None:
+                    init_stats = resumed["init_stats"]
+                else:
+                    init_stats = initial_stats(rng)
+                run = self._run_once(model, source, init_stats, rng, executor, resumed)
                 logger.info("initialization %d: final ELBO %.6e", attempt, run.elbo_trace[-1])
                 if best is None or run.elbo_trace[-1] > best.elbo_trace[-1]:
                     best = run
@@ -111,6 +120,25 @@ class VariationalEstimator(BaseEstimator):
         self.converged_ = best.converged
         self.n_features_in_ = source.n_features
         return best
+
+    def _run_once(self, model, source, init_stats, rng, executor, resumed) -> LearnResult:
+        glob = None if init_stats is None else model.global_step(init_stats)
+        if self.checkpoint_dir is None:
+            learner = self._learner(model, source.n_rows, init_stats)
+            return learner.run(model, executor, source.batches, glob, rng, self.sparsity)
+        learner = MemoizedVI(self.n_laps, self.tol, self.batches_per_update, progress=self.progress)
+        state = None if resumed is None else resumed["state"]
+        if state is not None and (state.converged or state.lap >= self.n_laps):
+            # a finished run taken up again (new data, say): n_laps more laps
+            learner.n_laps = state.lap + self.n_laps
+            state.converged = False
+        memo, write = checkpointing(self, model, source.batches, resumed)
+        with stop_on_signals(True) as stop_requested:
+            return learner.run(
+                model, executor, source.batches, glob, rng, self.sparsity, memo=memo,
+                state=state, init_stats=init_stats, checkpoint=write,
+                stop_requested=stop_requested,
+            )  # fmt: skip
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "posterior_"):

@@ -49,6 +49,8 @@ class MultinomialMixture(MixtureEstimatorBase):
         n_workers: int | None = None,
         verbose: int = 0,
         progress: bool | None = None,
+        checkpoint_dir: str | None = None,
+        resume: bool = False,
     ) -> None:
         super().__init__(
             n_components,
@@ -68,6 +70,8 @@ class MultinomialMixture(MixtureEstimatorBase):
             n_workers=n_workers,
             verbose=verbose,
             progress=progress,
+            checkpoint_dir=checkpoint_dir,
+            resume=resume,
         )
         self.lam = lam
 

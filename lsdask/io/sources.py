@@ -58,6 +58,7 @@ class ArrayBatch:
 
     rows: Any
     where: str
+    key: str
 
     def load(self) -> Any:
         return check_rows(self.rows, self.where)
@@ -71,6 +72,11 @@ class ZarrBatch:
     start: int
     stop: int
     where: str
+
+    @property
+    def key(self) -> str:
+        """Identifies the batch across runs (checkpoints map memo by key)."""
+        return f"rows {self.start}:{self.stop}"
 
     def load(self) -> np.ndarray:
         import zarr
@@ -89,6 +95,7 @@ class DaskBatch:
 
     block: Any
     where: str
+    key: str
 
     def load(self) -> np.ndarray:
         return check_rows(self.block.compute(scheduler="sync"), self.where)
@@ -231,7 +238,11 @@ def as_batch_source(X: Any, batch_size: int | None = None) -> BatchSource:
             X = X.rechunk({1: -1})
         starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
         batches = [
-            DaskBatch(X.blocks[i], f"dask array block {i} (rows {starts[i]}:{starts[i + 1]})")
+            DaskBatch(
+                X.blocks[i],
+                f"dask array block {i} (rows {starts[i]}:{starts[i + 1]})",
+                f"rows {starts[i]}:{starts[i + 1]}",
+            )
             for i in range(len(X.chunks[0]))
         ]
         return BatchSource(batches, list(X.chunks[0]), int(X.shape[1]), "dask array")
@@ -242,7 +253,10 @@ def as_batch_source(X: Any, batch_size: int | None = None) -> BatchSource:
     _check_shape(X.shape, X.dtype, "X")
     size = batch_size or DEFAULT_BATCH_SIZE
     ranges = _ranges(X.shape[0], size)
-    batches = [ArrayBatch(X[a:b], f"X batch {i} (rows {a}:{b})") for i, (a, b) in enumerate(ranges)]
+    batches = [
+        ArrayBatch(X[a:b], f"X batch {i} (rows {a}:{b})", f"rows {a}:{b}")
+        for i, (a, b) in enumerate(ranges)
+    ]
     return BatchSource(batches, [b - a for a, b in ranges], int(X.shape[1]), "in-memory array")
 
 
@@ -260,6 +274,11 @@ class CorpusRows:
     @property
     def where(self) -> str:
         return self.batch.where
+
+    @property
+    def key(self) -> str:
+        """Identifies the row group across runs, also after files were added or removed."""
+        return f"{self.batch.file}#{self.batch.row_group}"
 
     def load(self) -> sp.csr_matrix:
         return self.batch.load().to_csr(self.vocab_size)

@@ -9,12 +9,19 @@ A wave of P batches visited against the same globals is still exact block
 coordinate ascent, so with a closed-form local step (any L) the ELBO never
 decreases. At the end of every lap the whole-data statistics are re-summed
 from the memo, so rounding never accumulates.
+
+A run can be checkpointed after every lap and when a stop is requested
+(after the wave under way), and resumed from a :class:`LearnState` with the
+memo it refers to: it then continues exactly as if never stopped. Batches
+without memo in a resumed run (new data) are added to the statistics at
+their first visit.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,16 +31,20 @@ from lsdask import config
 from lsdask.learn.base import (
     Callback,
     LearnResult,
-    Trace,
     check_lap_converged,
     finite_or_raise,
     progress_bar,
     waves,
 )
+from lsdask.learn.memo_store import MemoryMemo
+from lsdask.learn.state import FitInterrupted, LearnState
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models.stats import SuffStats, sum_stats
 
 logger = logging.getLogger(__name__)
+
+#: called with (state, memo, init_stats or None) to write a checkpoint; returns its path
+Checkpointer = Callable[[LearnState, Any, SuffStats | None], Any]
 
 
 @dataclass
@@ -43,7 +54,7 @@ class MemoizedVI:
     Parameters
     ----------
     n_laps : int
-        Maximum passes over all batches.
+        Laps to reach (counting laps done before a resume).
     tol : float
         Stop when the relative ELBO change between laps is below tol.
     batches_per_update : int or None
@@ -70,48 +81,110 @@ class MemoizedVI:
         rng: np.random.Generator,
         sparsity: int | None,
         callback: Callback | None = None,
+        *,
+        memo: Any = None,
+        state: LearnState | None = None,
+        init_stats: SuffStats | None = None,
+        checkpoint: Checkpointer | None = None,
+        stop_requested: Callable[[], bool] | None = None,
     ) -> LearnResult:
+        """Run (or continue) memoized VI.
+
+        ``glob`` are the initial globals; on a resume (``state`` given with a
+        filled ``memo``) they are recomputed from the memo, except in an
+        unfinished first lap, which goes on against ``init_stats``' globals.
+        """
         task = LocalStepTask(model, sparsity)
         handles = executor.register(batches)
         B = len(handles)
         P = self.batches_per_update or executor.n_slots
-        memo: list[SuffStats | None] = [None] * B
-        total = model.empty_stats()
-        result = LearnResult(glob, total, memo=memo)
-        trace = Trace(result, B)
-        lap_elbos: list[float] = []
-        for lap in range(1, self.n_laps + 1):
-            order = rng.permutation(B) if self.shuffle else np.arange(B)
+        memo = MemoryMemo(B) if memo is None else memo
+        state = state or LearnState()
+        if state.rng_state is not None:
+            rng.bit_generator.state = state.rng_state
+        filling = not any(memo.has(b) for b in range(B)) or state.lap == 0
+        total = sum_stats(list(memo.values())) if not filling else model.empty_stats()
+        if not filling:
+            glob = model.global_step(total)
+        elif init_stats is not None:
+            glob = model.global_step(init_stats)
+        result = LearnResult(glob, total, memo=memo.as_list() if hasattr(memo, "as_list") else None)
+        result.elbo_trace, result.lap_trace = list(state.elbo_trace), list(state.lap_trace)
+        result.time_trace = list(state.time_trace)
+        t0 = time.perf_counter() - (state.time_trace[-1] if state.time_trace else 0.0)
+        lap_elbos = list(state.lap_elbos)
+        result.n_laps, result.converged = state.lap, state.converged
+
+        def record(elbo: float, laps: float) -> None:
+            result.elbo_trace.append(float(elbo))
+            result.lap_trace.append(laps)
+            result.time_trace.append(time.perf_counter() - t0)
+
+        def snapshot(lap_done: int, position: int, order: Any) -> LearnState:
+            return LearnState(
+                lap=lap_done, position=position,
+                order=None if order is None else [int(b) for b in order],
+                rng_state=rng.bit_generator.state, elbo_trace=list(result.elbo_trace),
+                lap_trace=list(result.lap_trace), time_trace=list(result.time_trace),
+                lap_elbos=list(lap_elbos), converged=result.converged,
+            )  # fmt: skip
+
+        for lap in range(state.lap + 1, self.n_laps + 1):
+            if result.converged:
+                break
+            resuming_mid_lap = state.order is not None and lap == state.lap + 1
+            if resuming_mid_lap:
+                order, start = np.asarray(state.order), state.position
+            else:
+                order = rng.permutation(B) if self.shuffle else np.arange(B)
+                start = 0
             bar = progress_bar(B, f"lap {lap}", self.progress)
-            first_lap = lap == 1
+            bar.update(start)
             shared = executor.broadcast(glob)
-            for wave in waves(order, P):
+            position = start
+            for wave in waves(order[start:], P):
                 fresh = executor.map(task, [handles[b] for b in wave], shared)
                 for b, stats in zip(wave, fresh, strict=True):
-                    if not first_lap:
-                        total = total - memo[b] + stats
-                    memo[b] = stats
+                    if not filling:
+                        old = memo.get(b)
+                        total = total + stats if old is None else total - old + stats
+                    memo.put(b, stats)
+                position += len(wave)
                 bar.update(len(wave))
-                if first_lap:
-                    continue
-                glob = model.global_step(total)
-                trace.record(finite_or_raise(model.elbo(total, glob), "ELBO"), len(wave))
-                shared = executor.broadcast(glob)
+                if not filling:
+                    glob = model.global_step(total)
+                    elbo = finite_or_raise(model.elbo(total, glob), "ELBO")
+                    record(elbo, lap - 1 + position / B)
+                    shared = executor.broadcast(glob)
+                if stop_requested is not None and stop_requested() and position < B:
+                    bar.close()
+                    path = None
+                    if checkpoint is not None:
+                        path = checkpoint(
+                            snapshot(lap - 1, position, order), memo,
+                            init_stats if filling else None,
+                        )  # fmt: skip
+                    raise FitInterrupted(path)
             bar.close()
-            total = sum_stats(memo)  # re-anchor: exact sum of the memo
+            total = sum_stats(list(memo.values()))  # re-anchor: exact sum of the memo
             glob = model.global_step(total)
             lap_elbos.append(finite_or_raise(model.elbo(total, glob), "ELBO"))
-            if first_lap:
-                trace.record(lap_elbos[-1], B)
+            if filling:
+                record(lap_elbos[-1], float(lap))
+                filling = False
             result.globals, result.stats, result.n_laps = glob, total, lap
             done, change = check_lap_converged(lap_elbos, self.tol, lap, min_laps=2)
+            result.converged = done
             logger.info(
                 "memo lap %d: ELBO %.6e (relative change %.3g), %.1f s",
-                lap, lap_elbos[-1], change, trace.result.time_trace[-1],
+                lap, lap_elbos[-1], change, result.time_trace[-1],
             )  # fmt: skip
+            path = None if checkpoint is None else checkpoint(snapshot(lap, 0, None), memo, None)
             if callback is not None:
                 callback(result)
-            if done:
-                result.converged = True
-                break
+            if stop_requested is not None and stop_requested() and not done and lap < self.n_laps:
+                raise FitInterrupted(path)
+        result.globals, result.stats = glob, total
+        if hasattr(memo, "as_list"):
+            result.memo = memo.as_list()
         return result

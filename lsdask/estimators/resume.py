@@ -1,0 +1,127 @@
+"""Checkpointing for estimators: the checkpoint folder, resuming, and stopping
+cleanly on SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from lsdask.checkpoint import CheckpointDir
+from lsdask.learn.memo_store import DiskMemo
+from lsdask.models.config import model_from_config, model_to_config
+
+logger = logging.getLogger(__name__)
+
+
+def open_resume(estimator: Any) -> dict[str, Any] | None:
+    """The checkpoint to resume from, or None for a fresh run.
+
+    ``resume=True`` on an empty folder starts fresh (so a scheduled job can
+    always pass it); ``resume=False`` refuses a folder that already holds a
+    checkpoint rather than silently overwriting it.
+    """
+    if estimator.checkpoint_dir is None:
+        if estimator.resume:
+            raise ValueError("resume=True needs checkpoint_dir: the folder to resume from")
+        return None
+    if estimator.algorithm != "memo":
+        raise ValueError(
+            f"checkpoint_dir needs algorithm='memo' (memoized VI); got {estimator.algorithm!r}"
+        )
+    if estimator.n_init != 1:
+        raise ValueError(f"checkpoint_dir needs n_init=1; got {estimator.n_init}")
+    folder = CheckpointDir(estimator.checkpoint_dir)
+    if folder.latest() is None:
+        return None
+    if not estimator.resume:
+        raise ValueError(
+            f"checkpoint_dir {str(folder.root)!r} already holds a checkpoint; pass resume=True "
+            "to continue it, or choose an empty folder"
+        )
+    document = folder.read()
+    saved = document["config"]["params"]
+    if saved["estimator"] != type(estimator).__name__:
+        raise ValueError(
+            f"checkpoint {document['path']} was written by {saved['estimator']}, "
+            f"not {type(estimator).__name__}"
+        )
+    if saved["n_components"] != estimator.n_components:
+        raise ValueError(
+            f"checkpoint {document['path']} has n_components={saved['n_components']}; "
+            f"got n_components={estimator.n_components}"
+        )
+    for name in ("sparsity", "batches_per_update", "alpha"):
+        if saved.get(name) != getattr(estimator, name, None):
+            logger.warning(
+                "resuming with %s=%r where the checkpoint used %r",
+                name, getattr(estimator, name, None), saved.get(name),
+            )  # fmt: skip
+    document["model"] = model_from_config(document["config"]["model"])
+    return document
+
+
+def checkpoint_params(estimator: Any) -> dict[str, Any]:
+    return {
+        "estimator": type(estimator).__name__,
+        "n_components": estimator.n_components,
+        "sparsity": estimator.sparsity,
+        "batches_per_update": estimator.batches_per_update,
+        "alpha": estimator.alpha,
+    }
+
+
+def checkpointing(
+    estimator: Any, model: Any, batches: list, resumed: dict[str, Any] | None
+) -> tuple[DiskMemo, Callable]:
+    """A disk memo for the batches (mapped by key from the resumed checkpoint)
+    and the function that writes checkpoints."""
+    keys = [str(b.key) for b in batches]
+    if len(set(keys)) != len(keys):
+        raise ValueError("batches must have distinct keys to be checkpointed")
+    folder = CheckpointDir(estimator.checkpoint_dir)
+    files = None
+    if resumed is not None:
+        saved = resumed["memo"]
+        files = [saved.get(k) for k in keys]
+        new = sum(f is None for f in files)
+        removed = len(set(saved) - set(keys))
+        logger.info(
+            "resuming %s: %d batches with memo, %d new, %d removed",
+            resumed["path"].name, len(keys) - new, new, removed,
+        )  # fmt: skip
+    memo = DiskMemo(folder.memo_folder, len(keys), files)
+    config = {"model": model_to_config(model), "params": checkpoint_params(estimator)}
+
+    def write(state, memo_store, init_stats):
+        return folder.write(state, memo_store, keys, config, init_stats)
+
+    return memo, write
+
+
+@contextlib.contextmanager
+def stop_on_signals(enabled: bool) -> Iterator[Callable[[], bool]]:
+    """While active, the first SIGINT or SIGTERM only sets a flag that the
+    learner checks after each wave (a second SIGINT interrupts at once)."""
+    requested = threading.Event()
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield requested.is_set
+        return
+
+    def handler(signum, frame):
+        if requested.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        logger.warning(
+            "signal %d: stopping after the current batches, writing a checkpoint", signum
+        )
+        requested.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield requested.is_set
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

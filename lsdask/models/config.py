@@ -1,0 +1,78 @@
+"""Models as plain JSON-able dictionaries, for checkpoints and saved models.
+
+A model's configuration (including data-derived prior settings such as a
+prior mean) must come back exactly on resume, or the resumed objective would
+differ: floats go through ``repr`` in JSON, which round-trips exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from lsdask.models.diag_gaussian import DiagGaussian
+from lsdask.models.full_gaussian import FullGaussian
+from lsdask.models.lda import LDAModel, LocalStepOptions
+from lsdask.models.mixture import MixtureModel
+from lsdask.models.multinomial import Multinomial
+from lsdask.models.zero_mean_gaussian import ZeroMeanGaussian
+
+_OBSERVATIONS = {
+    cls.__name__: cls for cls in (ZeroMeanGaussian, FullGaussian, DiagGaussian, Multinomial)
+}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return {"__array__": value.tolist()}
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _restore(value: Any) -> Any:
+    if isinstance(value, dict) and "__array__" in value:
+        return np.asarray(value["__array__"], dtype=np.float64)
+    return value
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+
+
+def model_to_config(model: Any) -> dict[str, Any]:
+    """A JSON-able description of a configured model."""
+    if isinstance(model, MixtureModel):
+        return {
+            "kind": "mixture",
+            "n_components": model.n_components,
+            "alpha": model.alpha,
+            "block_rows": model.block_rows,
+            "observation": {
+                "class": type(model.observation).__name__,
+                **_fields(model.observation),
+            },
+        }
+    if isinstance(model, LDAModel):
+        out = {"kind": "lda", **{k: v for k, v in _fields(model).items() if k != "options"}}
+        out["options"] = _fields(model.options)
+        return out
+    raise TypeError(f"no configuration for model type {type(model).__name__}")
+
+
+def model_from_config(config: dict[str, Any]) -> Any:
+    """Rebuild a model written by :func:`model_to_config`."""
+    kind = config.get("kind")
+    if kind == "mixture":
+        obs = dict(config["observation"])
+        cls = _OBSERVATIONS[obs.pop("class")]
+        observation = cls(**{k: _restore(v) for k, v in obs.items()})
+        return MixtureModel(
+            observation, config["n_components"], config["alpha"], config["block_rows"]
+        )
+    if kind == "lda":
+        params = {k: v for k, v in config.items() if k not in ("kind", "options")}
+        return LDAModel(**params, options=LocalStepOptions(**config["options"]))
+    raise ValueError(f"unknown model kind {kind!r} in configuration")
