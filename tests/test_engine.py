@@ -69,3 +69,92 @@ def test_default_starts_and_closes_its_own_local_cluster(zarr_patches):
     path, _ = zarr_patches
     model = lsdask.GaussianMixture(3, sparsity=2, n_laps=2, n_workers=2, random_state=0).fit(path)
     assert model.n_laps_ == 2 and np.isfinite(model.elbo_trace_).all()
+
+
+def test_scheduler_task_count_stays_flat_over_ten_laps(dask_client, zarr_patches):
+    from lsdask.io.sources import as_batch_source
+    from lsdask.learn import MemoizedVI, initial_stats
+    from lsdask.models import MixtureModel, ZeroMeanGaussian
+
+    path, X = zarr_patches
+    source = as_batch_source(path)
+    model = MixtureModel(ZeroMeanGaussian().with_data_defaults(X), 4, 1.0)
+    rng = np.random.default_rng(0)
+    glob = model.global_step(initial_stats(model, X, "random", rng))
+    counts = []
+
+    def count_tasks(result):
+        counts.append(
+            dask_client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
+        )
+
+    MemoizedVI(n_laps=10, tol=1e-15, batches_per_update=2).run(
+        model, DaskExecutor(dask_client), source.batches, glob, rng, 2, callback=count_tasks
+    )
+    assert len(counts) == 10
+    assert max(counts) <= 4  # only the globals' future (and a straggler) remain between laps
+    assert counts[-1] <= counts[1]
+
+
+def test_tree_sum_on_workers_equals_in_process(dask_client, zarr_patches):
+    from lsdask.engine import SerialExecutor
+
+    path, _ = zarr_patches
+    source = lsdask.io.sources.as_batch_source(path)
+
+    def rows_and_sum(batch, shared):
+        x = batch.load().astype(np.float64)
+        return np.array([x.shape[0], x.sum()]) * shared
+
+    serial = SerialExecutor().map_sum(rows_and_sum, source.batches, 2.0)
+    executor = DaskExecutor(dask_client)
+    remote = executor.map_sum(rows_and_sum, source.batches, executor.broadcast(2.0))
+    np.testing.assert_array_equal(remote, serial)
+    assert remote[0] == 2 * 3000
+
+
+def test_worker_killed_mid_run_gives_the_undisturbed_result(zarr_patches):
+    """A worker process is killed during the fit; the nanny restarts it, Dask
+    reruns its tasks (pure functions of batch and globals) and the result is
+    the same as without the failure."""
+    import os
+    import signal
+
+    from distributed import Client, LocalCluster
+
+    path, _ = zarr_patches
+    kw = dict(
+        covariance_type="zero-mean", sparsity=2, n_laps=4, random_state=3, batches_per_update=2,
+        tol=1e-15,
+    )  # fmt: skip
+    reference = lsdask.GaussianMixture(5, client="sync", **kw).fit(path)
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster:
+        with Client(cluster) as client:
+            pids = list(client.run(os.getpid).values())
+            killed = []
+
+            # kill one worker once its first tasks are running: from a thread that
+            # watches the scheduler's processing count
+            import threading
+            import time
+
+            def killer():
+                deadline = time.time() + 60
+                while time.time() < deadline and not killed:
+                    busy = client.run_on_scheduler(
+                        lambda dask_scheduler: sum(
+                            len(ws.processing) for ws in dask_scheduler.workers.values()
+                        )
+                    )
+                    if busy:
+                        os.kill(pids[0], signal.SIGKILL)
+                        killed.append(pids[0])
+                    time.sleep(0.05)
+
+            thread = threading.Thread(target=killer, daemon=True)
+            thread.start()
+            model = lsdask.GaussianMixture(5, client=client, **kw).fit(path)
+            thread.join(timeout=5)
+    assert killed, "the test did not manage to kill a worker"
+    np.testing.assert_allclose(model.elbo_trace_, reference.elbo_trace_, rtol=1e-10)
+    np.testing.assert_allclose(model.covariances_, reference.covariances_, rtol=1e-9, atol=1e-12)

@@ -8,6 +8,12 @@
   running scheduler.
 - Globals are scattered once per update (one future, broadcast to the
   workers) and passed to every task by reference.
+- ``map_sum`` adds batch statistics in a tree on the workers; futures are
+  dropped once gathered, so the scheduler's task count stays flat however
+  many laps run.
+- Every task is a pure function of (batch, globals): one that runs twice,
+  or again after its worker was lost, returns the same statistics, and each
+  result is added exactly once, on the driver, in batch order.
 - In-memory batches are scattered once per run; Zarr and dask-array loaders
   are small and read their own rows inside the task.
 """
@@ -15,6 +21,7 @@
 from __future__ import annotations
 
 import logging
+import operator
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -75,6 +82,19 @@ class DaskExecutor:
     def map(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> list:
         futures = [self.client.submit(fn, h, shared, pure=False) for h in handles]
         return self.client.gather(futures)
+
+    def map_sum(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any:
+        """Map, then add results pairwise on the workers; one result is gathered."""
+        level = [self.client.submit(fn, h, shared, pure=False) for h in handles]
+        while len(level) > 1:
+            nxt = [
+                self.client.submit(operator.add, level[i], level[i + 1], pure=False)
+                for i in range(0, len(level) - 1, 2)
+            ]
+            if len(level) % 2:
+                nxt.append(level[-1])
+            level = nxt
+        return level[0].result()
 
     def close(self) -> None:
         for obj in self._owned:

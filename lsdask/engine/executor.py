@@ -6,7 +6,10 @@ The algorithms see only three verbs:
   where tasks run; returns one handle per batch;
 - ``broadcast(obj)``: once per global update, make the globals available;
 - ``map(fn, handles, shared)``: run ``fn(batch, shared)`` for each handle and
-  return the results in order.
+  return the results in order;
+- ``map_sum(fn, handles, shared)``: the same, summed in a binary tree
+  (pairs of neighbours, then pairs of pairs), so only one result reaches the
+  driver. Every executor pairs results the same way, so sums are identical.
 
 So the algorithms never import Dask, and an executor never knows what the
 function computes.
@@ -18,6 +21,19 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 
+def tree_sum(items: Sequence[Any]) -> Any:
+    """Sum by adding neighbours pairwise, level by level (the Dask reduction's order)."""
+    level = list(items)
+    if not level:
+        raise ValueError("tree_sum needs at least one item")
+    while len(level) > 1:
+        nxt = [level[i] + level[i + 1] for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]
+
+
 class Executor(Protocol):
     #: how many batches this executor runs at once
     n_slots: int
@@ -27,6 +43,10 @@ class Executor(Protocol):
     def broadcast(self, obj: Any) -> Any: ...
 
     def map(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> list: ...
+
+    def map_sum(
+        self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any
+    ) -> Any: ...
 
     def close(self) -> None: ...
 
@@ -44,6 +64,9 @@ class SerialExecutor:
 
     def map(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> list:
         return [fn(h, shared) for h in handles]
+
+    def map_sum(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any:
+        return tree_sum(self.map(fn, handles, shared))
 
     def close(self) -> None:
         pass

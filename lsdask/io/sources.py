@@ -289,7 +289,7 @@ def corpus_source(corpus: Any) -> tuple[BatchSource, list[str]]:
     from lsdask.io.corpus import Corpus
 
     if not isinstance(corpus, Corpus):
-        corpus = Corpus.open(corpus)
+        corpus = Corpus.open(corpus, rescan=True)  # take in added or removed files
     if corpus.n_docs == 0:
         raise DataError(f"corpus {corpus.path}: holds no documents; nothing to learn from")
     V = corpus.vocab_size

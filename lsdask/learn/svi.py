@@ -20,7 +20,7 @@ import numpy as np
 from lsdask import config
 from lsdask.learn.base import Callback, LearnResult, Trace, finite_or_raise, progress_bar, waves
 from lsdask.learn.tasks import LocalStepTask
-from lsdask.models.stats import SuffStats, sum_stats
+from lsdask.models.stats import SuffStats
 
 logger = logging.getLogger(__name__)
 
@@ -75,9 +75,8 @@ class StochasticVI:
         for lap in range(1, self.n_laps + 1):
             bar = progress_bar(B, f"lap {lap}", self.progress)
             for wave in waves(rng.permutation(B), P):
-                batch = sum_stats(
-                    executor.map(task, [handles[b] for b in wave], executor.broadcast(glob))
-                )
+                shared = executor.broadcast(glob)
+                batch = executor.map_sum(task, [handles[b] for b in wave], shared)
                 n_batch = model.row_count(batch)
                 scale = self.n_total_rows / n_batch if self.n_total_rows else B / len(wave)
                 rho = (self.delay + t) ** (-self.kappa)

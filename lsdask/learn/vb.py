@@ -19,7 +19,6 @@ from lsdask.learn.base import (
     finite_or_raise,
 )
 from lsdask.learn.tasks import LocalStepTask
-from lsdask.models.stats import sum_stats
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +46,7 @@ class FullBatchVB:
         result = LearnResult(glob, model.empty_stats())
         trace = Trace(result, len(handles))
         for lap in range(1, self.n_laps + 1):
-            total = sum_stats(executor.map(task, handles, executor.broadcast(glob)))
+            total = executor.map_sum(task, handles, executor.broadcast(glob))
             glob = model.global_step(total)
             elbo = finite_or_raise(model.elbo(total, glob), "ELBO")
             trace.record(elbo, len(handles))

@@ -1,0 +1,156 @@
+"""Checkpoints, resume, retraining on changed corpora, and failures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import zarr
+
+import lsdask
+from lsdask.checkpoint import CheckpointDir
+from lsdask.engine import SerialExecutor
+from lsdask.io.corpus import Corpus
+from lsdask.io.sources import DataError, as_batch_source
+from lsdask.learn import MemoizedVI, initial_stats
+from lsdask.learn.memo_store import DiskMemo
+from lsdask.learn.state import FitInterrupted
+from lsdask.models import FullGaussian, MixtureModel, sum_stats
+
+
+def _heavy_tailed(rng, n=1200, d=4):
+    return rng.standard_t(3, size=(n, d))
+
+
+def _docs(rng, n_docs, V=60, K=4):
+    topics = rng.dirichlet(np.full(V, 0.1), size=K)
+    rows = []
+    for _ in range(n_docs):
+        z = rng.choice(K, size=40, p=rng.dirichlet(np.full(K, 0.3)))
+        rows.append(np.bincount([rng.choice(V, p=topics[k]) for k in z], minlength=V))
+    return sp.csr_matrix(np.asarray(rows, dtype=float))
+
+
+def test_resumed_run_equals_uninterrupted_on_local_cluster(tmp_path, rng, dask_client):
+    X = _heavy_tailed(rng).astype(np.float32)
+    z = zarr.create_array(str(tmp_path / "x.zarr"), shape=X.shape, chunks=(200, 4), dtype="f4")
+    z[:] = X
+    kw = dict(
+        covariance_type="full", sparsity=2, random_state=0, tol=1e-15, client=dask_client,
+        batches_per_update=2,
+    )  # fmt: skip
+    whole = lsdask.GaussianMixture(6, n_laps=6, **kw).fit(str(tmp_path / "x.zarr"))
+    ckpt = str(tmp_path / "ckpt")
+    first = lsdask.GaussianMixture(6, n_laps=2, checkpoint_dir=ckpt, **kw)
+    first.fit(str(tmp_path / "x.zarr"))
+    resumed = lsdask.GaussianMixture(6, n_laps=6, checkpoint_dir=ckpt, resume=True, **kw)
+    resumed.fit(str(tmp_path / "x.zarr"))
+    assert resumed.n_laps_ == whole.n_laps_ == 6
+    np.testing.assert_allclose(resumed.elbo_trace_, whole.elbo_trace_, rtol=1e-10)
+    np.testing.assert_allclose(resumed.covariances_, whole.covariances_, rtol=1e-10, atol=1e-12)
+
+
+def test_stop_mid_lap_then_resume_equals_uninterrupted(tmp_path, rng):
+    X = _heavy_tailed(rng)
+    source = as_batch_source(X, 100)
+    model = MixtureModel(FullGaussian().with_data_defaults(X), 5, 1.0)
+    init = initial_stats(model, X, "kmeans++", np.random.default_rng(1))
+    learner = MemoizedVI(n_laps=4, tol=1e-15, batches_per_update=2)
+    whole = learner.run(model, SerialExecutor(), source.batches, model.global_step(init),
+                        np.random.default_rng(2), 3)  # fmt: skip
+    folder = CheckpointDir(tmp_path / "ckpt")
+    keys = [b.key for b in source.batches]
+
+    def write(state, memo, init_stats):
+        return folder.write(state, memo, keys, {"model": {}, "params": {}}, init_stats)
+
+    for stop_after in (3, 9):  # inside the first (filling) lap, and in lap 2
+        calls = iter(range(10_000))
+        memo = DiskMemo(folder.memo_folder, len(keys))
+        with pytest.raises(FitInterrupted) as info:
+            learner.run(
+                model, SerialExecutor(), source.batches, model.global_step(init),
+                np.random.default_rng(2), 3, memo=memo, init_stats=init, checkpoint=write,
+                stop_requested=lambda: next(calls) >= stop_after - 1,
+            )  # fmt: skip
+        assert Path(info.value.checkpoint).exists()
+        saved = folder.read()
+        assert 0 < saved["state"].position < len(keys)
+        memo = DiskMemo(folder.memo_folder, len(keys), [saved["memo"].get(k) for k in keys])
+        rest = learner.run(
+            model, SerialExecutor(), source.batches, None, np.random.default_rng(99), 3,
+            memo=memo, state=saved["state"], init_stats=saved["init_stats"], checkpoint=write,
+        )  # fmt: skip
+        np.testing.assert_allclose(rest.elbo_trace, whole.elbo_trace, rtol=1e-10)
+        assert rest.stats.allclose(whole.stats, rtol=1e-10, atol=1e-10)
+        for path in folder.root.glob("ckpt-*"):
+            import shutil
+
+            shutil.rmtree(path)
+        (folder.root / "LATEST").unlink()
+
+
+def test_retraining_takes_in_added_and_removed_files(tmp_path, rng):
+    path = tmp_path / "corpus"
+    X = _docs(rng, 600)
+    Corpus.write(path, X, [f"w{i}" for i in range(60)], docs_per_row_group=100,
+                 docs_per_file=200)  # fmt: skip
+    ckpt = str(tmp_path / "ckpt")
+    kw = dict(sparsity=3, random_state=0, client="sync", checkpoint_dir=ckpt, resume=True)
+    lsdask.LDA(4, n_laps=2, **kw).fit(str(path))
+    # nightly: one file removed, one added
+    parts = sorted((path / "parts").glob("*.parquet"))
+    os.remove(parts[0])
+    corpus = Corpus.open(path, rescan=True)
+    corpus.append(_docs(rng, 150))
+    model = lsdask.LDA(4, n_laps=1, **kw).fit(str(path))
+    corpus = Corpus.open(path)
+    assert model.n_laps_ == 3
+    assert model.stats_["n_docs"][0] == corpus.n_docs == 600 - 200 + 150
+    # after one full lap the statistics are exactly the memo of the new file set
+    saved = CheckpointDir(ckpt).read()
+    keys = {f"{b.file}#{b.row_group}" for b in corpus.batches}
+    assert set(saved["memo"]) == keys
+    from lsdask.learn.memo_store import load_stats
+
+    memo_sum = sum_stats([load_stats(Path(ckpt) / "memo" / f) for f in saved["memo"].values()])
+    assert model.stats_.allclose(memo_sum, rtol=1e-12, atol=1e-9)
+
+
+def test_corrupt_row_group_names_file_and_keeps_last_checkpoint(tmp_path, rng):
+    path = tmp_path / "corpus"
+    Corpus.write(path, _docs(rng, 300), [f"w{i}" for i in range(60)], docs_per_row_group=100,
+                 docs_per_file=100)  # fmt: skip
+    ckpt = tmp_path / "ckpt"
+    kw = dict(sparsity=3, random_state=0, client="sync", checkpoint_dir=str(ckpt), resume=True)
+    lsdask.LDA(4, n_laps=2, **kw).fit(str(path))
+    before = (ckpt / "LATEST").read_text()
+    state_before = (ckpt / before.strip() / "state.json").read_bytes()
+    victim = sorted((path / "parts").glob("*.parquet"))[1]
+    victim.write_bytes(victim.read_bytes()[:200])  # truncated by a crash
+    with pytest.raises(DataError, match=rf"{victim.name}.*(row group|truncated|read)"):
+        lsdask.LDA(4, n_laps=2, **kw).fit(str(path))
+    assert (ckpt / "LATEST").read_text() == before
+    assert (ckpt / before.strip() / "state.json").read_bytes() == state_before
+    saved = CheckpointDir(ckpt).read()  # every memo file it names is still there
+    assert saved["state"].lap == 2
+
+
+def test_checkpoint_folder_errors(tmp_path, rng):
+    X = _heavy_tailed(rng, n=300)
+    kw = dict(n_laps=1, client="sync", random_state=0, batch_size=100)
+    lsdask.GaussianMixture(3, checkpoint_dir=str(tmp_path / "c"), **kw).fit(X)
+    with pytest.raises(ValueError, match="already holds a checkpoint; pass resume=True"):
+        lsdask.GaussianMixture(3, checkpoint_dir=str(tmp_path / "c"), **kw).fit(X)
+    with pytest.raises(ValueError, match="has n_components=3; got n_components=4"):
+        lsdask.GaussianMixture(4, checkpoint_dir=str(tmp_path / "c"), resume=True, **kw).fit(X)
+    with pytest.raises(ValueError, match="checkpoint_dir needs algorithm='memo'"):
+        lsdask.GaussianMixture(3, algorithm="svi", checkpoint_dir=str(tmp_path / "d"), **kw).fit(X)
+    with pytest.raises(ValueError, match="resume=True needs checkpoint_dir"):
+        lsdask.GaussianMixture(3, resume=True, **kw).fit(X)
+    (tmp_path / "c" / "LATEST").write_text("ckpt-nowhere\n")
+    with pytest.raises(DataError, match="LATEST names ckpt-nowhere, which has no state.json"):
+        lsdask.GaussianMixture(3, checkpoint_dir=str(tmp_path / "c"), resume=True, **kw).fit(X)
