@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -69,12 +70,16 @@ def test_stop_mid_lap_then_resume_equals_uninterrupted(tmp_path, rng):
 
     for stop_after in (3, 9):  # inside the first (filling) lap, and in lap 2
         calls = iter(range(10_000))
+
+        def stop(calls=calls, stop_after=stop_after):
+            return next(calls) >= stop_after - 1
+
         memo = DiskMemo(folder.memo_folder, len(keys))
         with pytest.raises(FitInterrupted) as info:
             learner.run(
                 model, SerialExecutor(), source.batches, model.global_step(init),
                 np.random.default_rng(2), 3, memo=memo, init_stats=init, checkpoint=write,
-                stop_requested=lambda: next(calls) >= stop_after - 1,
+                stop_requested=stop,
             )  # fmt: skip
         assert Path(info.value.checkpoint).exists()
         saved = folder.read()
@@ -87,8 +92,6 @@ def test_stop_mid_lap_then_resume_equals_uninterrupted(tmp_path, rng):
         np.testing.assert_allclose(rest.elbo_trace, whole.elbo_trace, rtol=1e-10)
         assert rest.stats.allclose(whole.stats, rtol=1e-10, atol=1e-10)
         for path in folder.root.glob("ckpt-*"):
-            import shutil
-
             shutil.rmtree(path)
         (folder.root / "LATEST").unlink()
 
@@ -152,5 +155,5 @@ def test_checkpoint_folder_errors(tmp_path, rng):
     with pytest.raises(ValueError, match="resume=True needs checkpoint_dir"):
         lsdask.GaussianMixture(3, resume=True, **kw).fit(X)
     (tmp_path / "c" / "LATEST").write_text("ckpt-nowhere\n")
-    with pytest.raises(DataError, match="LATEST names ckpt-nowhere, which has no state.json"):
+    with pytest.raises(DataError, match=r"LATEST names ckpt-nowhere, which has no state\.json"):
         lsdask.GaussianMixture(3, checkpoint_dir=str(tmp_path / "c"), resume=True, **kw).fit(X)
