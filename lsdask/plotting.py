@@ -1,6 +1,6 @@
-"""Pictures of a fit: objective traces and the learned patch clusters.
+"""Pictures of a fit: objective traces, the learned patch clusters, topics as images.
 
-Both functions draw on a :class:`matplotlib.figure.Figure` rendered by the
+All functions draw on a :class:`matplotlib.figure.Figure` rendered by the
 Agg canvas, so they never touch pyplot's global state or the interactive
 backend: they work the same in scripts, on headless servers, in Dask workers
 and in notebooks, and leave nothing open after they return.
@@ -18,7 +18,7 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["plot_covariance_eigenvectors", "plot_elbo_trace"]
+__all__ = ["plot_covariance_eigenvectors", "plot_elbo_trace", "plot_topic_images"]
 
 
 def _new_figure(width: float, height: float) -> Any:
@@ -272,4 +272,113 @@ def plot_covariance_eigenvectors(
         va="top",
         fontsize=9,
     )
+    return _save(fig, path)
+
+
+def _topic_array(name: str, value: Any, n_pixels: int, side: int) -> np.ndarray:
+    """Check one (K, side * side) array of topics for :func:`plot_topic_images`."""
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be a 2-D array of numbers: {err}") from err
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] != n_pixels:
+        raise ValueError(
+            f"{name} must have shape (K, {n_pixels}) for side={side} (one row of "
+            f"side * side pixel weights per topic); got {arr.shape}"
+        )
+    return arr
+
+
+def plot_topic_images(
+    true_topics: Any,
+    learned_topics: Any,
+    path: str | os.PathLike[str],
+    side: int,
+    *,
+    title: str | None = None,
+) -> Path:
+    """Draw true and learned topics over the pixels of a square image, matched.
+
+    Top row: the true topics, each as a ``side x side`` image. Bottom row:
+    the learned topic matched to each, one to one, by the Hungarian
+    assignment on L1 distances (:func:`lsdask.synthetic.match_topics`), with
+    that distance under it. Every image is scaled from 0 (black) to its own
+    largest weight (white). The usual check of a topic model on the "bars"
+    corpus (:func:`lsdask.synthetic.make_bars_corpus`): learned bars must look
+    like bars.
+
+    Parameters
+    ----------
+    true_topics : array-like, shape (K_true, side * side)
+        Generating topics (rows are normalized before matching).
+    learned_topics : array-like, shape (K_learned, side * side)
+        Learned topics, e.g. :attr:`lsdask.LDA.topic_word_` or its
+        ``components_`` (rows are normalized). With fewer learned topics than
+        true ones, the true topics left over get an empty cell; learned topics
+        left over are not drawn (the title counts them).
+    path : str or os.PathLike
+        Where to write the PNG; the parent folder is created if needed.
+    side : int
+        Side of the square image; word ``r * side + c`` is pixel ``(r, c)``.
+    title : str or None, default None
+        Figure title; default states the mean L1 distance.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    ValueError
+        If ``side`` is not a positive integer, or an array is not
+        ``(K, side * side)`` (the message gives the expected and received
+        shapes), or a topic is negative, not finite or all zeros.
+    """
+    from lsdask.synthetic import match_topics
+
+    if isinstance(side, bool) or not isinstance(side, int | np.integer) or side < 1:
+        raise ValueError(f"side must be a positive integer; got {side!r}")
+    side = int(side)
+    n_pixels = side * side
+    true = _topic_array("true_topics", true_topics, n_pixels, side)
+    learned = _topic_array("learned_topics", learned_topics, n_pixels, side)
+    match, distances = match_topics(true, learned)
+    true = true / true.sum(axis=1, keepdims=True)
+    learned = learned / learned.sum(axis=1, keepdims=True)
+
+    n_cols = true.shape[0]
+    tile = 0.9  # inches per image
+    width, height = 0.9 + n_cols * tile, 1.0 + 2 * tile + 0.35
+    fig = _new_figure(width, height)
+    grid = fig.add_gridspec(2, n_cols, left=0.8 / width, right=1 - 0.1 / width,
+                            top=1 - 0.55 / height, bottom=0.4 / height,
+                            wspace=0.1, hspace=0.45)  # fmt: skip
+    for k in range(n_cols):
+        for row, image in ((0, true[k]), (1, learned[match[k]] if match[k] >= 0 else None)):
+            ax = fig.add_subplot(grid[row, k])
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if image is not None:
+                ax.imshow(
+                    image.reshape(side, side),
+                    cmap="gray",
+                    vmin=0.0,
+                    vmax=float(image.max()) or 1.0,
+                    interpolation="nearest",
+                )
+            if row == 0:
+                ax.set_title(f"{k}", fontsize=8)
+            else:
+                label = f"#{match[k]}\nL1 {distances[k]:.2f}" if match[k] >= 0 else "unmatched"
+                ax.set_xlabel(label, fontsize=7)
+            if k == 0:
+                ax.set_ylabel("true" if row == 0 else "learned", fontsize=9)
+    matched = distances[match >= 0]
+    if title is None:
+        title = f"true vs learned topics (mean L1 distance {float(np.mean(matched)):.3f})"
+    left_over = learned.shape[0] - int(np.sum(match >= 0))
+    if left_over:
+        title += f"; {left_over} learned topic{'s' if left_over > 1 else ''} not shown"
+    fig.suptitle(title, y=1 - 0.1 / height, va="top", fontsize=9)
     return _save(fig, path)

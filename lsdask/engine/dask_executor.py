@@ -96,6 +96,16 @@ class DaskExecutor:
             level = nxt
         return level[0].result()
 
+    def memory(self) -> list[int]:
+        """Resident memory of each worker process, in bytes."""
+
+        def rss() -> int:
+            import psutil
+
+            return psutil.Process().memory_info().rss
+
+        return list(self.client.run(rss).values())
+
     def close(self) -> None:
         for obj in self._owned:
             obj.close()

@@ -103,3 +103,40 @@ def finite_or_raise(value: float, what: str) -> float:
             "too weak for this data scale (raise prior_scale)"
         )
     return value
+
+
+def log_lap(
+    log: logging.Logger,
+    lap: int,
+    elbo: float,
+    change: float,
+    seconds: float,
+    fraction: float,
+    model: Any,
+    stats: SuffStats,
+    executor: Any,
+) -> None:
+    """One line per lap: ELBO and its change, throughput and memory.
+
+    ``fraction`` is the share of the data visited in this lap (less than one
+    for a lap resumed part-way).
+    """
+    if not log.isEnabledFor(logging.INFO):
+        return
+    seconds = max(seconds, 1e-9)
+    rows = model.row_count(stats) * fraction / seconds
+    parts = [f"lap {lap}: ELBO {elbo:.6e} (relative change {change:.3g}), {seconds:.1f} s"]
+    parts.append(f"{rows:,.0f} rows/s")
+    if hasattr(model, "token_count"):
+        parts.append(f"{model.token_count(stats) * fraction / seconds:,.0f} tokens/s")
+    parts.append(f"driver RSS {_rss_mib():,.0f} MiB")
+    worker_rss = executor.memory() if hasattr(executor, "memory") else []
+    if worker_rss:
+        parts.append("workers RSS " + "/".join(f"{r / 2**20:,.0f}" for r in worker_rss) + " MiB")
+    log.info(", ".join(parts))
+
+
+def _rss_mib() -> float:
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20

@@ -33,6 +33,7 @@ from lsdask.learn.base import (
     LearnResult,
     check_lap_converged,
     finite_or_raise,
+    log_lap,
     progress_bar,
     waves,
 )
@@ -140,6 +141,7 @@ class MemoizedVI:
                 start = 0
             bar = progress_bar(B, f"lap {lap}", self.progress)
             bar.update(start)
+            lap_start = time.perf_counter()
             shared = executor.broadcast(glob)
             position = start
             for wave in waves(order[start:], P):
@@ -175,10 +177,8 @@ class MemoizedVI:
             result.globals, result.stats, result.n_laps = glob, total, lap
             done, change = check_lap_converged(lap_elbos, self.tol, lap, min_laps=2)
             result.converged = done
-            logger.info(
-                "memo lap %d: ELBO %.6e (relative change %.3g), %.1f s",
-                lap, lap_elbos[-1], change, result.time_trace[-1],
-            )  # fmt: skip
+            log_lap(logger, lap, lap_elbos[-1], change, time.perf_counter() - lap_start,
+                    (B - start) / B, model, total, executor)  # fmt: skip
             path = None if checkpoint is None else checkpoint(snapshot(lap, 0, None), memo, None)
             if callback is not None:
                 callback(result)

@@ -135,6 +135,10 @@ class LDAModel:
         """Documents summarized in the statistics."""
         return float(stats["n_docs"][0])
 
+    def token_count(self, stats: SuffStats) -> float:
+        """Word tokens summarized in the statistics."""
+        return float(stats["N"].sum())
+
     def global_step(self, stats: SuffStats) -> TopicGlobals:
         lam = self.eta + as_dense(stats["words"])
         return TopicGlobals(lam, np.ascontiguousarray(dirichlet_expected_log(lam).T))

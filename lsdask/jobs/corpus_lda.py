@@ -1,0 +1,557 @@
+"""The corpus LDA job: fit LDA on a Parquet corpus, save it, read topics, transform.
+
+``lsdask fit``, ``lsdask topics`` and ``lsdask transform`` and
+``pipelines/corpus_lda.py`` are thin layers over these functions:
+
+- :func:`fit_corpus_lda` fits :class:`lsdask.LDA` on a corpus directory
+  (:mod:`lsdask.io.corpus`), scores a heldout corpus, saves the model
+  (:func:`lsdask.persist.save_lda`) and its ELBO trace (``elbo.png``);
+- :func:`topic_report` reads a saved model's top words, with UMass coherence
+  over a corpus's documents;
+- :func:`transform_corpus` writes every document's top-L topic weights to a
+  Parquet file, one corpus row group at a time;
+- :func:`split_corpus` splits a corpus's documents into train and heldout
+  corpora, streaming;
+- ``format_*`` turn the results into text for the command line.
+
+They log with :mod:`logging` and never print.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from lsdask.jobs.cluster import dask_client
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "WEIGHTS_SCHEMA",
+    "fit_corpus_lda",
+    "format_fit_report",
+    "format_topics",
+    "format_transform_summary",
+    "split_corpus",
+    "topic_report",
+    "transform_corpus",
+]
+
+
+def _weights_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("doc_id", pa.int64()),
+            pa.field("topics", pa.list_(pa.int32())),
+            pa.field("weights", pa.list_(pa.float32())),
+        ]
+    )
+
+
+#: Schema of the Parquet file written by :func:`transform_corpus`.
+WEIGHTS_SCHEMA = _weights_schema()
+
+
+def _open_corpus(corpus: Any, what: str) -> Any:
+    """A :class:`~lsdask.io.corpus.Corpus` from a Corpus or a path, naming ``what`` on errors."""
+    from lsdask.io.corpus import Corpus
+
+    if isinstance(corpus, Corpus):
+        return corpus
+    try:
+        return Corpus.open(corpus)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{what}: {exc}") from exc
+
+
+def _check_same_vocab(words: list[str] | None, corpus: Any, what: str, against: str) -> None:
+    """Raise if ``corpus`` is not over the vocabulary ``words`` (None: only sizes)."""
+    if words is None:
+        return
+    if corpus.vocab_size != len(words) or corpus.vocab != list(words):
+        raise ValueError(
+            f"{what} {corpus.path} has a different vocabulary ({corpus.vocab_size} words) "
+            f"than {against} ({len(words)} words); ingest it with the same vocabulary "
+            "(`lsdask ingest ... --vocab TRAINING_CORPUS`)"
+        )
+
+
+def _loaded(model: Any) -> Any:
+    """An LDA from a fitted estimator or a model directory."""
+    if isinstance(model, str | os.PathLike):
+        from lsdask.persist import load_lda
+
+        return load_lda(model)
+    return model
+
+
+# --------------------------------------------------------------------------- fit
+
+
+def fit_corpus_lda(
+    corpus: Any,
+    out_dir: str | os.PathLike[str] | None,
+    *,
+    n_components: int,
+    sparsity: int | None = 8,
+    algorithm: str = "memo",
+    n_laps: int = 10,
+    alpha: float = 0.5,
+    eta: float = 0.1,
+    restarts: bool = True,
+    heldout: Any = None,
+    random_state: int = 0,
+    client: Any = None,
+    n_workers: int | None = None,
+    overwrite: bool = False,
+    n_top_words: int = 8,
+    n_show_topics: int = 10,
+    verbose: bool = False,
+    progress: bool | None = False,
+) -> dict[str, Any]:
+    """Fit LDA on a Parquet corpus, score heldout documents, save the model.
+
+    Parameters
+    ----------
+    corpus : str, os.PathLike or lsdask.io.corpus.Corpus
+        Training documents; each row group is one batch.
+    out_dir : str, os.PathLike or None
+        The model directory (:func:`lsdask.persist.save_lda`), which also
+        gets ``elbo.png``; None saves nothing. Checked before the fit.
+    n_components : int
+        K.
+    sparsity : int or None, default 8
+        L; None runs the dense local step.
+    algorithm : {"memo", "svi", "vb"}, default "memo"
+    n_laps : int, default 10
+        Maximum laps.
+    alpha, eta : float, default 0.5, 0.1
+        Total document-topic concentration and topic-word pseudo-count.
+    restarts : bool, default True
+        Restart proposals in the local step.
+    heldout : str, os.PathLike, Corpus or None, default None
+        A corpus over the same vocabulary scored by heldout document
+        completion (:meth:`lsdask.LDA.score`, nats per token).
+    random_state : int, default 0
+    client : None, "sync", str or distributed.Client, default None
+        Where batch tasks run (:func:`lsdask.jobs.cluster.dask_client`);
+        None starts a LocalCluster of ``n_workers`` processes.
+    n_workers : int or None, default None
+    overwrite : bool, default False
+        Replace an existing model directory at ``out_dir``.
+    n_top_words, n_show_topics : int, default 8, 10
+        Top words reported for the first topics.
+    verbose : bool, default False
+        Log one line per lap.
+    progress : bool or None, default False
+        Progress bar per lap (None: only on a terminal).
+
+    Returns
+    -------
+    dict
+        ``corpus``, ``n_docs``, ``n_tokens``, ``vocab_size``, ``K``, ``L``,
+        ``algorithm``, ``laps``, ``converged``, ``seconds`` (wall time of
+        ``fit``), ``elbo_final``, ``heldout`` (path or None),
+        ``n_heldout_docs``, ``heldout_score`` (None without heldout data),
+        ``top_words`` (of the first ``n_show_topics`` topics),
+        ``model_dir``, ``elbo_plot`` (paths or None) and ``model``.
+
+    Raises
+    ------
+    FileNotFoundError
+        If a corpus does not exist.
+    FileExistsError
+        If ``out_dir`` exists (see :func:`lsdask.persist.check_save_target`).
+    ValueError
+        For invalid parameters or data, or a heldout corpus over another
+        vocabulary.
+    """
+    from lsdask import LDA
+    from lsdask.persist import check_save_target, save_lda
+    from lsdask.plotting import plot_elbo_trace
+
+    train = _open_corpus(corpus, "corpus")
+    held = None if heldout is None else _open_corpus(heldout, "heldout")
+    if held is not None:
+        _check_same_vocab(train.vocab, held, "heldout corpus", f"the training corpus {train.path}")
+    if out_dir is not None:
+        check_save_target(out_dir, overwrite)
+    model = LDA(
+        n_components,
+        sparsity=sparsity,
+        alpha=alpha,
+        eta=eta,
+        algorithm=algorithm,
+        n_laps=n_laps,
+        restarts=restarts,
+        random_state=random_state,
+        n_workers=n_workers,
+        verbose=1 if verbose else 0,
+        progress=progress,
+    )
+    model._check_params()  # fail before starting a cluster
+    logger.info(
+        "fitting LDA K=%d, L=%s (%s) on %s: %d documents, %d batches",
+        n_components, sparsity, algorithm, train.path, train.n_docs, len(train.batches),
+    )  # fmt: skip
+    with dask_client(client, n_workers) as shared:
+        model.set_params(client=shared)
+        start = time.perf_counter()
+        try:
+            model.fit(train)
+        finally:
+            model.set_params(client=client)
+        seconds = time.perf_counter() - start
+    score = None
+    if held is not None and held.n_docs:
+        score = model.score(held)
+    result: dict[str, Any] = {
+        "corpus": train.path,
+        "n_docs": train.n_docs,
+        "n_tokens": train.n_tokens,
+        "vocab_size": train.vocab_size,
+        "K": n_components,
+        "L": sparsity,
+        "algorithm": algorithm,
+        "laps": int(model.n_laps_),
+        "converged": bool(model.converged_),
+        "seconds": seconds,
+        "elbo_final": float(model.elbo_trace_[-1]),
+        "heldout": None if held is None else held.path,
+        "n_heldout_docs": 0 if held is None else held.n_docs,
+        "heldout_score": score,
+        "top_words": model.top_words(n_top_words)[:n_show_topics],
+        "model_dir": None,
+        "elbo_plot": None,
+        "model": model,
+    }
+    logger.info(
+        "LDA: %d laps in %.1f s, final ELBO %.6g, heldout %s",
+        result["laps"], seconds, result["elbo_final"], score,
+    )  # fmt: skip
+    if out_dir is not None:
+        result["model_dir"] = str(save_lda(model, out_dir, overwrite=overwrite))
+        label = "dense" if sparsity is None else f"L={sparsity}"
+        n_tokens = max(train.n_tokens, 1.0)
+        result["elbo_plot"] = str(
+            plot_elbo_trace(
+                {label: (model.lap_trace_, model.elbo_trace_ / n_tokens)},
+                Path(out_dir) / "elbo.png",
+                title=f"LDA K={n_components}, {algorithm}, {train.n_docs:,} documents",
+                ylabel="ELBO per training token",
+            )
+        )
+    return result
+
+
+def format_fit_report(result: dict[str, Any], *, title: str | None = None) -> str:
+    """Readable multi-line summary of a :func:`fit_corpus_lda` result."""
+    lines = [title] if title else []
+    L = "dense" if result["L"] is None else result["L"]
+    n_tokens = max(result["n_tokens"], 1.0)
+    lines.append(
+        f"data: {result['n_docs']:,} documents, {result['n_tokens']:,.0f} tokens, "
+        f"V={result['vocab_size']:,} ({result['corpus']})"
+    )
+    lines.append(f"model: LDA, K={result['K']}, L={L}, algorithm={result['algorithm']}")
+    lines.append(
+        f"laps: {result['laps']} ({'converged' if result['converged'] else 'not converged'})"
+    )
+    lines.append(f"seconds: {result['seconds']:.1f}")
+    lines.append(
+        f"final ELBO: {result['elbo_final']:.1f} ({result['elbo_final'] / n_tokens:.4f} per token)"
+    )
+    if result["heldout_score"] is not None:
+        lines.append(
+            f"heldout document completion: {result['heldout_score']:.4f} nats/token "
+            f"({result['n_heldout_docs']:,} documents of {result['heldout']})"
+        )
+    shown = result["top_words"]
+    if shown:
+        lines.append("")
+        lines.append(f"top {len(shown[0])} words of the first {len(shown)} topics:")
+        lines.extend(f"  {k:>3}  {' '.join(words)}" for k, words in enumerate(shown))
+    if result.get("model_dir"):
+        lines.append("")
+        lines.append(f"model: {result['model_dir']}")
+    if result.get("elbo_plot"):
+        lines.append(f"picture: {result['elbo_plot']}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- topics
+
+
+def topic_report(model: Any, *, n_top: int = 10, corpus: Any = None) -> dict[str, Any]:
+    """Each topic's top words, and their UMass coherence over a corpus.
+
+    Parameters
+    ----------
+    model : str, os.PathLike or lsdask.LDA
+        A model directory (:func:`lsdask.persist.load_lda`) or fitted model.
+    n_top : int, default 10
+        Words per topic.
+    corpus : str, os.PathLike, Corpus or None, default None
+        Reference documents for UMass coherence (Mimno et al. 2011), read
+        whole with :func:`lsdask.io.corpus.read_all`; None skips it.
+
+    Returns
+    -------
+    dict
+        ``K``, ``n_top``, ``top_words`` (K lists of words), ``coherence``
+        (array of K, or None), ``mean_coherence`` (or None) and ``corpus``
+        (path or None).
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        For a missing or corrupt model, a missing corpus or one over
+        another vocabulary.
+    """
+    from lsdask.io.corpus import read_all
+
+    if isinstance(n_top, bool) or not isinstance(n_top, int) or n_top < 1:
+        raise ValueError(f"n_top must be a positive integer; got {n_top!r}")
+    lda = _loaded(model)
+    result: dict[str, Any] = {
+        "K": int(lda.n_components),
+        "n_top": n_top,
+        "top_words": lda.top_words(n_top),
+        "coherence": None,
+        "mean_coherence": None,
+        "corpus": None,
+    }
+    if corpus is not None:
+        docs = _open_corpus(corpus, "corpus")
+        if lda.vocabulary_ is not None:
+            _check_same_vocab(lda.vocabulary_, docs, "corpus", "the model")
+        X = read_all(docs)
+        coherence = lda.coherence(X, n_top)
+        result.update(
+            coherence=coherence, mean_coherence=float(np.mean(coherence)), corpus=docs.path
+        )
+    return result
+
+
+def format_topics(result: dict[str, Any]) -> str:
+    """One line per topic of a :func:`topic_report` result (coherence first, if any)."""
+    coherence = result["coherence"]
+    lines = []
+    if coherence is not None:
+        lines.append(f"{'topic':>5}  {'UMass':>8}  top {result['n_top']} words")
+    for k, words in enumerate(result["top_words"]):
+        if coherence is None:
+            lines.append(f"{k:>5}  {' '.join(words)}")
+        else:
+            lines.append(f"{k:>5}  {coherence[k]:>8.2f}  {' '.join(words)}")
+    if coherence is not None:
+        lines.append(
+            f"mean UMass coherence of {result['K']} topics (top {result['n_top']} words, "
+            f"documents of {result['corpus']}): {result['mean_coherence']:.3f}"
+        )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- transform
+
+
+def _weights_table(doc_ids: np.ndarray, weights: sp.csr_matrix) -> Any:
+    """Arrow table of one batch: each row's topics ordered by decreasing weight."""
+    import pyarrow as pa
+
+    W = sp.csr_matrix(weights)
+    rows = np.repeat(np.arange(W.shape[0]), np.diff(W.indptr))
+    order = np.lexsort((W.indices, -W.data, rows))  # by row, then weight desc, then topic
+    offsets = pa.array(W.indptr.astype(np.int32), type=pa.int32())
+    topics = pa.ListArray.from_arrays(
+        offsets, pa.array(W.indices[order].astype(np.int32), type=pa.int32())
+    )
+    values = pa.ListArray.from_arrays(
+        offsets, pa.array(W.data[order].astype(np.float32), type=pa.float32())
+    )
+    return pa.Table.from_arrays(
+        [pa.array(np.asarray(doc_ids, dtype=np.int64), type=pa.int64()), topics, values],
+        schema=WEIGHTS_SCHEMA,
+    )
+
+
+def transform_corpus(
+    model: Any,
+    corpus: Any,
+    out_path: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Write every document's top-L topic weights to a Parquet file, batch by batch.
+
+    One row per document, with the schema :data:`WEIGHTS_SCHEMA`:
+    ``doc_id int64``, ``topics list<int32>`` and ``weights list<float32>``
+    (:meth:`lsdask.LDA.transform`: ``E[pi_d]`` restricted to its L largest
+    entries and renormalized, largest first). Each row group of the corpus
+    is read, transformed and written as one row group, so memory holds one
+    batch at a time; the file is written under a temporary name in the same
+    folder and renamed at the end.
+
+    Parameters
+    ----------
+    model : str, os.PathLike or lsdask.LDA
+        A model directory or fitted model.
+    corpus : str, os.PathLike or Corpus
+        Documents over the model's vocabulary.
+    out_path : str or os.PathLike
+        The Parquet file to write.
+    overwrite : bool, default False
+        Replace an existing file at ``out_path``.
+
+    Returns
+    -------
+    dict
+        ``path``, ``n_docs``, ``n_batches``, ``K``, ``L`` and ``seconds``.
+
+    Raises
+    ------
+    FileNotFoundError, FileExistsError, ValueError
+        For a missing model or corpus, an existing output (without
+        ``overwrite``), or a corpus over another vocabulary.
+    """
+    import pyarrow.parquet as pq
+
+    lda = _loaded(model)
+    docs = _open_corpus(corpus, "corpus")
+    if lda.vocabulary_ is not None:
+        _check_same_vocab(lda.vocabulary_, docs, "corpus", "the model")
+    elif docs.vocab_size != lda.n_features_in_:
+        raise ValueError(
+            f"corpus {docs.path} has {docs.vocab_size} words in its vocabulary, but the "
+            f"model was fitted with {lda.n_features_in_}"
+        )
+    out = Path(out_path)
+    if out.is_dir():
+        raise FileExistsError(f"--out {str(out)!r} is a folder; name a .parquet file")
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"{str(out)!r} exists; remove it or pass overwrite=True")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    start = time.perf_counter()
+    n_docs = 0
+    try:
+        with pq.ParquetWriter(tmp, WEIGHTS_SCHEMA) as writer:
+            for batch in docs.batches:
+                loaded = batch.load()
+                weights = lda.transform(loaded.to_csr(docs.vocab_size))
+                writer.write_table(_weights_table(loaded.doc_ids, weights))
+                n_docs += loaded.n_docs
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    K = int(lda.n_components)
+    result = {
+        "path": str(out),
+        "n_docs": n_docs,
+        "n_batches": len(docs.batches),
+        "K": K,
+        "L": K if lda.sparsity is None else min(int(lda.sparsity), K),
+        "seconds": time.perf_counter() - start,
+    }
+    logger.info("wrote top-%d topic weights of %d documents to %s", result["L"], n_docs, out)
+    return result
+
+
+def format_transform_summary(result: dict[str, Any]) -> str:
+    """One line describing a :func:`transform_corpus` result."""
+    return (
+        f"wrote top-{result['L']} topic weights (K={result['K']}) of {result['n_docs']:,} "
+        f"documents in {result['n_batches']} row groups to {result['path']} "
+        f"({result['seconds']:.1f} s)"
+    )
+
+
+# --------------------------------------------------------------------------- split
+
+
+def _heldout_mask(n_docs: int, batch_index: int, fraction: float, random_state: int) -> np.ndarray:
+    """Which documents of a batch are held out: the same for the same seed and batch."""
+    rng = np.random.default_rng([int(random_state), int(batch_index)])
+    return rng.random(n_docs) < fraction
+
+
+def split_corpus(
+    corpus: Any,
+    train_dir: str | os.PathLike[str],
+    heldout_dir: str | os.PathLike[str],
+    *,
+    heldout_fraction: float = 0.1,
+    random_state: int = 0,
+    overwrite: bool = False,
+) -> tuple[Any, Any]:
+    """Split a corpus's documents at random into a train and a heldout corpus.
+
+    Each document is held out with probability ``heldout_fraction``
+    (independently, seeded by ``random_state`` and its batch), keeping its
+    ``doc_id``, vocabulary and row-group size. The corpus is read twice,
+    one row group at a time, so this works on corpora larger than memory.
+
+    Parameters
+    ----------
+    corpus : str, os.PathLike or Corpus
+    train_dir, heldout_dir : str or os.PathLike
+        The two corpora to write (:meth:`lsdask.io.corpus.Corpus.write`).
+    heldout_fraction : float, default 0.1
+        In (0, 1).
+    random_state : int, default 0
+    overwrite : bool, default False
+        Replace existing corpora.
+
+    Returns
+    -------
+    (Corpus, Corpus)
+        The train and heldout corpora.
+    """
+    from lsdask.io.corpus import Corpus
+
+    fraction = float(heldout_fraction)
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"heldout_fraction must be in (0, 1); got {heldout_fraction!r}")
+    source = _open_corpus(corpus, "corpus")
+
+    def documents(keep_heldout: bool) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        for index, batch in enumerate(source.batches):
+            loaded = batch.load()
+            mask = _heldout_mask(loaded.n_docs, index, fraction, random_state)
+            for i in np.flatnonzero(mask == keep_heldout):
+                ids, counts = loaded.doc(int(i))
+                yield int(loaded.doc_ids[i]), ids, counts
+
+    info = {
+        "format": "split",
+        "source": source.path,
+        "heldout_fraction": fraction,
+        "random_state": int(random_state),
+    }
+    parts = []
+    for keep_heldout, out in ((False, train_dir), (True, heldout_dir)):
+        parts.append(
+            Corpus.write(
+                out,
+                documents(keep_heldout),
+                source.vocab,
+                docs_per_row_group=source.docs_per_row_group,
+                ingest_info={**info, "part": "heldout" if keep_heldout else "train"},
+                overwrite=overwrite,
+            )
+        )
+    logger.info(
+        "split %s: %d train, %d heldout documents", source.path, parts[0].n_docs, parts[1].n_docs
+    )
+    return parts[0], parts[1]
