@@ -44,12 +44,13 @@ def _random_globals(model, rng):
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("restarts,rtol", [(False, 1e-7), (True, 1e-4)])
+@pytest.mark.parametrize("restarts,rtol", [(False, 1e-7), (True, 1e-3)])
 def test_sparsity_K_equals_dense(corpus_data, restarts, rtol):
-    """Run to convergence, L = K gives the dense fixed points. Restart
-    proposals run only 5 iterations, and the dense step can still propose
-    dropping topics of mass below the sparse step's active-set threshold, so
-    with restarts the two agree to 1e-4 rather than to rounding."""
+    """Run to convergence, L = K gives the dense fixed points. With restarts
+    they agree to 1e-3 rather than to rounding: a topic a proposal dropped is
+    exactly zero in the sparse step, while dense responsibilities cannot be
+    zero, and it keeps about exp(psi(alpha/K)) (~4e-6 here) of every token,
+    enough to be proposed, and dropped, again."""
     X, _ = corpus_data
     K = 6
     options = LocalStepOptions(max_iters=2000, conv_thresh=1e-10, restarts=restarts)

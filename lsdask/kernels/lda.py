@@ -14,8 +14,9 @@ an active set ``A_d = {k : N_dk > eps}`` and works over it only; it selects
 the top L afresh in the first 5 iterations, every 10th, and whenever the
 active set shrank, and otherwise reweights each token's current L topics.
 Restart proposals (lsparse Sec. 5; Hughes et al. 2015) then try removing
-each active topic in turn (smallest first): its mass is dropped, a few
-iterations run, and the proposal is kept only if the document's ELBO
+active topics in turn, smallest mass first, up to ``restarts`` proposals per
+document: the topic's mass is dropped, ``restart_iters`` iterations run, and
+the proposal is kept only if the document's ELBO
 
     L_d = sum_u c_u sum_k r_uk (C[w_u, k] - log r_uk)
           + c_Dir(a 1_K) - c_Dir(N_d + a)
@@ -150,11 +151,13 @@ def dense_doc_step(
     elbo = _dense_doc_elbo(words, counts, C, R, N, a, K)
     tried = 0
     accepted = 0
-    if restarts and U > 0:
+    if restarts > 0 and U > 0:
         no_trace = np.empty(0)
         for k_drop in np.argsort(N):
             if N[k_drop] <= eps:
                 continue
+            if tried >= restarts:
+                break
             tried += 1
             N2 = N.copy()
             N2[k_drop] = 0.0
@@ -269,12 +272,14 @@ def sparse_doc_step(
     elbo = _sparse_doc_elbo(words, counts, C, resp, idx, N, a, active, n_active, K)
     tried = 0
     accepted = 0
-    if restarts and n_active > 1:
+    if restarts > 0 and n_active > 1:
         order = np.argsort(N[active[:n_active]])
         candidates = active[:n_active][order].copy()
         for k_drop in candidates:
             if N[k_drop] <= eps:
                 continue  # already gone after an earlier accepted proposal
+            if tried >= restarts:
+                break
             tried += 1
             N2 = N.copy()
             N2[k_drop] = 0.0
@@ -317,6 +322,8 @@ def lda_batch_step(
     counts : float64 (nnz,)
     C : float64 (V_b, K), ``E[log phi]`` for the batch's vocabulary
     a : float, alpha / K
+    restarts : int, restart proposals per document (0: none; True counts as 1)
+    restart_iters : int, iterations run for each proposal
     L : int, sparsity; ``L <= 0`` runs the dense step (``L = K`` runs the sparse
         code with every topic kept)
     out_words : float64 (K, V_b), receives ``sum_d sum_u c_du r_duk`` at w_du

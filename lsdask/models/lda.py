@@ -50,7 +50,8 @@ class LocalStepOptions:
     conv_thresh: float = 0.05
     eps: float = 1e-8
     restarts: bool = True
-    restart_iters: int = 5
+    max_restarts: int = 5  # proposals per document, smallest-mass topics first
+    restart_iters: int = 3  # iterations per proposal (2-5 in the HDP supplement, Sec. E)
 
 
 def as_csr_batch(X) -> sp.csr_matrix:
@@ -105,7 +106,8 @@ class LDAModel:
         L = 0 if sparsity is None else int(sparsity)
         entropy, alloc, iters, tried, accepted = lda_batch_step(
             X.indptr.astype(np.int64), local.astype(np.int32), X.data.astype(np.float64), C,
-            self.alpha / K, L, o.max_iters, o.conv_thresh, o.eps, o.restarts, o.restart_iters,
+            self.alpha / K, L, o.max_iters, o.conv_thresh, o.eps,
+            o.max_restarts if o.restarts else 0, o.restart_iters,
             out_words, doc_topic,
         )  # fmt: skip
         pieces = {
