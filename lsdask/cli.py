@@ -1,583 +1,44 @@
-"""The ``lsdask`` command line, and the patch-GMM job it runs.
+"""The ``lsdask`` command line: argument parsing and dispatch to :mod:`lsdask.jobs`.
 
 Subcommands::
 
     lsdask demo [--out DIR] [--components K] [--sparsity L] [--laps N] [--workers N | --sync]
     lsdask patches IMAGE_DIR... --out DIR [--patch-size ...] [--stride ...] ...
     lsdask fit-gmm ZARR_PATH --components K [--sparsity L] [--heldout ZARR_PATH] ...
+    lsdask ingest {text,jsonl,table,ldac,uci} INPUT... --out DIR [--min-df ...] ...
+    lsdask fit CORPUS --topics K --out MODEL_DIR [--sparsity L | --dense] ...
+    lsdask topics MODEL_DIR [--top 10] [--corpus CORPUS]
+    lsdask transform MODEL_DIR CORPUS --out weights.parquet
 
-``demo`` needs no download and no data files: it cuts the two photographs
-shipped inside the scikit-learn wheel into 8x8 patches (one photo to train,
-one held out), fits an L-sparse zero-mean Gaussian mixture and the dense one
-on a local Dask cluster, and reports heldout log-likelihoods (Hughes &
-Sudderth, Sec. 4) and two pictures.
+``demo`` needs no download and no data files: it fits an L-sparse and a dense
+Gaussian mixture to 8x8 patches of the two photographs shipped with
+scikit-learn, then LDA to the synthetic "bars" corpus, on one local Dask
+cluster, and reports heldout scores and pictures.
 
-The job itself is in importable functions (:func:`prepare_patches`,
-:func:`fit_and_report`, :func:`run_demo`, :func:`format_report`) that
-``pipelines/patch_gmm.py`` reuses; they log with :mod:`logging` and never
-print. Only :func:`main` writes to stdout and stderr.
+Each ``_cmd_*`` function turns parsed arguments into one call of a job
+function and prints its report; the jobs (:mod:`lsdask.jobs`) do the work
+and never print. :func:`main` reports bad input as one line
+``lsdask: error: <message>`` on stderr with exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import math
-import os
 import sys
-import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from lsdask.jobs.cluster import DEFAULT_WORKERS, describe_client
+from lsdask.jobs.patch_gmm import PATCH_ALPHA
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "DEMO_BATCH_SIZE",
-    "build_parser",
-    "dask_client",
-    "fit_and_report",
-    "format_report",
-    "main",
-    "prepare_patches",
-    "run_demo",
-]
-
-#: Patches per batch for the demo. Each scikit-learn sample photo gives 16,695
-#: patches (8x8, stride 4), so this makes 4 nearly equal batches, which keeps
-#: two workers busy with two batches per global update.
-DEMO_BATCH_SIZE = 4200
-
-#: Concentration of the cluster weights used by the demo and pipeline, as in
-#: the paper's patch experiments (Sec. 4, alpha = 10).
-PATCH_ALPHA = 10.0
-
-#: Workers of the LocalCluster started when no client is given.
-DEFAULT_WORKERS = 2
+__all__ = ["build_parser", "main"]
 
 
-def run_label(sparsity: int | None) -> str:
-    """Legend label of a run: ``"L=4"`` or ``"dense"``."""
-    return "dense" if sparsity is None else f"L={sparsity}"
-
-
-@contextlib.contextmanager
-def dask_client(client: Any = None, n_workers: int | None = None) -> Iterator[Any]:
-    """Yield something to pass as ``client=`` to several fits in a row.
-
-    Starting a cluster once and sharing it between the L-sparse and the dense
-    fit saves the start-up of worker processes for the second fit.
-
-    Parameters
-    ----------
-    client : None, "sync", str or distributed.Client
-        None starts a :class:`distributed.LocalCluster` of ``n_workers``
-        single-threaded worker processes (closed on exit); ``"sync"`` runs
-        in this process; another string is a scheduler address to connect
-        to (the connection is closed on exit); a Client is used as it is.
-    n_workers : int or None
-        Workers of a new LocalCluster; default :data:`DEFAULT_WORKERS`.
-
-    Yields
-    ------
-    "sync" or distributed.Client
-    """
-    if isinstance(client, str) and client == "sync":
-        yield "sync"
-        return
-    if client is not None and not isinstance(client, str):
-        yield client
-        return
-    from distributed import Client, LocalCluster
-
-    if client is None:
-        n = DEFAULT_WORKERS if n_workers is None else int(n_workers)
-        if n < 1:
-            raise ValueError(f"n_workers must be a positive integer; got {n_workers!r}")
-        logger.info("starting a Dask LocalCluster with %d worker processes", n)
-        cluster = LocalCluster(
-            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0"
-        )
-        owned: list[Any] = [Client(cluster), cluster]
-    else:
-        logger.info("connecting to the Dask scheduler at %s", client)
-        owned = [Client(client)]
-    logger.info("Dask dashboard: %s", getattr(owned[0], "dashboard_link", None))
-    try:
-        yield owned[0]
-    finally:
-        for obj in owned:
-            obj.close()
-
-
-def prepare_patches(
-    images: Iterable[Any],
-    out_dir: str | os.PathLike[str],
-    *,
-    patch_size: int = 8,
-    stride: int = 4,
-    batch_size: int = DEMO_BATCH_SIZE,
-    heldout_fraction: float = 0.5,
-    random_state: int = 0,
-    max_images: int | None = None,
-    progress: bool | None = False,
-) -> dict[str, dict[str, Any]]:
-    """Cut images into mean-removed patches in ``out_dir/{train,heldout}.zarr``.
-
-    A thin wrapper of :func:`lsdask.io.patches.write_patch_store` (see there
-    for the parameters) that logs what was written.
-
-    Returns
-    -------
-    dict
-        The summary of :func:`~lsdask.io.patches.write_patch_store`.
-    """
-    from lsdask.io.patches import write_patch_store
-
-    summary = write_patch_store(
-        images,
-        out_dir,
-        patch_size=patch_size,
-        stride=stride,
-        batch_size=batch_size,
-        heldout_fraction=heldout_fraction,
-        random_state=random_state,
-        max_images=max_images,
-        progress=progress,
-    )
-    logger.info(
-        "patches: %d train (%d images), %d heldout (%d images) in %s",
-        summary["train"]["n_patches"],
-        summary["train"]["n_images"],
-        summary["heldout"]["n_patches"],
-        summary["heldout"]["n_images"],
-        out_dir,
-    )
-    return summary
-
-
-def _zarr_patch_size(X: Any) -> int | None:
-    """The ``patch_size`` attribute of a Zarr array (or path to one), if any."""
-    try:
-        import zarr
-
-        array = zarr.open_array(str(X), mode="r") if isinstance(X, str | os.PathLike) else X
-        value = array.attrs.get("patch_size")
-    except Exception:  # not a Zarr array, or no attributes: fall back to sqrt(D)
-        return None
-    return int(value) if isinstance(value, int | np.integer) else None
-
-
-def _patch_side(X: Any, n_features: int, patch_size: int | None) -> int | None:
-    """Side of the square patches of the data, or None if they are not patches."""
-    if patch_size is not None:
-        return patch_size
-    side = _zarr_patch_size(X)
-    if side is not None and side * side == n_features:
-        return side
-    root = math.isqrt(n_features)
-    return root if root * root == n_features else None
-
-
-def fit_and_report(
-    train: Any,
-    out_dir: str | os.PathLike[str] | None,
-    *,
-    heldout: Any = None,
-    n_components: int = 25,
-    sparsity: int | None = 4,
-    n_laps: int = 10,
-    covariance_type: str = "zero-mean",
-    algorithm: str = "memo",
-    compare_dense: bool = True,
-    alpha: float = PATCH_ALPHA,
-    batch_size: int | None = None,
-    random_state: int = 0,
-    client: Any = "sync",
-    n_workers: int | None = None,
-    patch_size: int | None = None,
-    n_top: int = 5,
-    verbose: bool = False,
-    progress: bool | None = False,
-) -> dict[str, Any]:
-    """Fit an L-sparse (and the dense) Gaussian mixture, score heldout data, draw.
-
-    Parameters
-    ----------
-    train : str, os.PathLike or array-like
-        Training rows: a Zarr path or array, a dask or numpy array.
-    out_dir : str, os.PathLike or None
-        Folder for ``elbo.png`` and ``clusters.png``; None draws nothing.
-    heldout : str, os.PathLike, array-like or None
-        Heldout rows scored with :meth:`~lsdask.GaussianMixture.score` (mean
-        log-likelihood per row); None or an empty array skips scoring.
-    n_components : int, default 25
-        K.
-    sparsity : int or None, default 4
-        L of the main run; None fits only the dense model.
-    n_laps : int, default 10
-        Maximum laps of each fit.
-    covariance_type : {"zero-mean", "full", "diag"}, default "zero-mean"
-    algorithm : {"memo", "svi", "vb"}, default "memo"
-    compare_dense : bool, default True
-        Also fit the dense model (``sparsity=None``) with the same seed,
-        laps and batches.
-    alpha : float, default 10
-        Concentration of the cluster weights.
-    batch_size : int or None, default None
-        Rows per batch; None takes the Zarr chunks.
-    random_state : int, default 0
-        Seed of both fits.
-    client : None, "sync", str or distributed.Client, default "sync"
-        Where batch tasks run; None starts one LocalCluster shared by both
-        fits (see :func:`dask_client`).
-    n_workers : int or None, default None
-        Workers of that LocalCluster (default 2).
-    patch_size : int or None, default None
-        Side of the patches for ``clusters.png``; default the Zarr array's
-        ``patch_size`` attribute, else ``sqrt(D)`` when D is a square. When
-        the rows are not square patches, no cluster picture is drawn.
-    n_top : int, default 5
-        Cluster weights reported.
-    verbose : bool, default False
-        Log one line per lap.
-    progress : bool or None, default False
-        Progress bar per lap (None: only on a terminal).
-
-    Returns
-    -------
-    dict
-        ``n_train``, ``n_heldout``, ``n_features``, ``n_components``,
-        ``sparsity``, ``covariance_type``, ``algorithm``, ``runs`` (labels,
-        main run first), per-run dicts keyed by label: ``laps``,
-        ``converged``, ``seconds`` (wall time of ``fit``; when two runs are
-        compared, both are timed after a tiny warm-up fit so that neither pays
-        for loading the compiled kernels), ``heldout_score`` (None without heldout
-        data), ``elbo_final``; ``heldout_diff_percent`` (L-sparse minus dense,
-        relative to ``|dense|``, or None); ``speedup`` (dense seconds / sparse
-        seconds, or None); ``top_weights`` and ``top_clusters`` of the main
-        run; ``elbo_plot`` and ``clusters_plot`` (paths or None); ``models``
-        (the fitted estimators, by label).
-
-    Raises
-    ------
-    FileNotFoundError
-        If a Zarr path does not exist.
-    ValueError
-        For invalid parameters or data.
-    """
-    from lsdask import GaussianMixture
-    from lsdask.io.sources import as_batch_source
-
-    # Check both inputs before spending time on the cluster and the fit.
-    train_source = as_batch_source(train, batch_size)
-    n_heldout = 0
-    if heldout is not None:
-        if isinstance(heldout, str | os.PathLike) and not Path(heldout).exists():
-            raise FileNotFoundError(
-                f"heldout: no Zarr array at {str(heldout)!r} (the path does not exist)"
-            )
-        n_heldout = _n_rows(heldout)
-    if n_heldout == 0:
-        heldout = None
-    if not isinstance(n_top, int) or n_top < 1:
-        raise ValueError(f"n_top must be a positive integer; got {n_top!r}")
-
-    sparsities: list[int | None] = [sparsity]
-    if compare_dense and sparsity is not None:
-        sparsities.append(None)
-    result: dict[str, Any] = {
-        "n_train": train_source.n_rows,
-        "n_heldout": n_heldout,
-        "n_features": train_source.n_features,
-        "n_components": n_components,
-        "sparsity": sparsity,
-        "covariance_type": covariance_type,
-        "algorithm": algorithm,
-        "runs": [run_label(s) for s in sparsities],
-        "laps": {},
-        "converged": {},
-        "seconds": {},
-        "heldout_score": {},
-        "elbo_final": {},
-        "models": {},
-    }
-    with dask_client(client, n_workers) as shared:
-        if len(sparsities) > 1:
-            _warm_up(shared, train_source.n_features, covariance_type, algorithm, random_state)
-        for s in sparsities:
-            label = run_label(s)
-            model = GaussianMixture(
-                n_components,
-                covariance_type=covariance_type,
-                sparsity=s,
-                algorithm=algorithm,
-                n_laps=n_laps,
-                batch_size=batch_size,
-                alpha=alpha,
-                random_state=random_state,
-                client=shared,
-                n_workers=n_workers,
-                verbose=1 if verbose else 0,
-                progress=progress,
-            )
-            logger.info("fitting %s: K=%d, %d laps at most", label, n_components, n_laps)
-            start = time.perf_counter()
-            model.fit(train)
-            seconds = time.perf_counter() - start
-            score = None if heldout is None else model.score(heldout)
-            result["laps"][label] = int(model.n_laps_)
-            result["converged"][label] = bool(model.converged_)
-            result["seconds"][label] = seconds
-            result["heldout_score"][label] = score
-            result["elbo_final"][label] = float(model.elbo_trace_[-1])
-            result["models"][label] = model
-            logger.info(
-                "%s: %d laps in %.1f s, final ELBO %.6g, heldout %s",
-                label, model.n_laps_, seconds, model.elbo_trace_[-1], score,
-            )  # fmt: skip
-
-    main_label = result["runs"][0]
-    main_model = result["models"][main_label]
-    order = np.argsort(-main_model.weights_, kind="stable")[:n_top]
-    result["top_clusters"] = [int(k) for k in order]
-    result["top_weights"] = [float(main_model.weights_[k]) for k in order]
-    result["heldout_diff_percent"] = None
-    result["speedup"] = None
-    if len(sparsities) == 2:
-        sparse_score = result["heldout_score"][main_label]
-        dense_score = result["heldout_score"]["dense"]
-        if sparse_score is not None and dense_score:
-            result["heldout_diff_percent"] = 100.0 * (sparse_score - dense_score) / abs(dense_score)
-        if result["seconds"][main_label] > 0:
-            result["speedup"] = result["seconds"]["dense"] / result["seconds"][main_label]
-
-    result["elbo_plot"] = None
-    result["clusters_plot"] = None
-    if out_dir is not None:
-        result.update(_draw(result, train, Path(out_dir), patch_size))
-    return result
-
-
-def _warm_up(
-    client: Any, n_features: int, covariance_type: str, algorithm: str, random_state: int
-) -> None:
-    """Run tiny sparse and dense fits so that neither timed fit pays for start-up.
-
-    The first fit in a fresh process (the driver, or a new Dask worker) loads
-    the compiled kernels; without this the first of the compared runs would
-    look seconds slower than the second.
-    """
-    from lsdask import GaussianMixture
-
-    start = time.perf_counter()
-    X = np.random.default_rng(random_state).normal(size=(512, n_features))
-    for s in (1, None):
-        GaussianMixture(
-            2,
-            covariance_type=covariance_type,
-            sparsity=s,
-            algorithm=algorithm,
-            n_laps=1,
-            batch_size=64,
-            random_state=random_state,
-            client=client,
-            progress=False,
-        ).fit(X)
-    logger.info("warm-up fits took %.1f s", time.perf_counter() - start)
-
-
-def _n_rows(X: Any) -> int:
-    """Rows of a Zarr path/array, dask or numpy array, without reading the data."""
-    if isinstance(X, str | os.PathLike):
-        import zarr
-
-        try:
-            return int(zarr.open_array(str(X), mode="r").shape[0])
-        except Exception as exc:
-            raise ValueError(f"heldout: {str(X)!r} is not a readable Zarr array: {exc}") from exc
-    shape = getattr(X, "shape", None)
-    if shape is None:
-        X = np.asarray(X)
-        shape = X.shape
-    if len(shape) != 2:
-        raise ValueError(f"heldout must be 2-D (rows, features); got shape {tuple(shape)}")
-    return int(shape[0])
-
-
-def _draw(result: dict[str, Any], train: Any, out_dir: Path, patch_size: int | None) -> dict:
-    """Write ``elbo.png`` and (for square patches) ``clusters.png`` into ``out_dir``."""
-    from lsdask.plotting import plot_covariance_eigenvectors, plot_elbo_trace
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    n_train = max(result["n_train"], 1)
-    traces = {
-        label: (model.lap_trace_, model.elbo_trace_ / n_train)
-        for label, model in result["models"].items()
-    }
-    title = (
-        f"{result['covariance_type']} GMM, K={result['n_components']}, "
-        f"{result['algorithm']}, {result['n_train']:,} rows"
-    )
-    elbo_png = plot_elbo_trace(
-        traces, out_dir / "elbo.png", title=title, ylabel="ELBO per training row"
-    )
-    paths: dict[str, Any] = {"elbo_plot": str(elbo_png), "clusters_plot": None}
-    model = result["models"][result["runs"][0]]
-    side = _patch_side(train, result["n_features"], patch_size)
-    covariances = np.asarray(model.covariances_)
-    if covariances.ndim == 2:  # "diag": (K, D) variances
-        covariances = np.stack([np.diag(v) for v in covariances])
-    if side is None:
-        logger.info(
-            "rows have %d features, not square patches: no clusters.png", result["n_features"]
-        )
-    else:
-        paths["clusters_plot"] = str(
-            plot_covariance_eigenvectors(
-                covariances, model.weights_, out_dir / "clusters.png", patch_size=side
-            )
-        )
-    return paths
-
-
-def run_demo(
-    out_dir: str | os.PathLike[str] = "lsdask-demo",
-    *,
-    n_components: int = 25,
-    sparsity: int | None = 4,
-    n_laps: int = 10,
-    client: Any = None,
-    n_workers: int | None = None,
-    random_state: int = 0,
-    batch_size: int = DEMO_BATCH_SIZE,
-    verbose: bool = False,
-    progress: bool | None = False,
-) -> dict[str, Any]:
-    """The demo: patch GMM on the scikit-learn sample photos, L-sparse vs dense.
-
-    Cuts ``china.jpg`` and ``flower.jpg`` (shipped in the scikit-learn wheel;
-    no network) into 8x8 mean-removed patches with stride 4, one photo for
-    training and one held out, in ``out_dir/patches``; then runs
-    :func:`fit_and_report` with the pictures in ``out_dir``.
-
-    Parameters
-    ----------
-    out_dir : str or os.PathLike, default "lsdask-demo"
-    n_components, sparsity, n_laps, client, n_workers, random_state, batch_size
-        See :func:`fit_and_report`; ``client=None`` (default) starts a
-        LocalCluster of ``n_workers`` (default 2) processes.
-    verbose : bool, default False
-    progress : bool or None, default False
-
-    Returns
-    -------
-    dict
-        :func:`fit_and_report`'s result, plus ``patches`` (the store summary).
-    """
-    from lsdask.io.patches import sample_images
-
-    out_dir = Path(out_dir)
-    summary = prepare_patches(
-        sample_images(),
-        out_dir / "patches",
-        batch_size=batch_size,
-        heldout_fraction=0.5,
-        random_state=random_state,
-    )
-    result = fit_and_report(
-        summary["train"]["path"],
-        out_dir,
-        heldout=summary["heldout"]["path"],
-        n_components=n_components,
-        sparsity=sparsity,
-        n_laps=n_laps,
-        random_state=random_state,
-        client=client,
-        n_workers=n_workers,
-        verbose=verbose,
-        progress=progress,
-    )
-    result["patches"] = summary
-    return result
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def format_report(result: dict[str, Any], *, title: str | None = None) -> str:
-    """Readable multi-line summary of a :func:`fit_and_report` result."""
-    lines = []
-    if title:
-        lines.append(title)
-    patches = result.get("patches")
-    if patches:
-        lines.append(
-            f"data: {patches['train']['n_patches']:,} train patches "
-            f"({_plural(patches['train']['n_images'], 'image')}), "
-            f"{patches['heldout']['n_patches']:,} heldout patches "
-            f"({_plural(patches['heldout']['n_images'], 'image')}), D={result['n_features']}"
-        )
-        lines.append(f"      store: {Path(patches['train']['path']).parent}")
-    else:
-        lines.append(
-            f"data: {result['n_train']:,} train rows, {result['n_heldout']:,} heldout rows, "
-            f"D={result['n_features']}"
-        )
-    sparsity = result["sparsity"]
-    lines.append(
-        f"model: {result['covariance_type']} Gaussian mixture, K={result['n_components']}, "
-        f"L={sparsity if sparsity is not None else 'dense'}, algorithm={result['algorithm']}"
-    )
-    lines.append("")
-    header = f"{'run':<8} {'laps':>4} {'conv':>4} {'seconds':>8} {'heldout loglik/row':>19} "
-    lines.append(header + f"{'final ELBO':>16} {'per row':>10}")
-    n_train = max(result["n_train"], 1)
-    for label in result["runs"]:
-        score = result["heldout_score"][label]
-        elbo = result["elbo_final"][label]
-        lines.append(
-            f"{label:<8} {result['laps'][label]:>4} "
-            f"{'yes' if result['converged'][label] else 'no':>4} "
-            f"{result['seconds'][label]:>8.1f} "
-            f"{'n/a' if score is None else f'{score:.4f}':>19} "
-            f"{elbo:>16.1f} {elbo / n_train:>10.4f}"
-        )
-    lines.append("")
-    main_label = result["runs"][0]
-    if result.get("heldout_diff_percent") is not None:
-        lines.append(
-            f"heldout log-likelihood per patch, {main_label} vs dense: "
-            f"{result['heldout_score'][main_label]:.4f} vs {result['heldout_score']['dense']:.4f} "
-            f"({result['heldout_diff_percent']:+.3f} %)"
-        )
-    elif result["n_heldout"] == 0:
-        lines.append("heldout log-likelihood: no heldout data")
-    else:
-        lines.append(
-            f"heldout log-likelihood per patch, {main_label}: "
-            f"{result['heldout_score'][main_label]:.4f}"
-        )
-    if result.get("speedup") is not None:
-        lines.append(f"fit time dense / {main_label}: {result['speedup']:.2f}x")
-    weights = ", ".join(
-        f"k={k}: {w:.3f}"
-        for k, w in zip(result["top_clusters"], result["top_weights"], strict=True)
-    )
-    lines.append(f"heaviest {len(result['top_weights'])} clusters ({main_label}): {weights}")
-    elbo = result["elbo_final"][main_label]
-    lines.append(f"final ELBO ({main_label}): {elbo:.1f} ({elbo / n_train:.4f} per row)")
-    pictures = [p for p in (result.get("elbo_plot"), result.get("clusters_plot")) if p]
-    if pictures:
-        lines.append("pictures: " + ", ".join(pictures))
-    return "\n".join(lines)
-
-
-# command line ---------------------------------------------------------------
+# --------------------------------------------------------------------------- argument types
 
 
 def _positive_int(text: str) -> int:
@@ -588,6 +49,40 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _count_or_fraction(text: str) -> int | float:
+    """``5`` -> 5 documents; ``0.5`` -> a fraction of the documents."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a document count (5) or a fraction (0.5), got {text!r}"
+        ) from None
+
+
+def _field_list(text: str) -> list[str]:
+    fields = [f.strip() for f in text.split(",") if f.strip()]
+    if not fields:
+        raise argparse.ArgumentTypeError(f"expected comma-separated field names, got {text!r}")
+    return fields
+
+
+# --------------------------------------------------------------------------- shared options
 
 
 def _add_verbose(parser: argparse.ArgumentParser, default: Any) -> None:
@@ -611,32 +106,42 @@ def _add_execution(parser: argparse.ArgumentParser, *, scheduler: bool) -> None:
     group.add_argument("--sync", action="store_true", help="run in this process, without Dask")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the ``lsdask`` argument parser."""
-    parser = argparse.ArgumentParser(
-        prog="lsdask",
-        description="L-sparse variational inference for mixture models, on Dask.",
-    )
-    _add_verbose(parser, False)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+def _client_from_args(args: argparse.Namespace) -> tuple[Any, int | None]:
+    if args.sync:
+        return "sync", None
+    scheduler = getattr(args, "scheduler", None)
+    if scheduler:
+        return scheduler, None
+    return None, args.workers
 
+
+# --------------------------------------------------------------------------- parsers
+
+
+def _add_demo(sub: Any) -> None:
     demo = sub.add_parser(
         "demo",
-        help="patch GMM on two sample photos (no download): L-sparse vs dense",
+        help="patch GMM on two sample photos and LDA on synthetic bars (no download)",
         description=(
             "Cut the two photographs shipped with scikit-learn into 8x8 patches (one trains, "
-            "one is held out), fit an L-sparse and a dense zero-mean Gaussian mixture on a "
-            "local Dask cluster, and report heldout log-likelihoods and pictures."
+            "one is held out), fit an L-sparse and a dense zero-mean Gaussian mixture; then fit "
+            "L-sparse LDA to the synthetic bars corpus; all on one local Dask cluster. Reports "
+            "heldout scores and pictures (elbo.png, clusters.png, topics.png)."
         ),
     )
     demo.add_argument("--out", type=Path, default=Path("lsdask-demo"), help="output folder")
-    demo.add_argument("--components", type=_positive_int, default=25, help="K (default 25)")
-    demo.add_argument("--sparsity", type=_positive_int, default=4, help="L (default 4)")
-    demo.add_argument("--laps", type=_positive_int, default=10, help="laps (default 10)")
+    demo.add_argument("--components", type=_positive_int, default=25, help="GMM K (default 25)")
+    demo.add_argument("--sparsity", type=_positive_int, default=4, help="GMM L (default 4)")
+    demo.add_argument("--laps", type=_positive_int, default=10, help="GMM laps (default 10)")
+    demo.add_argument(
+        "--bars-laps", type=_positive_int, default=20, help="bars LDA laps (default 20)"
+    )
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     _add_execution(demo, scheduler=False)
     _add_verbose(demo, argparse.SUPPRESS)
 
+
+def _add_patches(sub: Any) -> None:
     patches = sub.add_parser(
         "patches",
         help="cut image folders into patches in train/heldout Zarr arrays",
@@ -663,6 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     patches.add_argument("--max-images", type=_positive_int, help="use only the first N images")
     _add_verbose(patches, argparse.SUPPRESS)
 
+
+def _add_fit_gmm(sub: Any) -> None:
     fit = sub.add_parser(
         "fit-gmm",
         help="fit a Gaussian mixture to a Zarr array",
@@ -684,48 +191,174 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     _add_execution(fit, scheduler=True)
     _add_verbose(fit, argparse.SUPPRESS)
+
+
+#: Positional inputs of each ``lsdask ingest`` format: (dest, help).
+_INGEST_INPUTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "text": (("path_or_tar", "folder or .tar/.tar.gz archive of text files"),),
+    "jsonl": (("path", "JSON lines file (.jsonl[.gz])"),),
+    "table": (("path", "CSV (.csv/.tsv[.gz]) or Parquet file"),),
+    "ldac": (("dat", "LDA-C .dat file"), ("vocab_file", "vocabulary, one word per line")),
+    "uci": (("docword", "docword.*.txt[.gz]"), ("vocab_file", "vocab.*.txt, one word a line")),
+}
+
+
+def _add_ingest(sub: Any) -> None:
+    ingest = sub.add_parser(
+        "ingest",
+        help="turn text or bag-of-words files into a Parquet corpus",
+        description="Ingest documents into a Parquet corpus directory (lsdask.io.ingest).",
+    )
+    kinds = ingest.add_subparsers(dest="kind", metavar="FORMAT", required=True)
+
+    def add(name: str, help_text: str) -> Any:
+        p = kinds.add_parser(name, help=help_text, description=help_text)
+        for dest, what in _INGEST_INPUTS[name]:
+            p.add_argument(dest, type=Path, metavar=dest.upper(), help=what)
+        p.add_argument("--out", type=Path, required=True, help="corpus directory to write")
+        p.add_argument(
+            "--min-df", type=_count_or_fraction,
+            help="drop words in fewer documents (a count, or a fraction of the documents)",
+        )  # fmt: skip
+        p.add_argument(
+            "--max-df", type=_count_or_fraction,
+            help="drop words in more documents (a count, or a fraction of the documents)",
+        )  # fmt: skip
+        p.add_argument("--max-vocab", type=_positive_int, help="keep at most N words")
+        p.add_argument(
+            "--vocab", type=Path, metavar="CORPUS_OR_VOCAB_TXT",
+            help="impose the vocabulary of an existing corpus or a vocab.txt (one word a line)",
+        )  # fmt: skip
+        p.add_argument(
+            "--docs-per-row-group", type=_positive_int, help="documents per row group (batch)"
+        )
+        p.add_argument("--overwrite", action="store_true", help="replace an existing corpus")
+        _add_verbose(p, argparse.SUPPRESS)
+        return p
+
+    text = add("text", "one document per text file of a folder or tar archive")
+    text.add_argument("--subset", metavar="PREFIX", help="only files whose path starts so")
+    text.add_argument("--encoding", default="latin-1", help="text encoding (default latin-1)")
+    text.add_argument(
+        "--strip-headers", action="store_true",
+        help="drop each file's mail header (lines up to the first blank one), as in 20 Newsgroups",
+    )  # fmt: skip
+    jsonl = add("jsonl", "one document per JSON line")
+    jsonl.add_argument(
+        "--fields", type=_field_list, default=["title", "abstract", "text"],
+        help="comma-separated text fields (default title,abstract,text)",
+    )  # fmt: skip
+    table = add("table", "one document per row of a CSV or Parquet table")
+    table.add_argument("--column", default="text", help="text column (default text)")
+    add("ldac", "LDA-C bag-of-words file (Blei's lda-c) and its vocabulary")
+    add("uci", "UCI bag-of-words docword file and its vocabulary")
+
+
+def _add_fit(sub: Any) -> None:
+    fit = sub.add_parser(
+        "fit",
+        help="fit LDA to a Parquet corpus and save the model",
+        description=(
+            "Fit L-sparse LDA to a Parquet corpus (one batch per row group), save the model "
+            "and elbo.png in MODEL_DIR, and print the top words of the first topics."
+        ),
+    )
+    fit.add_argument("corpus", type=Path, metavar="CORPUS", help="Parquet corpus directory")
+    fit.add_argument("--topics", type=_positive_int, required=True, help="K")
+    fit.add_argument("--out", type=Path, required=True, metavar="MODEL_DIR", help="model folder")
+    sparsity = fit.add_mutually_exclusive_group()
+    sparsity.add_argument("--sparsity", type=_positive_int, default=8, help="L (default 8)")
+    sparsity.add_argument("--dense", action="store_true", help="dense local step (no L)")
+    fit.add_argument("--algorithm", choices=("memo", "svi", "vb"), default="memo")
+    fit.add_argument("--laps", type=_positive_int, default=10, help="maximum laps (default 10)")
+    fit.add_argument("--alpha", type=_positive_float, default=0.5, help="document-topic total")
+    fit.add_argument("--eta", type=_positive_float, default=0.1, help="topic-word pseudo-count")
+    fit.add_argument(
+        "--no-restarts", action="store_true", help="no restart proposals in the local step"
+    )
+    fit.add_argument("--heldout", type=Path, metavar="CORPUS", help="heldout corpus to score")
+    fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    fit.add_argument("--overwrite", action="store_true", help="replace an existing MODEL_DIR")
+    _add_execution(fit, scheduler=True)
+    _add_verbose(fit, argparse.SUPPRESS)
+
+
+def _add_topics(sub: Any) -> None:
+    topics = sub.add_parser(
+        "topics",
+        help="print a saved LDA model's topics (with coherence over a corpus)",
+        description="Print each topic's top words; with --corpus, UMass coherence too.",
+    )
+    topics.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="saved model")
+    topics.add_argument("--top", type=_positive_int, default=10, help="words per topic")
+    topics.add_argument("--corpus", type=Path, metavar="CORPUS", help="corpus for coherence")
+    _add_verbose(topics, argparse.SUPPRESS)
+
+
+def _add_transform(sub: Any) -> None:
+    transform = sub.add_parser(
+        "transform",
+        help="write each document's top-L topic weights to Parquet",
+        description=(
+            "Write one row per document of CORPUS: doc_id, topics and weights (its top-L "
+            "document-topic weights under the saved model), one row group per corpus batch."
+        ),
+    )
+    transform.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="saved model")
+    transform.add_argument("corpus", type=Path, metavar="CORPUS", help="Parquet corpus")
+    transform.add_argument("--out", type=Path, required=True, help="Parquet file to write")
+    transform.add_argument("--overwrite", action="store_true", help="replace an existing file")
+    _add_verbose(transform, argparse.SUPPRESS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the ``lsdask`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="lsdask",
+        description="L-sparse variational inference for mixtures and topic models, on Dask.",
+    )
+    _add_verbose(parser, False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in (
+        _add_demo, _add_patches, _add_fit_gmm, _add_ingest, _add_fit, _add_topics,
+        _add_transform,
+    ):  # fmt: skip
+        add(sub)
     return parser
 
 
-def _client_from_args(args: argparse.Namespace) -> tuple[Any, int | None]:
-    if args.sync:
-        return "sync", None
-    scheduler = getattr(args, "scheduler", None)
-    if scheduler:
-        return scheduler, None
-    return None, args.workers
+# --------------------------------------------------------------------------- commands
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from lsdask.jobs.demo import format_demo_report, run_full_demo
+
     client, n_workers = _client_from_args(args)
-    where = "in this process" if client == "sync" else (
-        f"on a local Dask cluster of {n_workers or DEFAULT_WORKERS} workers"
-    )  # fmt: skip
-    print(f"lsdask demo: fitting K={args.components}, L={args.sparsity} and dense {where} ...")
+    print(
+        f"lsdask demo: patch GMM (K={args.components}, L={args.sparsity} and dense), then "
+        f"bars LDA, {describe_client(client, n_workers)} ..."
+    )
     sys.stdout.flush()
-    start = time.perf_counter()
-    result = run_demo(
+    result = run_full_demo(
         args.out,
         n_components=args.components,
         sparsity=args.sparsity,
         n_laps=args.laps,
+        bars_laps=args.bars_laps,
         client=client,
         n_workers=n_workers,
         random_state=args.seed,
         verbose=args.verbose,
         progress=None,
     )
-    title = (
-        "zero-mean Gaussian mixture of 8x8 patches of the scikit-learn sample photos "
-        "(Hughes & Sudderth, Sec. 4)"
-    )
-    print(format_report(result, title=title))
-    print(f"total time: {time.perf_counter() - start:.1f} s")
+    print(format_demo_report(result))
+    print(f"\ntotal time: {result['seconds']:.1f} s")
     return 0
 
 
 def _cmd_patches(args: argparse.Namespace) -> int:
     from lsdask.io.patches import find_images
+    from lsdask.jobs.patch_gmm import format_patches_summary, prepare_patches
 
     images = [path for folder in args.image_dirs for path in find_images(folder)]
     summary = prepare_patches(
@@ -739,14 +372,13 @@ def _cmd_patches(args: argparse.Namespace) -> int:
         max_images=args.max_images,
         progress=None,
     )
-    for split in ("train", "heldout"):
-        info = summary[split]
-        print(f"{split:<8} {info['n_patches']:>10,} patches from "
-              f"{_plural(info['n_images'], 'image')}: {info['path']}")  # fmt: skip
+    print(format_patches_summary(summary))
     return 0
 
 
 def _cmd_fit_gmm(args: argparse.Namespace) -> int:
+    from lsdask.jobs.patch_gmm import fit_and_report, format_report
+
     for name, path in (("ZARR_PATH", args.zarr_path), ("--heldout", args.heldout)):
         if path is not None and not path.exists():
             raise FileNotFoundError(f"{name}: no Zarr array at {str(path)!r}")
@@ -773,15 +405,87 @@ def _cmd_fit_gmm(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"demo": _cmd_demo, "patches": _cmd_patches, "fit-gmm": _cmd_fit_gmm}
+def _cmd_ingest(args: argparse.Namespace) -> int:
+    from lsdask.jobs.ingest import format_ingest_summary, run_ingest
+
+    inputs = [getattr(args, dest) for dest, _ in _INGEST_INPUTS[args.kind]]
+    options: dict[str, Any] = {
+        "min_df": args.min_df,
+        "max_df": args.max_df,
+        "max_vocab": args.max_vocab,
+        "docs_per_row_group": args.docs_per_row_group,
+        "overwrite": args.overwrite,
+    }
+    if args.kind == "text":
+        options.update(subset=args.subset, encoding=args.encoding, strip_headers=args.strip_headers)
+    elif args.kind == "jsonl":
+        options["text_fields"] = args.fields
+    elif args.kind == "table":
+        options["text_column"] = args.column
+    summary = run_ingest(args.kind, inputs, args.out, options=options, vocab=args.vocab)
+    print(format_ingest_summary(summary))
+    return 0
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    from lsdask.jobs.corpus_lda import fit_corpus_lda, format_fit_report
+
+    client, n_workers = _client_from_args(args)
+    result = fit_corpus_lda(
+        args.corpus,
+        args.out,
+        n_components=args.topics,
+        sparsity=None if args.dense else args.sparsity,
+        algorithm=args.algorithm,
+        n_laps=args.laps,
+        alpha=args.alpha,
+        eta=args.eta,
+        restarts=not args.no_restarts,
+        heldout=args.heldout,
+        random_state=args.seed,
+        client=client,
+        n_workers=n_workers,
+        overwrite=args.overwrite,
+        verbose=args.verbose,
+        progress=None,
+    )
+    print(format_fit_report(result, title=f"lsdask fit {args.corpus}"))
+    return 0
+
+
+def _cmd_topics(args: argparse.Namespace) -> int:
+    from lsdask.jobs.corpus_lda import format_topics, topic_report
+
+    print(format_topics(topic_report(args.model_dir, n_top=args.top, corpus=args.corpus)))
+    return 0
+
+
+def _cmd_transform(args: argparse.Namespace) -> int:
+    from lsdask.jobs.corpus_lda import format_transform_summary, transform_corpus
+
+    result = transform_corpus(args.model_dir, args.corpus, args.out, overwrite=args.overwrite)
+    print(format_transform_summary(result))
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "demo": _cmd_demo,
+    "patches": _cmd_patches,
+    "fit-gmm": _cmd_fit_gmm,
+    "ingest": _cmd_ingest,
+    "fit": _cmd_fit,
+    "topics": _cmd_topics,
+    "transform": _cmd_transform,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``lsdask`` command line; return the exit status.
 
-    Bad input (a ``ValueError`` or ``FileNotFoundError``) is reported as one
-    line ``lsdask: error: <message>`` on stderr with status 2; argument
-    errors exit with status 2 through argparse.
+    Bad input (a ``ValueError``, ``FileNotFoundError`` or
+    ``FileExistsError``) is reported as one line ``lsdask: error: <message>``
+    on stderr with status 2; argument errors exit with status 2 through
+    argparse.
     """
     args = build_parser().parse_args(argv)
     package_logger = logging.getLogger("lsdask")
@@ -796,7 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         package_logger.setLevel(logging.INFO)
     try:
         return _COMMANDS[args.command](args)
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"lsdask: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

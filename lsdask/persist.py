@@ -3,7 +3,8 @@
 A model directory holds::
 
     model/
-        params.json   # format, version, the estimator's parameters (no client),
+        params.json   # format, version, the estimator's parameters (no client, no
+                      # checkpoint folder),
                       # fitted scalars (n_laps_, converged_, vocab size, ...)
         arrays.npz    # components_ (lambda), elbo_trace_, lap_trace_, time_trace_,
                       # and the statistics stats_ (words, H, alloc, N, n_docs)
@@ -92,6 +93,8 @@ def save_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
 
     Raises
     ------
+    TypeError
+        If ``model`` is not an :class:`lsdask.LDA`.
     RuntimeError
         If the model is not fitted.
     FileExistsError
@@ -102,15 +105,18 @@ def save_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
         ``numpy.random.Generator`` as ``random_state``) or a word of the
         vocabulary contains a line break.
     """
+    from lsdask import LDA
     from lsdask.models.stats import as_dense
 
+    if not isinstance(model, LDA):
+        raise TypeError(f"save_lda saves an lsdask.LDA; got {type(model).__name__}")
     model._check_fitted()
     out = Path(path)
     check_save_target(out, overwrite)
     params = {
         name: _json_value(name, value)
         for name, value in model.get_params(deep=False).items()
-        if name != "client"
+        if name not in _NOT_SAVED
     }
     vocab = model.vocabulary_
     if vocab is not None:
@@ -290,6 +296,11 @@ def _read_vocab(root: Path, V: int) -> list[str]:
             f"V={V} (in {PARAMS_NAME})"
         )
     return words
+
+
+#: run-time settings that belong to the fit, not to the model: a loaded model
+#: gets the defaults (no client, no checkpoint folder of the run that made it)
+_NOT_SAVED = ("client", "checkpoint_dir", "resume")
 
 
 def load_lda(path: str | os.PathLike[str], *, client: Any = None) -> Any:

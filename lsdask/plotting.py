@@ -349,11 +349,11 @@ def plot_topic_images(
 
     n_cols = true.shape[0]
     tile = 0.9  # inches per image
-    width, height = 0.9 + n_cols * tile, 1.0 + 2 * tile + 0.35
+    width, height = 0.9 + n_cols * tile, 1.0 + 2 * tile + 0.2
     fig = _new_figure(width, height)
     grid = fig.add_gridspec(2, n_cols, left=0.8 / width, right=1 - 0.1 / width,
-                            top=1 - 0.55 / height, bottom=0.4 / height,
-                            wspace=0.1, hspace=0.45)  # fmt: skip
+                            top=1 - 0.5 / height, bottom=0.45 / height,
+                            wspace=0.1, hspace=0.12)  # fmt: skip
     for k in range(n_cols):
         for row, image in ((0, true[k]), (1, learned[match[k]] if match[k] >= 0 else None)):
             ax = fig.add_subplot(grid[row, k])

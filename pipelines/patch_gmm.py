@@ -1,7 +1,8 @@
 """Patch GMM (Hughes & Sudderth, Sec. 4): images -> Zarr patches -> L-sparse vs dense GMM.
 
 The steps (patches, fits, heldout scores, pictures) are the library's
-:func:`lsdask.cli.prepare_patches` and :func:`lsdask.cli.fit_and_report`;
+:func:`lsdask.jobs.patch_gmm.prepare_patches` and
+:func:`lsdask.jobs.patch_gmm.fit_and_report`;
 this file only turns image folders into a list of images and parses the
 command line.
 
@@ -32,12 +33,22 @@ from typing import Any
 import numpy as np
 
 try:
-    from lsdask.cli import DEMO_BATCH_SIZE, fit_and_report, format_report, prepare_patches
     from lsdask.io.patches import find_images, sample_images
+    from lsdask.jobs.patch_gmm import (
+        DEMO_BATCH_SIZE,
+        fit_and_report,
+        format_report,
+        prepare_patches,
+    )
 except ImportError:  # run from a checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from lsdask.cli import DEMO_BATCH_SIZE, fit_and_report, format_report, prepare_patches
     from lsdask.io.patches import find_images, sample_images
+    from lsdask.jobs.patch_gmm import (
+        DEMO_BATCH_SIZE,
+        fit_and_report,
+        format_report,
+        prepare_patches,
+    )
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +146,7 @@ def run_patch_gmm(
     Returns
     -------
     dict
-        :func:`lsdask.cli.fit_and_report`'s result (``n_train``,
+        :func:`lsdask.jobs.patch_gmm.fit_and_report`'s result (``n_train``,
         ``n_heldout``, ``n_components``, ``sparsity``, ``laps``,
         ``seconds``, ``heldout_score``, ``elbo_final`` per run,
         ``heldout_diff_percent``, ``top_weights``, ``elbo_plot``,

@@ -1,4 +1,4 @@
-"""Tests for the ``lsdask`` command line and the patch-GMM pipeline."""
+"""Tests for the ``lsdask`` command line, its jobs and the pipelines."""
 
 from __future__ import annotations
 
@@ -11,11 +11,18 @@ from pathlib import Path
 
 import matplotlib.image
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from lsdask.cli import fit_and_report, format_report, main
+from lsdask.cli import main
+from lsdask.io.corpus import Corpus, read_all
 from lsdask.io.patches import write_patch_store
+from lsdask.jobs.bars_lda import format_bars_report, run_bars_demo
+from lsdask.jobs.corpus_lda import split_corpus, topic_report, transform_corpus
+from lsdask.jobs.patch_gmm import fit_and_report, format_report
+from lsdask.persist import load_lda
+from lsdask.synthetic import make_bars_corpus
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -52,13 +59,45 @@ def patch_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
     )
 
 
-@pytest.fixture(scope="module")
-def pipeline_module():
-    path = REPO_ROOT / "pipelines" / "patch_gmm.py"
-    spec = importlib.util.spec_from_file_location("patch_gmm_pipeline", path)
+def _load_pipeline(name: str):
+    path = REPO_ROOT / "pipelines" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_pipeline", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def pipeline_module():
+    return _load_pipeline("patch_gmm")
+
+
+PIXELS = [f"px{i}" for i in range(25)]
+
+
+@pytest.fixture(scope="module")
+def bars_corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The bars corpus as Parquet: 200 train documents (4 row groups), 40 heldout."""
+    root = tmp_path_factory.mktemp("bars")
+    X, _ = make_bars_corpus(n_docs=240, doc_topic_prior=0.1, random_state=2)
+    Corpus.write(root / "train", X[:200], PIXELS, docs_per_row_group=50)
+    heldout = X[200:]
+    docs = ((1000 + i, heldout[i].indices, heldout[i].data) for i in range(heldout.shape[0]))
+    Corpus.write(root / "heldout", docs, PIXELS, docs_per_row_group=15)
+    Corpus.write(root / "other_vocab", X[:20], [w.upper() for w in PIXELS])
+    return {"train": root / "train", "heldout": root / "heldout", "other": root / "other_vocab"}
+
+
+@pytest.fixture(scope="module")
+def saved_model(bars_corpora: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``lsdask fit`` on the train corpus (K=10, L=3, 3 laps, in-process)."""
+    out = tmp_path_factory.mktemp("model") / "lda"
+    code = main(
+        ["fit", str(bars_corpora["train"]), "--topics", "10", "--sparsity", "3", "--laps", "3",
+         "--alpha", "1", "--out", str(out), "--sync"]
+    )  # fmt: skip
+    assert code == 0
+    return out
 
 
 # fit-gmm ---------------------------------------------------------------------
@@ -277,11 +316,324 @@ def test_pipeline_bad_folder(pipeline_module, tmp_path: Path) -> None:
         pipeline_module.run_patch_gmm(tmp_path / "missing", tmp_path / "out", client="sync")
 
 
+# LDA on a Parquet corpus: fit, topics, transform -------------------------------
+
+
+def test_fit_command(bars_corpora: dict[str, Path], tmp_path: Path, capsys) -> None:
+    out = tmp_path / "model"
+    code = main(
+        ["fit", str(bars_corpora["train"]), "--topics", "10", "--sparsity", "4", "--laps", "2",
+         "--alpha", "1", "--eta", "0.2", "--heldout", str(bars_corpora["heldout"]),
+         "--out", str(out), "--sync", "--seed", "3"]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    text = captured.out
+    assert "data: 200 documents, 10,000 tokens, V=25" in text
+    assert "model: LDA, K=10, L=4, algorithm=memo" in text
+    assert "laps: 2" in text and "seconds: " in text and "final ELBO: " in text
+    assert "heldout document completion: " in text and "(40 documents of" in text
+    assert "top 8 words of the first 10 topics:" in text
+    topic_lines = [line for line in text.splitlines() if line.startswith("    ")]
+    assert len(topic_lines) == 10
+    assert all(len(line.split()) == 9 and "px" in line for line in topic_lines)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "arrays.npz", "elbo.png", "params.json", "vocab.txt"
+    ]  # fmt: skip
+    assert_png(out / "elbo.png")
+    model = load_lda(out)
+    assert model.sparsity == 4 and model.alpha == 1.0 and model.eta == 0.2
+    assert model.random_state == 3 and model.n_laps_ == 2
+    assert model.vocabulary_ == PIXELS
+
+
+def test_fit_dense_svi_no_restarts(bars_corpora: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "m"
+    code = main(
+        ["fit", str(bars_corpora["train"]), "--topics", "4", "--dense", "--algorithm", "svi",
+         "--laps", "1", "--no-restarts", "--out", str(out), "--sync"]
+    )  # fmt: skip
+    assert code == 0
+    model = load_lda(out)
+    assert model.sparsity is None and model.algorithm == "svi" and model.restarts is False
+
+
+def test_fit_errors(bars_corpora: dict[str, Path], saved_model: Path, tmp_path: Path, capsys):
+    train = str(bars_corpora["train"])
+    cases = [
+        (["fit", str(tmp_path / "nope"), "--topics", "2", "--out", str(tmp_path / "m")],
+         "no corpus at"),
+        (["fit", train, "--topics", "2", "--out", str(saved_model)], "a model already exists"),
+        (["fit", train, "--topics", "2", "--out", str(tmp_path / "m"), "--heldout",
+          str(bars_corpora["other"])], "different vocabulary"),
+    ]  # fmt: skip
+    for argv, message in cases:
+        assert main([*argv, "--sync"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("lsdask: error: ") and message in err, err
+        assert "Traceback" not in err
+    assert not (tmp_path / "m").exists()
+    with pytest.raises(SystemExit) as info:
+        main(["fit", train, "--topics", "2", "--out", "x", "--dense", "--sparsity", "2"])
+    assert info.value.code == 2
+    with pytest.raises(SystemExit):
+        main(["fit", train, "--topics", "2", "--out", "x", "--alpha", "-1"])
+    assert "positive number" in capsys.readouterr().err
+
+
+def test_fit_overwrite(bars_corpora: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "m"
+    argv = ["fit", str(bars_corpora["train"]), "--topics", "3", "--laps", "1", "--sparsity", "2",
+            "--out", str(out), "--sync"]  # fmt: skip
+    assert main(argv) == 0
+    assert main([*argv, "--overwrite", "--seed", "9"]) == 0
+    assert load_lda(out).random_state == 9
+
+
+def test_topics_command(saved_model: Path, bars_corpora: dict[str, Path], capsys) -> None:
+    assert main(["topics", str(saved_model), "--top", "4"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 10
+    assert lines[0].split()[0] == "0" and len(lines[0].split()) == 5
+    code = main(["topics", str(saved_model), "--top", "5", "--corpus", str(bars_corpora["train"])])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    lines = captured.out.strip().splitlines()
+    assert lines[0].split()[:2] == ["topic", "UMass"]
+    assert len(lines) == 12  # header, 10 topics, mean
+    scores = [float(line.split()[1]) for line in lines[1:11]]
+    assert all(s <= 0 for s in scores)
+    assert lines[-1].startswith("mean UMass coherence of 10 topics (top 5 words")
+    assert float(lines[-1].rsplit(" ", 1)[1]) == pytest.approx(np.mean(scores), abs=0.01)
+    report = topic_report(saved_model, n_top=5, corpus=bars_corpora["train"])
+    model = load_lda(saved_model)
+    np.testing.assert_allclose(
+        report["coherence"], model.coherence(read_all(bars_corpora["train"]), 5)
+    )
+
+
+def test_topics_errors(saved_model: Path, bars_corpora: dict[str, Path], tmp_path: Path, capsys):
+    assert main(["topics", str(tmp_path / "none")]) == 2
+    assert "lsdask: error: no LDA model at" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["topics", str(tmp_path / "empty")]) == 2
+    assert "params.json is missing" in capsys.readouterr().err
+    assert main(["topics", str(saved_model), "--corpus", str(bars_corpora["other"])]) == 2
+    assert "different vocabulary" in capsys.readouterr().err
+
+
+def test_transform_command(saved_model: Path, bars_corpora: dict[str, Path], tmp_path: Path,
+                           capsys) -> None:  # fmt: skip
+    out = tmp_path / "sub" / "weights.parquet"
+    code = main(["transform", str(saved_model), str(bars_corpora["heldout"]), "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "of 40 documents in 3 row groups" in captured.out
+    assert sorted(p.name for p in out.parent.iterdir()) == ["weights.parquet"]
+    f = pq.ParquetFile(out)
+    assert f.num_row_groups == 3  # one per corpus batch (15 + 15 + 10 documents)
+    table = f.read()
+    assert str(table.schema.field("doc_id").type) == "int64"
+    assert str(table.schema.field("topics").type) == "list<element: int32>"
+    assert str(table.schema.field("weights").type) == "list<element: float>"
+    np.testing.assert_array_equal(table.column("doc_id").to_numpy(), np.arange(1000, 1040))
+    topics = table.column("topics").to_pylist()
+    weights = table.column("weights").to_pylist()
+    for k, w in zip(topics, weights, strict=True):
+        assert len(k) == len(w) == 3 and len(set(k)) == 3
+        assert all(0 <= t < 10 for t in k)
+        assert sum(w) == pytest.approx(1.0, abs=1e-5)
+        assert w == sorted(w, reverse=True)
+    # the same weights as the model's transform of the whole corpus
+    expected = load_lda(saved_model).transform(read_all(bars_corpora["heldout"]))
+    for d, (k, w) in enumerate(zip(topics, weights, strict=True)):
+        row = expected[d]
+        got = np.zeros(10)
+        got[k] = w
+        np.testing.assert_allclose(got, row.toarray().ravel(), rtol=1e-6, atol=1e-7)
+
+
+def test_transform_errors(saved_model: Path, bars_corpora: dict[str, Path], tmp_path: Path,
+                          capsys) -> None:  # fmt: skip
+    out = tmp_path / "w.parquet"
+    argv = ["transform", str(saved_model), str(bars_corpora["heldout"]), "--out", str(out)]
+    assert main(argv) == 0
+    assert main(argv) == 2
+    assert "exists" in capsys.readouterr().err
+    assert main([*argv, "--overwrite"]) == 0
+    bad = ["transform", str(saved_model), str(bars_corpora["other"]), "--out", str(tmp_path / "x")]
+    assert main(bad) == 2
+    assert "different vocabulary" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.parquet"]
+
+
+def test_transform_corpus_on_a_model_in_memory(saved_model: Path, bars_corpora, tmp_path):
+    result = transform_corpus(load_lda(saved_model), bars_corpora["train"], tmp_path / "t.parquet")
+    assert result["n_docs"] == 200 and result["n_batches"] == 4 and result["L"] == 3
+
+
+def test_split_corpus(bars_corpora: dict[str, Path], tmp_path: Path) -> None:
+    train, held = split_corpus(bars_corpora["train"], tmp_path / "a", tmp_path / "b",
+                               heldout_fraction=0.25, random_state=1)  # fmt: skip
+    assert train.n_docs + held.n_docs == 200 and 25 <= held.n_docs <= 75
+    ids_a = read_all(train, return_doc_ids=True)[1]
+    ids_b = read_all(held, return_doc_ids=True)[1]
+    assert sorted([*ids_a, *ids_b]) == list(range(200))
+    again = split_corpus(bars_corpora["train"], tmp_path / "c", tmp_path / "d",
+                         heldout_fraction=0.25, random_state=1)  # fmt: skip
+    np.testing.assert_array_equal(read_all(again[1], return_doc_ids=True)[1], ids_b)
+    assert train.vocab == PIXELS
+    with pytest.raises(ValueError, match="heldout_fraction must be in"):
+        split_corpus(bars_corpora["train"], tmp_path / "e", tmp_path / "f", heldout_fraction=1)
+
+
+# ingest ------------------------------------------------------------------------
+
+TEXTS = [
+    "the cat sat on the mat with another cat",
+    "a dog chased the cat around the garden",
+    "dogs and cats play in the garden all day",
+    "the mat was red and the garden was green",
+]
+
+
+def _ingested(text: str) -> dict[str, str]:
+    return dict(line.split(": ", 1) for line in text.strip().splitlines())
+
+
+def test_ingest_text_folder(tmp_path: Path, capsys) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i, text in enumerate(TEXTS):
+        (folder / f"d{i}.txt").write_text(f"Subject: x{i}\n\n{text}", encoding="latin-1")
+    out = tmp_path / "corpus"
+    code = main(["ingest", "text", str(folder), "--out", str(out), "--min-df", "2",
+                 "--max-df", "1.0", "--docs-per-row-group", "3", "--strip-headers"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    info = _ingested(captured.out)
+    assert info["corpus"] == str(out)
+    assert info["documents"] == "4 (0 empty)" and info["batches"] == "2 row groups"
+    corpus = Corpus.open(out)
+    assert corpus.n_docs == 4 and "garden" in corpus.vocab and "subject" not in corpus.vocab
+    assert "sat" not in corpus.vocab  # in one document only: min_df 2
+
+
+def test_ingest_jsonl_table_with_imposed_vocab(tmp_path: Path, capsys) -> None:
+    jsonl = tmp_path / "docs.jsonl"
+    jsonl.write_text("".join(f'{{"title": "t{i}", "body": "{t}"}}\n' for i, t in enumerate(TEXTS)))
+    base = tmp_path / "base"
+    assert main(["ingest", "jsonl", str(jsonl), "--out", str(base), "--fields", "body",
+                 "--min-df", "1", "--max-df", "1.0"]) == 0  # fmt: skip
+    assert _ingested(capsys.readouterr().out)["documents"] == "4 (0 empty)"
+    csv = tmp_path / "docs.csv"
+    csv.write_text("id,text\n1,the cat and the zebra\n2,unknown words only\n")
+    out = tmp_path / "table"
+    assert main(["ingest", "table", str(csv), "--out", str(out), "--vocab", str(base)]) == 0
+    info = _ingested(capsys.readouterr().out)
+    assert info["documents"] == "2 (1 empty)"
+    assert info["vocabulary"] == f"{Corpus.open(base).vocab_size} words"
+    assert "dropped" in info
+    assert Corpus.open(out).vocab == Corpus.open(base).vocab
+    vocab_txt = tmp_path / "v.txt"
+    vocab_txt.write_text("cat\nzebra\n")
+    out2 = tmp_path / "table2"
+    assert main(["ingest", "table", str(csv), "--column", "text", "--out", str(out2),
+                 "--vocab", str(vocab_txt)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert Corpus.open(out2).vocab == ["cat", "zebra"]
+    assert Corpus.open(out2).n_tokens == 2
+
+
+def test_ingest_ldac_and_uci(tmp_path: Path, capsys) -> None:
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("alpha\nbeta\ngamma\n")
+    dat = tmp_path / "c.dat"
+    dat.write_text("2 0:3 2:1\n1 1:2\n3 0:1 1:1 2:1\n")
+    assert main(["ingest", "ldac", str(dat), str(vocab), "--out", str(tmp_path / "l")]) == 0
+    info = _ingested(capsys.readouterr().out)
+    assert info["documents"] == "3 (0 empty)" and info["tokens"] == "9"
+    docword = tmp_path / "docword.txt"
+    docword.write_text("3\n3\n4\n1 1 3\n1 3 1\n3 2 5\n3 3 1\n")
+    code = main(["ingest", "uci", str(docword), str(vocab), "--out", str(tmp_path / "u"),
+                 "--max-vocab", "2", "--min-df", "1", "--max-df", "1.0"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    info = _ingested(captured.out)
+    assert info["documents"] == "3 (1 empty)" and info["vocabulary"] == "2 words"
+
+
+def test_ingest_errors(tmp_path: Path, capsys) -> None:
+    assert main(["ingest", "ldac", str(tmp_path / "x.dat"), str(tmp_path / "v"),
+                 "--out", str(tmp_path / "o")]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.startswith("lsdask: error: ") and "x.dat" in err
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_text("hello world")
+    argv = ["ingest", "text", str(tmp_path / "d"), "--out", str(tmp_path / "o"),
+            "--vocab", str(tmp_path / "missing.txt")]  # fmt: skip
+    assert main(argv) == 2
+    assert "--vocab" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["ingest", "text", str(tmp_path / "d"), "--out", "o", "--min-df", "abc"])
+    assert "a document count (5) or a fraction (0.5)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["ingest", "ldac", "a.dat", "--out", "o"])  # the vocabulary file is missing
+
+
+# the bars LDA job and the corpus LDA pipeline ---------------------------------------
+
+
+def test_run_bars_demo_learns_bars(tmp_path: Path) -> None:
+    result = run_bars_demo(tmp_path, n_docs=600, n_laps=10, client="sync")
+    assert result["n_docs"] == 540 and result["n_heldout"] == 60
+    assert result["K"] == 10 and result["L"] == 4 and result["laps"] == 10
+    assert result["mean_l1"] < 0.15  # every bar found
+    assert sorted(result["match"].tolist()) == list(range(10))
+    assert math.isfinite(result["heldout_score"]) and result["heldout_score"] < 0
+    assert result["topics_plot"] == str(tmp_path / "topics.png")
+    assert_png(result["topics_plot"])
+    report = format_bars_report(result, title="bars")
+    assert "mean L1 distance" in report and "nats/token" in report
+
+
+def test_corpus_lda_pipeline(tmp_path: Path, capsys) -> None:
+    module = _load_pipeline("corpus_lda")
+    X, _ = make_bars_corpus(n_docs=120, doc_topic_prior=0.1, random_state=4)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "vocab.txt").write_text("".join(w + "\n" for w in PIXELS))
+    lines = []
+    for d in range(X.shape[0]):
+        row = X[d]
+        pairs = " ".join(f"{i}:{int(c)}" for i, c in zip(row.indices, row.data, strict=True))
+        lines.append(f"{row.nnz} {pairs}\n")
+    (data / "ap.dat").write_text("".join(lines))
+    code = module.main(
+        ["--data", str(data), "--work", str(tmp_path / "work"), "--topics", "6",
+         "--sparsity", "2", "--laps", "2", "--sync", "--docs-per-row-group", "40", "--top", "4"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "documents: 120 (0 empty)" in out
+    assert "heldout document completion:" in out
+    assert "mean UMass coherence of 6 topics (top 4 words" in out
+    for name in ("corpus", "train", "heldout"):
+        assert Corpus.open(tmp_path / "work" / name).vocab == PIXELS
+    assert load_lda(tmp_path / "work" / "model").n_components == 6
+    with pytest.raises(SystemExit) as info:
+        module.main(["--data", str(tmp_path / "none"), "--work", str(tmp_path / "w2"), "--sync"])
+    assert info.value.code == 2
+
+
 # the demo on a real LocalCluster ------------------------------------------------
 
 
 def test_demo_on_local_cluster(tmp_path: Path, capsys) -> None:
-    code = main(["demo", "--out", str(tmp_path), "--workers", "2", "--laps", "3"])
+    code = main(
+        ["demo", "--out", str(tmp_path), "--workers", "2", "--laps", "3", "--components", "10",
+         "--bars-laps", "8"]
+    )  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0, captured.err
     out = captured.out
@@ -289,6 +641,10 @@ def test_demo_on_local_cluster(tmp_path: Path, capsys) -> None:
     assert "heldout log-likelihood per patch, L=4 vs dense" in out
     assert "16,695 train patches" in out
     assert "heaviest 5 clusters" in out
-    for name in ("elbo.png", "clusters.png"):
+    assert "[2/2] LDA on the synthetic bars corpus" in out
+    assert "1,800 train documents" in out and "model: LDA, K=10, L=4" in out
+    assert "heldout document completion:" in out and "nats/token" in out
+    assert "learned vs true bars: mean L1 distance" in out
+    for name in ("elbo.png", "clusters.png", "topics.png"):
         assert str(tmp_path / name) in out
         assert_png(tmp_path / name)

@@ -8,7 +8,13 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from lsdask.plotting import _eigen_tiles, plot_covariance_eigenvectors, plot_elbo_trace
+from lsdask.plotting import (
+    _eigen_tiles,
+    plot_covariance_eigenvectors,
+    plot_elbo_trace,
+    plot_topic_images,
+)
+from lsdask.synthetic import bars_topics
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -114,3 +120,48 @@ def test_covariance_eigenvectors_rejects_nan(tmp_path: Path) -> None:
     cov = np.stack([np.eye(4), np.full((4, 4), np.nan)])
     with pytest.raises(ValueError, match="non-finite"):
         plot_covariance_eigenvectors(cov, [0.5, 0.5], tmp_path / "x.png", patch_size=2)
+
+
+# topics as images ------------------------------------------------------------
+
+
+def test_topic_images_png(tmp_path: Path, rng: np.random.Generator) -> None:
+    true = bars_topics(4)
+    learned = 5.0 * true[rng.permutation(8)] + rng.uniform(0, 0.1, size=true.shape)
+    out = plot_topic_images(true, learned, tmp_path / "sub" / "topics.png", 4, title="bars")
+    assert out == tmp_path / "sub" / "topics.png"
+    assert_png_with_content(out)
+    pixels = matplotlib.image.imread(out)
+    assert pixels.shape[1] > pixels.shape[0]  # one column per topic: wide
+
+
+def test_topic_images_fewer_or_more_learned_topics(tmp_path: Path) -> None:
+    true = bars_topics(3)
+    assert_png_with_content(plot_topic_images(true, true[:4], tmp_path / "few.png", 3))
+    more = np.vstack([true, np.ones((2, 9))])
+    assert_png_with_content(plot_topic_images(true, more, tmp_path / "more.png", 3))
+
+
+@pytest.mark.parametrize(
+    ("true_shape", "learned_shape", "side", "match"),
+    [
+        ((10, 25), (10, 24), 5, r"learned_topics must have shape \(K, 25\) for side=5.*\(10, 24\)"),
+        ((10, 16), (10, 16), 5, r"true_topics must have shape \(K, 25\).*got \(10, 16\)"),
+        ((25,), (10, 25), 5, r"true_topics must have shape \(K, 25\).*got \(25,\)"),
+        ((0, 25), (10, 25), 5, r"true_topics must have shape \(K, 25\).*got \(0, 25\)"),
+        ((10, 25), (10, 25), 0, "side must be a positive integer"),
+        ((10, 25), (10, 25), 5.0, "side must be a positive integer"),
+    ],
+)
+def test_topic_images_shape_errors(
+    tmp_path: Path, true_shape, learned_shape, side, match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        plot_topic_images(np.ones(true_shape), np.ones(learned_shape), tmp_path / "x.png", side)
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_topic_images_rejects_negative_topics(tmp_path: Path) -> None:
+    learned = -bars_topics(2)
+    with pytest.raises(ValueError, match="learned_topics must hold finite, non-negative"):
+        plot_topic_images(bars_topics(2), learned, tmp_path / "x.png", 2)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import scipy.sparse as sp
 
 from lsdask.jobs.cluster import dask_client
@@ -46,20 +47,14 @@ __all__ = [
 ]
 
 
-def _weights_schema() -> Any:
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            pa.field("doc_id", pa.int64()),
-            pa.field("topics", pa.list_(pa.int32())),
-            pa.field("weights", pa.list_(pa.float32())),
-        ]
-    )
-
-
 #: Schema of the Parquet file written by :func:`transform_corpus`.
-WEIGHTS_SCHEMA = _weights_schema()
+WEIGHTS_SCHEMA = pa.schema(
+    [
+        pa.field("doc_id", pa.int64()),
+        pa.field("topics", pa.list_(pa.int32())),
+        pa.field("weights", pa.list_(pa.float32())),
+    ]
+)
 
 
 def _open_corpus(corpus: Any, what: str) -> Any:
@@ -365,10 +360,8 @@ def format_topics(result: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- transform
 
 
-def _weights_table(doc_ids: np.ndarray, weights: sp.csr_matrix) -> Any:
+def _weights_table(doc_ids: np.ndarray, weights: sp.csr_matrix) -> pa.Table:
     """Arrow table of one batch: each row's topics ordered by decreasing weight."""
-    import pyarrow as pa
-
     W = sp.csr_matrix(weights)
     rows = np.repeat(np.arange(W.shape[0]), np.diff(W.indptr))
     order = np.lexsort((W.indices, -W.data, rows))  # by row, then weight desc, then topic

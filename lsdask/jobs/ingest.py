@@ -1,0 +1,153 @@
+"""The ingest job: raw text or bag-of-words files -> a Parquet corpus.
+
+:func:`run_ingest` dispatches ``lsdask ingest text|jsonl|table|ldac|uci`` to
+the functions of :mod:`lsdask.io.ingest`, turning the command line's
+strings into their arguments (``--min-df 5`` is a count, ``--min-df 0.01`` a
+fraction; ``--vocab`` is a corpus directory or a ``vocab.txt``);
+:func:`format_ingest_summary` is the text of the returned summary.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["INGEST_KINDS", "format_ingest_summary", "read_vocab_arg", "run_ingest"]
+
+#: ``lsdask ingest`` subcommands and the names of their positional inputs.
+INGEST_KINDS: dict[str, tuple[str, ...]] = {
+    "text": ("path_or_tar",),
+    "jsonl": ("path",),
+    "table": ("path",),
+    "ldac": ("dat_path", "vocab_path"),
+    "uci": ("docword_path", "vocab_path"),
+}
+
+
+def read_vocab_arg(vocab: str | os.PathLike[str] | None) -> Any:
+    """The ``vocab=`` argument of the ingest functions from a path.
+
+    Parameters
+    ----------
+    vocab : str, os.PathLike or None
+        A corpus directory (passed on as it is: the ingest functions open
+        it) or a text file of one word per line (UTF-8; read into a list;
+        blank lines are an error).
+
+    Returns
+    -------
+    None, the path of a corpus, or a list of words.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the path does not exist.
+    ValueError
+        If the file is empty or has blank lines.
+    """
+    if vocab is None:
+        return None
+    path = Path(vocab)
+    if not path.exists():
+        raise FileNotFoundError(f"--vocab: {str(path)!r} does not exist")
+    if path.is_dir():
+        return str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"--vocab: {str(path)!r} is not UTF-8 text: {exc}") from exc
+    words = text.splitlines()
+    if not words:
+        raise ValueError(f"--vocab: {str(path)!r} is empty; expected one word per line")
+    blank = next((i for i, w in enumerate(words) if not w.strip()), None)
+    if blank is not None:
+        raise ValueError(
+            f"--vocab: {str(path)!r} line {blank + 1} is blank; expected one word per line"
+        )
+    return words
+
+
+def run_ingest(
+    kind: str,
+    inputs: list[str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str],
+    *,
+    options: Mapping[str, Any] | None = None,
+    vocab: str | os.PathLike[str] | None = None,
+    progress: bool | None = None,
+) -> dict[str, Any]:
+    """Ingest ``inputs`` into the corpus ``out_dir`` with the ``kind`` function.
+
+    Parameters
+    ----------
+    kind : {"text", "jsonl", "table", "ldac", "uci"}
+        :func:`~lsdask.io.ingest.ingest_text_folder`,
+        :func:`~lsdask.io.ingest.ingest_jsonl`,
+        :func:`~lsdask.io.ingest.ingest_table`,
+        :func:`~lsdask.io.ingest.import_ldac` or
+        :func:`~lsdask.io.ingest.import_uci`.
+    inputs : list of paths
+        The positional inputs of that function (:data:`INGEST_KINDS`).
+    out_dir : str or os.PathLike
+        The corpus directory to write.
+    options : mapping, optional
+        Keyword arguments of that function (e.g. ``min_df``, ``subset``,
+        ``text_fields``); None values are left out, so the function's
+        defaults apply.
+    vocab : str, os.PathLike or None
+        An existing corpus or ``vocab.txt`` whose vocabulary is imposed
+        (:func:`read_vocab_arg`).
+    progress : bool or None, default None
+        Progress bars (None: only on a terminal).
+
+    Returns
+    -------
+    dict
+        The ingest function's summary (``path``, ``n_docs``, ``n_tokens``,
+        ``vocab_size``, ``n_batches``, ``n_empty_docs``, ``oov_tokens``,
+        ``oov_types``).
+    """
+    from lsdask.io import ingest
+
+    functions = {
+        "text": ingest.ingest_text_folder,
+        "jsonl": ingest.ingest_jsonl,
+        "table": ingest.ingest_table,
+        "ldac": ingest.import_ldac,
+        "uci": ingest.import_uci,
+    }
+    if kind not in functions:
+        raise ValueError(f"unknown ingest kind {kind!r}; expected one of {sorted(functions)}")
+    if len(inputs) != len(INGEST_KINDS[kind]):
+        raise ValueError(
+            f"ingest {kind} takes {len(INGEST_KINDS[kind])} input(s) "
+            f"({', '.join(INGEST_KINDS[kind])}); got {len(inputs)}"
+        )
+    kwargs = {k: v for k, v in (options or {}).items() if v is not None}
+    imposed = read_vocab_arg(vocab)
+    if imposed is not None:
+        kwargs["vocab"] = imposed
+    logger.info("ingest %s %s -> %s", kind, [str(p) for p in inputs], out_dir)
+    return functions[kind](*inputs, out_dir, progress=progress, **kwargs)
+
+
+def format_ingest_summary(summary: Mapping[str, Any]) -> str:
+    """Readable lines of an ingest summary."""
+    lines = [
+        f"corpus: {summary['path']}",
+        f"documents: {summary['n_docs']:,} ({summary['n_empty_docs']:,} empty)",
+        f"tokens: {summary['n_tokens']:,}",
+        f"vocabulary: {summary['vocab_size']:,} words",
+        f"batches: {summary['n_batches']:,} row groups",
+    ]
+    if summary.get("oov_tokens"):
+        lines.append(
+            f"dropped: {summary['oov_tokens']:,} tokens of {summary['oov_types']:,} word types "
+            "outside the vocabulary"
+        )
+    return "\n".join(lines)
