@@ -32,6 +32,7 @@ from typing import Any
 
 from lsdask.jobs.cluster import DEFAULT_WORKERS, describe_client
 from lsdask.jobs.patch_gmm import PATCH_ALPHA
+from lsdask.learn.state import FitInterrupted
 
 logger = logging.getLogger(__name__)
 
@@ -279,6 +280,16 @@ def _add_fit(sub: Any) -> None:
     fit.add_argument("--heldout", type=Path, metavar="CORPUS", help="heldout corpus to score")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     fit.add_argument("--overwrite", action="store_true", help="replace an existing MODEL_DIR")
+    checkpoints = fit.add_mutually_exclusive_group()
+    checkpoints.add_argument(
+        "--checkpoint", type=Path, metavar="DIR",
+        help="write a checkpoint to DIR after every lap and on Ctrl-C/SIGTERM",
+    )  # fmt: skip
+    checkpoints.add_argument(
+        "--resume", type=Path, metavar="DIR",
+        help="continue the checkpoint in DIR (a fresh start if it holds none); a finished "
+        "run gets --laps more laps over the corpus as it is now",
+    )  # fmt: skip
     _add_execution(fit, scheduler=True)
     _add_verbose(fit, argparse.SUPPRESS)
 
@@ -445,9 +456,11 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         random_state=args.seed,
         client=client,
         n_workers=n_workers,
-        overwrite=args.overwrite,
+        overwrite=args.overwrite or args.resume is not None,
         verbose=args.verbose,
         progress=None,
+        checkpoint_dir=args.resume or args.checkpoint,
+        resume=args.resume is not None,
     )
     print(format_fit_report(result, title=f"lsdask fit {args.corpus}"))
     return 0
@@ -503,6 +516,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"lsdask: error: {err}", file=sys.stderr)
         return 2
+    except FitInterrupted as stop:
+        print(
+            f"lsdask: stopped; checkpoint written to {stop.checkpoint}. "
+            "Continue with the same command and --resume DIR.",
+            file=sys.stderr,
+        )
+        return 130
     except KeyboardInterrupt:
         print("lsdask: interrupted", file=sys.stderr)
         return 130

@@ -73,8 +73,9 @@ def plot_elbo_trace(
     *,
     title: str | None = None,
     ylabel: str = "ELBO",
+    xlabel: str = "laps (passes through the training data)",
 ) -> Path:
-    """Plot objective traces of one or more runs against laps and save a PNG.
+    """Plot objective traces of one or more runs against laps (or time) and save a PNG.
 
     Parameters
     ----------
@@ -120,7 +121,7 @@ def plot_elbo_trace(
             marker="." if laps.size <= 60 else None,
             label=label,
         )
-    ax.set_xlabel("laps (passes through the training data)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)

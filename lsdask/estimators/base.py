@@ -132,7 +132,7 @@ class MixtureEstimatorBase(VariationalEstimator):
         """Expose the observation posterior as fitted attributes."""
 
     # fitting -----------------------------------------------------------------
-    def fit(self, X: Any, y: Any = None) -> MixtureEstimatorBase:
+    def fit(self, X: Any, y: Any = None, *, callback: Any = None) -> MixtureEstimatorBase:
         """Learn the mixture from X.
 
         Parameters
@@ -140,6 +140,9 @@ class MixtureEstimatorBase(VariationalEstimator):
         X : Zarr array or path to one, dask array, numpy array (n, D)
             (or, for count models, a scipy sparse matrix).
         y : ignored
+        callback : callable or None
+            Called after every lap with the run's
+            :class:`lsdask.learn.base.LearnResult` so far (globals, traces).
 
         Returns
         -------
@@ -157,7 +160,12 @@ class MixtureEstimatorBase(VariationalEstimator):
             observation = observation.with_data_defaults(sample)
             model = MixtureModel(observation, self.n_components, float(self.alpha))
         result = self._learn(
-            model, source, lambda r: initial_stats(model, sample, self.init, r), rng, resumed
+            model,
+            source,
+            lambda r: initial_stats(model, sample, self.init, r),
+            rng,
+            resumed,
+            callback,
         )
         self.model_ = model
         self.posterior_ = result.globals

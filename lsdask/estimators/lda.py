@@ -156,9 +156,13 @@ class LDA(VariationalEstimator):
         )
 
     # -- fitting ----------------------------------------------------------------
-    def fit(self, X: Any, y: Any = None) -> LDA:
+    def fit(self, X: Any, y: Any = None, *, callback: Any = None) -> LDA:
         """Learn topics from a Parquet corpus (path or Corpus), a scipy sparse
-        matrix or a dense array of word counts (documents x vocabulary)."""
+        matrix or a dense array of word counts (documents x vocabulary).
+
+        ``callback``, if given, is called after every lap with the run's
+        :class:`lsdask.learn.base.LearnResult` so far (e.g. to score heldout
+        documents with ``result.globals.topics``)."""
         self._check_params()
         rng = np.random.default_rng(self.random_state)
         source, vocab = self._source(X)
@@ -171,7 +175,12 @@ class LDA(VariationalEstimator):
                 source.sample(config.INIT_SAMPLE_ROWS, rng, check=model.check_data)
             )
         result = self._learn(
-            model, source, lambda r: self._initial_stats(model, sample, r), rng, resumed
+            model,
+            source,
+            lambda r: self._initial_stats(model, sample, r),
+            rng,
+            resumed,
+            callback,
         )
         self._set_fitted(model, result.globals, result.stats, vocab)
         return self

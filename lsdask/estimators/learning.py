@@ -80,6 +80,7 @@ class VariationalEstimator(BaseEstimator):
         initial_stats: Callable[[np.random.Generator], SuffStats],
         rng: np.random.Generator,
         resumed: dict[str, Any] | None = None,
+        callback: Callable[[LearnResult], None] | None = None,
     ) -> LearnResult:
         """Run the chosen algorithm ``n_init`` times; keep the best final ELBO.
 
@@ -105,7 +106,7 @@ class VariationalEstimator(BaseEstimator):
                     init_stats = resumed["init_stats"]
                 else:
                     init_stats = initial_stats(rng)
-                run = self._run_once(model, source, init_stats, rng, executor, resumed)
+                run = self._run_once(model, source, init_stats, rng, executor, resumed, callback)
                 logger.info("initialization %d: final ELBO %.6e", attempt, run.elbo_trace[-1])
                 if best is None or run.elbo_trace[-1] > best.elbo_trace[-1]:
                     best = run
@@ -121,11 +122,13 @@ class VariationalEstimator(BaseEstimator):
         self.n_features_in_ = source.n_features
         return best
 
-    def _run_once(self, model, source, init_stats, rng, executor, resumed) -> LearnResult:
+    def _run_once(
+        self, model, source, init_stats, rng, executor, resumed, callback=None
+    ) -> LearnResult:
         glob = None if init_stats is None else model.global_step(init_stats)
         if self.checkpoint_dir is None:
             learner = self._learner(model, source.n_rows, init_stats)
-            return learner.run(model, executor, source.batches, glob, rng, self.sparsity)
+            return learner.run(model, executor, source.batches, glob, rng, self.sparsity, callback)
         learner = MemoizedVI(self.n_laps, self.tol, self.batches_per_update, progress=self.progress)
         state = None if resumed is None else resumed["state"]
         if state is not None and (state.converged or state.lap >= self.n_laps):
@@ -135,7 +138,7 @@ class VariationalEstimator(BaseEstimator):
         memo, write = checkpointing(self, model, source.batches, resumed)
         with stop_on_signals(True) as stop_requested:
             return learner.run(
-                model, executor, source.batches, glob, rng, self.sparsity, memo=memo,
+                model, executor, source.batches, glob, rng, self.sparsity, callback, memo=memo,
                 state=state, init_stats=init_stats, checkpoint=write,
                 stop_requested=stop_requested,
             )  # fmt: skip

@@ -113,6 +113,8 @@ def fit_corpus_lda(
     n_show_topics: int = 10,
     verbose: bool = False,
     progress: bool | None = False,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Fit LDA on a Parquet corpus, score heldout documents, save the model.
 
@@ -150,6 +152,13 @@ def fit_corpus_lda(
         Log one line per lap.
     progress : bool or None, default False
         Progress bar per lap (None: only on a terminal).
+    checkpoint_dir : path or None
+        Checkpoint every lap (and on SIGINT/SIGTERM) in this folder
+        (memoized VI; see :class:`lsdask.LDA`).
+    resume : bool
+        Continue the latest checkpoint in ``checkpoint_dir``: an unfinished
+        run to ``n_laps`` laps, a finished one for ``n_laps`` more laps over
+        the corpus as it is now (new Parquet files in, removed ones out).
 
     Returns
     -------
@@ -193,17 +202,23 @@ def fit_corpus_lda(
         n_workers=n_workers,
         verbose=1 if verbose else 0,
         progress=progress,
+        checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
+        resume=resume,
     )
     model._check_params()  # fail before starting a cluster
     logger.info(
         "fitting LDA K=%d, L=%s (%s) on %s: %d documents, %d batches",
         n_components, sparsity, algorithm, train.path, train.n_docs, len(train.batches),
     )  # fmt: skip
+    trace = HeldoutTrace(held, alpha) if held is not None and held.n_docs else None
     with dask_client(client, n_workers) as shared:
+        link = getattr(shared, "dashboard_link", None)
+        if link:
+            logger.warning("Dask dashboard: %s", link)
         model.set_params(client=shared)
         start = time.perf_counter()
         try:
-            model.fit(train)
+            model.fit(train, callback=trace)
         finally:
             model.set_params(client=client)
         seconds = time.perf_counter() - start
@@ -228,7 +243,9 @@ def fit_corpus_lda(
         "top_words": model.top_words(n_top_words)[:n_show_topics],
         "model_dir": None,
         "elbo_plot": None,
+        "time_plots": [],
         "model": model,
+        "dashboard": None if client == "sync" else link,
     }
     logger.info(
         "LDA: %d laps in %.1f s, final ELBO %.6g, heldout %s",
@@ -246,7 +263,57 @@ def fit_corpus_lda(
                 ylabel="ELBO per training token",
             )
         )
+        title = f"LDA K={n_components}, {label}, {algorithm}"
+        result["time_plots"].append(
+            str(
+                plot_elbo_trace(
+                    {label: (model.time_trace_, model.elbo_trace_ / n_tokens)},
+                    Path(out_dir) / "elbo_time.png",
+                    title=title,
+                    ylabel="ELBO per training token",
+                    xlabel="seconds",
+                )
+            )
+        )
+        if trace is not None and trace.seconds:
+            result["time_plots"].append(
+                str(
+                    plot_elbo_trace(
+                        {label: (np.asarray(trace.seconds), np.asarray(trace.scores))},
+                        Path(out_dir) / "heldout_time.png",
+                        title=title,
+                        ylabel="heldout log-likelihood per token",
+                        xlabel="seconds",
+                    )
+                )
+            )
     return result
+
+
+class HeldoutTrace:
+    """A per-lap callback: heldout document completion against the current topics.
+
+    The 80/20 split of the heldout documents is drawn once, so every lap is
+    scored on the same words; ``seconds`` are the fit's own clock (scoring
+    time excluded).
+    """
+
+    def __init__(self, heldout: Any, alpha: float, random_state: int = 0) -> None:
+        from lsdask.evaluate import split_documents
+        from lsdask.io.corpus import read_all
+
+        self.alpha = alpha
+        self.A, self.B = split_documents(read_all(heldout), 0.8, random_state)
+        self.seconds: list[float] = []
+        self.scores: list[float] = []
+
+    def __call__(self, result: Any) -> None:
+        from lsdask.evaluate import document_completion
+
+        score = document_completion(self.A, self.B, result.globals.topics, self.alpha)
+        self.seconds.append(float(result.time_trace[-1]))
+        self.scores.append(score)
+        logger.info("lap %d: heldout %.4f nats/token", result.n_laps, score)
 
 
 def format_fit_report(result: dict[str, Any], *, title: str | None = None) -> str:
@@ -281,6 +348,10 @@ def format_fit_report(result: dict[str, Any], *, title: str | None = None) -> st
         lines.append(f"model: {result['model_dir']}")
     if result.get("elbo_plot"):
         lines.append(f"picture: {result['elbo_plot']}")
+    for path in result.get("time_plots") or []:
+        lines.append(f"picture: {path}")
+    if result.get("dashboard"):
+        lines.append(f"Dask dashboard (while it ran): {result['dashboard']}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,53 @@
+"""`lsdask fit --checkpoint/--resume` as a user runs it: a real process,
+stopped with SIGTERM, then resumed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from lsdask.checkpoint import CheckpointDir
+from lsdask.io.corpus import Corpus
+
+
+def _corpus(path, rng, n_docs=3000, V=300):
+    X = sp.random(n_docs, V, density=0.08, random_state=rng, format="csr")
+    X.data = np.ceil(X.data * 5)
+    Corpus.write(path, X, [f"w{i}" for i in range(V)], docs_per_row_group=100)
+
+
+def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path):
+    rng = np.random.default_rng(0)
+    _corpus(tmp_path / "c", rng)
+    ckpt = tmp_path / "ckpt"
+    command = [
+        sys.executable, "-m", "lsdask", "fit", str(tmp_path / "c"), "--topics", "40",
+        "--out", str(tmp_path / "model"), "--sync", "--dense",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [*command, "--laps", "200", "--checkpoint", str(ckpt)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env,
+    )  # fmt: skip
+    deadline = time.time() + 120
+    while time.time() < deadline and not (ckpt / "LATEST").exists() and proc.poll() is None:
+        time.sleep(0.2)
+    assert (ckpt / "LATEST").exists(), "no checkpoint appeared"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "stopped; checkpoint written to" in err and "Traceback" not in err
+    state = CheckpointDir(ckpt).read()["state"]
+    assert 1 <= state.lap < 200
+    done = subprocess.run(
+        [*command, "--laps", str(state.lap + 1), "--resume", str(ckpt)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"laps: {state.lap + 1}" in done.stdout
