@@ -32,15 +32,15 @@ def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path):
     ]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [*command, "--laps", "200", "--checkpoint", str(ckpt)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=env,
+        [*command, "--laps", "200", "--checkpoint", str(ckpt)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     deadline = time.time() + 120
     while time.time() < deadline and not (ckpt / "LATEST").exists() and proc.poll() is None:
         time.sleep(0.2)
     assert (ckpt / "LATEST").exists(), "no checkpoint appeared"
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "stopped; checkpoint written to" in err and "Traceback" not in err
     state = CheckpointDir(ckpt).read()["state"]
