@@ -80,8 +80,15 @@ class DaskExecutor:
         return self.client.scatter(obj, broadcast=True, hash=False)
 
     def map(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> list:
-        futures = [self.client.submit(fn, h, shared, pure=False) for h in handles]
-        return self.client.gather(futures)
+        return self.collect(self.submit(fn, handles, shared))
+
+    def submit(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> list:
+        """Start one task per handle; returns the futures (see :meth:`collect`)."""
+        return [self.client.submit(fn, h, shared, pure=False) for h in handles]
+
+    def collect(self, pending: list) -> list:
+        """The results of :meth:`submit`'s tasks, in order (the futures are released)."""
+        return self.client.gather(pending)
 
     def map_sum(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any:
         """Map, then add results pairwise on the workers; one result is gathered."""

@@ -6,7 +6,9 @@ The algorithms see only three verbs:
   where tasks run; returns one handle per batch;
 - ``broadcast(obj)``: once per global update, make the globals available;
 - ``map(fn, handles, shared)``: run ``fn(batch, shared)`` for each handle and
-  return the results in order;
+  return the results in order; ``submit`` and ``collect`` are the same in
+  two halves, so the driver can work (write memo, compute the ELBO) while
+  the workers run the next wave;
 - ``map_sum(fn, handles, shared)``: the same, summed in a binary tree
   (pairs of neighbours, then pairs of pairs), so only one result reaches the
   driver. Every executor pairs results the same way, so sums are identical.
@@ -44,6 +46,10 @@ class Executor(Protocol):
 
     def map(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> list: ...
 
+    def submit(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any: ...
+
+    def collect(self, pending: Any) -> list: ...
+
     def map_sum(
         self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any
     ) -> Any: ...
@@ -64,6 +70,12 @@ class SerialExecutor:
 
     def map(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> list:
         return [fn(h, shared) for h in handles]
+
+    def submit(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any:
+        return self.map(fn, handles, shared)
+
+    def collect(self, pending: Any) -> list:
+        return pending
 
     def map_sum(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any:
         return tree_sum(self.map(fn, handles, shared))

@@ -218,7 +218,9 @@ class LDA(VariationalEstimator):
         try:
             handles = executor.register(source.batches)
             fresh = executor.map(
-                LocalStepTask(model, self.sparsity), handles, executor.broadcast(glob)
+                LocalStepTask(model, self.sparsity),
+                handles,
+                executor.broadcast(model.for_local_step(glob)),
             )
         finally:
             if executor is not self.client:

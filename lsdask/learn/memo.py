@@ -104,7 +104,7 @@ class MemoizedVI:
         if state.rng_state is not None:
             rng.bit_generator.state = state.rng_state
         filling = not any(memo.has(b) for b in range(B)) or state.lap == 0
-        total = sum_stats(list(memo.values())) if not filling else model.empty_stats()
+        total = sum_stats(memo.values()) if not filling else model.empty_stats()
         if not filling:
             glob = model.global_step(total)
         elif init_stats is not None:
@@ -142,23 +142,34 @@ class MemoizedVI:
             bar = progress_bar(B, f"lap {lap}", self.progress)
             bar.update(start)
             lap_start = time.perf_counter()
-            shared = executor.broadcast(glob)
+            shared = executor.broadcast(model.for_local_step(glob))
             position = start
-            for wave in waves(order[start:], P):
-                fresh = executor.map(task, [handles[b] for b in wave], shared)
-                for b, stats in zip(wave, fresh, strict=True):
-                    if not filling:
+            lap_waves = list(waves(order[start:], P))
+            pending = None
+            if lap_waves:
+                pending = executor.submit(task, [handles[b] for b in lap_waves[0]], shared)
+            for i, wave in enumerate(lap_waves):
+                fresh = executor.collect(pending)
+                if not filling:
+                    for b, stats in zip(wave, fresh, strict=True):
                         old = memo.get(b)
                         total = total + stats if old is None else total - old + stats
-                    memo.put(b, stats)
+                    glob = model.global_step(total)
+                    shared = executor.broadcast(model.for_local_step(glob))
                 position += len(wave)
+                stopping = stop_requested is not None and stop_requested() and position < B
+                if i + 1 < len(lap_waves) and not stopping:
+                    # the workers start the next wave while the driver writes the
+                    # memo and evaluates the ELBO
+                    nxt = [handles[b] for b in lap_waves[i + 1]]
+                    pending = executor.submit(task, nxt, shared)
+                for b, stats in zip(wave, fresh, strict=True):
+                    memo.put(b, stats)
                 bar.update(len(wave))
                 if not filling:
-                    glob = model.global_step(total)
                     elbo = finite_or_raise(model.elbo(total, glob), "ELBO")
                     record(elbo, lap - 1 + position / B)
-                    shared = executor.broadcast(glob)
-                if stop_requested is not None and stop_requested() and position < B:
+                if stopping:
                     bar.close()
                     path = None
                     if checkpoint is not None:
@@ -168,7 +179,7 @@ class MemoizedVI:
                         )  # fmt: skip
                     raise FitInterrupted(path)
             bar.close()
-            total = sum_stats(list(memo.values()))  # re-anchor: exact sum of the memo
+            total = sum_stats(memo.values())  # re-anchor: exact sum of the memo
             glob = model.global_step(total)
             lap_elbos.append(finite_or_raise(model.elbo(total, glob), "ELBO"))
             if filling:

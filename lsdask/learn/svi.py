@@ -75,7 +75,7 @@ class StochasticVI:
         for lap in range(1, self.n_laps + 1):
             bar = progress_bar(B, f"lap {lap}", self.progress)
             for wave in waves(rng.permutation(B), P):
-                shared = executor.broadcast(glob)
+                shared = executor.broadcast(model.for_local_step(glob))
                 batch = executor.map_sum(task, [handles[b] for b in wave], shared)
                 n_batch = model.row_count(batch)
                 scale = self.n_total_rows / n_batch if self.n_total_rows else B / len(wave)

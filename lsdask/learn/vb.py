@@ -46,7 +46,7 @@ class FullBatchVB:
         result = LearnResult(glob, model.empty_stats())
         trace = Trace(result, len(handles))
         for lap in range(1, self.n_laps + 1):
-            total = executor.map_sum(task, handles, executor.broadcast(glob))
+            total = executor.map_sum(task, handles, executor.broadcast(model.for_local_step(glob)))
             glob = model.global_step(total)
             elbo = finite_or_raise(model.elbo(total, glob), "ELBO")
             trace.record(elbo, len(handles))

@@ -33,7 +33,7 @@ from lsdask.models.stats import ColumnBlock, SuffStats, as_dense
 class TopicGlobals:
     """``q(phi) = Dir(lambda)`` and its expected log, transposed for row gathers."""
 
-    lam: np.ndarray  # (K, V)
+    lam: np.ndarray | None  # (K, V); None in the copy sent to workers
     E_log_phi_t: np.ndarray  # (V, K)
 
     @property
@@ -132,6 +132,10 @@ class LDAModel:
             N=np.zeros(K),
             n_docs=np.zeros(1),
         )
+
+    def for_local_step(self, glob: TopicGlobals) -> TopicGlobals:
+        """What the workers need: E[log phi] only (half the bytes of the globals)."""
+        return TopicGlobals(None, glob.E_log_phi_t)
 
     def row_count(self, stats: SuffStats) -> float:
         """Documents summarized in the statistics."""

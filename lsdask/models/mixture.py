@@ -108,6 +108,10 @@ class MixtureModel:
         K = self.n_components
         return SuffStats(N=np.zeros(K), H=np.zeros(K), **self.observation.empty_stats(K))
 
+    def for_local_step(self, glob: MixtureGlobals) -> MixtureGlobals:
+        """What the workers need for the local step (here: all of it)."""
+        return glob
+
     def row_count(self, stats: SuffStats) -> float:
         """Observations summarized in the statistics (responsibilities sum to one)."""
         return float(stats["N"].sum())
