@@ -495,3 +495,20 @@ def test_batch_without_vocab_size_checks_only_negative_ids(small_corpus):
     b = small_corpus.batches[0]
     loose = CorpusBatch(b.path, b.file, b.row_group, b.n_docs, b.n_tokens)
     assert loose.load().n_docs == 3
+
+
+def test_append_after_removing_a_file_keeps_doc_ids_unique(tmp_path):
+    import os
+
+    import scipy.sparse as sp
+
+    from lsdask.io.corpus import Corpus, read_all
+
+    X = sp.csr_matrix(np.arange(1, 25, dtype=float).reshape(6, 4))
+    Corpus.write(tmp_path / "c", X, list("abcd"), docs_per_row_group=2, docs_per_file=2)
+    first = sorted((tmp_path / "c" / "parts").glob("*.parquet"))[0]
+    os.remove(first)
+    corpus = Corpus.open(tmp_path / "c", rescan=True)
+    corpus.append(X[:2])
+    _, ids = read_all(Corpus.open(tmp_path / "c"), return_doc_ids=True)
+    assert sorted(ids.tolist()) == [2, 3, 4, 5, 6, 7]

@@ -1171,7 +1171,8 @@ class Corpus:
         ----------
         docs : iterable of (doc_id, word_ids, counts), or scipy sparse matrix
             As in :meth:`write`, over this corpus's vocabulary; rows of a
-            sparse matrix get ``doc_id = n_docs + i``.
+            sparse matrix get ``doc_id = m + 1 + i`` where m is the largest doc_id
+            in the corpus (so ids stay unique after files were removed).
         file_name : str, optional
             Name of the new file in ``parts/`` (must end in ``.parquet``);
             default the next free ``part-NNNNN.parquet``.
@@ -1197,7 +1198,7 @@ class Corpus:
         tmp = root / PARTS_DIR / tmp_name
         rows = int(manifest.get("docs_per_row_group", DEFAULT_DOCS_PER_ROW_GROUP))
         try:
-            groups = _doc_groups(docs, self.vocab_size, rows, int(manifest.get("n_docs", 0)))
+            groups = _doc_groups(docs, self.vocab_size, rows, _next_doc_id(root, manifest))
             entries = _write_groups(groups, root / PARTS_DIR, lambda i: tmp_name, None)
             if not entries:
                 logger.info("append to corpus %s: no documents, nothing written", root)
@@ -1229,6 +1230,24 @@ class Corpus:
             len(entries),
         )
         return self._batches[-len(entries) :]
+
+
+def _next_doc_id(root: Path, manifest: dict[str, Any]) -> int:
+    """One more than the largest doc_id of the listed files (0 for an empty corpus),
+    from the Parquet row-group statistics where present, else the column itself."""
+    largest = -1
+    for file in sorted({b["file"] for b in manifest["batches"]}):
+        meta = pq.ParquetFile(root / file).metadata
+        col = meta.schema.to_arrow_schema().get_field_index("doc_id")
+        for rg in range(meta.num_row_groups):
+            stats = meta.row_group(rg).column(col).statistics
+            if stats is not None and stats.has_min_max:
+                largest = max(largest, int(stats.max))
+            else:
+                ids = pq.read_table(root / file, columns=["doc_id"]).column(0).to_numpy()
+                largest = max(largest, int(ids.max()) if ids.size else -1)
+                break
+    return largest + 1
 
 
 def _write_vocab(path: Path, words: list[str]) -> None:
