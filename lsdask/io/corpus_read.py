@@ -1,0 +1,278 @@
+"""Reading corpus metadata: the manifest, the vocabulary, and rescanning ``parts/``.
+
+Part of the Parquet corpus store (:mod:`lsdask.io.corpus`): reading and
+checking ``manifest.json`` and ``vocab.txt``, listing the Parquet files of a
+corpus, rebuilding the batch list from their footers (``rescan``) and
+checking that the files the manifest lists are present, and finding the next
+free doc_id and part-file name for an append.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lsdask.io.corpus_batch import COLUMNS, _single_array
+from lsdask.io.corpus_write import (
+    FORMAT,
+    MANIFEST_NAME,
+    PARTS_DIR,
+    VERSION,
+    VOCAB_NAME,
+    _as_number,
+    _now,
+    _write_json_atomic,
+)
+from lsdask.io.sources import DataError
+
+# the records keep the name of the public module, lsdask.io.corpus
+logger = logging.getLogger("lsdask.io.corpus")
+
+
+_PART_NAME = re.compile(r"^part-(\d+)\.parquet$")
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _read_vocab(path: Path, corpus: Path) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise DataError(
+            f"corpus {corpus}: {VOCAB_NAME} is missing; a corpus needs its vocabulary "
+            "(one word per line). Re-run the ingestion."
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise DataError(f"corpus {corpus}: {VOCAB_NAME} is not valid UTF-8 ({exc})") from exc
+    words = text.split("\n")
+    if words and words[-1] == "":
+        words.pop()
+    return [w[:-1] if w.endswith("\r") else w for w in words]
+
+
+def _read_manifest(root: Path) -> dict[str, Any]:
+    path = root / MANIFEST_NAME
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except FileNotFoundError as exc:
+        raise DataError(
+            f"{root}: not an lsdask corpus (no {MANIFEST_NAME}). Make a corpus with "
+            "lsdask.io.ingest or Corpus.write."
+        ) from exc
+    except ValueError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc}); the manifest is corrupt") from exc
+    _check_manifest(manifest, path)
+    return manifest
+
+
+def _check_manifest(manifest: Any, path: Path) -> None:
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+        raise DataError(f"{path}: expected format {FORMAT!r}; found {found!r}")
+    if manifest.get("version") != VERSION:
+        raise DataError(
+            f"{path}: manifest version {manifest.get('version')!r}; this lsdask reads "
+            f"version {VERSION}. Upgrade lsdask or re-ingest the data."
+        )
+    for key, kind in (("vocab_size", int), ("batches", list)):
+        if not isinstance(manifest.get(key), kind):
+            raise DataError(f"{path}: key {key!r} is missing or not a {kind.__name__}")
+    for i, b in enumerate(manifest["batches"]):
+        ok = (
+            isinstance(b, dict)
+            and isinstance(b.get("file"), str)
+            and isinstance(b.get("row_group"), int)
+            and isinstance(b.get("n_docs"), int)
+            and isinstance(b.get("n_tokens"), int | float)
+        )
+        if not ok:
+            raise DataError(
+                f"{path}: batches[{i}] is {b!r}; expected "
+                "{'file': str, 'row_group': int, 'n_docs': int, 'n_tokens': number}"
+            )
+        parts = Path(b["file"]).parts
+        if len(parts) != 2 or parts[0] != PARTS_DIR or b["file"].startswith("/"):
+            raise DataError(
+                f"{path}: batches[{i}] names file {b['file']!r}; files must be "
+                f"'{PARTS_DIR}/<name>.parquet' inside the corpus"
+            )
+
+
+def _parquet_files(root: Path) -> list[str]:
+    parts = root / PARTS_DIR
+    if not parts.is_dir():
+        return []
+    return sorted(
+        f"{PARTS_DIR}/{p.name}"
+        for p in parts.iterdir()
+        if p.suffix == ".parquet" and not p.name.startswith(".") and p.is_file()
+    )
+
+
+def _file_row_groups(root: Path, file: str) -> list[dict[str, Any]]:
+    """Batch entries of one Parquet file from its footer (and its counts column)."""
+    where = f"corpus {root}, file {file}"
+    try:
+        with pq.ParquetFile(str(root / file)) as f:
+            names = f.schema_arrow.names
+            if any(c not in names for c in COLUMNS):
+                raise DataError(
+                    f"{where}: has columns {names}; a corpus file needs {list(COLUMNS)}"
+                )
+            entries = []
+            for g in range(f.num_row_groups):
+                n = f.metadata.row_group(g).num_rows
+                if n == 0:
+                    continue
+                counts = _single_array(f.read_row_group(g, columns=["counts"]).column(0))
+                tokens = pc.sum(counts.flatten()).as_py() or 0
+                entries.append({"file": file, "row_group": g, "n_docs": n, "n_tokens": tokens})
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(
+            f"{where}: could not read the Parquet file ({type(exc).__name__}: {exc}); it is "
+            "probably truncated or corrupt. Delete or replace it and rescan."
+        ) from exc
+    for e in entries:
+        e["n_tokens"] = _as_number(e["n_tokens"])
+    return entries
+
+
+def _footer_sizes(root: Path, file: str) -> list[tuple[int, int]]:
+    where = f"corpus {root}, file {file}"
+    try:
+        meta = pq.read_metadata(str(root / file))
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(
+            f"{where}: could not read the Parquet footer ({type(exc).__name__}: {exc}); the "
+            "file is probably truncated or corrupt. Delete or replace it and rescan."
+        ) from exc
+    sizes = [(g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
+    return [(g, n) for g, n in sizes if n > 0]
+
+
+def _rescan(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Rebuild the batch list from the Parquet files present in ``parts/``."""
+    listed: dict[str, list[dict[str, Any]]] = {}
+    for b in manifest["batches"]:
+        listed.setdefault(b["file"], []).append(b)
+    on_disk = _parquet_files(root)
+    present = set(on_disk)
+    order = [f for f in listed if f in present] + [f for f in on_disk if f not in listed]
+    batches: list[dict[str, Any]] = []
+    n_changed = 0
+    for file in order:
+        old = listed.get(file, [])
+        if [(b["row_group"], b["n_docs"]) for b in old] == _footer_sizes(root, file):
+            batches.extend(old)
+        else:
+            batches.extend(_file_row_groups(root, file))
+            n_changed += file in listed
+    gone = sorted(set(listed) - present)
+    logger.info(
+        "rescanned corpus %s: %d files (%d new, %d changed, %d gone), %d batches (was %d)",
+        root,
+        len(order),
+        len(order) - len(listed) + len(gone),
+        n_changed,
+        len(gone),
+        len(batches),
+        len(manifest["batches"]),
+    )
+    new = dict(manifest)
+    new.update(
+        batches=batches,
+        n_docs=int(sum(b["n_docs"] for b in batches)),
+        n_tokens=_as_number(sum(float(b["n_tokens"]) for b in batches)),
+        updated=_now(),
+    )
+    return new
+
+
+def _next_doc_id(root: Path, manifest: dict[str, Any]) -> int:
+    """One more than the largest doc_id of the listed files (0 for an empty corpus),
+    from the Parquet row-group statistics where present, else the column itself."""
+    largest = -1
+    for file in sorted({b["file"] for b in manifest["batches"]}):
+        meta = pq.ParquetFile(root / file).metadata
+        col = meta.schema.to_arrow_schema().get_field_index("doc_id")
+        for rg in range(meta.num_row_groups):
+            stats = meta.row_group(rg).column(col).statistics
+            if stats is not None and stats.has_min_max:
+                largest = max(largest, int(stats.max))
+            else:
+                ids = pq.read_table(root / file, columns=["doc_id"]).column(0).to_numpy()
+                largest = max(largest, int(ids.max()) if ids.size else -1)
+                break
+    return largest + 1
+
+
+def _check_files(root: Path, manifest: dict[str, Any]) -> None:
+    """Without rescan: files that are gone are an error, unlisted files a warning."""
+    listed = {b["file"] for b in manifest["batches"]}
+    on_disk = set(_parquet_files(root))
+    gone = sorted(listed - on_disk)
+    if gone:
+        raise DataError(
+            f"corpus {root}: the manifest lists {len(gone)} file(s) that are gone "
+            f"({', '.join(gone[:5])}{', ...' if len(gone) > 5 else ''}); reopen with "
+            "Corpus.open(path, rescan=True) to rebuild the batch list from the files present"
+        )
+    new = sorted(on_disk - listed)
+    if new:
+        logger.warning(
+            "corpus %s: %d Parquet file(s) in %s/ are not in the manifest (%s); they are "
+            "ignored. Open with rescan=True to add them as new batches.",
+            root,
+            len(new),
+            PARTS_DIR,
+            ", ".join(new[:5]),
+        )
+
+
+def _save_rescanned(root: Path, manifest: dict[str, Any]) -> None:
+    try:
+        _write_json_atomic(root / MANIFEST_NAME, manifest)
+    except OSError as exc:
+        logger.warning(
+            "corpus %s: could not save the rescanned manifest (%s); using it in memory only",
+            root,
+            exc,
+        )
+
+
+def _next_part_name(root: Path, manifest: dict[str, Any]) -> str:
+    names = [Path(b["file"]).name for b in manifest["batches"]]
+    names += [Path(f).name for f in _parquet_files(root)]
+    numbers = [int(m.group(1)) for n in names if (m := _PART_NAME.match(n))]
+    return f"part-{max(numbers, default=-1) + 1:05d}.parquet"
+
+
+def _check_new_part(root: Path, manifest: dict[str, Any], name: str) -> Path:
+    if (
+        not isinstance(name, str)
+        or not name.endswith(".parquet")
+        or name.startswith(".")
+        or "/" in name
+        or os.sep in name
+    ):
+        raise ValueError(
+            f"file_name must be a plain file name ending in '.parquet' (no folders, not "
+            f"hidden); got {name!r}"
+        )
+    final = root / PARTS_DIR / name
+    if final.exists() or any(Path(b["file"]).name == name for b in manifest["batches"]):
+        raise FileExistsError(
+            f"corpus {root}: {PARTS_DIR}/{name} already exists; choose another file_name"
+        )
+    final.parent.mkdir(exist_ok=True)
+    return final

@@ -1,0 +1,330 @@
+"""Shared ingestion machinery: vocabulary arguments, the passes, summaries.
+
+Used by the ingestion functions of :mod:`lsdask.io.ingest` (defined in
+:mod:`lsdask.io.ingest_text`, :mod:`lsdask.io.ingest_table` and
+:mod:`lsdask.io.ingest_bow`): the types of the common arguments, the imposed
+vocabulary (a list of words, a Corpus or a corpus path), the out-of-vocabulary
+bookkeeping of the writing pass, the summary and ``manifest["ingest"]``, and
+the two drivers: :func:`_ingest_texts` (two passes over raw text: document
+frequencies, then encode and write) and :func:`_ingest_bags` (bags of words,
+with an extra pass only when the file's vocabulary is pruned).
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lsdask.io.corpus import Corpus, check_out_dir
+from lsdask.io.sources import DataError
+from lsdask.io.text import Tokenizer, VocabularyBuilder, encode, select_vocabulary
+
+# the records keep the name of the public module, lsdask.io.ingest
+logger = logging.getLogger("lsdask.io.ingest")
+
+
+#: Document names are kept in the manifest only for corpora of fewer documents than this.
+MAX_NAMES_IN_MANIFEST = 100_000
+
+PathLike = str | os.PathLike[str]
+VocabArg = Sequence[str] | Corpus | PathLike | None
+_Doc = tuple[str | None, str]
+_Bag = tuple[np.ndarray, np.ndarray]
+
+
+# --------------------------------------------------------------------------- shared
+
+
+def _progress(
+    iterable: Iterable[Any], progress: bool | None, desc: str, total: int | None = None
+) -> Iterable[Any]:
+    """Wrap ``iterable`` in a tqdm bar on a terminal (or when ``progress`` is true)."""
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    if not show:
+        return iterable
+    from tqdm import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit="doc")
+
+
+def _existing_file(path: PathLike, what: str) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{what}: {str(p)!r} does not exist")
+    return p
+
+
+def _open_text(path: Path, encoding: str, errors: str = "replace", newline: str | None = None):
+    """Open a text file, transparently decompressing ``.gz``."""
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding=encoding, errors=errors, newline=newline)
+    return open(path, encoding=encoding, errors=errors, newline=newline)
+
+
+def _imposed_vocab(vocab: Sequence[str] | Corpus | PathLike) -> tuple[list[str], str]:
+    """The words of an imposed vocabulary and a description of where they came from."""
+    if isinstance(vocab, Corpus):
+        return vocab.vocab, f"corpus {vocab.path}"
+    if isinstance(vocab, str | os.PathLike):
+        corpus = Corpus.open(vocab)
+        return corpus.vocab, f"corpus {corpus.path}"
+    words = list(vocab)
+    if not words:
+        raise ValueError("vocab is empty; pass None to build the vocabulary from the data")
+    return words, f"list of {len(words)} words"
+
+
+@dataclass
+class _Counts:
+    """What pass 2 saw: documents, empty documents, dropped (out-of-vocabulary) tokens."""
+
+    n_docs: int = 0
+    n_empty: int = 0
+    oov_tokens: float = 0.0
+    oov_words: set[str] = field(default_factory=set)
+    oov_mask: np.ndarray | None = None
+    names: list[str] | None = field(default_factory=list)
+
+    def add(self, counts: np.ndarray, n_oov: float, name: str | None = None) -> None:
+        self.n_docs += 1
+        self.n_empty += counts.size == 0
+        self.oov_tokens += float(n_oov)
+        if self.names is not None and name is not None:
+            if len(self.names) < MAX_NAMES_IN_MANIFEST - 1:
+                self.names.append(name)
+            else:
+                self.names = None
+
+    @property
+    def oov_types(self) -> int:
+        if self.oov_mask is not None:
+            return int(self.oov_mask.sum())
+        return len(self.oov_words)
+
+
+def _number(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def _report(corpus: Corpus, counts: _Counts, vocab_from: str) -> dict[str, Any]:
+    summary = {
+        "path": corpus.path,
+        "n_docs": corpus.n_docs,
+        "n_tokens": _number(corpus.n_tokens),
+        "vocab_size": corpus.vocab_size,
+        "n_batches": len(corpus.batches),
+        "n_empty_docs": counts.n_empty,
+        "oov_tokens": _number(counts.oov_tokens),
+        "oov_types": counts.oov_types,
+    }
+    total = counts.oov_tokens + corpus.n_tokens
+    share = 100.0 * counts.oov_tokens / total if total else 0.0
+    logger.info(
+        "%s (%d words): dropped %g tokens (%.2f%%) of %d word types outside it; "
+        "%d of %d documents are empty",
+        vocab_from,
+        corpus.vocab_size,
+        counts.oov_tokens,
+        share,
+        counts.oov_types,
+        counts.n_empty,
+        counts.n_docs,
+    )
+    return summary
+
+
+def _ingest_info(
+    source: dict[str, Any], vocabulary: dict[str, Any], counts: _Counts, extra: dict[str, Any]
+) -> dict[str, Any]:
+    info = dict(source)
+    info.update(extra)
+    info["vocabulary"] = vocabulary
+    info["n_empty_docs"] = counts.n_empty
+    info["oov_tokens"] = _number(counts.oov_tokens)
+    info["oov_types"] = counts.oov_types
+    if counts.names:
+        info["doc_names"] = counts.names
+    return info
+
+
+# --------------------------------------------------------------------------- raw text
+
+
+@dataclass
+class _TextSource:
+    """A re-iterable stream of ``(name, text)`` documents and how to describe it."""
+
+    docs: Callable[[], Iterator[_Doc]]
+    info: dict[str, Any]
+    where: str
+    hint: Callable[[], str] = lambda: ""
+
+
+def _ingest_texts(
+    source: _TextSource,
+    out_dir: PathLike,
+    *,
+    tokenizer: Tokenizer | None,
+    vocab: VocabArg,
+    min_df: int | float,
+    max_df: int | float,
+    max_vocab: int | None,
+    docs_per_row_group: int,
+    docs_per_file: int,
+    overwrite: bool,
+    progress: bool | None,
+) -> dict[str, Any]:
+    """Two passes over raw text: document frequencies, then encode and write."""
+    check_out_dir(out_dir, overwrite)
+    tokenizer = tokenizer if tokenizer is not None else Tokenizer()
+    total: int | None = None
+    if vocab is None:
+        builder = VocabularyBuilder(min_df, max_df, max_vocab)
+        for _, text in _progress(source.docs(), progress, "pass 1/2: counting words"):
+            builder.add(tokenizer.tokens(text))
+        if builder.n_docs == 0:
+            raise DataError(f"{source.where}: no documents found{source.hint()}")
+        logger.info(
+            "pass 1/2 over %s: %d documents, %d word types",
+            source.where,
+            builder.n_docs,
+            builder.n_types,
+        )
+        words = builder.build()
+        vocabulary = {"imposed": False, **builder.summary()}
+        total, vocab_from = builder.n_docs, "vocabulary built from the data"
+    else:
+        words, vocab_from = _imposed_vocab(vocab)
+        vocabulary = {"imposed": True, "from": vocab_from, "vocab_size": len(words)}
+        vocab_from = f"imposed vocabulary ({vocab_from})"
+    word_to_id = {w: i for i, w in enumerate(words)}
+    counts = _Counts()
+
+    def documents() -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        desc = "pass 2/2: writing" if vocab is None else "writing"
+        for i, (name, text) in enumerate(_progress(source.docs(), progress, desc, total)):
+            ids, cnt, n_oov = encode(tokenizer.tokens(text), word_to_id, oov_types=counts.oov_words)
+            counts.add(cnt, n_oov, name)
+            yield i, ids, cnt
+        if counts.n_docs == 0:
+            raise DataError(f"{source.where}: no documents found{source.hint()}")
+
+    extra = {"tokenizer": tokenizer.settings()}
+    corpus = Corpus.write(
+        out_dir,
+        documents(),
+        words,
+        docs_per_row_group=docs_per_row_group,
+        docs_per_file=docs_per_file,
+        ingest_info=lambda: _ingest_info(source.info, vocabulary, counts, extra),
+        overwrite=overwrite,
+    )
+    return _report(corpus, counts, vocab_from)
+
+
+# --------------------------------------------------------------------------- bags of words
+
+
+@dataclass
+class _BagSource:
+    """A re-iterable stream of bags ``(file word ids int64, counts float64)``."""
+
+    docs: Callable[[], Iterator[_Bag]]
+    words: list[str]
+    info: dict[str, Any]
+    where: str
+
+
+def _bag_vocabulary(
+    source: _BagSource,
+    vocab: VocabArg,
+    min_df: int | float | None,
+    max_df: int | float | None,
+    max_vocab: int | None,
+    progress: bool | None,
+) -> tuple[list[str], np.ndarray | None, dict[str, Any], str]:
+    """The corpus words and the map from file word ids to them (None: identity)."""
+    n_file = len(source.words)
+    if vocab is not None:
+        words, vocab_from = _imposed_vocab(vocab)
+        to_id = {w: i for i, w in enumerate(words)}
+        id_map = np.array([to_id.get(w, -1) for w in source.words], dtype=np.int64)
+        vocabulary = {"imposed": True, "from": vocab_from, "vocab_size": len(words)}
+        return words, id_map, vocabulary, f"imposed vocabulary ({vocab_from})"
+    if min_df is None and max_df is None and max_vocab is None:
+        vocab_file = str(source.info.get("vocab_file"))
+        vocabulary = {"imposed": False, "from": vocab_file, "vocab_size": n_file}
+        return list(source.words), None, vocabulary, f"vocabulary of {vocab_file}"
+    doc_freq = np.zeros(n_file, dtype=np.int64)
+    n_docs = 0
+    for ids, _ in _progress(source.docs(), progress, "pass 1/2: counting words"):
+        doc_freq[ids] += 1
+        n_docs += 1
+    keep, report = select_vocabulary(
+        source.words,
+        doc_freq,
+        n_docs,
+        min_df=0 if min_df is None else min_df,
+        max_df=1.0 if max_df is None else max_df,
+        max_vocab=max_vocab,
+    )
+    keep = np.sort(keep)  # keep the file's word order
+    id_map = np.full(n_file, -1, dtype=np.int64)
+    id_map[keep] = np.arange(len(keep))
+    described = f"vocabulary of {source.info.get('vocab_file')}, pruned"
+    return [source.words[i] for i in keep], id_map, {"imposed": False, **report}, described
+
+
+def _ingest_bags(
+    source: _BagSource,
+    out_dir: PathLike,
+    *,
+    vocab: VocabArg,
+    min_df: int | float | None,
+    max_df: int | float | None,
+    max_vocab: int | None,
+    docs_per_row_group: int,
+    docs_per_file: int,
+    overwrite: bool,
+    progress: bool | None,
+) -> dict[str, Any]:
+    check_out_dir(out_dir, overwrite)
+    words, id_map, vocabulary, vocab_from = _bag_vocabulary(
+        source, vocab, min_df, max_df, max_vocab, progress
+    )
+    counts = _Counts(oov_mask=np.zeros(len(source.words), dtype=bool), names=None)
+
+    def documents() -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        for i, (ids, cnt) in enumerate(_progress(source.docs(), progress, "writing")):
+            if id_map is not None:
+                new = id_map[ids]
+                inside = new >= 0
+                counts.oov_mask[ids[~inside]] = True
+                n_oov = cnt[~inside].sum()
+                order = np.argsort(new[inside], kind="stable")
+                ids, cnt = new[inside][order], cnt[inside][order]
+            else:
+                n_oov = 0.0
+            counts.add(cnt, n_oov)
+            yield i, ids, cnt
+        if counts.n_docs == 0:
+            raise DataError(f"{source.where}: no documents found (the file has no document lines)")
+
+    corpus = Corpus.write(
+        out_dir,
+        documents(),
+        words,
+        docs_per_row_group=docs_per_row_group,
+        docs_per_file=docs_per_file,
+        ingest_info=lambda: _ingest_info(source.info, vocabulary, counts, {}),
+        overwrite=overwrite,
+    )
+    return _report(corpus, counts, vocab_from)

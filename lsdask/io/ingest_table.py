@@ -1,0 +1,174 @@
+"""Ingesting one text column of a CSV or Parquet table: one row, one document.
+
+The public function :func:`ingest_table` (re-exported by
+:mod:`lsdask.io.ingest`) and the streaming CSV and Parquet readers behind it.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lsdask.io.corpus import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
+from lsdask.io.ingest_common import (
+    PathLike,
+    VocabArg,
+    _Doc,
+    _existing_file,
+    _ingest_texts,
+    _open_text,
+    _TextSource,
+)
+from lsdask.io.sources import DataError
+from lsdask.io.text import Tokenizer
+
+
+def _csv_docs(path: Path, column: str, delimiter: str, encoding: str) -> Iterator[_Doc]:
+    old_limit = csv.field_size_limit()
+    csv.field_size_limit(max(old_limit, 2**31 - 1))  # long texts exceed the 128 KiB default
+    try:
+        with _open_text(path, encoding, newline="") as f:
+            reader = csv.reader(f, delimiter=delimiter)
+            try:
+                header = next(reader, None)
+                if header is None:
+                    raise DataError(f"{path}: the file is empty; expected a header row")
+                if column not in header:
+                    raise DataError(
+                        f"{path}: no column {column!r}; the columns are {header}. Pass "
+                        "text_column= one of them."
+                    )
+                j = header.index(column)
+                for row in reader:
+                    if not row:
+                        continue
+                    if len(row) <= j:
+                        raise DataError(
+                            f"{path}, line {reader.line_num}: the row has {len(row)} fields; "
+                            f"column {column!r} is field {j + 1} of the header's {len(header)}"
+                        )
+                    yield None, row[j]
+            except csv.Error as exc:
+                raise DataError(f"{path}, line {reader.line_num}: malformed CSV ({exc})") from exc
+    finally:
+        csv.field_size_limit(old_limit)
+
+
+def _parquet_docs(path: Path, column: str, batch_rows: int) -> Iterator[_Doc]:
+    try:
+        with pq.ParquetFile(path) as f:
+            names = f.schema_arrow.names
+            if column not in names:
+                raise DataError(
+                    f"{path}: no column {column!r}; the columns are {names}. Pass "
+                    "text_column= one of them."
+                )
+            kind = f.schema_arrow.field(column).type
+            if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+                raise DataError(f"{path}: column {column!r} has type {kind}; expected strings")
+            for batch in f.iter_batches(batch_size=batch_rows, columns=[column]):
+                for text in batch.column(0).to_pylist():
+                    yield None, text or ""
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(
+            f"{path}: could not read the Parquet file ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+_TABLE_FORMATS = {".csv": ("csv", ","), ".tsv": ("csv", "\t"), ".tab": ("csv", "\t")}
+_TABLE_FORMATS.update({".parquet": ("parquet", ""), ".pq": ("parquet", "")})
+
+
+def _table_format(path: Path, fmt: str | None, delimiter: str | None) -> tuple[str, str]:
+    suffix = Path(path.name.removesuffix(".gz")).suffix.lower()
+    guess = _TABLE_FORMATS.get(suffix)
+    if fmt is None:
+        if guess is None:
+            raise ValueError(
+                f"cannot tell the format of {str(path)!r} from its suffix {suffix!r}; pass "
+                "format='csv' or format='parquet'"
+            )
+        fmt = guess[0]
+    if fmt not in ("csv", "parquet"):
+        raise ValueError(f"format must be 'csv', 'parquet' or None; got {fmt!r}")
+    default_delimiter = guess[1] if guess is not None and guess[0] == "csv" else ","
+    return fmt, delimiter or default_delimiter
+
+
+def ingest_table(
+    path: PathLike,
+    out_dir: PathLike,
+    text_column: str,
+    *,
+    format: str | None = None,
+    delimiter: str | None = None,
+    encoding: str = "utf-8",
+    batch_rows: int = 10_000,
+    tokenizer: Tokenizer | None = None,
+    vocab: VocabArg = None,
+    min_df: int | float = 5,
+    max_df: int | float = 0.5,
+    max_vocab: int | None = None,
+    docs_per_row_group: int = DEFAULT_DOCS_PER_ROW_GROUP,
+    docs_per_file: int = DEFAULT_DOCS_PER_FILE,
+    overwrite: bool = False,
+    progress: bool | None = None,
+) -> dict[str, Any]:
+    """Ingest one text column of a CSV or Parquet table: one row, one document.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A CSV file (``.csv``, ``.tsv``, optionally ``.gz``; read with the
+        :mod:`csv` module, streaming, with a header row) or a Parquet file
+        (``.parquet``; read ``batch_rows`` rows at a time).
+    out_dir : str or os.PathLike
+    text_column : str
+        The column holding the text; empty or null cells give empty documents.
+    format : {"csv", "parquet"} or None
+        Default: from the suffix.
+    delimiter : str, optional
+        CSV field delimiter; default ``","`` (tab for ``.tsv``).
+    encoding : str, default "utf-8"
+        CSV text encoding (undecodable bytes are replaced).
+    batch_rows : int, default 10000
+        Rows per Parquet read.
+    **other
+        As in :func:`ingest_text_folder`.
+
+    Raises
+    ------
+    DataError
+        If the column is missing (naming the file and the available columns),
+        is not a string column, or a CSV row is malformed (naming the line).
+    """
+    p = _existing_file(path, "path")
+    fmt, sep = _table_format(p, format, delimiter)
+    if fmt == "csv":
+
+        def docs() -> Iterator[_Doc]:
+            return _csv_docs(p, text_column, sep, encoding)
+    else:
+
+        def docs() -> Iterator[_Doc]:
+            return _parquet_docs(p, text_column, batch_rows)
+
+    info = {"format": fmt, "source": str(p), "text_column": text_column}
+    return _ingest_texts(
+        _TextSource(docs, info, f"{fmt} table {p}"),
+        out_dir,
+        tokenizer=tokenizer,
+        vocab=vocab,
+        min_df=min_df,
+        max_df=max_df,
+        max_vocab=max_vocab,
+        docs_per_row_group=docs_per_row_group,
+        docs_per_file=docs_per_file,
+        overwrite=overwrite,
+        progress=progress,
+    )

@@ -1,0 +1,314 @@
+"""Ingesting raw text documents: folders of text files, tar archives, JSON lines.
+
+The public functions :func:`ingest_text_folder` and :func:`ingest_jsonl`
+(re-exported by :mod:`lsdask.io.ingest`) and the readers that stream their
+``(name, text)`` documents to the two passes of
+:func:`lsdask.io.ingest_common._ingest_texts`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import gzip
+import json
+import logging
+import os
+import tarfile
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from lsdask.io.corpus import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
+from lsdask.io.ingest_common import (
+    PathLike,
+    VocabArg,
+    _Doc,
+    _existing_file,
+    _ingest_texts,
+    _TextSource,
+)
+from lsdask.io.sources import DataError
+from lsdask.io.text import Tokenizer
+
+# the records keep the name of the public module, lsdask.io.ingest
+logger = logging.getLogger("lsdask.io.ingest")
+
+
+def _is_hidden(relative: str) -> bool:
+    return any(part.startswith(".") for part in relative.split("/"))
+
+
+def _selected(relative: str, subset: str | None) -> bool:
+    """Does a member path pass the ``subset`` filter (a prefix, or a glob with * ? [)?"""
+    if subset is None:
+        return True
+    if any(ch in subset for ch in "*?["):
+        return fnmatch.fnmatchcase(relative, subset) or fnmatch.fnmatchcase(
+            relative, subset.rstrip("/") + "/*"
+        )
+    return relative.startswith(subset)
+
+
+def _folder_docs(root: Path, subset: str | None, encoding: str, seen: set[str]) -> Iterator[_Doc]:
+    """Files under ``root`` (recursive, sorted, hidden ones skipped), one document each."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            relative = path.relative_to(root).as_posix()
+            if len(seen) < 20:
+                seen.add(relative.split("/")[0])
+            if name.startswith(".") or not _selected(relative, subset) or not path.is_file():
+                continue
+            yield relative, path.read_bytes().decode(encoding, errors="replace")
+
+
+def _tar_docs(path: Path, subset: str | None, encoding: str, seen: set[str]) -> Iterator[_Doc]:
+    """Regular-file members of a tar archive, in archive order, one document each."""
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            for member in tar:
+                relative = member.name.removeprefix("./")
+                if len(seen) < 20:
+                    seen.add(relative.split("/")[0])
+                if not member.isfile() or _is_hidden(relative) or not _selected(relative, subset):
+                    continue
+                handle = tar.extractfile(member)
+                data = handle.read() if handle is not None else b""
+                yield relative, data.decode(encoding, errors="replace")
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        raise DataError(
+            f"tar archive {path}: could not be read ({type(exc).__name__}: {exc}); it is "
+            "probably truncated or not a tar file. Download or re-create it."
+        ) from exc
+
+
+def _without_headers(docs: Iterator[_Doc], strip: bool) -> Iterator[_Doc]:
+    """Each document's text after its first blank line, when ``strip``."""
+    for name, text in docs:
+        if strip:
+            _, blank, body = text.replace("\r\n", "\n").partition("\n\n")
+            text = body if blank else text
+        yield name, text
+
+
+def ingest_text_folder(
+    path_or_tar: PathLike,
+    out_dir: PathLike,
+    *,
+    subset: str | None = None,
+    encoding: str = "latin-1",
+    strip_headers: bool = False,
+    tokenizer: Tokenizer | None = None,
+    vocab: VocabArg = None,
+    min_df: int | float = 5,
+    max_df: int | float = 0.5,
+    max_vocab: int | None = None,
+    docs_per_row_group: int = DEFAULT_DOCS_PER_ROW_GROUP,
+    docs_per_file: int = DEFAULT_DOCS_PER_FILE,
+    overwrite: bool = False,
+    progress: bool | None = None,
+) -> dict[str, Any]:
+    """Ingest a folder of text files, or a tar archive of them: one file, one document.
+
+    Parameters
+    ----------
+    path_or_tar : str or os.PathLike
+        A folder (read recursively, in sorted order, hidden files and folders
+        skipped) or a ``.tar``, ``.tar.gz``/``.tgz`` or ``.tar.bz2`` archive
+        (read member by member, in archive order).
+    out_dir : str or os.PathLike
+        The corpus directory to write.
+    subset : str, optional
+        Keep only files whose path relative to the folder (or member name)
+        starts with this prefix, e.g. ``"20news-bydate-train/"``; a pattern
+        with ``*``, ``?`` or ``[`` is matched as a glob instead.
+    encoding : str, default "latin-1"
+        Text encoding of the files (the 20 Newsgroups posts are latin-1; pass
+        ``"utf-8"`` for UTF-8 text). Undecodable bytes are replaced.
+    strip_headers : bool, default False
+        Drop everything up to the first blank line of each file: the mail or
+        news headers (``From:``, ``Subject:``, ``Lines:``, ...) of posts such as
+        20 Newsgroups', which otherwise become the most frequent "words".
+    tokenizer : Tokenizer, optional
+        Default ``Tokenizer()`` (lower case, words of >= 2 letters, English
+        stopwords removed).
+    vocab : list of str, Corpus, corpus path, or None
+        Vocabulary to impose; ``None`` builds one from the data with
+        ``min_df``, ``max_df`` and ``max_vocab`` (see
+        :class:`~lsdask.io.text.VocabularyBuilder`).
+    min_df, max_df, max_vocab
+        Vocabulary pruning when ``vocab`` is None.
+    docs_per_row_group, docs_per_file, overwrite
+        As in :meth:`Corpus.write <lsdask.io.corpus.Corpus.write>`.
+    progress : bool or None
+        Show tqdm progress bars; ``None`` shows them only when stderr is a terminal.
+
+    Returns
+    -------
+    dict
+        The summary (see the module docstring). Document ``doc_id`` is its
+        running index; relative file names are kept in
+        ``manifest["ingest"]["doc_names"]`` when there are fewer than 100,000.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path_or_tar`` does not exist.
+    DataError
+        If no file matches, or the archive cannot be read.
+    """
+    path = _existing_file(path_or_tar, "path_or_tar")
+    seen: set[str] = set()
+    if path.is_dir():
+        kind = "text folder"
+
+        def docs() -> Iterator[_Doc]:
+            return _without_headers(_folder_docs(path, subset, encoding, seen), strip_headers)
+    elif tarfile.is_tarfile(path):
+        kind = "tar archive"
+
+        def docs() -> Iterator[_Doc]:
+            return _without_headers(_tar_docs(path, subset, encoding, seen), strip_headers)
+    else:
+        raise DataError(
+            f"path_or_tar {str(path)!r} is neither a folder nor a tar archive (.tar, .tar.gz, "
+            ".tgz); for other formats use ingest_jsonl or ingest_table"
+        )
+
+    def hint() -> str:
+        if subset is None:
+            return ""
+        return f" matching subset {subset!r}; top-level entries seen: {sorted(seen)}"
+
+    info = {
+        "format": kind,
+        "source": str(path),
+        "subset": subset,
+        "encoding": encoding,
+        "strip_headers": strip_headers,
+    }
+    return _ingest_texts(
+        _TextSource(docs, info, f"{kind} {path}", hint),
+        out_dir,
+        tokenizer=tokenizer,
+        vocab=vocab,
+        min_df=min_df,
+        max_df=max_df,
+        max_vocab=max_vocab,
+        docs_per_row_group=docs_per_row_group,
+        docs_per_file=docs_per_file,
+        overwrite=overwrite,
+        progress=progress,
+    )
+
+
+def _record_text(record: Any, fields: Sequence[str], where: str) -> str | None:
+    """Join the present text fields of one JSON record; None if it has none of them."""
+    if not isinstance(record, dict):
+        raise DataError(
+            f"{where}: expected a JSON object with text fields {list(fields)}; found a "
+            f"{type(record).__name__}"
+        )
+    parts: list[str] = []
+    found = False
+    for key in fields:
+        value = record.get(key)
+        if value is None:
+            continue
+        found = True
+        if isinstance(value, str):
+            parts.append(value)
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            parts.extend(value)
+        else:
+            raise DataError(
+                f"{where}: field {key!r} holds a {type(value).__name__}; expected a string "
+                "(or a list of strings)"
+            )
+    return " ".join(parts) if found else None
+
+
+def _jsonl_docs(path: Path, fields: Sequence[str]) -> Iterator[_Doc]:
+    n_records = n_without = 0
+    first_keys: list[str] = []
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            where = f"{path}, line {lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{where}: not valid UTF-8 ({exc}); JSON lines are UTF-8") from exc
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(
+                    f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); every line must "
+                    "be one JSON object. Fix or delete the line."
+                ) from None
+            text = _record_text(record, fields, where)
+            n_records += 1
+            if text is None:
+                n_without += 1
+                first_keys = first_keys or list(record)[:20]
+            yield None, text or ""
+    if n_records and n_without == n_records:
+        raise DataError(
+            f"{path}: none of the {n_records} records has any of the text fields "
+            f"{list(fields)}; the first has keys {first_keys}. Pass text_fields= naming the "
+            "fields that hold the text."
+        )
+    if n_without:
+        logger.warning("%s: %d of %d records have none of %s", path, n_without, n_records, fields)
+
+
+def ingest_jsonl(
+    path: PathLike,
+    out_dir: PathLike,
+    text_fields: Sequence[str] = ("title", "abstract", "text"),
+    *,
+    tokenizer: Tokenizer | None = None,
+    vocab: VocabArg = None,
+    min_df: int | float = 5,
+    max_df: int | float = 0.5,
+    max_vocab: int | None = None,
+    docs_per_row_group: int = DEFAULT_DOCS_PER_ROW_GROUP,
+    docs_per_file: int = DEFAULT_DOCS_PER_FILE,
+    overwrite: bool = False,
+    progress: bool | None = None,
+) -> dict[str, Any]:
+    """Ingest JSON lines (UTF-8, optionally ``.gz``): one object per line, one document.
+
+    The text of a document is its ``text_fields`` that are present (strings,
+    or lists of strings), joined with a space; blank lines are skipped. The
+    other parameters are as in :func:`ingest_text_folder`.
+
+    Raises
+    ------
+    DataError
+        For a line that is not a JSON object (naming the file and line
+        number), a text field that is not a string, or when no record has any
+        of ``text_fields``.
+    """
+    p = _existing_file(path, "path")
+    fields = [text_fields] if isinstance(text_fields, str) else list(text_fields)
+    if not fields:
+        raise ValueError("text_fields is empty; name at least one field holding text")
+    info = {"format": "jsonl", "source": str(p), "text_fields": fields}
+    return _ingest_texts(
+        _TextSource(lambda: _jsonl_docs(p, fields), info, f"JSON lines {p}"),
+        out_dir,
+        tokenizer=tokenizer,
+        vocab=vocab,
+        min_df=min_df,
+        max_df=max_df,
+        max_vocab=max_vocab,
+        docs_per_row_group=docs_per_row_group,
+        docs_per_file=docs_per_file,
+        overwrite=overwrite,
+        progress=progress,
+    )
