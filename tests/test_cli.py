@@ -338,10 +338,11 @@ def test_fit_command(bars_corpora: dict[str, Path], tmp_path: Path, capsys) -> N
     assert len(topic_lines) == 10
     assert all(len(line.split()) == 9 and "px" in line for line in topic_lines)
     assert sorted(p.name for p in out.iterdir()) == [
-        "arrays.npz", "elbo.png", "elbo_time.png", "params.json", "vocab.txt"
+        "arrays.npz", "elbo.png", "elbo_time.png", "heldout_time.png", "params.json",
+        "vocab.txt",
     ]  # fmt: skip
-    assert_png(out / "elbo.png")
-    assert_png(out / "elbo_time.png")
+    for picture in ("elbo.png", "elbo_time.png", "heldout_time.png"):
+        assert_png(out / picture)
     model = load_lda(out)
     assert model.sparsity == 4 and model.alpha == 1.0 and model.eta == 0.2
     assert model.random_state == 3 and model.n_laps_ == 2
