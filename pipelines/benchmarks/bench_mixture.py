@@ -20,7 +20,7 @@ Rows (see ``pipelines/benchmarks/README.md``):
 Usage::
 
     python pipelines/benchmarks/bench_mixture.py --quick   # smoke run, < 2 min
-    python pipelines/benchmarks/bench_mixture.py           # full run, ~35-45 min
+    python pipelines/benchmarks/bench_mixture.py           # full run, 20-50 min
 
 Writes ``pipelines/benchmarks/results/mixture{,-quick}.md`` and ``.json``.
 Generated Zarr stores go to ``data/bench/`` (git-ignored).
