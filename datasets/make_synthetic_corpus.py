@@ -40,7 +40,6 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import sys
 import time
 import uuid
@@ -54,9 +53,11 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 try:
+    from lsdask.io.atomic import remove_tree, replace_dir
     from lsdask.io.corpus import SCHEMA, Corpus
 except ImportError:  # run from a checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from lsdask.io.atomic import remove_tree, replace_dir
     from lsdask.io.corpus import SCHEMA, Corpus
 
 logger = logging.getLogger(__name__)
@@ -360,34 +361,12 @@ def run_tasks(
             obj.close()
 
 
-def _remove_tree(path: Path) -> None:
-    if path.exists():
-        shutil.rmtree(path, ignore_errors=True)
-        if path.exists():
-            logger.warning("could not remove temporary directory %s", path)
-
-
 def _check_target(out: Path, overwrite: bool) -> None:
     if out.exists() and (not overwrite or not out.is_dir()):
         raise FileExistsError(
             f"out_dir {str(out)!r} already exists; pass overwrite=True (--overwrite) to "
             "replace it once the new one is complete, or choose another path"
         )
-
-
-def _replace_dir(new_dir: Path, out: Path) -> None:
-    """Rename ``new_dir`` to ``out``; an existing ``out`` is moved aside first."""
-    if not out.exists():
-        new_dir.rename(out)
-        return
-    old = out.with_name(f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    out.rename(old)
-    try:
-        new_dir.rename(out)
-    except BaseException:
-        old.rename(out)
-        raise
-    _remove_tree(old)
 
 
 def _check_positive(name: str, value: Any) -> int:
@@ -541,9 +520,9 @@ def make_corpus(
                 f"{corpus.n_tokens:g} tokens, the tasks wrote {n_docs} and {expected_tokens:g}"
             )
         _check_target(out, overwrite)
-        _replace_dir(tmp, out)
+        replace_dir(tmp, out)
     except BaseException:
-        _remove_tree(tmp)
+        remove_tree(tmp)
         raise
     corpus = Corpus.open(out)
     logger.info(

@@ -31,7 +31,6 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import sys
 import time
 import uuid
@@ -40,6 +39,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+try:
+    from lsdask.io.atomic import remove_tree, replace_dir
+except ImportError:  # run from a checkout without installing the package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from lsdask.io.atomic import remove_tree, replace_dir
 
 logger = logging.getLogger(__name__)
 
@@ -205,33 +210,12 @@ def _run_tasks(
             obj.close()
 
 
-def _remove_tree(path: Path) -> None:
-    if path.exists():
-        shutil.rmtree(path, ignore_errors=True)
-        if path.exists():
-            logger.warning("could not remove temporary directory %s", path)
-
-
 def _check_target(out: Path, overwrite: bool) -> None:
     if out.exists() and (not overwrite or not out.is_dir()):
         raise FileExistsError(
             f"out_path {str(out)!r} already exists; pass overwrite=True (--overwrite) to "
             "replace it once the new store is complete, or choose another path"
         )
-
-
-def _replace_dir(new_dir: Path, out: Path) -> None:
-    if not out.exists():
-        new_dir.rename(out)
-        return
-    old = out.with_name(f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    out.rename(old)
-    try:
-        new_dir.rename(out)
-    except BaseException:
-        old.rename(out)
-        raise
-    _remove_tree(old)
 
 
 def _check_positive(name: str, value: Any) -> int:
@@ -354,9 +338,9 @@ def make_patches(
         if sum(written) != N:
             raise RuntimeError(f"patch store {tmp}: the tasks wrote {sum(written)} of {N} rows")
         _check_target(out, overwrite)
-        _replace_dir(tmp, out)
+        replace_dir(tmp, out)
     except BaseException:
-        _remove_tree(tmp)
+        remove_tree(tmp)
         raise
     logger.info(
         "wrote %d synthetic patches (D=%d, K=%d) in %d chunks to %s in %.1f s",

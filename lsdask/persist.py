@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from lsdask.io.atomic import replace_dir
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["FORMAT", "VERSION", "check_save_target", "load_lda", "save_lda"]
@@ -163,7 +165,7 @@ def save_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
             json.dump(meta, f, indent=2)
             f.write("\n")
         check_save_target(out, overwrite)
-        _replace_dir(tmp, out)
+        replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -192,21 +194,6 @@ def check_save_target(path: str | os.PathLike[str], overwrite: bool = False) -> 
         raise FileExistsError(
             f"a model already exists at {str(out)!r}; remove it or save with overwrite=True"
         )
-
-
-def _replace_dir(new: Path, out: Path) -> None:
-    """Rename ``new`` to ``out``, moving an existing ``out`` aside first."""
-    if not out.exists():
-        os.replace(new, out)
-        return
-    old = out.with_name(f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    os.replace(out, old)
-    try:
-        os.replace(new, out)
-    except BaseException:
-        os.replace(old, out)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- loading

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from lsdask.io.atomic import remove_tree, replace_dir
 from lsdask.io.corpus_batch import COLUMNS, SCHEMA, CorpusBatch, DocBatch
 from lsdask.io.corpus_read import (
     _check_files,
@@ -74,8 +75,6 @@ from lsdask.io.corpus_write import (
     _doc_groups,
     _make_manifest,
     _now,
-    _remove_tree,
-    _replace_dir,
     _write_groups,
     _write_json_atomic,
     _write_vocab,
@@ -325,9 +324,9 @@ class Corpus:
             manifest = _make_manifest(len(words), entries, rows, info)
             _write_json_atomic(tmp / MANIFEST_NAME, manifest)
             _check_target(out, overwrite)
-            _replace_dir(tmp, out)
+            replace_dir(tmp, out)
         except BaseException:
-            _remove_tree(tmp)
+            remove_tree(tmp)
             raise
         corpus = cls(out, words, manifest)
         logger.info(

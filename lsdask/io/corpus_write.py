@@ -15,7 +15,6 @@ import json
 import logging
 import operator
 import os
-import shutil
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -312,13 +311,6 @@ def _make_manifest(
     return manifest
 
 
-def _remove_tree(path: Path) -> None:
-    if path.exists():
-        shutil.rmtree(path, ignore_errors=True)
-        if path.exists():
-            logger.warning("could not remove temporary directory %s", path)
-
-
 def _is_corpus_dir(path: Path) -> bool:
     try:
         with open(path / MANIFEST_NAME, encoding="utf-8") as f:
@@ -358,21 +350,6 @@ def _check_target(out_dir: Path, overwrite: bool) -> None:
             f"(no {MANIFEST_NAME} with format {FORMAT!r}); refusing to replace it. "
             "Choose another path or empty it."
         )
-
-
-def _replace_dir(new_dir: Path, out_dir: Path) -> None:
-    """Rename ``new_dir`` to ``out_dir``; an existing ``out_dir`` is moved aside first."""
-    if not out_dir.exists():
-        new_dir.rename(out_dir)
-        return
-    old_dir = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    out_dir.rename(old_dir)
-    try:
-        new_dir.rename(out_dir)
-    except BaseException:
-        old_dir.rename(out_dir)
-        raise
-    _remove_tree(old_dir)
 
 
 def _check_positive(name: str, value: Any) -> int:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -30,6 +29,8 @@ from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
+
+from lsdask.io.atomic import remove_tree, replace_dir
 
 logger = logging.getLogger(__name__)
 
@@ -353,14 +354,6 @@ def _progress_wrapper(
     return wrap
 
 
-def _remove_tree(path: Path) -> None:
-    """Delete a directory tree if it exists, logging rather than raising on failure."""
-    if path.exists():
-        shutil.rmtree(path, ignore_errors=True)
-        if path.exists():
-            logger.warning("could not remove temporary directory %s", path)
-
-
 def write_patch_store(
     images: Iterable[str | os.PathLike[str] | np.ndarray],
     out_dir: str | os.PathLike[str],
@@ -470,7 +463,7 @@ def write_patch_store(
         )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp_dir = out_dir.with_name(f"{out_dir.name}.tmp-{os.getpid()}")
-    _remove_tree(tmp_dir)
+    remove_tree(tmp_dir)
 
     dim = patch_size * patch_size
     splits = ("train", "heldout")
@@ -521,9 +514,9 @@ def write_patch_store(
                 }
             )
         counts = {split: appenders[split].n_rows for split in splits}
-        _replace_dir(tmp_dir, out_dir)
+        replace_dir(tmp_dir, out_dir)
     except BaseException:
-        _remove_tree(tmp_dir)
+        remove_tree(tmp_dir)
         raise
 
     summary = {
@@ -543,23 +536,3 @@ def write_patch_store(
         out_dir,
     )
     return summary
-
-
-def _replace_dir(new_dir: Path, out_dir: Path) -> None:
-    """Move ``new_dir`` to ``out_dir``, replacing an existing ``out_dir`` safely.
-
-    The old directory is first renamed aside, so if the final rename fails it
-    is put back and ``out_dir`` is never left half-written.
-    """
-    if not out_dir.exists():
-        new_dir.rename(out_dir)
-        return
-    old_dir = out_dir.with_name(f"{out_dir.name}.old-{os.getpid()}")
-    _remove_tree(old_dir)
-    out_dir.rename(old_dir)
-    try:
-        new_dir.rename(out_dir)
-    except BaseException:
-        old_dir.rename(out_dir)
-        raise
-    _remove_tree(old_dir)
