@@ -4,6 +4,7 @@ fixed dimension, data-driven prior scale, and point-estimate scoring."""
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import solve_triangular
 
 from lsdask.models.special import LOG_2PI
 
@@ -38,7 +39,7 @@ def gaussian_log_pdf(X: np.ndarray, means: np.ndarray | None, covs: np.ndarray) 
     out = np.empty((X.shape[0], K))
     for k in range(K):
         diff = X if means is None else X - means[k]
-        z = np.linalg.solve(chol[k], diff.T)
+        z = solve_triangular(chol[k], diff.T, lower=True, check_finite=False)
         out[:, k] = -0.5 * (D * LOG_2PI + logdet[k] + np.einsum("dn,dn->n", z, z))
     return out
 
