@@ -98,8 +98,9 @@ def lda_dense_doc(words, counts, C, a, max_iters=100, conv_thresh=0.05):
 
 def lda_sparse_doc(words, counts, C, a, L, max_iters=100, conv_thresh=0.05, eps=1e-8):
     """LSPARSESTEPFORDOC without restarts, with the selection schedule of
-    lsdask.kernels.lda: select in iterations 1-5, every 10th and after the
-    active set shrank; otherwise reweight each token's current topics."""
+    lsdask.kernels.lda: select every token in iterations 1-5 and every 10th,
+    and a token whose topics left the active set; otherwise reweight each
+    token's current topics."""
     from scipy.special import digamma
 
     U, K = len(words), C.shape[1]
@@ -117,12 +118,12 @@ def lda_sparse_doc(words, counts, C, a, L, max_iters=100, conv_thresh=0.05, eps=
     it, shrank = 0, False
     while it < max_iters and U:
         it += 1
-        select = it <= 5 or it % 10 == 0 or shrank
         P = np.zeros(K)
         P[active] = digamma(N[active] + a)
         nL = min(L, len(active))
         for u in range(U):
-            if select:
+            stale = not set(idx[u, :nL].tolist()) <= set(active)
+            if it <= 5 or it % 10 == 0 or stale:
                 w = C[words[u], active] + P[active]
                 chosen = top_l(w, nL)
                 idx[u, :nL] = np.asarray(active)[chosen]

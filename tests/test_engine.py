@@ -88,12 +88,17 @@ def test_scheduler_task_count_stays_flat_over_ten_laps(dask_client, zarr_patches
             dask_client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
         )
 
-    MemoizedVI(n_laps=10, tol=1e-15, batches_per_update=2).run(
+    P = 2
+    MemoizedVI(n_laps=10, tol=1e-15, batches_per_update=P).run(
         model, DaskExecutor(dask_client), source.batches, glob, rng, 2, callback=count_tasks
     )
     assert len(counts) == 10
-    assert max(counts) <= 4  # only the globals' future (and a straggler) remain between laps
-    assert counts[-1] <= counts[1]
+    # Between laps the driver holds one future: the current globals. Releases
+    # reach the scheduler asynchronously, so the previous globals and the last
+    # wave's P results may not be forgotten yet: at most P + 2 tasks, whatever
+    # the lap. A lineage kept alive would add all B = 6 batches every lap.
+    assert len(source.batches) == 6
+    assert max(counts) <= P + 2, counts
 
 
 def test_tree_sum_on_workers_equals_in_process(dask_client, zarr_patches):

@@ -81,39 +81,78 @@ def _dense_doc_elbo(words, counts, C, R, N, a, K):
     return value + _log_norm_prior(a, K) - (math.lgamma(total) - s)
 
 
+# rows of C spanning more than this many nats take the exact log-space path
+# (below it, exp(C - max C) * exp(P - max P) can neither underflow to an all-zero
+# row nor lose a responsibility larger than ~1e-260)
+_PRODUCT_MAX_SPREAD = 600.0
+
+
 @numba.njit(nogil=True, cache=True)
-def _dense_iterations(words, counts, C, a, max_iters, conv_thresh, R, N, trace):
+def _exp_rows(words, C, E, exact):
+    """``E[u] = exp(C[w_u] - max C[w_u])``; ``exact[u]`` where the row spreads too far."""
+    K = C.shape[1]
+    for u in range(words.shape[0]):
+        row = C[words[u]]
+        hi = row[0]
+        lo = row[0]
+        for k in range(1, K):
+            hi = max(hi, row[k])
+            lo = min(lo, row[k])
+        exact[u] = not (hi - lo <= _PRODUCT_MAX_SPREAD)  # also catches -inf and nan
+        for k in range(K):
+            E[u, k] = math.exp(row[k] - hi)
+
+
+@numba.njit(nogil=True, cache=True)
+def _dense_iterations(words, counts, C, E, exact, a, max_iters, conv_thresh, R, N, trace):
     """Dense iterations in place from document-topic counts N; returns iterations run.
 
+    ``exp(C[w] + P) = exp(C[w]) * exp(P)``: with ``E`` from ``_exp_rows`` an
+    iteration costs K exponentials plus a multiply per (word, topic), not an
+    exponential per (word, topic); rows flagged ``exact`` use the log-space softmax.
     ``trace[i]`` receives the document ELBO after iteration i (if long enough).
     """
     U = words.shape[0]
     K = C.shape[1]
     P = np.empty(K)
+    eP = np.empty(K)
     W = np.empty(K)
+    N_new = np.empty(K)
     it = 0
     while it < max_iters:
         it += 1
+        pmax = -np.inf
         for k in range(K):
             P[k] = digamma(N[k] + a)
-        N_new = np.zeros(K)
+            pmax = max(pmax, P[k])
+        for k in range(K):
+            eP[k] = math.exp(P[k] - pmax)
+            N_new[k] = 0.0
         for u in range(U):
-            row = C[words[u]]
-            wmax = -np.inf
+            c = counts[u]
+            if exact[u]:
+                row = C[words[u]]
+                wmax = -np.inf
+                for k in range(K):
+                    W[k] = row[k] + P[k]
+                    wmax = max(wmax, W[k])
+                s = 0.0
+                for k in range(K):
+                    R[u, k] = math.exp(W[k] - wmax)
+                    s += R[u, k]
+            else:
+                s = 0.0
+                for k in range(K):
+                    R[u, k] = E[u, k] * eP[k]
+                    s += R[u, k]
+            inv = 1.0 / s
             for k in range(K):
-                W[k] = row[k] + P[k]
-                wmax = max(wmax, W[k])
-            s = 0.0
-            for k in range(K):
-                R[u, k] = math.exp(W[k] - wmax)
-                s += R[u, k]
-            for k in range(K):
-                R[u, k] /= s
-                N_new[k] += counts[u] * R[u, k]
+                R[u, k] *= inv
+                N_new[k] += c * R[u, k]
         delta = 0.0
         for k in range(K):
             delta = max(delta, abs(N_new[k] - N[k]))
-        N[:] = N_new
+            N[k] = N_new[k]
         if it < trace.shape[0]:
             trace[it] = _dense_doc_elbo(words, counts, C, R, N, a, K)
         if delta < conv_thresh:
@@ -128,29 +167,42 @@ def dense_doc_step(
     """DENSESTEPFORDOC with restart proposals: dense responsibilities ``R`` (U, K).
 
     ``trace`` receives the document ELBO after the initialization (index 0)
-    and after every iteration of the main run. Returns
+    and after every iteration of the main run, as far as it is long (pass an
+    empty array to skip that work). Returns
     ``(N_d, elbo_d, iterations, restarts tried, restarts accepted)``.
     """
+    return _dense_doc(
+        words, counts, C, a, max_iters, conv_thresh, eps, restarts, restart_iters, R, trace, True
+    )
+
+
+@numba.njit(nogil=True, cache=True)
+def _dense_doc(
+    words, counts, C, a, max_iters, conv_thresh, eps, restarts, restart_iters, R, trace,
+    want_elbo,
+):  # fmt: skip
+    """``dense_doc_step``; the returned ELBO is nan unless ``want_elbo`` or restarts."""
     U = words.shape[0]
     K = C.shape[1]
+    E = np.empty((U, K))
+    exact = np.empty(U, dtype=np.bool_)
+    _exp_rows(words, C, E, exact)
     N = np.zeros(K)
     for u in range(U):
-        row = C[words[u]]
-        wmax = row[0]
-        for k in range(1, K):
-            wmax = max(wmax, row[k])
         s = 0.0
         for k in range(K):
-            R[u, k] = math.exp(row[k] - wmax)
-            s += R[u, k]
+            s += E[u, k]
         for k in range(K):
-            R[u, k] /= s
+            R[u, k] = E[u, k] / s
             N[k] += counts[u] * R[u, k]
-    trace[0] = _dense_doc_elbo(words, counts, C, R, N, a, K)
-    its = _dense_iterations(words, counts, C, a, max_iters, conv_thresh, R, N, trace)
-    elbo = _dense_doc_elbo(words, counts, C, R, N, a, K)
+    if trace.shape[0] > 0:
+        trace[0] = _dense_doc_elbo(words, counts, C, R, N, a, K)
+    its = _dense_iterations(words, counts, C, E, exact, a, max_iters, conv_thresh, R, N, trace)
     tried = 0
     accepted = 0
+    if not (want_elbo or (restarts > 0 and U > 0)):
+        return N, np.nan, its, tried, accepted
+    elbo = _dense_doc_elbo(words, counts, C, R, N, a, K)
     if restarts > 0 and U > 0:
         no_trace = np.empty(0)
         for k_drop in np.argsort(N):
@@ -162,7 +214,9 @@ def dense_doc_step(
             N2 = N.copy()
             N2[k_drop] = 0.0
             R2 = R.copy()
-            _dense_iterations(words, counts, C, a, restart_iters, conv_thresh, R2, N2, no_trace)
+            _dense_iterations(
+                words, counts, C, E, exact, a, restart_iters, conv_thresh, R2, N2, no_trace
+            )
             elbo2 = _dense_doc_elbo(words, counts, C, R2, N2, a, K)
             if elbo2 > elbo:
                 accepted += 1
@@ -173,28 +227,69 @@ def dense_doc_step(
 
 
 @numba.njit(nogil=True, cache=True)
+def _token_exps(row, idx_u, nL, E_u):
+    """``E_u[j] = exp(row[idx_u[j]] - max)`` over the token's nL topics; False
+    where they spread too far for the product form (then use log space)."""
+    hi = row[idx_u[0]]
+    lo = hi
+    for j in range(1, nL):
+        hi = max(hi, row[idx_u[j]])
+        lo = min(lo, row[idx_u[j]])
+    for j in range(nL):
+        E_u[j] = math.exp(row[idx_u[j]] - hi)
+    return hi - lo <= _PRODUCT_MAX_SPREAD
+
+
+@numba.njit(nogil=True, cache=True)
 def _sparse_iterations(
     words, counts, C, a, L, max_iters, conv_thresh, eps, resp, idx, N, active, n_active,
     select_first,
 ):  # fmt: skip
-    """Run L-sparse iterations in place; returns (n_active, iterations run)."""
+    """Run L-sparse iterations in place; returns (n_active, iterations run).
+
+    Every token is selected afresh in iterations ``1..select_first`` and every
+    10th; in between a token keeps its topics and is only reweighted, unless
+    one of them left the active set (then that token alone is selected again).
+    A reweighting costs a multiply per topic: ``exp(C + P) = E * exp(P - max P)``
+    with ``E = exp(C - max C)`` over the token's topics, kept from its selection.
+    """
     U = words.shape[0]
     K = C.shape[1]
     P = np.zeros(K)
+    eP = np.zeros(K)
+    is_active = np.zeros(K, dtype=np.bool_)
     Wa = np.empty(K)
     chosen = np.empty(L, dtype=np.int32)
+    E = np.empty((U, L))
+    product = np.empty(U, dtype=np.bool_)
+    N_new = np.empty(K)
+    nL = min(L, n_active)
+    for j in range(n_active):
+        is_active[active[j]] = True
+    for u in range(U):  # the product form for the topics the caller gave
+        product[u] = _token_exps(C[words[u]], idx[u], max(nL, 1), E[u])
     it = 0
-    shrank = False
     while it < max_iters:
         it += 1
-        select = it <= select_first or it % 10 == 0 or shrank
+        select_all = it <= select_first or it % 10 == 0
+        pmax = -np.inf
         for j in range(n_active):
             k = active[j]
             P[k] = digamma(N[k] + a)
-        N_new = np.zeros(K)
+            pmax = max(pmax, P[k])
+        for j in range(n_active):
+            k = active[j]
+            eP[k] = math.exp(P[k] - pmax)
+        N_new[:] = 0.0
         nL = min(L, n_active)
         for u in range(U):
             row = C[words[u]]
+            select = select_all
+            if not select:
+                for j in range(nL):
+                    if not is_active[idx[u, j]]:
+                        select = True
+                        break
             if select:
                 for j in range(n_active):
                     Wa[j] = row[active[j]] + P[active[j]]
@@ -203,17 +298,27 @@ def _sparse_iterations(
                     idx[u, j] = active[chosen[j]]
                 for j in range(nL, L):
                     idx[u, j] = idx[u, 0]
-            wmax = -np.inf
-            for j in range(nL):
-                wmax = max(wmax, row[idx[u, j]] + P[idx[u, j]])
+                product[u] = _token_exps(row, idx[u], nL, E[u])
             s = 0.0
-            for j in range(nL):
-                e = math.exp(row[idx[u, j]] + P[idx[u, j]] - wmax)
-                resp[u, j] = e
-                s += e
+            if product[u]:
+                for j in range(nL):
+                    e = E[u, j] * eP[idx[u, j]]
+                    resp[u, j] = e
+                    s += e
+            if not s > 1e-250:  # log space: spread too wide, or the product underflowed
+                wmax = -np.inf
+                for j in range(nL):
+                    wmax = max(wmax, row[idx[u, j]] + P[idx[u, j]])
+                s = 0.0
+                for j in range(nL):
+                    e = math.exp(row[idx[u, j]] + P[idx[u, j]] - wmax)
+                    resp[u, j] = e
+                    s += e
+            inv = 1.0 / s if s > 0.0 else 0.0  # s = 0 only without active topics
+            c = counts[u]
             for j in range(L):
-                resp[u, j] = resp[u, j] / s if j < nL else 0.0
-                N_new[idx[u, j]] += counts[u] * resp[u, j]
+                resp[u, j] = resp[u, j] * inv if j < nL else 0.0
+                N_new[idx[u, j]] += c * resp[u, j]
         delta = 0.0
         for j in range(n_active):
             k = active[j]
@@ -225,6 +330,8 @@ def _sparse_iterations(
             if N[k] > eps:
                 active[kept] = k
                 kept += 1
+            else:
+                is_active[k] = False
         shrank = kept < n_active
         n_active = kept
         if delta < conv_thresh and not shrank:
@@ -295,7 +402,7 @@ def sparse_doc_step(
             idx2 = idx.copy()
             n2, _ = _sparse_iterations(
                 words, counts, C, a, L, restart_iters, conv_thresh, eps, resp2, idx2, N2,
-                active2, n2, restart_iters,
+                active2, n2, 1,
             )  # fmt: skip
             elbo2 = _sparse_doc_elbo(words, counts, C, resp2, idx2, N2, a, active2, n2, K)
             if elbo2 > elbo:
@@ -344,7 +451,7 @@ def lda_batch_step(
     tried = 0
     accepted = 0
     prior = _log_norm_prior(a, K)
-    trace = np.empty(max_iters + 1)
+    no_trace = np.empty(0)
     all_topics = np.arange(K)
     for d in range(n_docs):
         lo = indptr[d]
@@ -354,9 +461,10 @@ def lda_batch_step(
         U = hi - lo
         if dense:
             R = np.empty((U, K))
-            N, _, its, t, acc = dense_doc_step(
-                w, c, C, a, max_iters, conv_thresh, eps, restarts, restart_iters, R, trace
-            )
+            N, _, its, t, acc = _dense_doc(
+                w, c, C, a, max_iters, conv_thresh, eps, restarts, restart_iters, R, no_trace,
+                False,
+            )  # fmt: skip
             for u in range(U):
                 for k in range(K):
                     r = R[u, k]

@@ -150,6 +150,7 @@ class MemoizedVI:
                 pending = executor.submit(task, [handles[b] for b in lap_waves[0]], shared)
             for i, wave in enumerate(lap_waves):
                 fresh = executor.collect(pending)
+                pending = None  # nothing of a collected wave stays alive on the workers
                 if not filling:
                     for b, stats in zip(wave, fresh, strict=True):
                         old = memo.get(b)
