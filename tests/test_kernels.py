@@ -21,6 +21,7 @@ from lsdask.kernels import (
     select_top_l,
     sparse_counts,
     sparse_entropy,
+    sparse_outer_sums,
     sparse_to_dense,
     sparse_weighted_csr_rows,
     sparse_weighted_rows,
@@ -129,6 +130,24 @@ def test_second_moments_through_vech_features(rng, N, D):
     R = naive.densify(resp, idx, K)
     S = unpack_symmetric(sparse_weighted_rows(F, resp, idx, np.zeros((K, F.shape[1]))), D)
     np.testing.assert_allclose(S, naive.weighted_outer(X, R), atol=1e-12)
+
+
+@pytest.mark.parametrize("N,D", [(0, 3), (1, 1), (9, 4), (30, 8), (200, 64)])
+@pytest.mark.parametrize("K,L", [(1, 1), (3, 2), (7, 7), (40, 4)])
+def test_grouped_outer_sums_match_reference(rng, N, D, K, L):
+    """Whole-batch second moments grouped by cluster (one BLAS product each)
+    equal the plain sum, accumulate into ``out`` and skip zero weights."""
+    X = rng.normal(size=(N, D))
+    W = _weights(rng, N, K, ties=True)
+    resp, idx = topl_resp_from_log_weights(W, L)
+    if N:
+        resp[0] = 0.0  # a row with no weight at all
+    R = naive.densify(resp, idx, K)
+    out = np.ones((K, D * (D + 1) // 2))
+    sparse_outer_sums(X, resp, idx, out)
+    np.testing.assert_allclose(
+        unpack_symmetric(out - 1.0, D), naive.weighted_outer(X, R), rtol=1e-10, atol=1e-10
+    )
 
 
 def test_pack_quadratic_gives_quadratic_forms(rng):

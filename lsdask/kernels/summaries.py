@@ -6,9 +6,16 @@ the diagonal second moments, and with ``rows = vech(x x^T)``
 (:func:`lsdask.kernels.outer_features`) the full second moments
 ``S_k = sum_n r_nk x_n x_n^T``. The sparse versions cost O(N L M), the dense
 twins O(N K M) (a BLAS product).
+
+For a whole batch the full second moments are cheaper grouped by cluster
+(:func:`sparse_outer_sums`): the (row, cluster) pairs are sorted by cluster
+and each ``S_k = Y_k^T Y_k`` is one BLAS product of the ``sqrt(r)``-scaled
+D-wide rows, instead of a scatter of D(D+1)/2-wide feature rows.
 """
 
 from __future__ import annotations
+
+import math
 
 import numba
 import numpy as np
@@ -58,6 +65,66 @@ def sparse_weighted_rows(rows, resp, idx, out):
             src = rows[n]
             for m in range(M):
                 dst[m] += r * src[m]
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def sparse_outer_sums(X, resp, idx, out):
+    """``out[k] += vech(sum_n r_nk x_n x_n^T)`` with L-sparse responsibilities.
+
+    Parameters
+    ----------
+    X : ndarray (N, D) float64, C-contiguous
+    resp, idx : ndarray (N, L) float64 / int32
+    out : ndarray (K, D(D+1)/2) float64, updated in place (vech order of
+        :func:`lsdask.kernels.outer_features`)
+
+    Returns
+    -------
+    out
+    """
+    N, D = X.shape
+    L = resp.shape[1]
+    K = out.shape[0]
+    start = np.zeros(K + 1, dtype=np.int64)
+    for n in range(N):
+        for j in range(L):
+            if resp[n, j] > 0.0:
+                start[idx[n, j] + 1] += 1
+    for k in range(K):
+        start[k + 1] += start[k]
+    fill = start[:K].copy()
+    rows = np.empty(start[K], dtype=np.int64)
+    weights = np.empty(start[K], dtype=np.float64)
+    for n in range(N):
+        for j in range(L):
+            r = resp[n, j]
+            if r > 0.0:
+                k = idx[n, j]
+                rows[fill[k]] = n
+                weights[fill[k]] = math.sqrt(r)
+                fill[k] += 1
+    largest = 0
+    for k in range(K):
+        largest = max(largest, start[k + 1] - start[k])
+    Y = np.empty((largest, D), dtype=np.float64)
+    for k in range(K):
+        m = start[k + 1] - start[k]
+        if m == 0:
+            continue
+        for i in range(m):
+            p = start[k] + i
+            w = weights[p]
+            src = X[rows[p]]
+            for d in range(D):
+                Y[i, d] = w * src[d]
+        Yk = Y[:m]
+        S = np.dot(Yk.T, Yk)
+        v = 0
+        for a in range(D):
+            for b in range(a, D):
+                out[k, v] += S[a, b]
+                v += 1
     return out
 
 

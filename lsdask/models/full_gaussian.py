@@ -17,6 +17,7 @@ from lsdask.kernels import (
     dense_weighted_rows,
     outer_features,
     pack_quadratic,
+    sparse_outer_sums,
     sparse_weighted_rows,
     unpack_symmetric,
 )
@@ -119,6 +120,13 @@ class FullGaussian(ObservationModel):
         X, F = block
         sparse_weighted_rows(X, resp, idx, out["x"])
         sparse_weighted_rows(F, resp, idx, out["xx"])
+
+    sparse_summary_from_rows = True
+
+    def summarize_sparse_rows(self, X, resp, idx, out: dict) -> None:
+        X = as_dense_rows(X, self.dim)
+        sparse_weighted_rows(X, resp, idx, out["x"])
+        sparse_outer_sums(X, resp, idx, out["xx"])
 
     def summarize_dense(self, block, R, out: dict) -> None:
         X, F = block

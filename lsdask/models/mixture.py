@@ -80,6 +80,12 @@ class MixtureModel:
         obs = self.observation
         parts = {"N": np.zeros(K), "H": np.zeros(K), **obs.empty_stats(K)}
         n = X.shape[0]
+        # models that summarize a whole batch from its raw rows keep every
+        # block's responsibilities (N x L) until the end of the batch
+        whole = sparsity is not None and obs.sparse_summary_from_rows
+        if whole:
+            resp_all = np.empty((n, sparsity))
+            idx_all = np.empty((n, sparsity), dtype=np.int32)
         for start in range(0, n, self.block_rows):
             block = obs.prepare(X[start : start + self.block_rows])
             W = self.log_weights(block, glob)
@@ -92,7 +98,13 @@ class MixtureModel:
                 resp, idx = topl_resp_from_log_weights(W, sparsity)
                 parts["N"] += sparse_counts(resp, idx, K)
                 parts["H"] += sparse_entropy(resp, idx, K)
-                obs.summarize_sparse(block, resp, idx, parts)
+                if whole:
+                    resp_all[start : start + resp.shape[0]] = resp
+                    idx_all[start : start + resp.shape[0]] = idx
+                else:
+                    obs.summarize_sparse(block, resp, idx, parts)
+        if whole:
+            obs.summarize_sparse_rows(X, resp_all, idx_all, parts)
         return SuffStats(**parts)
 
     def responsibilities(self, X: Any, glob: MixtureGlobals, sparsity: int | None):

@@ -23,6 +23,10 @@ class ObservationModel(ABC):
     #: names of the statistics this model adds to a batch's SuffStats
     stat_names: tuple[str, ...] = ()
 
+    #: True where :meth:`summarize_sparse_rows` summarizes a whole batch at
+    #: once from its raw rows, cheaper than block by block from the features
+    sparse_summary_from_rows: bool = False
+
     @abstractmethod
     def with_data_defaults(self, sample: Any) -> ObservationModel:
         """Return a copy with the data dimension and data-driven prior defaults set."""
@@ -42,6 +46,11 @@ class ObservationModel(ABC):
     @abstractmethod
     def summarize_sparse(self, block: Any, resp: np.ndarray, idx: np.ndarray, out: dict) -> None:
         """Add the block's statistics from L-sparse responsibilities into ``out``."""
+
+    def summarize_sparse_rows(self, X: Any, resp: np.ndarray, idx: np.ndarray, out: dict) -> None:
+        """Add a whole batch's statistics from its raw rows and L-sparse
+        responsibilities (models with ``sparse_summary_from_rows``)."""
+        raise NotImplementedError(f"{type(self).__name__} summarizes block by block")
 
     @abstractmethod
     def summarize_dense(self, block: Any, R: np.ndarray, out: dict) -> None:

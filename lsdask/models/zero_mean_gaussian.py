@@ -16,6 +16,7 @@ from lsdask.kernels import (
     dense_weighted_rows,
     outer_features,
     pack_quadratic,
+    sparse_outer_sums,
     sparse_weighted_rows,
     unpack_symmetric,
 )
@@ -100,6 +101,11 @@ class ZeroMeanGaussian(ObservationModel):
 
     def summarize_sparse(self, block, resp, idx, out: dict) -> None:
         sparse_weighted_rows(block, resp, idx, out["xx"])
+
+    sparse_summary_from_rows = True
+
+    def summarize_sparse_rows(self, X, resp, idx, out: dict) -> None:
+        sparse_outer_sums(as_dense_rows(X, self.dim), resp, idx, out["xx"])
 
     def summarize_dense(self, block, R, out: dict) -> None:
         dense_weighted_rows(block, R, out["xx"])
