@@ -120,6 +120,20 @@ def test_summaries_accumulate_into_out(rng):
     np.testing.assert_allclose(out - 1.0, naive.weighted_rows(rows, naive.densify(resp, idx, 4)))
 
 
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_dense_summary_accumulates_in_place(rng, layout):
+    """The in-place BLAS product adds into ``out`` whatever its memory layout."""
+    rows = rng.normal(size=(10, 3)).astype(np.float32)
+    R = dense_resp_from_log_weights(rng.normal(size=(10, 4)))
+    base = np.ones((4, 6))
+    out = {"C": base[:, :3].copy(), "F": np.asfortranarray(base[:, :3]), "strided": base[:, ::2]}[
+        layout
+    ]
+    got = dense_weighted_rows(rows, R, out)
+    assert got is out
+    np.testing.assert_allclose(out - 1.0, naive.weighted_rows(rows, R), rtol=1e-6)
+
+
 @pytest.mark.parametrize("N,D", [(0, 3), (1, 1), (9, 4), (30, 8)])
 def test_second_moments_through_vech_features(rng, N, D):
     X = rng.normal(size=(N, D))

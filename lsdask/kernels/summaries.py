@@ -19,6 +19,7 @@ import math
 
 import numba
 import numpy as np
+from scipy.linalg.blas import dgemm
 
 
 @numba.njit(nogil=True, cache=True)
@@ -129,8 +130,18 @@ def sparse_outer_sums(X, resp, idx, out):
 
 
 def dense_weighted_rows(rows: np.ndarray, R: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Dense twin of :func:`sparse_weighted_rows`: ``out += R.T @ rows`` (BLAS)."""
-    out += R.T @ rows
+    """Dense twin of :func:`sparse_weighted_rows`: ``out += R.T @ rows``.
+
+    One BLAS ``gemm`` with ``beta = 1`` writes into ``out`` directly: a block of
+    K x D(D+1)/2 second moments makes no (K, M) temporary, which in a Dask
+    worker (small ``MALLOC_TRIM_THRESHOLD_``) would be fresh pages every block.
+    """
+    if rows.shape[0] == 0:
+        return out
+    # out.T (M, K) is Fortran-ordered: out.T += rows.T @ R, in place
+    res = dgemm(1.0, rows.T, R.T, beta=1.0, c=out.T, trans_b=1, overwrite_c=1)
+    if not np.shares_memory(res, out):  # BLAS had to copy (e.g. out not contiguous)
+        out[...] = res.T
     return out
 
 
