@@ -171,22 +171,24 @@ def dense_doc_step(
     empty array to skip that work). Returns
     ``(N_d, elbo_d, iterations, restarts tried, restarts accepted)``.
     """
+    E = np.empty((words.shape[0], C.shape[1]))
+    exact = np.empty(words.shape[0], dtype=np.bool_)
+    _exp_rows(words, C, E, exact)
     return _dense_doc(
-        words, counts, C, a, max_iters, conv_thresh, eps, restarts, restart_iters, R, trace, True
-    )
+        words, counts, C, E, exact, a, max_iters, conv_thresh, eps, restarts, restart_iters, R,
+        trace, True,
+    )  # fmt: skip
 
 
 @numba.njit(nogil=True, cache=True)
 def _dense_doc(
-    words, counts, C, a, max_iters, conv_thresh, eps, restarts, restart_iters, R, trace,
-    want_elbo,
+    words, counts, C, E, exact, a, max_iters, conv_thresh, eps, restarts, restart_iters, R,
+    trace, want_elbo,
 ):  # fmt: skip
-    """``dense_doc_step``; the returned ELBO is nan unless ``want_elbo`` or restarts."""
+    """``dense_doc_step`` given ``E, exact`` of the document's words (``_exp_rows``);
+    the returned ELBO is nan unless ``want_elbo`` or restarts."""
     U = words.shape[0]
     K = C.shape[1]
-    E = np.empty((U, K))
-    exact = np.empty(U, dtype=np.bool_)
-    _exp_rows(words, C, E, exact)
     N = np.zeros(K)
     for u in range(U):
         s = 0.0
@@ -348,22 +350,44 @@ def sparse_doc_step(
     Fills ``resp`` and ``idx`` (U, L) and returns
     ``(N_d, elbo_d, iterations, restarts tried, restarts accepted)``.
     """
-    U = words.shape[0]
+    _sparse_init(words, C, L, resp, idx)
+    return _sparse_doc(
+        words, counts, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp, idx
+    )
+
+
+@numba.njit(nogil=True, cache=True)
+def _sparse_init(rows, C, L, resp, idx):
+    """Top-L responsibilities of ``C[rows[u]]`` alone (uniform document-topic
+    probabilities): the start of every document's L-sparse step."""
     K = C.shape[1]
-    N = np.zeros(K)
     nL = min(L, K)
-    for u in range(U):
-        row = C[words[u]]
-        _select(row, nL, idx[u, :nL])
-        wmax = row[idx[u, 0]]
+    vals = np.empty(nL, dtype=np.int32)
+    for u in range(rows.shape[0]):
+        row = C[rows[u]]
+        _select(row, nL, vals)
+        wmax = row[vals[0]]
         s = 0.0
         for j in range(nL):
-            resp[u, j] = math.exp(row[idx[u, j]] - wmax)
+            idx[u, j] = vals[j]
+            resp[u, j] = math.exp(row[vals[j]] - wmax)
             s += resp[u, j]
         for j in range(L):
             if j >= nL:
-                idx[u, j] = idx[u, 0]
+                idx[u, j] = vals[0]
             resp[u, j] = resp[u, j] / s if j < nL else 0.0
+
+
+@numba.njit(nogil=True, cache=True)
+def _sparse_doc(
+    words, counts, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp, idx,
+):  # fmt: skip
+    """``sparse_doc_step`` from the initial ``resp, idx`` already in place."""
+    U = words.shape[0]
+    K = C.shape[1]
+    N = np.zeros(K)
+    for u in range(U):
+        for j in range(L):
             N[idx[u, j]] += counts[u] * resp[u, j]
     active = np.empty(K, dtype=np.int64)
     n_active = 0
@@ -453,6 +477,17 @@ def lda_batch_step(
     prior = _log_norm_prior(a, K)
     no_trace = np.empty(0)
     all_topics = np.arange(K)
+    # what depends on a word alone is computed once per batch, not per document
+    V_b = C.shape[0]
+    vocab = np.arange(V_b)
+    if dense:
+        E_words = np.empty((V_b, K))
+        exact_words = np.empty(V_b, dtype=np.bool_)
+        _exp_rows(vocab, C, E_words, exact_words)
+    else:
+        resp_words = np.empty((V_b, L))
+        idx_words = np.empty((V_b, L), dtype=np.int32)
+        _sparse_init(vocab, C, L, resp_words, idx_words)
     for d in range(n_docs):
         lo = indptr[d]
         hi = indptr[d + 1]
@@ -461,9 +496,14 @@ def lda_batch_step(
         U = hi - lo
         if dense:
             R = np.empty((U, K))
+            E = np.empty((U, K))
+            exact = np.empty(U, dtype=np.bool_)
+            for u in range(U):
+                E[u] = E_words[w[u]]
+                exact[u] = exact_words[w[u]]
             N, _, its, t, acc = _dense_doc(
-                w, c, C, a, max_iters, conv_thresh, eps, restarts, restart_iters, R, no_trace,
-                False,
+                w, c, C, E, exact, a, max_iters, conv_thresh, eps, restarts, restart_iters, R,
+                no_trace, False,
             )  # fmt: skip
             for u in range(U):
                 for k in range(K):
@@ -474,7 +514,10 @@ def lda_batch_step(
         else:
             resp = np.empty((U, L))
             idx = np.empty((U, L), dtype=np.int32)
-            N, _, its, t, acc = sparse_doc_step(
+            for u in range(U):
+                resp[u] = resp_words[w[u]]
+                idx[u] = idx_words[w[u]]
+            N, _, its, t, acc = _sparse_doc(
                 w, c, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp, idx
             )
             for u in range(U):
