@@ -139,6 +139,25 @@ def test_sparsity_K_equals_dense(kind, rng):
     assert model.elbo(dense, glob) == pytest.approx(model.elbo(full_sparse, glob), rel=1e-10)
 
 
+@pytest.mark.parametrize("kind", list(OBS))
+@pytest.mark.parametrize("sparsity", [None, 2])
+def test_block_size_does_not_change_the_local_step(kind, sparsity, rng):
+    """Blocks reuse one workspace (the last block is shorter than the others):
+    the statistics equal those of a single block holding the whole batch."""
+    X = _data(kind, rng, n=301)
+    obs = OBS[kind]().with_data_defaults(X)
+    K = 4
+    R = rng.dirichlet(np.ones(K), size=X.shape[0])
+    parts = {"N": R.sum(0), "H": naive.entropy(R), **obs.empty_stats(K)}
+    obs.summarize_dense(obs.prepare(X), R, parts)
+    one = MixtureModel(obs, n_components=K, alpha=2.0, block_rows=1000)
+    glob = one.global_step(SuffStats(**parts))
+    many = MixtureModel(obs, n_components=K, alpha=2.0, block_rows=64)
+    assert many.local_step(X, glob, sparsity).allclose(
+        one.local_step(X, glob, sparsity), rtol=1e-10, atol=1e-10
+    )
+
+
 @pytest.mark.parametrize("kind", ["zero-mean", "full", "diag"])
 def test_gaussian_stats_match_reference(kind, rng):
     X = _data(kind, rng, n=50)

@@ -8,6 +8,7 @@ from lsdask.kernels.entropy import dense_entropy, sparse_entropy
 from lsdask.kernels.features import (
     csr_matmul,
     outer_features,
+    outer_features_into,
     pack_quadratic,
     unpack_symmetric,
 )
@@ -23,6 +24,7 @@ from lsdask.kernels.summaries import (
 )
 from lsdask.kernels.topl import (
     dense_resp_from_log_weights,
+    dense_resp_into,
     select_top_l,
     topl_resp_from_log_weights,
 )
@@ -32,9 +34,11 @@ __all__ = [
     "dense_counts",
     "dense_entropy",
     "dense_resp_from_log_weights",
+    "dense_resp_into",
     "dense_weighted_csr_rows",
     "dense_weighted_rows",
     "outer_features",
+    "outer_features_into",
     "pack_quadratic",
     "select_top_l",
     "sparse_counts",

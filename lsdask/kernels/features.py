@@ -17,8 +17,13 @@ import numpy as np
 def outer_features(X):
     """``vech(x_n x_n^T)`` for every row. X (N, D) -> (N, D(D+1)/2) float64."""
     N, D = X.shape
-    M = D * (D + 1) // 2
-    F = np.empty((N, M), dtype=np.float64)
+    return outer_features_into(X, np.empty((N, D * (D + 1) // 2), dtype=np.float64))
+
+
+@numba.njit(nogil=True, cache=True)
+def outer_features_into(X, F):
+    """:func:`outer_features` written into ``F`` (N, D(D+1)/2); returns F."""
+    N, D = X.shape
     for n in range(N):
         m = 0
         for i in range(D):

@@ -123,7 +123,13 @@ def dense_resp_from_log_weights(W):
     R : ndarray (N, K) float64, rows sum to one.
     """
     N, K = W.shape
-    R = np.empty((N, K), dtype=np.float64)
+    return dense_resp_into(W, np.empty((N, K), dtype=np.float64))
+
+
+@numba.njit(nogil=True, cache=True)
+def dense_resp_into(W, R):
+    """:func:`dense_resp_from_log_weights` written into ``R`` (may be ``W`` itself)."""
+    N, K = W.shape
     for n in range(N):
         wmax = W[n, 0]
         for k in range(1, K):

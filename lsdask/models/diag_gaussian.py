@@ -23,6 +23,7 @@ from lsdask.models.gaussian_base import (
 from lsdask.models.observation import ObservationModel
 from lsdask.models.special import LOG_2PI, gamma_kl
 from lsdask.models.stats import SuffStats
+from lsdask.models.workspace import Workspace, take
 
 
 @dataclass(frozen=True)
@@ -92,14 +93,17 @@ class DiagGaussian(ObservationModel):
     def check_data(self, X) -> None:
         as_dense_rows(X, self.dim)
 
-    def prepare(self, X):
+    def prepare(self, X, ws: Workspace | None = None):
         X = as_dense_rows(X, self.dim)
-        return X, X * X
+        return X, np.multiply(X, X, out=take(ws, "squares", X.shape))
 
-    def expected_log_lik(self, block, post: NormalGammaPosterior) -> np.ndarray:
+    def expected_log_lik(
+        self, block, post: NormalGammaPosterior, ws: Workspace | None = None
+    ) -> np.ndarray:
         X, X2 = block
-        W = X2 @ post.sq_coef
-        W += X @ post.lin_coef
+        shape = (X.shape[0], post.const.size)
+        W = np.matmul(X2, post.sq_coef, out=take(ws, "W", shape))
+        W += np.matmul(X, post.lin_coef, out=take(ws, "W_linear", shape))
         W += post.const
         return W
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from lsdask.kernels import (
     dense_weighted_rows,
-    outer_features,
+    outer_features_into,
     pack_quadratic,
     sparse_outer_sums,
     sparse_weighted_rows,
@@ -30,6 +30,7 @@ from lsdask.models.gaussian_base import (
 from lsdask.models.observation import ObservationModel
 from lsdask.models.special import LOG_2PI, logdet_spd, wishart_expectations, wishart_kl
 from lsdask.models.stats import SuffStats
+from lsdask.models.workspace import Workspace, take
 
 
 @dataclass(frozen=True)
@@ -105,14 +106,18 @@ class FullGaussian(ObservationModel):
     def check_data(self, X) -> None:
         as_dense_rows(X, self.dim)
 
-    def prepare(self, X):
+    def prepare(self, X, ws: Workspace | None = None):
         X = as_dense_rows(X, self.dim)
-        return X, outer_features(X)
+        D = self.dim
+        return X, outer_features_into(X, take(ws, "features", (X.shape[0], D * (D + 1) // 2)))
 
-    def expected_log_lik(self, block, post: NormalWishartPosterior) -> np.ndarray:
+    def expected_log_lik(
+        self, block, post: NormalWishartPosterior, ws: Workspace | None = None
+    ) -> np.ndarray:
         X, F = block
-        W = F @ post.quad_coef
-        W += X @ post.lin_coef
+        shape = (X.shape[0], post.nu.size)
+        W = np.matmul(F, post.quad_coef, out=take(ws, "W", shape))
+        W += np.matmul(X, post.lin_coef, out=take(ws, "W_linear", shape))
         W += post.const
         return W
 

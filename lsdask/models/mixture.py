@@ -18,6 +18,7 @@ from lsdask.kernels import (
     dense_counts,
     dense_entropy,
     dense_resp_from_log_weights,
+    dense_resp_into,
     sparse_counts,
     sparse_entropy,
     topl_resp_from_log_weights,
@@ -25,6 +26,7 @@ from lsdask.kernels import (
 from lsdask.models.allocation import FiniteMixtureAllocation
 from lsdask.models.observation import ObservationModel
 from lsdask.models.stats import SuffStats
+from lsdask.models.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -63,9 +65,9 @@ class MixtureModel:
         return FiniteMixtureAllocation(self.n_components, self.alpha)
 
     # local step -------------------------------------------------------------
-    def log_weights(self, block: Any, glob: MixtureGlobals) -> np.ndarray:
-        """``W[n, k] = E[log pi_k] + E[log F(x_n | phi_k)]`` (Eq. 5)."""
-        W = self.observation.expected_log_lik(block, glob.obs)
+    def log_weights(self, block: Any, glob: MixtureGlobals, ws: Workspace | None = None):
+        """``W[n, k] = E[log pi_k] + E[log F(x_n | phi_k)]`` (Eq. 5), an (n, K) array."""
+        W = self.observation.expected_log_lik(block, glob.obs, ws)
         W += glob.elogpi
         return W
 
@@ -86,11 +88,12 @@ class MixtureModel:
         if whole:
             resp_all = np.empty((n, sparsity))
             idx_all = np.empty((n, sparsity), dtype=np.int32)
+        ws = Workspace()  # the blocks' temporaries, reused block after block
         for start in range(0, n, self.block_rows):
-            block = obs.prepare(X[start : start + self.block_rows])
-            W = self.log_weights(block, glob)
+            block = obs.prepare(X[start : start + self.block_rows], ws)
+            W = self.log_weights(block, glob, ws)
             if sparsity is None:
-                R = dense_resp_from_log_weights(W)
+                R = dense_resp_into(W, W)  # the weights are not needed afterwards
                 parts["N"] += dense_counts(R)
                 parts["H"] += dense_entropy(R)
                 obs.summarize_dense(block, R, parts)

@@ -21,6 +21,7 @@ from lsdask.kernels import (
 from lsdask.models.observation import ObservationModel
 from lsdask.models.special import dirichlet_expected_log, dirichlet_kl
 from lsdask.models.stats import SuffStats
+from lsdask.models.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -94,10 +95,12 @@ class Multinomial(ObservationModel):
     def check_data(self, X) -> None:
         as_count_block(X, self.vocab_size)
 
-    def prepare(self, X) -> CSRBlock:
+    def prepare(self, X, ws: Workspace | None = None) -> CSRBlock:
         return as_count_block(X, self.vocab_size)
 
-    def expected_log_lik(self, block: CSRBlock, post: DirichletPosterior) -> np.ndarray:
+    def expected_log_lik(
+        self, block: CSRBlock, post: DirichletPosterior, ws: Workspace | None = None
+    ) -> np.ndarray:
         return csr_matmul(block.indptr, block.indices, block.data, post.E_log_phi_t)
 
     def summarize_sparse(self, block: CSRBlock, resp, idx, out: dict) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from lsdask.models.stats import SuffStats
+from lsdask.models.workspace import Workspace
 
 
 class ObservationModel(ABC):
@@ -36,12 +37,14 @@ class ObservationModel(ABC):
         """Raise ValueError, saying what is wrong, for rows this model cannot take."""
 
     @abstractmethod
-    def prepare(self, X: Any) -> Any:
-        """Per-block features shared by the weights and the summaries."""
+    def prepare(self, X: Any, ws: Workspace | None = None) -> Any:
+        """Per-block features shared by the weights and the summaries; with a
+        :class:`Workspace` they may live in its arrays (valid for this block)."""
 
     @abstractmethod
-    def expected_log_lik(self, block: Any, post: Any) -> np.ndarray:
-        """``E_q[log F(x_n | phi_k)]`` for every row of the block: (n, K) float64."""
+    def expected_log_lik(self, block: Any, post: Any, ws: Workspace | None = None) -> np.ndarray:
+        """``E_q[log F(x_n | phi_k)]`` for every row of the block: (n, K) float64
+        (in the workspace's arrays when one is given)."""
 
     @abstractmethod
     def summarize_sparse(self, block: Any, resp: np.ndarray, idx: np.ndarray, out: dict) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 
 from lsdask.kernels import (
     dense_weighted_rows,
-    outer_features,
+    outer_features_into,
     pack_quadratic,
     sparse_outer_sums,
     sparse_weighted_rows,
@@ -24,6 +24,7 @@ from lsdask.models.gaussian_base import as_dense_rows, default_scale, gaussian_l
 from lsdask.models.observation import ObservationModel
 from lsdask.models.special import LOG_2PI, logdet_spd, wishart_expectations, wishart_kl
 from lsdask.models.stats import SuffStats
+from lsdask.models.workspace import Workspace, take
 
 
 @dataclass(frozen=True)
@@ -91,11 +92,15 @@ class ZeroMeanGaussian(ObservationModel):
     def check_data(self, X) -> None:
         as_dense_rows(X, self.dim)
 
-    def prepare(self, X) -> np.ndarray:
-        return outer_features(as_dense_rows(X, self.dim))
+    def prepare(self, X, ws: Workspace | None = None) -> np.ndarray:
+        X = as_dense_rows(X, self.dim)
+        D = self.dim
+        return outer_features_into(X, take(ws, "features", (X.shape[0], D * (D + 1) // 2)))
 
-    def expected_log_lik(self, block: np.ndarray, post: WishartPosterior) -> np.ndarray:
-        W = block @ post.quad_coef
+    def expected_log_lik(
+        self, block: np.ndarray, post: WishartPosterior, ws: Workspace | None = None
+    ) -> np.ndarray:
+        W = np.matmul(block, post.quad_coef, out=take(ws, "W", (block.shape[0], post.nu.size)))
         W += post.const
         return W
 
