@@ -212,3 +212,30 @@ def test_suffstats_algebra_and_field_check():
     np.testing.assert_allclose(c["N"], [1.0, 1.0])
     with pytest.raises(ValueError, match="cannot combine statistics"):
         a + SuffStats(N=np.ones(2))
+
+
+def test_in_place_replace_equals_the_out_of_place_update(rng):
+    """``total.replace_(old, new)`` gives bit for bit ``total - old + new``,
+    column blocks included, and leaves ``old`` and ``new`` untouched."""
+    from lsdask.models.stats import ColumnBlock
+
+    K, V = 3, 10
+
+    def stats(cols):
+        return SuffStats(N=rng.random(K), words=ColumnBlock(cols, rng.random((K, len(cols))), V))
+
+    total = SuffStats(N=rng.random(K), words=rng.random((K, V)))
+    old, new = stats([1, 4, 7]), stats([0, 4, 9])
+    expected = total - old + new
+    kept = (old["words"].values.copy(), new["words"].values.copy())
+    work = total.dense_copy()
+    assert work.replace_(old, new) is work
+    for name in ("N", "words"):
+        np.testing.assert_array_equal(work[name], expected[name])
+    np.testing.assert_array_equal(old["words"].values, kept[0])
+    np.testing.assert_array_equal(new["words"].values, kept[1])
+    np.testing.assert_array_equal(
+        total.dense_copy().replace_(None, new)["words"], total["words"] + new["words"]
+    )
+    with pytest.raises(TypeError, match="dense_copy"):
+        new.replace_(None, new)

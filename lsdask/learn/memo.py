@@ -104,7 +104,8 @@ class MemoizedVI:
         if state.rng_state is not None:
             rng.bit_generator.state = state.rng_state
         filling = not any(memo.has(b) for b in range(B)) or state.lap == 0
-        total = sum_stats(memo.values()) if not filling else model.empty_stats()
+        # the driver's running total, updated in place (a private dense copy)
+        total = (sum_stats(memo.values()) if not filling else model.empty_stats()).dense_copy()
         if not filling:
             glob = model.global_step(total)
         elif init_stats is not None:
@@ -154,7 +155,7 @@ class MemoizedVI:
                 if not filling:
                     for b, stats in zip(wave, fresh, strict=True):
                         old = memo.get(b)
-                        total = total + stats if old is None else total - old + stats
+                        total.replace_(old, stats)
                     glob = model.global_step(total)
                     shared = executor.broadcast(model.for_local_step(glob))
                 position += len(wave)
@@ -180,13 +181,13 @@ class MemoizedVI:
                         )  # fmt: skip
                     raise FitInterrupted(path)
             bar.close()
-            total = sum_stats(memo.values())  # re-anchor: exact sum of the memo
+            total = sum_stats(memo.values()).dense_copy()  # re-anchor: exact sum of the memo
             glob = model.global_step(total)
             lap_elbos.append(finite_or_raise(model.elbo(total, glob), "ELBO"))
             if filling:
                 record(lap_elbos[-1], float(lap))
                 filling = False
-            result.globals, result.stats, result.n_laps = glob, total, lap
+            result.globals, result.stats, result.n_laps = glob, total.dense_copy(), lap
             done, change = check_lap_converged(lap_elbos, self.tol, lap, min_laps=2)
             result.converged = done
             log_lap(logger, lap, lap_elbos[-1], change, time.perf_counter() - lap_start,

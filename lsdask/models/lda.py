@@ -153,5 +153,5 @@ class LDAModel:
         words = as_dense(stats["words"])
         data = float(np.sum(words * glob.E_log_phi_t.T))
         prior = np.full(self.vocab_size, self.eta)
-        kl = float(dirichlet_kl(glob.lam, prior).sum())
+        kl = float(dirichlet_kl(glob.lam, prior, glob.E_log_phi_t.T).sum())
         return data - kl + float(stats["H"][0]) + float(stats["alloc"][0])

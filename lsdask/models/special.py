@@ -23,9 +23,11 @@ def dirichlet_expected_log(a: np.ndarray) -> np.ndarray:
     return digamma(a) - digamma(a.sum(axis=-1, keepdims=True))
 
 
-def dirichlet_kl(a_q: np.ndarray, a_p: np.ndarray) -> np.ndarray:
-    """``KL(Dir(a_q) || Dir(a_p))`` over the last axis."""
-    elog = dirichlet_expected_log(a_q)
+def dirichlet_kl(a_q: np.ndarray, a_p: np.ndarray, elog: np.ndarray | None = None) -> np.ndarray:
+    """``KL(Dir(a_q) || Dir(a_p))`` over the last axis (``elog``: E[log pi] under
+    Dir(a_q) where already at hand)."""
+    if elog is None:
+        elog = dirichlet_expected_log(a_q)
     return dirichlet_log_norm(a_q) - dirichlet_log_norm(a_p) + ((a_q - a_p) * elog).sum(axis=-1)
 
 

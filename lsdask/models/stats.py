@@ -125,6 +125,37 @@ class SuffStats:
 
     __rmul__ = __mul__
 
+    def dense_copy(self) -> SuffStats:
+        """A copy whose fields are all plain arrays (column blocks scattered)."""
+        return SuffStats(**{k: np.array(as_dense(v), dtype=np.float64) for k, v in self.items()})
+
+    def replace_(self, old: SuffStats | None, new: SuffStats) -> SuffStats:
+        """In place ``self <- self - old + new`` (``old`` may be None).
+
+        ``self`` must hold plain arrays (:meth:`dense_copy`); a column block
+        touches only its columns, so memoized VI's update of K x V topic
+        statistics costs K x V_b, not three K x V copies. Rounding is that of
+        ``self - old + new``.
+        """
+        for part, sign in ((old, -1.0), (new, 1.0)):
+            if part is None:
+                continue
+            self._check_same(part)
+            for k, v in self._arrays.items():
+                p = part._arrays[k]
+                if isinstance(v, ColumnBlock):
+                    raise TypeError("replace_ needs plain arrays; call dense_copy() first")
+                if isinstance(p, ColumnBlock):
+                    if sign < 0:
+                        v[:, p.cols] -= p.values
+                    else:
+                        v[:, p.cols] += p.values
+                elif sign < 0:
+                    v -= p
+                else:
+                    v += p
+        return self
+
     @property
     def nbytes(self) -> int:
         return sum(v.nbytes for v in self._arrays.values())
