@@ -1369,8 +1369,8 @@ def profile_sparse_step(cfg: Config, est: Any, X: sp.csr_matrix, repeats: int) -
 
 
 def exp_underflow_microbench() -> dict[str, float]:
-    """ns per math.exp for ordinary and for underflowing arguments (the dense step
-    evaluates exp(W - max W) for every topic, mostly around psi(alpha/K) ~ -K/alpha)."""
+    """ns per math.exp for ordinary and for underflowing arguments (exp(P - max P)
+    over the topics, P = psi(N + alpha/K), is mostly around psi(alpha/K) ~ -K/alpha)."""
     import numba
 
     @numba.njit
