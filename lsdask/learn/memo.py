@@ -181,7 +181,7 @@ class MemoizedVI:
                         )  # fmt: skip
                     raise FitInterrupted(path)
             bar.close()
-            total = sum_stats(memo.values()).dense_copy()  # re-anchor: exact sum of the memo
+            total = sum_stats(memo.values())  # re-anchor: exact sum of the memo (a fresh copy)
             glob = model.global_step(total)
             lap_elbos.append(finite_or_raise(model.elbo(total, glob), "ELBO"))
             if filling:

@@ -173,10 +173,14 @@ class SuffStats:
 
 
 def sum_stats(parts: Iterable[SuffStats]) -> SuffStats:
-    """Sum an iterable of statistics in order (deterministic rounding)."""
+    """Sum an iterable of statistics in order (deterministic rounding, that of
+    ``p0 + p1 + ...``) into a fresh bag of plain arrays, one part at a time."""
     total = None
     for part in parts:
-        total = part if total is None else total + part
+        if total is None:
+            total = part.dense_copy()
+        else:
+            total.replace_(None, part)
     if total is None:
         raise ValueError("sum_stats needs at least one SuffStats")
     return total
