@@ -37,7 +37,6 @@ import inspect
 import json
 import math
 import os
-import platform
 import resource
 import shutil
 import subprocess
@@ -52,6 +51,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from bench_machine import machine_info as describe_machine
 from threadpoolctl import threadpool_info, threadpool_limits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -181,26 +181,16 @@ def method_label(method: str, L: str | None = None) -> str:
 
 
 def machine_info() -> dict[str, Any]:
-    import dask
-    import distributed
-    import gensim
-    import numba
-    import pyarrow
-    import scipy
-    import sklearn
-    import tomotopy
-
-    import lsdask
-
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    blas = [
+    names = ("lsdask", "numpy", "scipy", "numba", "dask", "distributed", "pyarrow", "gensim")
+    info = describe_machine(
+        {
+            **{m: m for m in names},
+            "scikit-learn": "sklearn",
+            "tomotopy": "tomotopy",
+            "matplotlib": "matplotlib",
+        }
+    )
+    info["threadpools"] = [
         {
             k: v
             for k, v in lib.items()
@@ -209,50 +199,7 @@ def machine_info() -> dict[str, Any]:
         }
         for lib in threadpool_info()
     ]
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = bool(
-            subprocess.run(
-                ["git", "status", "--porcelain", "--", "lsdask"],
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-            ).stdout.strip()
-        )
-    except OSError:
-        commit, dirty = "unknown", False
-    try:
-        import matplotlib
-
-        mpl = matplotlib.__version__
-    except ImportError:
-        mpl = None
-    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "cores_usable": len(os.sched_getaffinity(0)),
-        "memory_gib": round(mem_gib, 1),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "threadpools": blas,
-        "versions": {
-            "lsdask": lsdask.__version__,
-            "numpy": np.__version__,
-            "scipy": scipy.__version__,
-            "numba": numba.__version__,
-            "dask": dask.__version__,
-            "distributed": distributed.__version__,
-            "pyarrow": pyarrow.__version__,
-            "gensim": gensim.__version__,
-            "scikit-learn": sklearn.__version__,
-            "tomotopy": tomotopy.__version__,
-            "matplotlib": mpl,
-        },
-        "git_commit": commit + (" (lsdask/ modified)" if dirty else ""),
-    }
+    return info
 
 
 # --------------------------------------------------------------------------

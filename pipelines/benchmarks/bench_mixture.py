@@ -33,7 +33,6 @@ import contextlib
 import json
 import os
 import pickle
-import platform
 import resource
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_machine import machine_info as describe_machine
 from threadpoolctl import threadpool_info, threadpool_limits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -265,24 +265,13 @@ def prepare_data(cfg: Config, patch_dir: Path, work_dir: Path) -> Data:
 # machine information
 # --------------------------------------------------------------------------
 def machine_info() -> dict[str, Any]:
-    import dask
-    import distributed
-    import numba
-    import scipy
-    import sklearn
-    import zarr
-
-    import lsdask
-
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    numpy_blas = [
+    info = describe_machine(
+        {
+            **{m: m for m in ("lsdask", "numpy", "scipy", "numba", "dask", "distributed", "zarr")},
+            "scikit-learn": "sklearn",
+        }
+    )
+    info["numpy_blas"] = [
         {
             k: v
             for k, v in lib.items()
@@ -291,43 +280,8 @@ def machine_info() -> dict[str, Any]:
         for lib in threadpool_info()
         if lib.get("user_api") == "blas" and "numpy" in lib.get("filepath", "")
     ]
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = bool(
-            subprocess.run(
-                ["git", "status", "--porcelain", "--", "lsdask"],
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-            ).stdout.strip()
-        )
-    except OSError:
-        commit, dirty = "unknown", False
-    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "cores_usable": len(os.sched_getaffinity(0)),
-        "memory_gib": round(mem_gib, 1),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "numpy_blas": numpy_blas,
-        "versions": {
-            "lsdask": lsdask.__version__,
-            "numpy": np.__version__,
-            "scipy": scipy.__version__,
-            "numba": numba.__version__,
-            "dask": dask.__version__,
-            "distributed": distributed.__version__,
-            "zarr": zarr.__version__,
-            "scikit-learn": sklearn.__version__,
-        },
-        "git_commit": commit + (" (lsdask/ modified)" if dirty else ""),
-        "lsdask_path": str(Path(lsdask.__file__).resolve().parent),
-        "block_rows": _block_rows(),
-    }
+    info["block_rows"] = _block_rows()
+    return info
 
 
 def _block_rows() -> int:

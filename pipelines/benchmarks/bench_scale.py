@@ -41,7 +41,6 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import resource
 import shutil
 import subprocess
@@ -51,7 +50,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from bench_machine import machine_info as describe_machine
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -201,54 +200,9 @@ def folder_bytes(path: Path) -> int:
 
 
 def machine_info() -> dict[str, Any]:
-    import dask
-    import distributed
-    import numba
-    import pyarrow
-    import zarr
-
-    import lsdask
-
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = bool(
-            subprocess.run(
-                ["git", "status", "--porcelain", "--", "lsdask"],
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-            ).stdout.strip()
-        )
-    except OSError:
-        commit, dirty = "unknown", False
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "cores_usable": len(os.sched_getaffinity(0)),
-        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "versions": {
-            "lsdask": lsdask.__version__,
-            "numpy": np.__version__,
-            "numba": numba.__version__,
-            "dask": dask.__version__,
-            "distributed": distributed.__version__,
-            "pyarrow": pyarrow.__version__,
-            "zarr": zarr.__version__,
-        },
-        "git_commit": commit + (" (lsdask/ modified)" if dirty else ""),
-    }
+    return describe_machine(
+        {m: m for m in ("lsdask", "numpy", "numba", "dask", "distributed", "pyarrow", "zarr")}
+    )
 
 
 # --------------------------------------------------------------------------
