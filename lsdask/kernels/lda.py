@@ -362,19 +362,19 @@ def _sparse_init(rows, C, L, resp, idx):
     probabilities): the start of every document's L-sparse step."""
     K = C.shape[1]
     nL = min(L, K)
-    vals = np.empty(nL, dtype=np.int32)
+    top = np.empty(nL, dtype=np.int32)
     for u in range(rows.shape[0]):
         row = C[rows[u]]
-        _select(row, nL, vals)
-        wmax = row[vals[0]]
+        _select(row, nL, top)
+        wmax = row[top[0]]
         s = 0.0
         for j in range(nL):
-            idx[u, j] = vals[j]
-            resp[u, j] = math.exp(row[vals[j]] - wmax)
+            idx[u, j] = top[j]
+            resp[u, j] = math.exp(row[top[j]] - wmax)
             s += resp[u, j]
         for j in range(L):
             if j >= nL:
-                idx[u, j] = vals[0]
+                idx[u, j] = top[0]
             resp[u, j] = resp[u, j] / s if j < nL else 0.0
 
 

@@ -39,7 +39,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -107,23 +107,19 @@ FULL = Config(
     rss_sparsity=4,
 )
 
-QUICK = Config(
+QUICK = replace(
+    FULL,
     name="quick",
     repeats=3,
     K=20,
-    init="random",
-    topl_K=800,
-    topl_L=4,
     topl_rows=5_000,
     topl_init_rows=1_000,
     lap_chunks=2,
     n_laps=2,
-    sparsities=(1, 4, 16, None),
     heldout_rows=5_000,
     sk_rows=5_000,
     sk_passes=2,
     rss_chunks=(1, 2),
-    rss_sparsity=4,
     shared_cluster=True,
 )
 
