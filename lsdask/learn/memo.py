@@ -105,7 +105,7 @@ class MemoizedVI:
             rng.bit_generator.state = state.rng_state
         filling = not any(memo.has(b) for b in range(B)) or state.lap == 0
         # the driver's running total, updated in place (a private dense copy)
-        total = (sum_stats(memo.values()) if not filling else model.empty_stats()).dense_copy()
+        total = sum_stats(memo.values()) if not filling else model.empty_stats().dense_copy()
         if not filling:
             glob = model.global_step(total)
         elif init_stats is not None:
