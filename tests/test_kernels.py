@@ -28,6 +28,7 @@ from lsdask.kernels import (
     topl_resp_from_log_weights,
     unpack_symmetric,
 )
+from lsdask.kernels.topl import _select_shifted
 from tests import naive
 
 SHAPES = [(0, 5), (1, 1), (7, 3), (50, 12), (200, 40)]
@@ -83,6 +84,20 @@ def test_topl_is_stable_for_huge_weights():
 def test_select_top_l_property_ties(w, L):
     L = min(L, w.shape[0])
     np.testing.assert_array_equal(select_top_l(w, L), naive.top_l(w, L))
+
+
+@pytest.mark.parametrize("K,n,L", [(1, 1, 1), (12, 7, 3), (40, 40, 8), (60, 25, 25)])
+@pytest.mark.parametrize("ties", [False, True])
+def test_select_shifted_equals_top_l_of_gathered_weights_for_any_valid_floor(rng, K, n, L, ties):
+    row, shift = (_weights(rng, 1, K, ties)[0] for _ in range(2))
+    subset = np.sort(rng.choice(K, size=n, replace=False)).astype(np.int64)
+    w = row[subset] + shift[subset]
+    ref = naive.top_l(w, L)
+    # any floor up to the L-th largest weight is allowed: -inf, that weight, one below
+    for floor in (-np.inf, w[ref[-1]], w[ref[-1]] - 1.0, float(np.min(w))):
+        out = np.full(L, -1, dtype=np.int32)
+        _select_shifted(row, shift, subset, n, L, floor, np.empty(L), out)
+        np.testing.assert_array_equal(out, ref, err_msg=f"floor={floor}")
 
 
 @pytest.mark.parametrize("N,K", SHAPES)

@@ -32,7 +32,8 @@ import numba
 import numpy as np
 
 from lsdask.kernels.special import digamma
-from lsdask.kernels.topl import _select
+from lsdask.config import TOPL_INSERTION_MAX
+from lsdask.kernels.topl import _select, _select_shifted
 
 
 @numba.njit(nogil=True, cache=True)
@@ -50,6 +51,21 @@ def _log_norm_doc(N, a, active, n_active, K):
         total += N[k]
         s += math.lgamma(N[k] + a)
     return math.lgamma(total) - s
+
+
+@numba.njit(nogil=True, cache=True)
+def _log_norm_doc_dense(N, a, K):
+    """c_Dir(N + a) over all K topics, one lgamma per nonzero N_k."""
+    total = a * K
+    s = 0.0
+    n_zero = 0
+    for k in range(K):
+        if N[k] == 0.0:
+            n_zero += 1
+        else:
+            total += N[k]
+            s += math.lgamma(N[k] + a)
+    return math.lgamma(total) - (s + n_zero * math.lgamma(a))
 
 
 @numba.njit(nogil=True, cache=True)
@@ -261,6 +277,7 @@ def _sparse_iterations(
     eP = np.zeros(K)
     is_active = np.zeros(K, dtype=np.bool_)
     Wa = np.empty(K)
+    vals = np.empty(L)
     chosen = np.empty(L, dtype=np.int32)
     E = np.empty((U, L))
     product = np.empty(U, dtype=np.bool_)
@@ -293,9 +310,21 @@ def _sparse_iterations(
                         select = True
                         break
             if select:
-                for j in range(n_active):
-                    Wa[j] = row[active[j]] + P[active[j]]
-                _select(Wa[:n_active], nL, chosen)
+                if nL <= TOPL_INSERTION_MAX:
+                    # the token's own topics, when all still active, bound the
+                    # nL-th weight from below: most of the others then cost one
+                    # comparison each
+                    floor = np.inf
+                    for j in range(nL):
+                        if not is_active[idx[u, j]]:
+                            floor = -np.inf
+                            break
+                        floor = min(floor, row[idx[u, j]] + P[idx[u, j]])
+                    _select_shifted(row, P, active, n_active, nL, floor, vals, chosen)
+                else:
+                    for j in range(n_active):
+                        Wa[j] = row[active[j]] + P[active[j]]
+                    _select(Wa[:n_active], nL, chosen)
                 for j in range(nL):
                     idx[u, j] = active[chosen[j]]
                 for j in range(nL, L):
@@ -442,16 +471,18 @@ def _sparse_doc(
 
 @numba.njit(nogil=True, cache=True)
 def lda_batch_step(
-    indptr, words, counts, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters,
-    out_words, doc_topic,
+    indptr, words, counts, rows, C, a, L, max_iters, conv_thresh, eps, restarts,
+    restart_iters, out_words, doc_topic,
 ):  # fmt: skip
     """Local step for every document of a batch, summarized.
 
     Parameters
     ----------
-    indptr : int64 (n_docs + 1,); words : int32 (nnz,) ids into the rows of C;
-    counts : float64 (nnz,)
-    C : float64 (V_b, K), ``E[log phi]`` for the batch's vocabulary
+    indptr : int64 (n_docs + 1,); words : int32 (nnz,) ids into the batch's
+    vocabulary (0 .. V_b - 1); counts : float64 (nnz,)
+    rows : int64 (V_b,), the row of C of each word of the batch's vocabulary
+    C : float64 (V, K), ``E[log phi]`` (transposed): the whole matrix, read in
+        place, or only the batch's rows (then ``rows = arange(V_b)``)
     a : float, alpha / K
     restarts : int, restart proposals per document (0: none; True counts as 1)
     restart_iters : int, iterations run for each proposal
@@ -476,24 +507,25 @@ def lda_batch_step(
     accepted = 0
     prior = _log_norm_prior(a, K)
     no_trace = np.empty(0)
-    all_topics = np.arange(K)
     # what depends on a word alone is computed once per batch, not per document
-    V_b = C.shape[0]
-    vocab = np.arange(V_b)
+    V_b = rows.shape[0]
     if dense:
         E_words = np.empty((V_b, K))
         exact_words = np.empty(V_b, dtype=np.bool_)
-        _exp_rows(vocab, C, E_words, exact_words)
+        _exp_rows(rows, C, E_words, exact_words)
     else:
         resp_words = np.empty((V_b, L))
         idx_words = np.empty((V_b, L), dtype=np.int32)
-        _sparse_init(vocab, C, L, resp_words, idx_words)
+        _sparse_init(rows, C, L, resp_words, idx_words)
     for d in range(n_docs):
         lo = indptr[d]
         hi = indptr[d + 1]
         w = words[lo:hi]
         c = counts[lo:hi]
         U = hi - lo
+        w_rows = np.empty(U, dtype=np.int64)
+        for u in range(U):
+            w_rows[u] = rows[w[u]]
         if dense:
             R = np.empty((U, K))
             E = np.empty((U, K))
@@ -502,7 +534,7 @@ def lda_batch_step(
                 E[u] = E_words[w[u]]
                 exact[u] = exact_words[w[u]]
             N, _, its, t, acc = _dense_doc(
-                w, c, C, E, exact, a, max_iters, conv_thresh, eps, restarts, restart_iters, R,
+                w_rows, c, C, E, exact, a, max_iters, conv_thresh, eps, restarts, restart_iters, R,
                 no_trace, False,
             )  # fmt: skip
             for u in range(U):
@@ -518,7 +550,7 @@ def lda_batch_step(
                 resp[u] = resp_words[w[u]]
                 idx[u] = idx_words[w[u]]
             N, _, its, t, acc = _sparse_doc(
-                w, c, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp, idx
+                w_rows, c, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp, idx
             )
             for u in range(U):
                 for j in range(L):
@@ -526,7 +558,7 @@ def lda_batch_step(
                     if r > 0.0:
                         entropy -= c[u] * r * math.log(r)
                         out_words[idx[u, j], w[u]] += c[u] * r
-        alloc += prior - _log_norm_doc(N, a, all_topics, K, K)
+        alloc += prior - _log_norm_doc_dense(N, a, K)
         iters += its
         tried += t
         accepted += acc

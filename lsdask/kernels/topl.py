@@ -60,6 +60,40 @@ def _select(w, L, out):
         _select_sort(w, L, out)
 
 
+@numba.njit(nogil=True, cache=True)
+def _select_shifted(row, shift, subset, n, L, floor, vals, out):
+    """``_select`` of the gathered weights ``w[j] = row[subset[j]] + shift[subset[j]]``
+    (j < n) without writing them: ``out`` receives positions j, descending, the
+    lower position first among ties. Requires ``L <= n``.
+
+    ``floor`` must not exceed the L-th largest weight (at least L of them are
+    ``>= floor``; ``-inf`` when nothing is known): weights below it cannot rank,
+    so they cost one comparison. ``vals`` is scratch of length >= L.
+    """
+    n_kept = 0
+    cut = floor  # a weight must be >= cut to be considered ...
+    for j in range(n):
+        k = subset[j]
+        v = row[k] + shift[k]
+        if not (v >= cut):
+            continue
+        if n_kept == L:
+            if not (v > vals[L - 1]):  # ... and, once L are kept, beat the last
+                continue
+            pos = L - 1
+        else:
+            pos = n_kept
+            n_kept += 1
+        while pos > 0 and v > vals[pos - 1]:
+            vals[pos] = vals[pos - 1]
+            out[pos] = out[pos - 1]
+            pos -= 1
+        vals[pos] = v
+        out[pos] = j
+        if n_kept == L:
+            cut = max(cut, vals[L - 1])
+
+
 def select_top_l(w: np.ndarray, L: int) -> np.ndarray:
     """Indices of the ``L`` largest entries of ``w``, in descending order.
 

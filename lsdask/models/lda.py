@@ -99,13 +99,14 @@ class LDAModel:
         X = as_csr_batch(X)
         K = self.n_components
         cols, local = np.unique(X.indices, return_inverse=True)
-        C = np.ascontiguousarray(glob.E_log_phi_t[cols])
+        C = np.ascontiguousarray(glob.E_log_phi_t, dtype=np.float64)  # read in place
         out_words = np.zeros((K, cols.size))
         doc_topic = np.zeros((X.shape[0], K))
         o = self.options
         L = 0 if sparsity is None else int(sparsity)
         entropy, alloc, iters, tried, accepted = lda_batch_step(
-            X.indptr.astype(np.int64), local.astype(np.int32), X.data.astype(np.float64), C,
+            X.indptr.astype(np.int64), local.astype(np.int32), X.data.astype(np.float64),
+            cols.astype(np.int64), C,
             self.alpha / K, L, o.max_iters, o.conv_thresh, o.eps,
             o.max_restarts if o.restarts else 0, o.restart_iters,
             out_words, doc_topic,
