@@ -135,7 +135,19 @@ def test_batch_kernel_sums_documents_and_matches_single_document_steps(rng):
         out = np.zeros((K, V))
         doc_topic = np.zeros((D, K))
         H, alloc, *_ = lda_batch_step(
-            indptr, words, counts, np.arange(V), C, 0.04, L, 100, 0.05, 1e-8, True, 5, out,
+            indptr,
+            words,
+            counts,
+            np.arange(V),
+            C,
+            0.04,
+            L,
+            100,
+            0.05,
+            1e-8,
+            True,
+            5,
+            out,
             doc_topic,
         )
         ref_words = np.zeros((K, V))
@@ -176,7 +188,19 @@ def test_batch_kernel_reads_rows_of_the_whole_matrix_in_place(rng, L):
     for rows_arg, C_arg in ((rows, C), (np.arange(40), np.ascontiguousarray(C[rows]))):
         out, doc_topic = np.zeros((K, 40)), np.zeros((D, K))
         H, alloc, its, *_ = lda_batch_step(
-            indptr, words, counts, rows_arg, C_arg, 0.05, L, 100, 0.05, 1e-8, True, 3, out,
+            indptr,
+            words,
+            counts,
+            rows_arg,
+            C_arg,
+            0.05,
+            L,
+            100,
+            0.05,
+            1e-8,
+            True,
+            3,
+            out,
             doc_topic,
         )
         results.append((out, doc_topic, H, alloc, its))

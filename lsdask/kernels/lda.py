@@ -31,8 +31,8 @@ import math
 import numba
 import numpy as np
 
-from lsdask.kernels.special import digamma
 from lsdask.config import TOPL_INSERTION_MAX
+from lsdask.kernels.special import digamma
 from lsdask.kernels.topl import _select, _select_shifted
 
 
