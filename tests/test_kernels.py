@@ -28,6 +28,12 @@ from lsdask.kernels import (
     topl_resp_from_log_weights,
     unpack_symmetric,
 )
+from lsdask.kernels.preselect import (
+    bounded_candidates,
+    float32_dot_error_factor,
+    pair_quadratic_forms,
+    topl_resp_from_candidates,
+)
 from lsdask.kernels.topl import _select_shifted
 from tests import naive
 
@@ -204,3 +210,65 @@ def test_word_count_kernels_match_reference(rng, N, V, K):
     Rd = dense_resp_from_log_weights(W)
     got = dense_weighted_csr_rows(indptr, indices, data, Rd, np.zeros((K, V)))
     np.testing.assert_allclose(got, naive.weighted_rows(counts, Rd), atol=1e-12)
+
+
+@pytest.mark.parametrize("N,K,L", [(0, 5, 2), (1, 1, 1), (60, 12, 3), (200, 40, 4), (50, 9, 9)])
+@pytest.mark.parametrize("ties", [False, True])
+def test_bounded_candidates_hold_the_exact_top_l(rng, N, K, L, ties):
+    W = _weights(rng, N, K, ties)
+    offset = rng.normal(size=K)
+    row_err, col_err = rng.uniform(0, 0.3, size=N), rng.uniform(0, 2.0, size=K)
+    # an approximation anywhere within the bound, its extremes included
+    noise = rng.choice([-1.0, -0.3, 0.0, 1.0], size=(N, K)) * row_err[:, None] * col_err
+    W_low = (W - offset + noise).astype(np.float64)
+    indptr, cand = bounded_candidates(W_low, offset, row_err, col_err, L)
+    ref_resp, ref_idx = naive.topl_resp(W, L)
+    for n in range(N):
+        c = cand[indptr[n] : indptr[n + 1]]
+        assert c.size >= L and np.all(np.diff(c) > 0)
+        assert set(ref_idx[n]) <= set(c)
+        # the candidates are exactly those whose upper bound reaches the L-th lower bound
+        lower = W_low[n] + offset - row_err[n] * col_err
+        upper = W_low[n] + offset + row_err[n] * col_err
+        np.testing.assert_array_equal(c, np.flatnonzero(upper >= np.sort(lower)[::-1][L - 1]))
+    exact = W[np.repeat(np.arange(N), np.diff(indptr)), cand]
+    resp, idx = topl_resp_from_candidates(indptr, cand, exact, L)
+    np.testing.assert_array_equal(idx, ref_idx)
+    np.testing.assert_allclose(resp, ref_resp, rtol=1e-12, atol=0)
+
+
+def test_bounded_candidates_take_every_cluster_of_a_non_finite_row():
+    W_low = np.array([[0.0, np.inf, 1.0], [0.0, 5.0, 1.0], [np.nan, 0.0, 0.0]])
+    indptr, cand = bounded_candidates(W_low, np.zeros(3), np.array([0.1, np.inf, 0.1]),
+                                      np.ones(3), 1)  # fmt: skip
+    assert [list(cand[indptr[n] : indptr[n + 1]]) for n in range(3)] == [[0, 1, 2]] * 3
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3000), st.floats(-30, 30), st.floats(-30, 30), st.integers(0, 2**32 - 1))
+def test_float32_product_error_is_within_the_bound(M, log_f, log_a, seed):
+    """Adversarial magnitudes and cancellation: fl32(f . a) stays within g |f| |a|."""
+    rng = np.random.default_rng(seed)
+    f = rng.normal(size=M) * np.exp(log_f) * rng.choice([1.0, 1e-3, 1e3], size=M)
+    a = rng.normal(size=M) * np.exp(log_a)
+    a -= (f @ a) / (f @ f) * f  # f . a ~ 0: all of the rounding error, none of the value
+    exact = float(np.dot(f, a))  # float64 is exact enough at these bounds
+    low = float(np.dot(f.astype(np.float32), a.astype(np.float32)))
+    bound = float32_dot_error_factor(M) * np.linalg.norm(f) * np.linalg.norm(a)
+    assert abs(low - exact) <= bound
+
+
+@pytest.mark.parametrize("N,K,D", [(0, 3, 2), (1, 1, 1), (40, 6, 5)])
+def test_pair_quadratic_forms_match_reference(rng, N, K, D):
+    X = rng.normal(size=(N, D))
+    A = rng.normal(size=(K, D, D))
+    A = A + A.transpose(0, 2, 1)
+    counts = rng.integers(1, K + 1, size=N)
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    cand = np.concatenate(
+        [np.sort(rng.choice(K, size=c, replace=False)) for c in counts] or [np.zeros(0)]
+    ).astype(np.int32)
+    out = pair_quadratic_forms(X, A, indptr, cand, np.empty(cand.size))
+    rows = np.repeat(np.arange(N), counts)
+    ref = np.einsum("pi,pij,pj->p", X[rows], A[cand], X[rows])
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)

@@ -139,6 +139,35 @@ def test_sparsity_K_equals_dense(kind, rng):
     assert model.elbo(dense, glob) == pytest.approx(model.elbo(full_sparse, glob), rel=1e-10)
 
 
+@pytest.mark.parametrize("L", [1, 2, 4])
+def test_top_l_from_float32_weights_equals_top_l_of_exact_weights(L, rng):
+    """The zero-mean Gaussian's L-sparse step takes candidates from float32 log
+    weights and weighs them exactly: its responsibilities are those of the
+    exact float64 weights, exact ties (two identical clusters) included."""
+    X = _data("zero-mean", rng, n=500) * np.exp(rng.normal(size=(500, 1)) * 2)
+    obs = ZeroMeanGaussian(nu=5.5, prior_scale=0.7).with_data_defaults(X)
+    K = 6
+    model = MixtureModel(obs, n_components=K, alpha=2.0, block_rows=64)
+    R = rng.dirichlet(np.ones(K) * 0.3, size=X.shape[0])
+    R[:, 5] = R[:, 4]  # clusters 4 and 5 identical: exact ties in every row
+    parts = {"N": R.sum(0), "H": naive.entropy(R), **obs.empty_stats(K)}
+    obs.summarize_dense(obs.prepare(X), R, parts)
+    glob = model.global_step(SuffStats(**parts))
+    assert model._preselects(L)
+    resp, idx = model.responsibilities(X, glob, L)
+    W = model.log_weights(obs.prepare(X), glob)
+    ref_resp, ref_idx = naive.topl_resp(W, L)
+    np.testing.assert_array_equal(idx, ref_idx)
+    np.testing.assert_allclose(resp, ref_resp, rtol=1e-9, atol=1e-12)
+    # the statistics equal those of the same responsibilities summarized the old way
+    stats = model.local_step(X, glob, L)
+    ref = {"N": np.zeros(K), "H": np.zeros(K), **obs.empty_stats(K)}
+    ref["N"] += naive.densify(ref_resp, ref_idx, K).sum(0)
+    ref["H"] += naive.entropy(naive.densify(ref_resp, ref_idx, K))
+    obs.summarize_dense(obs.prepare(X), naive.densify(ref_resp, ref_idx, K), ref)
+    assert stats.allclose(SuffStats(**ref), rtol=1e-9, atol=1e-9)
+
+
 @pytest.mark.parametrize("kind", list(OBS))
 @pytest.mark.parametrize("sparsity", [None, 2])
 def test_block_size_does_not_change_the_local_step(kind, sparsity, rng):

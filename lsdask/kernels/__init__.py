@@ -12,6 +12,12 @@ from lsdask.kernels.features import (
     pack_quadratic,
     unpack_symmetric,
 )
+from lsdask.kernels.preselect import (
+    bounded_candidates,
+    float32_dot_error_factor,
+    pair_quadratic_forms,
+    topl_resp_from_candidates,
+)
 from lsdask.kernels.summaries import (
     dense_counts,
     dense_weighted_csr_rows,
@@ -30,6 +36,7 @@ from lsdask.kernels.topl import (
 )
 
 __all__ = [
+    "bounded_candidates",
     "csr_matmul",
     "dense_counts",
     "dense_entropy",
@@ -37,9 +44,11 @@ __all__ = [
     "dense_resp_into",
     "dense_weighted_csr_rows",
     "dense_weighted_rows",
+    "float32_dot_error_factor",
     "outer_features",
     "outer_features_into",
     "pack_quadratic",
+    "pair_quadratic_forms",
     "select_top_l",
     "sparse_counts",
     "sparse_entropy",
@@ -47,6 +56,7 @@ __all__ = [
     "sparse_to_dense",
     "sparse_weighted_csr_rows",
     "sparse_weighted_rows",
+    "topl_resp_from_candidates",
     "topl_resp_from_log_weights",
     "unpack_symmetric",
 ]

@@ -21,6 +21,8 @@ import numba
 import numpy as np
 from scipy.linalg.blas import dgemm
 
+from lsdask.kernels.grouping import group_by_key
+
 
 @numba.njit(nogil=True, cache=True)
 def sparse_counts(resp, idx, K):
@@ -87,24 +89,19 @@ def sparse_outer_sums(X, resp, idx, out):
     N, D = X.shape
     L = resp.shape[1]
     K = out.shape[0]
-    start = np.zeros(K + 1, dtype=np.int64)
-    for n in range(N):
-        for j in range(L):
-            if resp[n, j] > 0.0:
-                start[idx[n, j] + 1] += 1
-    for k in range(K):
-        start[k + 1] += start[k]
-    fill = start[:K].copy()
-    rows = np.empty(start[K], dtype=np.int64)
-    weights = np.empty(start[K], dtype=np.float64)
+    keys = np.empty(N * L, dtype=np.int32)
+    rows = np.empty(N * L, dtype=np.int64)
+    weights = np.empty(N * L, dtype=np.float64)
+    n_pairs = 0
     for n in range(N):
         for j in range(L):
             r = resp[n, j]
             if r > 0.0:
-                k = idx[n, j]
-                rows[fill[k]] = n
-                weights[fill[k]] = math.sqrt(r)
-                fill[k] += 1
+                keys[n_pairs] = idx[n, j]
+                rows[n_pairs] = n
+                weights[n_pairs] = math.sqrt(r)
+                n_pairs += 1
+    start, order = group_by_key(keys[:n_pairs], K)
     largest = 0
     for k in range(K):
         largest = max(largest, start[k + 1] - start[k])
@@ -114,7 +111,7 @@ def sparse_outer_sums(X, resp, idx, out):
         if m == 0:
             continue
         for i in range(m):
-            p = start[k] + i
+            p = order[start[k] + i]
             w = weights[p]
             src = X[rows[p]]
             for d in range(D):

@@ -131,17 +131,22 @@ def topl_resp_from_log_weights(W, L):
     resp = np.empty((N, L), dtype=np.float64)
     idx = np.empty((N, L), dtype=np.int32)
     for n in range(N):
-        row = W[n]
-        _select(row, L, idx[n])
-        wmax = row[idx[n, 0]]
-        total = 0.0
-        for j in range(L):
-            e = np.exp(row[idx[n, j]] - wmax)
-            resp[n, j] = e
-            total += e
-        for j in range(L):
-            resp[n, j] /= total
+        _topl_resp_row(W[n], L, resp[n], idx[n])
     return resp, idx
+
+
+@numba.njit(nogil=True, cache=True)
+def _topl_resp_row(row, L, resp, idx):
+    """One row of :func:`topl_resp_from_log_weights`: ``idx`` gets positions in ``row``."""
+    _select(row, L, idx)
+    wmax = row[idx[0]]
+    total = 0.0
+    for j in range(L):
+        e = np.exp(row[idx[j]] - wmax)
+        resp[j] = e
+        total += e
+    for j in range(L):
+        resp[j] /= total
 
 
 @numba.njit(nogil=True, cache=True)

@@ -15,12 +15,14 @@ import numpy as np
 
 from lsdask import config
 from lsdask.kernels import (
+    bounded_candidates,
     dense_counts,
     dense_entropy,
     dense_resp_from_log_weights,
     dense_resp_into,
     sparse_counts,
     sparse_entropy,
+    topl_resp_from_candidates,
     topl_resp_from_log_weights,
 )
 from lsdask.models.allocation import FiniteMixtureAllocation
@@ -81,6 +83,12 @@ class MixtureModel:
         K = self.n_components
         obs = self.observation
         parts = {"N": np.zeros(K), "H": np.zeros(K), **obs.empty_stats(K)}
+        if self._preselects(sparsity):
+            resp, idx = self._preselected_topl(X, glob, sparsity)
+            parts["N"] += sparse_counts(resp, idx, K)
+            parts["H"] += sparse_entropy(resp, idx, K)
+            obs.summarize_sparse_rows(X, resp, idx, parts)
+            return SuffStats(**parts)
         n = X.shape[0]
         # models that summarize a whole batch from its raw rows keep every
         # block's responsibilities (N x L) until the end of the batch
@@ -110,8 +118,43 @@ class MixtureModel:
             obs.summarize_sparse_rows(X, resp_all, idx_all, parts)
         return SuffStats(**parts)
 
+    def _preselects(self, sparsity: int | None) -> bool:
+        """Whether an L-sparse step takes its top L from float32 weights (exactly)."""
+        obs = self.observation
+        return (
+            sparsity is not None
+            and sparsity < self.n_components
+            and obs.bounded_log_lik
+            and obs.sparse_summary_from_rows
+        )
+
+    def _preselected_topl(self, X: Any, glob: MixtureGlobals, L: int):
+        """``topl_resp_from_log_weights`` of the exact log weights of a whole
+        batch, without computing all of them in float64: float32 weights with
+        an error bound give each row's candidates, only those are weighed
+        exactly (:mod:`lsdask.kernels.preselect`)."""
+        obs = self.observation
+        setup = obs.bounded_setup(glob.obs)
+        offset = setup.offset + glob.elogpi
+        ws = Workspace()
+        counts, cands = [np.zeros(1, dtype=np.int64)], []
+        for start in range(0, X.shape[0], self.block_rows):
+            W32, row_err = obs.bounded_expected_log_lik(
+                X[start : start + self.block_rows], setup, ws
+            )
+            indptr, cand = bounded_candidates(W32, offset, row_err, setup.col_err, L)
+            counts.append(np.diff(indptr))
+            cands.append(cand)
+        indptr = np.cumsum(np.concatenate(counts))
+        cand = np.concatenate(cands) if cands else np.zeros(0, dtype=np.int32)
+        exact = obs.expected_log_lik_pairs(X, glob.obs, indptr, cand)
+        exact += glob.elogpi[cand]
+        return topl_resp_from_candidates(indptr, cand, exact, L)
+
     def responsibilities(self, X: Any, glob: MixtureGlobals, sparsity: int | None):
         """Dense (n, K) responsibilities, or ``(resp, idx)`` when sparse."""
+        if self._preselects(sparsity):
+            return self._preselected_topl(X, glob, sparsity)
         block = self.observation.prepare(X)
         W = self.log_weights(block, glob)
         if sparsity is None:

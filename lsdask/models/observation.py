@@ -10,12 +10,28 @@ used by k-means++ initialization. It knows nothing of batches or Dask.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from lsdask.models.stats import SuffStats
 from lsdask.models.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class BoundedWeights:
+    """A posterior's log weights as a float32 product plus exact float64 offsets.
+
+    ``coef`` (M, K) float32 multiplies a block's float32 features; ``offset``
+    (K,) is added exactly; ``col_err`` (K,) and ``factor`` give the error bound
+    (``row_err[n] = factor * |features_n|``, see :mod:`lsdask.kernels.preselect`).
+    """
+
+    coef: np.ndarray
+    offset: np.ndarray
+    col_err: np.ndarray
+    factor: float
 
 
 class ObservationModel(ABC):
@@ -45,6 +61,31 @@ class ObservationModel(ABC):
     def expected_log_lik(self, block: Any, post: Any, ws: Workspace | None = None) -> np.ndarray:
         """``E_q[log F(x_n | phi_k)]`` for every row of the block: (n, K) float64
         (in the workspace's arrays when one is given)."""
+
+    #: True where the model gives float32 log weights with a rigorous error
+    #: bound and exact weights of chosen (row, cluster) pairs, so an L-sparse
+    #: step can find the exact top L at about half the cost of all K weights in
+    #: float64 (:mod:`lsdask.kernels.preselect`); the three methods below
+    bounded_log_lik: bool = False
+
+    def bounded_setup(self, post: Any) -> BoundedWeights:
+        """What :meth:`bounded_expected_log_lik` needs of the posterior, made once per batch."""
+        raise NotImplementedError(f"{type(self).__name__} has no bounded float32 log weights")
+
+    def bounded_expected_log_lik(
+        self, X: Any, setup: BoundedWeights, ws: Workspace | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(W32, row_err)`` for a block of raw rows: ``E_q[log F(x_n | phi_k)]``
+        differs from ``W32[n, k] + setup.offset[k]`` by at most
+        ``row_err[n] * setup.col_err[k]``."""
+        raise NotImplementedError(f"{type(self).__name__} has no bounded float32 log weights")
+
+    def expected_log_lik_pairs(
+        self, X: Any, post: Any, indptr: np.ndarray, cand: np.ndarray
+    ) -> np.ndarray:
+        """Exact ``E_q[log F(x_n | phi_k)]`` for the pairs (n, cand[p]),
+        p in ``indptr[n]:indptr[n + 1]``, of a whole batch of raw rows X."""
+        raise NotImplementedError(f"{type(self).__name__} has no pairwise log weights")
 
     @abstractmethod
     def summarize_sparse(self, block: Any, resp: np.ndarray, idx: np.ndarray, out: dict) -> None:

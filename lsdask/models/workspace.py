@@ -13,19 +13,24 @@ import numpy as np
 
 
 class Workspace:
-    """Named float64 arrays, grown on demand; ``take`` gives a view of the first rows."""
+    """Named arrays (float64 unless asked), grown on demand; ``take`` views the first rows."""
 
     def __init__(self) -> None:
         self._arrays: dict[str, np.ndarray] = {}
 
-    def take(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
-        """An uninitialized (shape) float64 view, valid until the next ``take`` of ``name``."""
+    def take(self, name: str, shape: tuple[int, ...], dtype=np.float64) -> np.ndarray:
+        """An uninitialized (shape) view, valid until the next ``take`` of ``name``."""
         a = self._arrays.get(name)
-        if a is None or a.shape[0] < shape[0] or a.shape[1:] != tuple(shape[1:]):
-            a = self._arrays[name] = np.empty(shape, dtype=np.float64)
+        if (
+            a is None
+            or a.shape[0] < shape[0]
+            or a.shape[1:] != tuple(shape[1:])
+            or a.dtype != np.dtype(dtype)
+        ):
+            a = self._arrays[name] = np.empty(shape, dtype=dtype)
         return a[: shape[0]]
 
 
-def take(ws: Workspace | None, name: str, shape: tuple[int, ...]) -> np.ndarray:
-    """``ws.take(name, shape)``, or a fresh array without a workspace."""
-    return np.empty(shape, dtype=np.float64) if ws is None else ws.take(name, shape)
+def take(ws: Workspace | None, name: str, shape: tuple[int, ...], dtype=np.float64) -> np.ndarray:
+    """``ws.take(name, shape, dtype)``, or a fresh array without a workspace."""
+    return np.empty(shape, dtype=dtype) if ws is None else ws.take(name, shape, dtype)

@@ -14,14 +14,16 @@ import numpy as np
 
 from lsdask.kernels import (
     dense_weighted_rows,
+    float32_dot_error_factor,
     outer_features_into,
     pack_quadratic,
+    pair_quadratic_forms,
     sparse_outer_sums,
     sparse_weighted_rows,
     unpack_symmetric,
 )
 from lsdask.models.gaussian_base import as_dense_rows, default_scale, gaussian_log_pdf
-from lsdask.models.observation import ObservationModel
+from lsdask.models.observation import BoundedWeights, ObservationModel
 from lsdask.models.special import LOG_2PI, logdet_spd, wishart_expectations, wishart_kl
 from lsdask.models.stats import SuffStats
 from lsdask.models.workspace import Workspace, take
@@ -103,6 +105,35 @@ class ZeroMeanGaussian(ObservationModel):
         W = np.matmul(block, post.quad_coef, out=take(ws, "W", (block.shape[0], post.nu.size)))
         W += post.const
         return W
+
+    bounded_log_lik = True
+
+    def bounded_setup(self, post: WishartPosterior) -> BoundedWeights:
+        Q = post.quad_coef
+        return BoundedWeights(
+            Q.astype(np.float32),
+            post.const,
+            np.sqrt(np.einsum("mk,mk->k", Q, Q)),
+            float32_dot_error_factor(Q.shape[0]),
+        )
+
+    def bounded_expected_log_lik(
+        self, X, setup: BoundedWeights, ws: Workspace | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        X = as_dense_rows(X, self.dim)
+        n, M = X.shape[0], setup.coef.shape[0]
+        F = outer_features_into(X, take(ws, "features32", (n, M), np.float32))
+        W = np.matmul(F, setup.coef, out=take(ws, "W32", (n, setup.coef.shape[1]), np.float32))
+        # |vech(x x^T)|^2 = sum_{i<=j} x_i^2 x_j^2 = (|x|^4 + sum_i x_i^4) / 2: O(D) per row
+        sq = X * X
+        norm2 = sq.sum(axis=1)
+        row_err = setup.factor * np.sqrt(0.5 * (norm2 * norm2 + (sq * sq).sum(axis=1)))
+        return W, row_err
+
+    def expected_log_lik_pairs(self, X, post: WishartPosterior, indptr, cand) -> np.ndarray:
+        X = as_dense_rows(X, self.dim)
+        quad = pair_quadratic_forms(X, post.E_phi, indptr, cand, np.empty(cand.shape[0]))
+        return post.const[cand] - 0.5 * quad
 
     def summarize_sparse(self, block, resp, idx, out: dict) -> None:
         sparse_weighted_rows(block, resp, idx, out["xx"])

@@ -1,0 +1,152 @@
+"""Exact top-L responsibilities from cheap, reduced-precision log weights.
+
+A model whose log weights are one big matrix product ``W = F A + c`` can
+compute that product in float32 (half the time of float64) if it also gives a
+rigorous bound on the error of every entry: ``|W[n, k] - W32[n, k]| <=
+s_n t_k``. Then the top L of the exact row lie among the *candidates*
+
+    {k : W32[n, k] + s_n t_k >= tau_n},  tau_n = L-th largest of W32[n, k] - s_n t_k,
+
+because at least L clusters have an exact weight >= tau_n and every other
+cluster's exact weight is below it. The candidates (typically L plus a few)
+are then weighed exactly in float64 and the top L of those are the top L of
+the exact row, with the same tie rule (lower cluster index first): the
+result is what :func:`lsdask.kernels.topl_resp_from_log_weights` gives on the
+exact weights, at the cost of the float32 product plus a few exact pairs.
+
+The bound for a float32 dot product of length M of float64 vectors f, a
+(each rounded to float32 first, then multiplied and summed in any order,
+FMA or not): ``|fl32(f . a) - f . a| <= g_M sum_i |f_i a_i| <= g_M |f| |a|``
+with ``g_M = M u / (1 - M u) + 2u + u^2``, ``u = 2^-24`` (Higham, *Accuracy
+and Stability of Numerical Algorithms*, Sec. 3.1), and Cauchy-Schwarz; see
+:func:`float32_dot_error_factor`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from lsdask.kernels.grouping import group_by_key
+from lsdask.kernels.topl import _select, _topl_resp_row
+
+FLOAT32_UNIT_ROUNDOFF = 2.0**-24
+
+
+def float32_dot_error_factor(M: int) -> float:
+    """``g`` with ``|fl32(f . a) - f . a| <= g |f|_2 |a|_2`` for length-M float64
+    vectors rounded to float32 and multiplied-and-summed in float32 in any
+    order; 1% added for the rounding of the norms and of the bound itself."""
+    u = FLOAT32_UNIT_ROUNDOFF
+    if M * u >= 0.5:
+        raise ValueError(f"vectors of length {M} are too long for a float32 error bound")
+    return 1.01 * (M * u / (1.0 - M * u) + 2.0 * u + u * u)
+
+
+@numba.njit(nogil=True, cache=True)
+def bounded_candidates(W_low, offset, row_err, col_err, L):
+    """Candidate clusters of every row for an exact top L.
+
+    Parameters
+    ----------
+    W_low : ndarray (N, K) float32 (or float64): the approximate product part
+    offset : ndarray (K,) float64, added exactly: the approximate weight is
+        ``W_low[n, k] + offset[k]``
+    row_err, col_err : ndarray (N,), (K,) float64: the error of entry (n, k)
+        is at most ``row_err[n] * col_err[k]``
+    L : int, 1 <= L <= K
+
+    Returns
+    -------
+    indptr : int64 (N + 1,), cand : int32 (indptr[N],): row n's candidates are
+    ``cand[indptr[n]:indptr[n + 1]]``, increasing, at least L of them. A row
+    with a non-finite weight or bound takes all K clusters.
+    """
+    N, K = W_low.shape
+    lower = np.empty(K)
+    top = np.empty(L, dtype=np.int32)
+    tau = np.empty(N)
+    indptr = np.zeros(N + 1, dtype=np.int64)
+    for n in range(N):
+        s = row_err[n]
+        finite = True
+        for k in range(K):
+            lower[k] = (np.float64(W_low[n, k]) + offset[k]) - s * col_err[k]
+            finite = finite and math.isfinite(lower[k])
+        if not finite:
+            tau[n] = -np.inf  # every cluster
+            indptr[n + 1] = indptr[n] + K
+            continue
+        _select(lower, L, top)
+        t = lower[top[L - 1]]
+        tau[n] = t
+        c = 0
+        for k in range(K):
+            if (np.float64(W_low[n, k]) + offset[k]) + s * col_err[k] >= t:
+                c += 1
+        indptr[n + 1] = indptr[n] + c
+    cand = np.empty(indptr[N], dtype=np.int32)
+    for n in range(N):
+        s = row_err[n]
+        t = tau[n]
+        p = indptr[n]
+        for k in range(K):
+            if t == -np.inf or (np.float64(W_low[n, k]) + offset[k]) + s * col_err[k] >= t:
+                cand[p] = k
+                p += 1
+    return indptr, cand
+
+
+@numba.njit(nogil=True, cache=True)
+def topl_resp_from_candidates(indptr, cand, exact, L):
+    """:func:`lsdask.kernels.topl_resp_from_log_weights` of rows given by their
+    candidates: ``exact[p]`` is the exact weight of cluster ``cand[p]``.
+
+    Returns ``(resp, idx)``, both (N, L); each row's candidates must be
+    increasing and at least L (as :func:`bounded_candidates` makes them).
+    """
+    N = indptr.shape[0] - 1
+    resp = np.empty((N, L), dtype=np.float64)
+    idx = np.empty((N, L), dtype=np.int32)
+    pos = np.empty(L, dtype=np.int32)
+    for n in range(N):
+        lo = indptr[n]
+        _topl_resp_row(exact[lo : indptr[n + 1]], L, resp[n], pos)
+        for j in range(L):
+            idx[n, j] = cand[lo + pos[j]]
+    return resp, idx
+
+
+@numba.njit(nogil=True, cache=True)
+def pair_quadratic_forms(X, A, indptr, cand, out):
+    """``out[p] = x_n^T A[cand[p]] x_n`` for every candidate p of row n,
+    grouped by cluster: one BLAS product ``X_k A_k`` per cluster.
+
+    X : (N, D) float64; A : (K, D, D) float64 symmetric; out : (indptr[N],).
+    """
+    N, D = X.shape
+    K = A.shape[0]
+    rows = np.empty(cand.shape[0], dtype=np.int64)
+    for n in range(N):
+        for p in range(indptr[n], indptr[n + 1]):
+            rows[p] = n
+    start, order = group_by_key(cand, K)
+    largest = 0
+    for k in range(K):
+        largest = max(largest, start[k + 1] - start[k])
+    Y = np.empty((largest, D), dtype=np.float64)
+    for k in range(K):
+        m = start[k + 1] - start[k]
+        if m == 0:
+            continue
+        for i in range(m):
+            Y[i] = X[rows[order[start[k] + i]]]
+        Z = np.dot(Y[:m], A[k])
+        for i in range(m):
+            q = 0.0
+            for d in range(D):
+                q += Z[i, d] * Y[i, d]
+            out[order[start[k] + i]] = q
+    return out
