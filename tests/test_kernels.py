@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -26,11 +28,14 @@ from lsdask.kernels import (
     sparse_weighted_csr_rows,
     sparse_weighted_rows,
     topl_resp_from_log_weights,
+    unpack_quadratic,
     unpack_symmetric,
 )
 from lsdask.kernels.preselect import (
     bounded_candidates,
+    float32_blocks,
     float32_dot_error_factor,
+    float32_product,
     pair_quadratic_forms,
     topl_resp_from_candidates,
 )
@@ -247,15 +252,29 @@ def test_bounded_candidates_take_every_cluster_of_a_non_finite_row():
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 3000), st.floats(-30, 30), st.floats(-30, 30), st.integers(0, 2**32 - 1))
 def test_float32_product_error_is_within_the_bound(M, log_f, log_a, seed):
-    """Adversarial magnitudes and cancellation: fl32(f . a) stays within g |f| |a|."""
+    """Adversarial magnitudes and cancellation: the blocked float32 product of
+    rows of F and columns of A stays within g |f| |a| of the exact one."""
     rng = np.random.default_rng(seed)
-    f = rng.normal(size=M) * np.exp(log_f) * rng.choice([1.0, 1e-3, 1e3], size=M)
-    a = rng.normal(size=M) * np.exp(log_a)
-    a -= (f @ a) / (f @ f) * f  # f . a ~ 0: all of the rounding error, none of the value
-    exact = float(np.dot(f, a))  # float64 is exact enough at these bounds
-    low = float(np.dot(f.astype(np.float32), a.astype(np.float32)))
-    bound = float32_dot_error_factor(M) * np.linalg.norm(f) * np.linalg.norm(a)
-    assert abs(low - exact) <= bound
+    F = rng.normal(size=(3, M)) * np.exp(log_f) * rng.choice([1.0, 1e-3, 1e3], size=M)
+    A = rng.normal(size=(M, 2)) * np.exp(log_a)
+    A[:, 0] -= (F[0] @ A[:, 0]) / (F[0] @ F[0]) * F[0]  # F[0] . A[:, 0] ~ 0: all error
+    edges = float32_blocks(M)
+    assert np.diff(edges).max() <= 256 and edges[0] == 0 and edges[-1] == M
+    blocks = [A[a:b].astype(np.float32) for a, b in pairwise(edges)]
+    low = float32_product(F.astype(np.float32), blocks, edges, np.empty((3, 2), np.float32),
+                          np.empty((3, 2), np.float32))  # fmt: skip
+    exact = F @ A  # float64 is exact enough at these bounds
+    bound = float32_dot_error_factor(edges) * np.outer(np.linalg.norm(F, axis=1),
+                                                       np.linalg.norm(A, axis=0))  # fmt: skip
+    assert np.all(np.abs(low - exact) <= bound)
+
+
+def test_unpack_quadratic_inverts_pack_quadratic_exactly(rng):
+    A = rng.normal(size=(4, 6, 6))
+    A = A + A.transpose(0, 2, 1)
+    np.testing.assert_array_equal(unpack_quadratic(pack_quadratic(A)), A)
+    with pytest.raises(ValueError, match="D\\(D\\+1\\)/2 coefficients per row; got 5"):
+        unpack_quadratic(np.zeros((2, 5)))
 
 
 @pytest.mark.parametrize("N,K,D", [(0, 3, 2), (1, 1, 1), (40, 6, 5)])

@@ -139,6 +139,25 @@ def test_sparsity_K_equals_dense(kind, rng):
     assert model.elbo(dense, glob) == pytest.approx(model.elbo(full_sparse, glob), rel=1e-10)
 
 
+@pytest.mark.parametrize("kind", list(OBS))
+@pytest.mark.parametrize("sparsity", [None, 2, 4])
+def test_what_the_workers_receive_gives_the_same_local_step(kind, sparsity, rng):
+    """``for_local_step`` leaves out what the local step does not read: the
+    statistics from it are bit-identical to those from the full globals."""
+    X = _data(kind, rng, n=200)
+    obs = OBS[kind]().with_data_defaults(X)
+    K = 4
+    model = MixtureModel(obs, n_components=K, alpha=2.0, block_rows=64)
+    R = rng.dirichlet(np.ones(K), size=X.shape[0])
+    parts = {"N": R.sum(0), "H": naive.entropy(R), **obs.empty_stats(K)}
+    obs.summarize_dense(obs.prepare(X), R, parts)
+    glob = model.global_step(SuffStats(**parts))
+    full = model.local_step(X, glob, sparsity)
+    slim = model.local_step(X, model.for_local_step(glob), sparsity)
+    for name in full.keys():
+        np.testing.assert_array_equal(slim[name], full[name], err_msg=name)
+
+
 @pytest.mark.parametrize("L", [1, 2, 4])
 def test_top_l_from_float32_weights_equals_top_l_of_exact_weights(L, rng):
     """The zero-mean Gaussian's L-sparse step takes candidates from float32 log

@@ -10,11 +10,14 @@ from lsdask.kernels.features import (
     outer_features,
     outer_features_into,
     pack_quadratic,
+    unpack_quadratic,
     unpack_symmetric,
 )
 from lsdask.kernels.preselect import (
     bounded_candidates,
+    float32_blocks,
     float32_dot_error_factor,
+    float32_product,
     pair_quadratic_forms,
     topl_resp_from_candidates,
 )
@@ -44,7 +47,9 @@ __all__ = [
     "dense_resp_into",
     "dense_weighted_csr_rows",
     "dense_weighted_rows",
+    "float32_blocks",
     "float32_dot_error_factor",
+    "float32_product",
     "outer_features",
     "outer_features_into",
     "pack_quadratic",
@@ -58,5 +63,6 @@ __all__ = [
     "sparse_weighted_rows",
     "topl_resp_from_candidates",
     "topl_resp_from_log_weights",
+    "unpack_quadratic",
     "unpack_symmetric",
 ]

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
+from lsdask.kernels.preselect import float32_blocks, float32_dot_error_factor
 from lsdask.models.stats import SuffStats
 from lsdask.models.workspace import Workspace
 
@@ -23,15 +25,28 @@ from lsdask.models.workspace import Workspace
 class BoundedWeights:
     """A posterior's log weights as a float32 product plus exact float64 offsets.
 
-    ``coef`` (M, K) float32 multiplies a block's float32 features; ``offset``
-    (K,) is added exactly; ``col_err`` (K,) and ``factor`` give the error bound
-    (``row_err[n] = factor * |features_n|``, see :mod:`lsdask.kernels.preselect`).
+    ``coef_blocks`` (rows ``edges[b]:edges[b + 1]`` of an (M, K) float32
+    coefficient matrix) multiply a block's float32 features
+    (:func:`lsdask.kernels.float32_product`); ``offset`` (K,) is added exactly;
+    ``col_err`` (K,) and ``factor`` give the error bound (``row_err[n] =
+    factor * |features_n|``, see :mod:`lsdask.kernels.preselect`).
     """
 
-    coef: np.ndarray
+    coef_blocks: tuple[np.ndarray, ...]
+    edges: np.ndarray
     offset: np.ndarray
     col_err: np.ndarray
     factor: float
+
+    @classmethod
+    def from_coef(cls, coef: np.ndarray, offset: np.ndarray) -> BoundedWeights:
+        """From float64 coefficients (M, K): float32 blocks, column norms, the factor."""
+        edges = float32_blocks(coef.shape[0])
+        blocks = tuple(
+            np.ascontiguousarray(coef[a:b], dtype=np.float32) for a, b in pairwise(edges)
+        )
+        col_err = np.sqrt(np.einsum("mk,mk->k", coef, coef))
+        return cls(blocks, edges, offset, col_err, float32_dot_error_factor(edges))
 
 
 class ObservationModel(ABC):
@@ -95,6 +110,15 @@ class ObservationModel(ABC):
         """Add a whole batch's statistics from its raw rows and L-sparse
         responsibilities (models with ``sparse_summary_from_rows``)."""
         raise NotImplementedError(f"{type(self).__name__} summarizes block by block")
+
+    def batch_rows(self, X: Any) -> Any:
+        """A whole batch converted once into what the model's methods read
+        (default: as given)."""
+        return X
+
+    def for_local_step(self, post: Any) -> Any:
+        """The part of the posterior the local step reads (default: all of it)."""
+        return post
 
     @abstractmethod
     def summarize_dense(self, block: Any, R: np.ndarray, out: dict) -> None:

@@ -14,12 +14,13 @@ import numpy as np
 
 from lsdask.kernels import (
     dense_weighted_rows,
-    float32_dot_error_factor,
+    float32_product,
     outer_features_into,
     pack_quadratic,
     pair_quadratic_forms,
     sparse_outer_sums,
     sparse_weighted_rows,
+    unpack_quadratic,
     unpack_symmetric,
 )
 from lsdask.models.gaussian_base import as_dense_rows, default_scale, gaussian_log_pdf
@@ -34,9 +35,9 @@ class WishartPosterior:
     """``q(Phi_k) = W(nu_k, B_k^{-1})`` plus the expectations the local step needs."""
 
     nu: np.ndarray  # (K,)
-    B: np.ndarray  # (K, D, D)
+    B: np.ndarray | None  # (K, D, D); None in what the local step receives
     logdet_B: np.ndarray  # (K,)
-    E_phi: np.ndarray  # (K, D, D)
+    E_phi: np.ndarray | None  # (K, D, D); None in what the local step receives
     E_logdet: np.ndarray  # (K,)
     quad_coef: np.ndarray  # (D(D+1)/2, K): vech(x x^T) @ quad_coef = -1/2 x^T E[Phi] x
     const: np.ndarray  # (K,)
@@ -109,21 +110,18 @@ class ZeroMeanGaussian(ObservationModel):
     bounded_log_lik = True
 
     def bounded_setup(self, post: WishartPosterior) -> BoundedWeights:
-        Q = post.quad_coef
-        return BoundedWeights(
-            Q.astype(np.float32),
-            post.const,
-            np.sqrt(np.einsum("mk,mk->k", Q, Q)),
-            float32_dot_error_factor(Q.shape[0]),
-        )
+        return BoundedWeights.from_coef(post.quad_coef, post.const)
 
     def bounded_expected_log_lik(
         self, X, setup: BoundedWeights, ws: Workspace | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         X = as_dense_rows(X, self.dim)
-        n, M = X.shape[0], setup.coef.shape[0]
+        n, M, K = X.shape[0], setup.edges[-1], setup.offset.shape[0]
         F = outer_features_into(X, take(ws, "features32", (n, M), np.float32))
-        W = np.matmul(F, setup.coef, out=take(ws, "W32", (n, setup.coef.shape[1]), np.float32))
+        W = float32_product(
+            F, setup.coef_blocks, setup.edges,
+            take(ws, "W32", (n, K), np.float32), take(ws, "W32b", (n, K), np.float32),
+        )  # fmt: skip
         # |vech(x x^T)|^2 = sum_{i<=j} x_i^2 x_j^2 = (|x|^4 + sum_i x_i^4) / 2: O(D) per row
         sq = X * X
         norm2 = sq.sum(axis=1)
@@ -132,8 +130,17 @@ class ZeroMeanGaussian(ObservationModel):
 
     def expected_log_lik_pairs(self, X, post: WishartPosterior, indptr, cand) -> np.ndarray:
         X = as_dense_rows(X, self.dim)
-        quad = pair_quadratic_forms(X, post.E_phi, indptr, cand, np.empty(cand.shape[0]))
+        E_phi = post.E_phi if post.E_phi is not None else unpack_quadratic(-2.0 * post.quad_coef.T)
+        quad = pair_quadratic_forms(X, E_phi, indptr, cand, np.empty(cand.shape[0]))
         return post.const[cand] - 0.5 * quad
+
+    def batch_rows(self, X) -> np.ndarray:
+        return as_dense_rows(X, self.dim)
+
+    def for_local_step(self, post: WishartPosterior) -> WishartPosterior:
+        """Without ``B`` and ``E_phi`` (two K x D x D arrays): the local step needs
+        ``quad_coef``, which holds E_phi exactly (:func:`unpack_quadratic`)."""
+        return replace(post, B=None, E_phi=None)
 
     def summarize_sparse(self, block, resp, idx, out: dict) -> None:
         sparse_weighted_rows(block, resp, idx, out["xx"])
