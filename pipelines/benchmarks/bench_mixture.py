@@ -658,6 +658,33 @@ def profile_local_step(cfg: Config, b: Batch) -> dict[str, Any]:
 
     model, glob, K = b.model, b.glob, b.model.n_components
     L = b.sparse[0][0].shape[1]
+    obs = model.observation
+    pre: dict[str, Any] = {}
+    if model._preselects(L):  # the L-sparse step's own stages (float32 weights)
+        from lsdask.kernels import bounded_candidates, topl_resp_from_candidates
+
+        g = local_globals(model, glob)  # as the workers have them
+        setup = obs.bounded_setup(g.obs)
+        offset = setup.offset + g.elogpi
+        X64 = obs.batch_rows(b.X)
+        low = [obs.bounded_expected_log_lik(X64[sl], setup) for sl in b.slices]
+        low = [(W.copy(), e) for W, e in low]  # the workspace-free call gives fresh arrays
+        parts = [bounded_candidates(W, offset, e, setup.col_err, L) for W, e in low]
+        indptr = np.cumsum(np.concatenate([[0]] + [np.diff(ip) for ip, _ in parts]))
+        cand = np.concatenate([c for _, c in parts])
+        exact = obs.expected_log_lik_pairs(X64, g.obs, indptr, cand) + g.elogpi[cand]
+        pre = {
+            "sparse_weights_float32": lambda: each(
+                lambda sl: obs.bounded_expected_log_lik(X64[sl], setup), b.slices
+            ),
+            "sparse_candidates": lambda: each(
+                lambda we: bounded_candidates(we[0], offset, we[1], setup.col_err, L), low
+            ),
+            "sparse_exact_pairs": lambda: obs.expected_log_lik_pairs(X64, g.obs, indptr, cand),
+            "sparse_topl_from_candidates": lambda: topl_resp_from_candidates(
+                indptr, cand, exact, L
+            ),
+        }
     stages = {
         "features": lambda: each(lambda sl: model.observation.prepare(b.X[sl]), b.slices),
         "log_weights_product": lambda: each(lambda F: model.log_weights(F, glob), b.features),
@@ -668,6 +695,7 @@ def profile_local_step(cfg: Config, b: Batch) -> dict[str, Any]:
         "local_step_dense": lambda: model.local_step(b.X, glob, None),
         "local_step_sparse": lambda: model.local_step(b.X, glob, L),
         "global_step_and_elbo": lambda: model.elbo(stats, model.global_step(stats)),
+        **pre,
     }
     stats = model.local_step(b.X, glob, None)
     with threadpool_limits(1):
@@ -676,7 +704,9 @@ def profile_local_step(cfg: Config, b: Batch) -> dict[str, Any]:
     med["local_step_ratio"] = med["local_step_dense"] / med["local_step_sparse"]
     med["globals_pickle_mb"] = len(pickle.dumps(local_globals(model, glob))) / 1e6
     med["stats_pickle_mb"] = len(pickle.dumps(stats)) / 1e6
-    return {"K": K, "L": L, "n_patches": b.X.shape[0], **med}
+    if pre:
+        med["candidates_per_row"] = cand.size / b.X.shape[0]
+    return {"K": K, "L": L, "n_patches": b.X.shape[0], "preselect": bool(pre), **med}
 
 
 def kernel_rows(cfg: Config, data: Data, est: Any) -> dict[str, Any]:
@@ -993,10 +1023,27 @@ def render_markdown(res: dict[str, Any], cfg: Config) -> str:
         "",
         "| stage | dense s | L-sparse s |",
         "|---|---|---|",
-        f"| features vech(x x^T) | {p['features']:.3f} | {p['features']:.3f} |",
-        f"| log weights product | {p['log_weights_product']:.3f} | "
-        f"{p['log_weights_product']:.3f} |",
-        f"| responsibilities | {p['resp_dense']:.3f} | {p['resp_topl']:.3f} |",
+    ]
+    if p.get("preselect"):
+        lines += [
+            f"| features vech(x x^T), float64 | {p['features']:.3f} | - |",
+            f"| log weights: float64 product (dense); float32 features and product in "
+            f"blocks of <= 256 features, with the error bound (L-sparse) | "
+            f"{p['log_weights_product']:.3f} | {p['sparse_weights_float32']:.3f} |",
+            f"| candidates from the bound ({p['candidates_per_row']:.2f} per row) | - | "
+            f"{p['sparse_candidates']:.3f} |",
+            f"| exact float64 weights of the candidates | - | {p['sparse_exact_pairs']:.3f} |",
+            f"| responsibilities | {p['resp_dense']:.3f} | "
+            f"{p['sparse_topl_from_candidates']:.3f} |",
+        ]
+    else:
+        lines += [
+            f"| features vech(x x^T) | {p['features']:.3f} | {p['features']:.3f} |",
+            f"| log weights product | {p['log_weights_product']:.3f} | "
+            f"{p['log_weights_product']:.3f} |",
+            f"| responsibilities | {p['resp_dense']:.3f} | {p['resp_topl']:.3f} |",
+        ]
+    lines += [
         f"| entropy | {p['entropy_dense']:.3f} | {p['entropy_sparse']:.3f} |",
         f"| summary N_k + S_k (no features) | {res['row2']['dense_no_features']:.3f} | "
         f"{res['row2']['sparse']:.3f} |",
