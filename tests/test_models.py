@@ -147,7 +147,7 @@ def test_what_the_workers_receive_gives_the_same_local_step(kind, sparsity, rng)
     X = _data(kind, rng, n=200)
     obs = OBS[kind]().with_data_defaults(X)
     K = 4
-    model = MixtureModel(obs, n_components=K, alpha=2.0, block_rows=64)
+    model = MixtureModel(obs, n_components=K, alpha=2.0, block_rows=64, preselect=True)
     R = rng.dirichlet(np.ones(K), size=X.shape[0])
     parts = {"N": R.sum(0), "H": naive.entropy(R), **obs.empty_stats(K)}
     obs.summarize_dense(obs.prepare(X), R, parts)
@@ -166,7 +166,7 @@ def test_top_l_from_float32_weights_equals_top_l_of_exact_weights(L, rng):
     X = _data("zero-mean", rng, n=500) * np.exp(rng.normal(size=(500, 1)) * 2)
     obs = ZeroMeanGaussian(nu=5.5, prior_scale=0.7).with_data_defaults(X)
     K = 6
-    model = MixtureModel(obs, n_components=K, alpha=2.0, block_rows=64)
+    model = MixtureModel(obs, n_components=K, alpha=2.0, block_rows=64, preselect=True)
     R = rng.dirichlet(np.ones(K) * 0.3, size=X.shape[0])
     R[:, 5] = R[:, 4]  # clusters 4 and 5 identical: exact ties in every row
     parts = {"N": R.sum(0), "H": naive.entropy(R), **obs.empty_stats(K)}
@@ -287,3 +287,14 @@ def test_in_place_replace_equals_the_out_of_place_update(rng):
     )
     with pytest.raises(TypeError, match="dense_copy"):
         new.replace_(None, new)
+
+
+def test_preselection_is_chosen_by_its_cost_unless_forced():
+    obs = ZeroMeanGaussian(nu=6.0, prior_scale=1.0, dim=3)
+    assert MixtureModel(obs, 200, 1.0)._preselects(4)  # 200 >= 8 (4 + 3)
+    assert not MixtureModel(obs, 50, 1.0)._preselects(4)
+    assert MixtureModel(obs, 50, 1.0, preselect=True)._preselects(4)
+    assert not MixtureModel(obs, 200, 1.0, preselect=False)._preselects(4)
+    assert not MixtureModel(obs, 200, 1.0)._preselects(None)  # dense
+    assert not MixtureModel(obs, 200, 1.0, preselect=True)._preselects(200)  # L = K: dense path
+    assert not MixtureModel(DiagGaussian(), 200, 1.0, preselect=True)._preselects(4)

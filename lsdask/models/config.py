@@ -50,6 +50,7 @@ def model_to_config(model: Any) -> dict[str, Any]:
             "n_components": model.n_components,
             "alpha": model.alpha,
             "block_rows": model.block_rows,
+            "preselect": model.preselect,
             "observation": {
                 "class": type(model.observation).__name__,
                 **_fields(model.observation),
@@ -70,8 +71,9 @@ def model_from_config(config: dict[str, Any]) -> Any:
         cls = _OBSERVATIONS[obs.pop("class")]
         observation = cls(**{k: _restore(v) for k, v in obs.items()})
         return MixtureModel(
-            observation, config["n_components"], config["alpha"], config["block_rows"]
-        )
+            observation, config["n_components"], config["alpha"], config["block_rows"],
+            config.get("preselect"),  # absent from configurations written before it existed
+        )  # fmt: skip
     if kind == "lda":
         params = {k: v for k, v in config.items() if k not in ("kind", "options")}
         return LDAModel(**params, options=LocalStepOptions(**config["options"]))

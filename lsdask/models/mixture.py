@@ -55,12 +55,20 @@ class MixtureModel:
         Dirichlet concentration of the cluster weights (``pi ~ Dir(alpha/K)``).
     block_rows : int
         Rows processed at once inside a batch (bounds temporaries).
+    preselect : bool or None
+        Whether an L-sparse step takes its top L from float32 log weights with
+        a rigorous error bound, weighing only the candidates exactly (the same
+        responsibilities, about half the cost of all K float64 weights; models
+        with ``bounded_log_lik``). None decides by cost: the float32 product
+        saves about a quarter of ``D^2 K`` per row, the exact candidates cost
+        about ``2 D^2`` each (L plus a few), so it pays from ``K >= 8 (L + 3)``.
     """
 
     observation: ObservationModel
     n_components: int
     alpha: float
     block_rows: int = config.BLOCK_ROWS
+    preselect: bool | None = None
 
     @property
     def allocation(self) -> FiniteMixtureAllocation:
@@ -122,12 +130,11 @@ class MixtureModel:
     def _preselects(self, sparsity: int | None) -> bool:
         """Whether an L-sparse step takes its top L from float32 weights (exactly)."""
         obs = self.observation
-        return (
-            sparsity is not None
-            and sparsity < self.n_components
-            and obs.bounded_log_lik
-            and obs.sparse_summary_from_rows
-        )
+        if sparsity is None or sparsity >= self.n_components or self.preselect is False:
+            return False
+        if not (obs.bounded_log_lik and obs.sparse_summary_from_rows):
+            return False
+        return self.preselect or self.n_components >= 8 * (sparsity + 3)
 
     def _preselected_topl(self, X: Any, glob: MixtureGlobals, L: int):
         """``topl_resp_from_log_weights`` of the exact log weights of a whole
