@@ -298,3 +298,14 @@ def test_preselection_is_chosen_by_its_cost_unless_forced():
     assert not MixtureModel(obs, 200, 1.0)._preselects(None)  # dense
     assert not MixtureModel(obs, 200, 1.0, preselect=True)._preselects(200)  # L = K: dense path
     assert not MixtureModel(DiagGaussian(), 200, 1.0, preselect=True)._preselects(4)
+
+
+def test_multigammaln_stack_equals_scipy_elementwise():
+    from scipy.special import multigammaln
+
+    from lsdask.models.special import multigammaln_stack
+
+    for D in (1, 3, 64):
+        a = np.array([D / 2.0 + 0.01, D / 2.0 + 1.7, 40.0, 1e5])
+        ref = np.array([multigammaln(v, D) for v in a])
+        np.testing.assert_allclose(multigammaln_stack(a, D), ref, rtol=1e-13)

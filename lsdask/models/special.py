@@ -8,7 +8,7 @@ App. B.1 where ``B = Lambda^{-1}``.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import digamma, gammaln, multigammaln
+from scipy.special import digamma, gammaln
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -40,8 +40,15 @@ def logdet_spd(B: np.ndarray) -> np.ndarray:
 def wishart_log_norm(nu: np.ndarray, logdet_B: np.ndarray, D: int) -> np.ndarray:
     """``c_W(nu, B) = -nu D/2 log 2 - log Gamma_D(nu/2) + nu/2 log|B|`` (Eq. 28)."""
     nu = np.asarray(nu, dtype=np.float64)
-    mvg = np.vectorize(lambda v: multigammaln(v / 2.0, D), otypes=[np.float64])(nu)
-    return -0.5 * nu * D * np.log(2.0) - mvg + 0.5 * nu * logdet_B
+    return -0.5 * nu * D * np.log(2.0) - multigammaln_stack(nu / 2.0, D) + 0.5 * nu * logdet_B
+
+
+def multigammaln_stack(a: np.ndarray, D: int) -> np.ndarray:
+    """``log Gamma_D(a)`` elementwise (``scipy.special.multigammaln`` takes one
+    scalar at a time): ``D (D - 1) / 4 log pi + sum_j log Gamma(a - j / 2)``, j < D."""
+    a = np.asarray(a, dtype=np.float64)
+    terms = gammaln(a[..., None] - 0.5 * np.arange(D))
+    return 0.25 * D * (D - 1) * np.log(np.pi) + terms.sum(axis=-1)
 
 
 def wishart_expected_logdet(nu: np.ndarray, logdet_B: np.ndarray, D: int) -> np.ndarray:
