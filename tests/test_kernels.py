@@ -287,7 +287,9 @@ def test_pair_quadratic_forms_match_reference(rng, N, K, D):
     cand = np.concatenate(
         [np.sort(rng.choice(K, size=c, replace=False)) for c in counts] or [np.zeros(0)]
     ).astype(np.int32)
-    out = pair_quadratic_forms(X, A, indptr, cand, np.empty(cand.size))
     rows = np.repeat(np.arange(N), counts)
-    ref = np.einsum("pi,pij,pj->p", X[rows], A[cand], X[rows])
-    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
+    for centers in (np.zeros((K, D)), rng.normal(size=(K, D))):
+        out = pair_quadratic_forms(X, A, centers, indptr, cand, np.empty(cand.size))
+        Y = X[rows] - centers[cand]
+        ref = np.einsum("pi,pij,pj->p", Y, A[cand], Y)
+        np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)

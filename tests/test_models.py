@@ -158,13 +158,19 @@ def test_what_the_workers_receive_gives_the_same_local_step(kind, sparsity, rng)
         np.testing.assert_array_equal(slim[name], full[name], err_msg=name)
 
 
+@pytest.mark.parametrize("kind", ["zero-mean", "full"])
 @pytest.mark.parametrize("L", [1, 2, 4])
-def test_top_l_from_float32_weights_equals_top_l_of_exact_weights(L, rng):
-    """The zero-mean Gaussian's L-sparse step takes candidates from float32 log
-    weights and weighs them exactly: its responsibilities are those of the
-    exact float64 weights, exact ties (two identical clusters) included."""
-    X = _data("zero-mean", rng, n=500) * np.exp(rng.normal(size=(500, 1)) * 2)
-    obs = ZeroMeanGaussian(nu=5.5, prior_scale=0.7).with_data_defaults(X)
+def test_top_l_from_float32_weights_equals_top_l_of_exact_weights(kind, L, rng):
+    """The Gaussians' L-sparse step takes candidates from float32 log weights
+    and weighs them exactly: its responsibilities are those of the exact
+    float64 weights, exact ties (two identical clusters) included; for the
+    full Gaussian also with data far from the origin."""
+    X = _data(kind, rng, n=500) * np.exp(rng.normal(size=(500, 1)) * 2)
+    if kind == "full":
+        X = X + 1e3
+    obs = (
+        ZeroMeanGaussian(nu=5.5, prior_scale=0.7) if kind == "zero-mean" else FullGaussian()
+    ).with_data_defaults(X)
     K = 6
     model = MixtureModel(obs, n_components=K, alpha=2.0, block_rows=64, preselect=True)
     R = rng.dirichlet(np.ones(K) * 0.3, size=X.shape[0])

@@ -148,11 +148,12 @@ def topl_resp_from_candidates(indptr, cand, exact, L):
 
 
 @numba.njit(nogil=True, cache=True)
-def pair_quadratic_forms(X, A, indptr, cand, out):
-    """``out[p] = x_n^T A[cand[p]] x_n`` for every candidate p of row n,
-    grouped by cluster: one BLAS product ``X_k A_k`` per cluster.
+def pair_quadratic_forms(X, A, centers, indptr, cand, out):
+    """``out[p] = (x_n - c_k)^T A[k] (x_n - c_k)``, ``k = cand[p]``, for every
+    candidate p of row n, grouped by cluster: one BLAS product per cluster.
 
-    X : (N, D) float64; A : (K, D, D) float64 symmetric; out : (indptr[N],).
+    X : (N, D) float64; A : (K, D, D) float64 symmetric; centers : (K, D)
+    float64 (zeros for plain quadratic forms); out : (indptr[N],).
     """
     N, D = X.shape
     K = A.shape[0]
@@ -170,8 +171,11 @@ def pair_quadratic_forms(X, A, indptr, cand, out):
         m = start[k + 1] - start[k]
         if m == 0:
             continue
+        c = centers[k]
         for i in range(m):
-            Y[i] = X[rows[order[start[k] + i]]]
+            src = X[rows[order[start[k] + i]]]
+            for d in range(D):
+                Y[i, d] = src[d] - c[d]
         np.dot(Y[:m], A[k], Z[:m])
         for i in range(m):
             q = 0.0

@@ -15,8 +15,10 @@ import numpy as np
 
 from lsdask.kernels import (
     dense_weighted_rows,
+    float32_product,
     outer_features_into,
     pack_quadratic,
+    pair_quadratic_forms,
     sparse_outer_sums,
     sparse_weighted_rows,
     unpack_symmetric,
@@ -27,7 +29,7 @@ from lsdask.models.gaussian_base import (
     gaussian_log_pdf,
     squared_euclidean,
 )
-from lsdask.models.observation import ObservationModel
+from lsdask.models.observation import BoundedWeights, ObservationModel
 from lsdask.models.special import LOG_2PI, logdet_spd, wishart_expectations, wishart_kl
 from lsdask.models.stats import SuffStats
 from lsdask.models.workspace import Workspace, take
@@ -120,6 +122,52 @@ class FullGaussian(ObservationModel):
         W += np.matmul(X, post.lin_coef, out=take(ws, "W_linear", shape))
         W += post.const
         return W
+
+    # float32 preselection (MixtureModel.preselect) --------------------------
+    # E[log N(x | mu_k, Phi_k^-1)] = c0_k - 1/2 (x - m_k)^T E[Phi_k] (x - m_k), with
+    # c0_k = -D/2 log 2 pi + 1/2 E[log |Phi_k|] - D / (2 kappa_k). The float32 weights
+    # use x' = x - m0 (the prior mean: data far from the origin would otherwise make
+    # the quadratic and linear terms cancel and the error bound useless):
+    # vech(x' x'^T) . quad_coef + x' . E[Phi_k] d_k + c0_k - 1/2 d_k^T E[Phi_k] d_k,
+    # d_k = m_k - m0.
+    bounded_log_lik = True
+
+    def _c0(self, post: NormalWishartPosterior) -> np.ndarray:
+        return -0.5 * self.dim * LOG_2PI + 0.5 * post.E_logdet - 0.5 * self.dim / post.kappa
+
+    def bounded_setup(self, post: NormalWishartPosterior) -> BoundedWeights:
+        d = post.m - self.prior_mean
+        E_phi_d = np.einsum("kde,ke->kd", post.E_phi, d)
+        coef = np.concatenate([post.quad_coef, E_phi_d.T])  # (M + D, K)
+        offset = self._c0(post) - 0.5 * np.einsum("kd,kd->k", d, E_phi_d)
+        return BoundedWeights.from_coef(coef, offset)
+
+    def bounded_expected_log_lik(
+        self, X, setup: BoundedWeights, ws: Workspace | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        Xc = as_dense_rows(X, self.dim) - self.prior_mean
+        n, D, K = Xc.shape[0], self.dim, setup.offset.shape[0]
+        M = D * (D + 1) // 2
+        F = take(ws, "features32", (n, M + D), np.float32)
+        outer_features_into(Xc, F[:, :M])
+        F[:, M:] = Xc
+        W = float32_product(
+            F, setup.coef_blocks, setup.edges,
+            take(ws, "W32", (n, K), np.float32), take(ws, "W32b", (n, K), np.float32),
+        )  # fmt: skip
+        # |(vech(x' x'^T), x')|^2 = (|x'|^4 + sum_i x'_i^4) / 2 + |x'|^2
+        sq = Xc * Xc
+        norm2 = sq.sum(axis=1)
+        row_err = setup.factor * np.sqrt(0.5 * (norm2 * norm2 + (sq * sq).sum(axis=1)) + norm2)
+        return W, row_err
+
+    def expected_log_lik_pairs(self, X, post: NormalWishartPosterior, indptr, cand):
+        X = as_dense_rows(X, self.dim)
+        quad = pair_quadratic_forms(X, post.E_phi, post.m, indptr, cand, np.empty(cand.size))
+        return self._c0(post)[cand] - 0.5 * quad
+
+    def batch_rows(self, X) -> np.ndarray:
+        return as_dense_rows(X, self.dim)
 
     def summarize_sparse(self, block, resp, idx, out: dict) -> None:
         X, F = block

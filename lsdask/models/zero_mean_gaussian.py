@@ -131,7 +131,8 @@ class ZeroMeanGaussian(ObservationModel):
     def expected_log_lik_pairs(self, X, post: WishartPosterior, indptr, cand) -> np.ndarray:
         X = as_dense_rows(X, self.dim)
         E_phi = post.E_phi if post.E_phi is not None else unpack_quadratic(-2.0 * post.quad_coef.T)
-        quad = pair_quadratic_forms(X, E_phi, indptr, cand, np.empty(cand.shape[0]))
+        zero = np.zeros((E_phi.shape[0], self.dim))
+        quad = pair_quadratic_forms(X, E_phi, zero, indptr, cand, np.empty(cand.shape[0]))
         return post.const[cand] - 0.5 * quad
 
     def batch_rows(self, X) -> np.ndarray:
