@@ -15,7 +15,6 @@ import numpy as np
 
 from lsdask.kernels import (
     dense_weighted_rows,
-    float32_product,
     outer_features_into,
     pack_quadratic,
     pair_quadratic_forms,
@@ -26,6 +25,7 @@ from lsdask.kernels import (
 from lsdask.models.gaussian_base import (
     as_dense_rows,
     default_scale,
+    float32_quadratic_weights,
     gaussian_log_pdf,
     squared_euclidean,
 )
@@ -145,21 +145,8 @@ class FullGaussian(ObservationModel):
     def bounded_expected_log_lik(
         self, X, setup: BoundedWeights, ws: Workspace | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        Xc = as_dense_rows(X, self.dim) - self.prior_mean
-        n, D, K = Xc.shape[0], self.dim, setup.offset.shape[0]
-        M = D * (D + 1) // 2
-        F = take(ws, "features32", (n, M + D), np.float32)
-        outer_features_into(Xc, F[:, :M])
-        F[:, M:] = Xc
-        W = float32_product(
-            F, setup.coef_blocks, setup.edges,
-            take(ws, "W32", (n, K), np.float32), take(ws, "W32b", (n, K), np.float32),
-        )  # fmt: skip
-        # |(vech(x' x'^T), x')|^2 = (|x'|^4 + sum_i x'_i^4) / 2 + |x'|^2
-        sq = Xc * Xc
-        norm2 = sq.sum(axis=1)
-        row_err = setup.factor * np.sqrt(0.5 * (norm2 * norm2 + (sq * sq).sum(axis=1)) + norm2)
-        return W, row_err
+        X = as_dense_rows(X, self.dim)
+        return float32_quadratic_weights(X, self.prior_mean, True, setup, ws)
 
     def expected_log_lik_pairs(self, X, post: NormalWishartPosterior, indptr, cand):
         X = as_dense_rows(X, self.dim)

@@ -3,10 +3,14 @@ fixed dimension, data-driven prior scale, and point-estimate scoring."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from lsdask.kernels import float32_product, outer_features_into
 from lsdask.models.special import LOG_2PI
+from lsdask.models.workspace import Workspace, take
 
 
 def as_dense_rows(X, D: int | None) -> np.ndarray:
@@ -48,3 +52,30 @@ def squared_euclidean(X: np.ndarray, seeds: np.ndarray) -> np.ndarray:
     """``||x_n - s_j||^2`` for all pairs: (n, n_seeds), clipped at zero."""
     d2 = (X * X).sum(1)[:, None] - 2.0 * X @ seeds.T + (seeds * seeds).sum(1)[None, :]
     return np.maximum(d2, 0.0)
+
+
+def float32_quadratic_weights(
+    X: np.ndarray, center: np.ndarray | None, linear: bool, setup: Any, ws: Workspace | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(W32, row_err)`` of :meth:`ObservationModel.bounded_expected_log_lik` for
+    weights that are one product of the features ``f = vech(x' x'^T)`` (then
+    ``x'`` too, with ``linear``), ``x' = x - center``, with ``setup``'s blocks.
+
+    ``|f|^2 = sum_{i<=j} x'_i^2 x'_j^2 (+ |x'|^2) = (|x'|^4 + sum_i x'_i^4) / 2 (+ |x'|^2)``:
+    the bound's row factor in O(D) per row.
+    """
+    Xc = X if center is None else X - center
+    n, D, K = Xc.shape[0], Xc.shape[1], setup.offset.shape[0]
+    M = D * (D + 1) // 2
+    F = take(ws, "features32", (n, M + D if linear else M), np.float32)
+    outer_features_into(Xc, F[:, :M])
+    if linear:
+        F[:, M:] = Xc
+    W = float32_product(
+        F, setup.coef_blocks, setup.edges,
+        take(ws, "W32", (n, K), np.float32), take(ws, "W32b", (n, K), np.float32),
+    )  # fmt: skip
+    sq = Xc * Xc
+    norm2 = sq.sum(axis=1)
+    f2 = 0.5 * (norm2 * norm2 + (sq * sq).sum(axis=1)) + (norm2 if linear else 0.0)
+    return W, setup.factor * np.sqrt(f2)

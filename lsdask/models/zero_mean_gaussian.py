@@ -14,7 +14,6 @@ import numpy as np
 
 from lsdask.kernels import (
     dense_weighted_rows,
-    float32_product,
     outer_features_into,
     pack_quadratic,
     pair_quadratic_forms,
@@ -23,7 +22,12 @@ from lsdask.kernels import (
     unpack_quadratic,
     unpack_symmetric,
 )
-from lsdask.models.gaussian_base import as_dense_rows, default_scale, gaussian_log_pdf
+from lsdask.models.gaussian_base import (
+    as_dense_rows,
+    default_scale,
+    float32_quadratic_weights,
+    gaussian_log_pdf,
+)
 from lsdask.models.observation import BoundedWeights, ObservationModel
 from lsdask.models.special import LOG_2PI, logdet_spd, wishart_expectations, wishart_kl
 from lsdask.models.stats import SuffStats
@@ -115,18 +119,7 @@ class ZeroMeanGaussian(ObservationModel):
     def bounded_expected_log_lik(
         self, X, setup: BoundedWeights, ws: Workspace | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        X = as_dense_rows(X, self.dim)
-        n, M, K = X.shape[0], setup.edges[-1], setup.offset.shape[0]
-        F = outer_features_into(X, take(ws, "features32", (n, M), np.float32))
-        W = float32_product(
-            F, setup.coef_blocks, setup.edges,
-            take(ws, "W32", (n, K), np.float32), take(ws, "W32b", (n, K), np.float32),
-        )  # fmt: skip
-        # |vech(x x^T)|^2 = sum_{i<=j} x_i^2 x_j^2 = (|x|^4 + sum_i x_i^4) / 2: O(D) per row
-        sq = X * X
-        norm2 = sq.sum(axis=1)
-        row_err = setup.factor * np.sqrt(0.5 * (norm2 * norm2 + (sq * sq).sum(axis=1)))
-        return W, row_err
+        return float32_quadratic_weights(as_dense_rows(X, self.dim), None, False, setup, ws)
 
     def expected_log_lik_pairs(self, X, post: WishartPosterior, indptr, cand) -> np.ndarray:
         X = as_dense_rows(X, self.dim)
