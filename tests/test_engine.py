@@ -30,7 +30,8 @@ def _fit(X, client, **kw):
         covariance_type="zero-mean", sparsity=2, n_laps=3, random_state=7, batches_per_update=2
     )
     params.update(kw)
-    return lsdask.GaussianMixture(5, client=client, **params).fit(X)
+    K = params.pop("n_components", 5)
+    return lsdask.GaussianMixture(K, client=client, **params).fit(X)
 
 
 @pytest.mark.parametrize("algorithm", ["memo", "svi", "vb"])
@@ -40,6 +41,17 @@ def test_local_cluster_equals_in_process_on_zarr(dask_client, zarr_patches, algo
     b = _fit(path, dask_client, algorithm=algorithm)
     np.testing.assert_allclose(b.elbo_trace_, a.elbo_trace_, rtol=1e-10)
     np.testing.assert_allclose(b.weights_, a.weights_, rtol=1e-10)
+    np.testing.assert_allclose(b.covariances_, a.covariances_, rtol=1e-9, atol=1e-12)
+
+
+def test_local_cluster_equals_in_process_with_float32_preselection(dask_client, zarr_patches):
+    """K=40, L=2: the cost model turns on the float32 preselection (40 >= 8 (2 + 3)),
+    which runs inside the workers as it does in process."""
+    path, _ = zarr_patches
+    a = _fit(path, "sync", n_components=40)
+    b = _fit(path, dask_client, n_components=40)
+    assert a.model_._preselects(2)
+    np.testing.assert_allclose(b.elbo_trace_, a.elbo_trace_, rtol=1e-10)
     np.testing.assert_allclose(b.covariances_, a.covariances_, rtol=1e-9, atol=1e-12)
 
 
