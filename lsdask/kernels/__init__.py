@@ -19,6 +19,7 @@ from lsdask.kernels.preselect import (
     float32_dot_error_factor,
     float32_product,
     pair_quadratic_forms,
+    stack_candidates,
     topl_resp_from_candidates,
 )
 from lsdask.kernels.summaries import (
@@ -61,6 +62,7 @@ __all__ = [
     "sparse_to_dense",
     "sparse_weighted_csr_rows",
     "sparse_weighted_rows",
+    "stack_candidates",
     "topl_resp_from_candidates",
     "topl_resp_from_log_weights",
     "unpack_quadratic",

@@ -93,38 +93,36 @@ def bounded_candidates(W_low, offset, row_err, col_err, L):
     with a non-finite weight or bound takes all K clusters.
     """
     N, K = W_low.shape
+    approx = np.empty(K)
     lower = np.empty(K)
     top = np.empty(L, dtype=np.int32)
-    tau = np.empty(N)
     indptr = np.zeros(N + 1, dtype=np.int64)
+    buf = np.empty(N * K, dtype=np.int32)  # room for every cluster of every row
+    p = 0
     for n in range(N):
         s = row_err[n]
         finite = True
         for k in range(K):
-            lower[k] = (np.float64(W_low[n, k]) + offset[k]) - s * col_err[k]
+            approx[k] = np.float64(W_low[n, k]) + offset[k]
+            lower[k] = approx[k] - s * col_err[k]
             finite = finite and math.isfinite(lower[k])
-        if not finite:
-            tau[n] = -np.inf  # every cluster
-            indptr[n + 1] = indptr[n] + K
-            continue
-        _select(lower, L, top)
-        t = lower[top[L - 1]]
-        tau[n] = t
-        c = 0
+        t = -np.inf  # a non-finite row: every cluster
+        if finite:
+            _select(lower, L, top)
+            t = lower[top[L - 1]]
         for k in range(K):
-            if (np.float64(W_low[n, k]) + offset[k]) + s * col_err[k] >= t:
-                c += 1
-        indptr[n + 1] = indptr[n] + c
-    cand = np.empty(indptr[N], dtype=np.int32)
-    for n in range(N):
-        s = row_err[n]
-        t = tau[n]
-        p = indptr[n]
-        for k in range(K):
-            if t == -np.inf or (np.float64(W_low[n, k]) + offset[k]) + s * col_err[k] >= t:
-                cand[p] = k
+            if t == -np.inf or approx[k] + s * col_err[k] >= t:
+                buf[p] = k
                 p += 1
-    return indptr, cand
+        indptr[n + 1] = p
+    return indptr, buf[:p].copy()
+
+
+def stack_candidates(parts: list) -> tuple[np.ndarray, np.ndarray]:
+    """One ``(indptr, cand)`` for a batch from those of its blocks, in order."""
+    counts = [np.zeros(1, dtype=np.int64)] + [np.diff(indptr) for indptr, _ in parts]
+    cands = [cand for _, cand in parts] or [np.zeros(0, dtype=np.int32)]
+    return np.cumsum(np.concatenate(counts)), np.concatenate(cands)
 
 
 @numba.njit(nogil=True, cache=True)

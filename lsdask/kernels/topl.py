@@ -16,6 +16,26 @@ from lsdask.config import TOPL_INSERTION_MAX
 
 
 @numba.njit(nogil=True, cache=True)
+def _insert_sorted(vals, out, n_kept, L, v, j):
+    """Insert weight ``v`` (position ``j``) into the descending buffer ``vals``/``out``
+    holding ``n_kept`` of at most L entries, after every kept value >= v (so among
+    ties the earlier position stays ahead); the caller has checked that v ranks.
+    Returns the new ``n_kept``."""
+    if n_kept == L:
+        pos = L - 1  # the last kept entry drops out
+    else:
+        pos = n_kept
+        n_kept += 1
+    while pos > 0 and v > vals[pos - 1]:
+        vals[pos] = vals[pos - 1]
+        out[pos] = out[pos - 1]
+        pos -= 1
+    vals[pos] = v
+    out[pos] = j
+    return n_kept
+
+
+@numba.njit(nogil=True, cache=True)
 def _select_insertion(w, L, out):
     """Top-L by insertion into a sorted buffer: O(K) for small L.
 
@@ -25,23 +45,11 @@ def _select_insertion(w, L, out):
     """
     vals = np.empty(L, dtype=np.float64)
     n_kept = 0
-    K = w.shape[0]
-    for k in range(K):
+    for k in range(w.shape[0]):
         v = w[k]
         if n_kept == L and not (v > vals[L - 1]):
             continue
-        # position: after every kept value >= v
-        pos = n_kept if n_kept < L else L - 1
-        while pos > 0 and v > vals[pos - 1]:
-            pos -= 1
-        last = n_kept if n_kept < L else L - 1
-        for j in range(last, pos, -1):
-            vals[j] = vals[j - 1]
-            out[j] = out[j - 1]
-        vals[pos] = v
-        out[pos] = k
-        if n_kept < L:
-            n_kept += 1
+        n_kept = _insert_sorted(vals, out, n_kept, L, v, k)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -75,21 +83,9 @@ def _select_shifted(row, shift, subset, n, L, floor, vals, out):
     for j in range(n):
         k = subset[j]
         v = row[k] + shift[k]
-        if not (v >= cut):
-            continue
-        if n_kept == L:
-            if not (v > vals[L - 1]):  # ... and, once L are kept, beat the last
-                continue
-            pos = L - 1
-        else:
-            pos = n_kept
-            n_kept += 1
-        while pos > 0 and v > vals[pos - 1]:
-            vals[pos] = vals[pos - 1]
-            out[pos] = out[pos - 1]
-            pos -= 1
-        vals[pos] = v
-        out[pos] = j
+        if not (v >= cut) or (n_kept == L and not (v > vals[L - 1])):
+            continue  # ... and, once L are kept, beat the last
+        n_kept = _insert_sorted(vals, out, n_kept, L, v, j)
         if n_kept == L:
             cut = max(cut, vals[L - 1])
 

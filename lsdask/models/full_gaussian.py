@@ -40,7 +40,7 @@ class NormalWishartPosterior:
     kappa: np.ndarray  # (K,)
     m: np.ndarray  # (K, D)
     nu: np.ndarray  # (K,)
-    B: np.ndarray  # (K, D, D)
+    B: np.ndarray | None  # (K, D, D); None in what the local step receives
     logdet_B: np.ndarray
     E_phi: np.ndarray
     E_logdet: np.ndarray
@@ -155,6 +155,10 @@ class FullGaussian(ObservationModel):
 
     def batch_rows(self, X) -> np.ndarray:
         return as_dense_rows(X, self.dim)
+
+    def for_local_step(self, post: NormalWishartPosterior) -> NormalWishartPosterior:
+        """Without ``B`` (K x D x D), which no part of the local step reads."""
+        return replace(post, B=None)
 
     def summarize_sparse(self, block, resp, idx, out: dict) -> None:
         X, F = block

@@ -22,6 +22,7 @@ from lsdask.kernels import (
     dense_resp_into,
     sparse_counts,
     sparse_entropy,
+    stack_candidates,
     topl_resp_from_candidates,
     topl_resp_from_log_weights,
 )
@@ -145,16 +146,13 @@ class MixtureModel:
         setup = obs.bounded_setup(glob.obs)
         offset = setup.offset + glob.elogpi
         ws = Workspace()
-        counts, cands = [np.zeros(1, dtype=np.int64)], []
+        parts = []
         for start in range(0, X.shape[0], self.block_rows):
             W32, row_err = obs.bounded_expected_log_lik(
                 X[start : start + self.block_rows], setup, ws
             )
-            indptr, cand = bounded_candidates(W32, offset, row_err, setup.col_err, L)
-            counts.append(np.diff(indptr))
-            cands.append(cand)
-        indptr = np.cumsum(np.concatenate(counts))
-        cand = np.concatenate(cands) if cands else np.zeros(0, dtype=np.int32)
+            parts.append(bounded_candidates(W32, offset, row_err, setup.col_err, L))
+        indptr, cand = stack_candidates(parts)
         exact = obs.expected_log_lik_pairs(X, glob.obs, indptr, cand)
         exact += glob.elogpi[cand]
         return topl_resp_from_candidates(indptr, cand, exact, L)

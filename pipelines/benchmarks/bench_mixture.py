@@ -661,17 +661,19 @@ def profile_local_step(cfg: Config, b: Batch) -> dict[str, Any]:
     obs = model.observation
     pre: dict[str, Any] = {}
     if model._preselects(L):  # the L-sparse step's own stages (float32 weights)
-        from lsdask.kernels import bounded_candidates, topl_resp_from_candidates
+        from lsdask.kernels import (
+            bounded_candidates,
+            stack_candidates,
+            topl_resp_from_candidates,
+        )
 
         g = local_globals(model, glob)  # as the workers have them
         setup = obs.bounded_setup(g.obs)
         offset = setup.offset + g.elogpi
         X64 = obs.batch_rows(b.X)
-        low = [obs.bounded_expected_log_lik(X64[sl], setup) for sl in b.slices]
-        low = [(W.copy(), e) for W, e in low]  # the workspace-free call gives fresh arrays
+        low = [obs.bounded_expected_log_lik(X64[sl], setup) for sl in b.slices]  # fresh arrays
         parts = [bounded_candidates(W, offset, e, setup.col_err, L) for W, e in low]
-        indptr = np.cumsum(np.concatenate([[0]] + [np.diff(ip) for ip, _ in parts]))
-        cand = np.concatenate([c for _, c in parts])
+        indptr, cand = stack_candidates(parts)
         exact = obs.expected_log_lik_pairs(X64, g.obs, indptr, cand) + g.elogpi[cand]
         pre = {
             "sparse_weights_float32": lambda: each(
