@@ -23,6 +23,16 @@ def _doc(rng, V, U, ties=False):
     return words, counts
 
 
+def _batch(docs):
+    """CSR arrays ``(indptr, words, counts)`` of a list of (words, counts) documents."""
+    indptr = np.concatenate([[0], np.cumsum([len(w) for w, _ in docs])]).astype(np.int64)
+    return (
+        indptr,
+        np.concatenate([w for w, _ in docs]).astype(np.int32),
+        np.concatenate([c for _, c in docs]),
+    )
+
+
 DOCS = [(0, "empty"), (1, "one word"), (7, "short"), (40, "long")]
 
 
@@ -128,28 +138,14 @@ def test_batch_kernel_sums_documents_and_matches_single_document_steps(rng):
     K, V, D = 12, 80, 25
     C = _topics(rng, K, V)
     docs = [_doc(rng, V, int(u)) for u in rng.integers(0, 15, size=D)]
-    indptr = np.concatenate([[0], np.cumsum([len(w) for w, _ in docs])]).astype(np.int64)
-    words = np.concatenate([w for w, _ in docs]).astype(np.int32)
-    counts = np.concatenate([c for _, c in docs])
+    indptr, words, counts = _batch(docs)
     for L in (0, 3):
         out = np.zeros((K, V))
         doc_topic = np.zeros((D, K))
         H, alloc, *_ = lda_batch_step(
-            indptr,
-            words,
-            counts,
-            np.arange(V),
-            C,
-            0.04,
-            L,
-            100,
-            0.05,
-            1e-8,
-            True,
-            5,
-            out,
+            indptr, words, counts, np.arange(V), C, 0.04, L, 100, 0.05, 1e-8, True, 5, out,
             doc_topic,
-        )
+        )  # fmt: skip
         ref_words = np.zeros((K, V))
         ref_H = ref_alloc = 0.0
         for d, (w, c) in enumerate(docs):
@@ -180,29 +176,15 @@ def test_batch_kernel_reads_rows_of_the_whole_matrix_in_place(rng, L):
     K, V, D = 9, 120, 12
     C = _topics(rng, K, V)
     docs = [_doc(rng, 40, int(u)) for u in rng.integers(0, 12, size=D)]
-    indptr = np.concatenate([[0], np.cumsum([len(w) for w, _ in docs])]).astype(np.int64)
-    words = np.concatenate([w for w, _ in docs]).astype(np.int32)  # ids 0..39 of the batch
-    counts = np.concatenate([c for _, c in docs])
+    indptr, words, counts = _batch(docs)  # word ids 0..39 of the batch's vocabulary
     rows = np.sort(rng.choice(V, size=40, replace=False)).astype(np.int64)
     results = []
     for rows_arg, C_arg in ((rows, C), (np.arange(40), np.ascontiguousarray(C[rows]))):
         out, doc_topic = np.zeros((K, 40)), np.zeros((D, K))
         H, alloc, its, *_ = lda_batch_step(
-            indptr,
-            words,
-            counts,
-            rows_arg,
-            C_arg,
-            0.05,
-            L,
-            100,
-            0.05,
-            1e-8,
-            True,
-            3,
-            out,
+            indptr, words, counts, rows_arg, C_arg, 0.05, L, 100, 0.05, 1e-8, True, 3, out,
             doc_topic,
-        )
+        )  # fmt: skip
         results.append((out, doc_topic, H, alloc, its))
     (o1, d1, *s1), (o2, d2, *s2) = results
     np.testing.assert_array_equal(o1, o2)
