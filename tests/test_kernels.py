@@ -7,7 +7,7 @@ from itertools import pairwise
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -36,6 +36,7 @@ from lsdask.kernels.preselect import (
     float32_blocks,
     float32_dot_error_factor,
     float32_product,
+    float32_underflow_error,
     pair_quadratic_forms,
     topl_resp_from_candidates,
 )
@@ -223,18 +224,20 @@ def test_bounded_candidates_hold_the_exact_top_l(rng, N, K, L, ties):
     W = _weights(rng, N, K, ties)
     offset = rng.normal(size=K)
     row_err, col_err = rng.uniform(0, 0.3, size=N), rng.uniform(0, 2.0, size=K)
+    abs_err = 0.05
     # an approximation anywhere within the bound, its extremes included
-    noise = rng.choice([-1.0, -0.3, 0.0, 1.0], size=(N, K)) * row_err[:, None] * col_err
-    W_low = (W - offset + noise).astype(np.float64)
-    indptr, cand = bounded_candidates(W_low, offset, row_err, col_err, L)
+    err = row_err[:, None] * col_err + abs_err
+    W_low = W - offset + rng.choice([-1.0, -0.3, 0.0, 1.0], size=(N, K)) * err
+    indptr, cand = bounded_candidates(W_low, offset, row_err, col_err, abs_err, L)
     ref_resp, ref_idx = naive.topl_resp(W, L)
     for n in range(N):
         c = cand[indptr[n] : indptr[n + 1]]
         assert c.size >= L and np.all(np.diff(c) > 0)
         assert set(ref_idx[n]) <= set(c)
         # the candidates are exactly those whose upper bound reaches the L-th lower bound
-        lower = W_low[n] + offset - row_err[n] * col_err
-        upper = W_low[n] + offset + row_err[n] * col_err
+        approx = W_low[n] + offset
+        margin = err[n] + 8 * 2.0**-53 * (np.abs(approx) + np.abs(offset))
+        lower, upper = approx - margin, approx + margin
         np.testing.assert_array_equal(c, np.flatnonzero(upper >= np.sort(lower)[::-1][L - 1]))
     exact = W[np.repeat(np.arange(N), np.diff(indptr)), cand]
     resp, idx = topl_resp_from_candidates(indptr, cand, exact, L)
@@ -245,15 +248,18 @@ def test_bounded_candidates_hold_the_exact_top_l(rng, N, K, L, ties):
 def test_bounded_candidates_take_every_cluster_of_a_non_finite_row():
     W_low = np.array([[0.0, np.inf, 1.0], [0.0, 5.0, 1.0], [np.nan, 0.0, 0.0]])
     indptr, cand = bounded_candidates(W_low, np.zeros(3), np.array([0.1, np.inf, 0.1]),
-                                      np.ones(3), 1)  # fmt: skip
+                                      np.ones(3), 0.0, 1)  # fmt: skip
     assert [list(cand[indptr[n] : indptr[n + 1]]) for n in range(3)] == [[0, 1, 2]] * 3
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 3000), st.floats(-30, 30), st.floats(-30, 30), st.integers(0, 2**32 - 1))
+@example(M=1, log_f=-23.5, log_a=-26.0, seed=0)  # a subnormal result (found by CI)
+@example(M=300, log_f=-30.0, log_a=-30.0, seed=1)  # inputs and products subnormal
 def test_float32_product_error_is_within_the_bound(M, log_f, log_a, seed):
-    """Adversarial magnitudes and cancellation: the blocked float32 product of
-    rows of F and columns of A stays within g |f| |a| of the exact one."""
+    """Adversarial magnitudes, cancellation and underflow: the blocked float32
+    product of rows of F and columns of A stays within g |f| |a| plus the
+    underflow term of the exact one."""
     rng = np.random.default_rng(seed)
     F = rng.normal(size=(3, M)) * np.exp(log_f) * rng.choice([1.0, 1e-3, 1e3], size=M)
     A = rng.normal(size=(M, 2)) * np.exp(log_a)
@@ -264,8 +270,9 @@ def test_float32_product_error_is_within_the_bound(M, log_f, log_a, seed):
     low = float32_product(F.astype(np.float32), blocks, edges, np.empty((3, 2), np.float32),
                           np.empty((3, 2), np.float32))  # fmt: skip
     exact = F @ A  # float64 is exact enough at these bounds
-    bound = float32_dot_error_factor(edges) * np.outer(np.linalg.norm(F, axis=1),
-                                                       np.linalg.norm(A, axis=0))  # fmt: skip
+    f_norm, a_norm = np.linalg.norm(F, axis=1), np.linalg.norm(A, axis=0)
+    bound = float32_dot_error_factor(edges) * np.outer(f_norm, a_norm)
+    bound += float32_underflow_error(M, f_norm.max(), a_norm.max())
     assert np.all(np.abs(low - exact) <= bound)
 
 

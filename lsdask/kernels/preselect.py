@@ -25,6 +25,14 @@ Stability of Numerical Algorithms*, Sec. 3.1), and ``sum_i |f_i a_i| <= |f| |a|`
 the error is then within ``gamma_{m_b + n_b - 1}`` instead of ``gamma_M``
 (about 9x tighter for M = 2080, so about half as many candidates) at about
 the same cost; see :func:`float32_dot_error_factor`.
+
+That relative bound holds while nothing underflows. Below 2^-126 float32 is
+subnormal and a rounding (of an input, or of a product) errs by up to
+``eta = 2^-150`` absolutely, whatever the size of the value: at most
+``eta (|a_i| + |f_i|)`` per term from the inputs and ``eta`` per product (sums
+of subnormals are exact), at most doubled by the summation's relative error,
+so ``2 eta (sqrt(m) (|f| + |a|) + 2 m)`` is added to the bound
+(:func:`float32_underflow_error`; Higham Sec. 2.1).
 """
 
 from __future__ import annotations
@@ -38,6 +46,13 @@ from lsdask.kernels.grouping import group_by_key
 from lsdask.kernels.topl import _select, _topl_resp_row
 
 FLOAT32_UNIT_ROUNDOFF = 2.0**-24
+
+#: the absolute error of a float32 rounding in the subnormal range
+FLOAT32_UNDERFLOW = 2.0**-150
+
+# 8 float64 roundings: the candidates' margin also covers the float64 arithmetic
+# of the approximate weight and its offset
+_F64_SLACK = 8.0 * 2.0**-53
 
 #: longest stretch of features summed by one float32 product (see the module doc)
 FLOAT32_BLOCK = 256
@@ -62,6 +77,12 @@ def float32_dot_error_factor(edges: np.ndarray) -> float:
     return 1.01 * (n * u / (1.0 - n * u) + 2.0 * u + u * u)
 
 
+def float32_underflow_error(M: int, f_norm: float, a_norm: float) -> float:
+    """The absolute term of the bound of :func:`float32_product` for length-M
+    vectors of norms at most ``f_norm`` and ``a_norm`` (see the module doc)."""
+    return 2.0 * FLOAT32_UNDERFLOW * (math.sqrt(M) * (f_norm + a_norm) + 2.0 * M)
+
+
 def float32_product(F, coef_blocks, edges, out, scratch):
     """``out = F @ coef`` in float32, block of features by block (``coef_blocks[b]``
     holds rows ``edges[b]:edges[b + 1]`` of coef): the product whose error
@@ -74,7 +95,7 @@ def float32_product(F, coef_blocks, edges, out, scratch):
 
 
 @numba.njit(nogil=True, cache=True)
-def bounded_candidates(W_low, offset, row_err, col_err, L):
+def bounded_candidates(W_low, offset, row_err, col_err, abs_err, L):
     """Candidate clusters of every row for an exact top L.
 
     Parameters
@@ -82,8 +103,10 @@ def bounded_candidates(W_low, offset, row_err, col_err, L):
     W_low : ndarray (N, K) float32 (or float64): the approximate product part
     offset : ndarray (K,) float64, added exactly: the approximate weight is
         ``W_low[n, k] + offset[k]``
-    row_err, col_err : ndarray (N,), (K,) float64: the error of entry (n, k)
-        is at most ``row_err[n] * col_err[k]``
+    row_err, col_err : ndarray (N,), (K,) float64, abs_err : float: the error
+        of entry (n, k) is at most ``row_err[n] * col_err[k] + abs_err`` (the
+        kernel adds a few float64 roundings of the weight and the offset to it,
+        for its own float64 arithmetic and the caller's)
     L : int, 1 <= L <= K
 
     Returns
@@ -94,6 +117,7 @@ def bounded_candidates(W_low, offset, row_err, col_err, L):
     """
     N, K = W_low.shape
     approx = np.empty(K)
+    margin = np.empty(K)
     lower = np.empty(K)
     top = np.empty(L, dtype=np.int32)
     indptr = np.zeros(N + 1, dtype=np.int64)
@@ -104,14 +128,15 @@ def bounded_candidates(W_low, offset, row_err, col_err, L):
         finite = True
         for k in range(K):
             approx[k] = np.float64(W_low[n, k]) + offset[k]
-            lower[k] = approx[k] - s * col_err[k]
+            margin[k] = s * col_err[k] + abs_err + _F64_SLACK * (abs(approx[k]) + abs(offset[k]))
+            lower[k] = approx[k] - margin[k]
             finite = finite and math.isfinite(lower[k])
         t = -np.inf  # a non-finite row: every cluster
         if finite:
             _select(lower, L, top)
             t = lower[top[L - 1]]
         for k in range(K):
-            if t == -np.inf or approx[k] + s * col_err[k] >= t:
+            if t == -np.inf or approx[k] + margin[k] >= t:
                 buf[p] = k
                 p += 1
         indptr[n + 1] = p

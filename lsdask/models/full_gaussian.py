@@ -144,7 +144,7 @@ class FullGaussian(ObservationModel):
 
     def bounded_expected_log_lik(
         self, X, setup: BoundedWeights, ws: Workspace | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, float]:
         X = as_dense_rows(X, self.dim)
         return float32_quadratic_weights(X, self.prior_mean, True, setup, ws)
 

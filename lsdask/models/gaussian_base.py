@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from lsdask.kernels import float32_product, outer_features_into
+from lsdask.kernels import float32_product, float32_underflow_error, outer_features_into
 from lsdask.models.special import LOG_2PI
 from lsdask.models.workspace import Workspace, take
 
@@ -56,8 +56,8 @@ def squared_euclidean(X: np.ndarray, seeds: np.ndarray) -> np.ndarray:
 
 def float32_quadratic_weights(
     X: np.ndarray, center: np.ndarray | None, linear: bool, setup: Any, ws: Workspace | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(W32, row_err)`` of :meth:`ObservationModel.bounded_expected_log_lik` for
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(W32, row_err, abs_err)`` of :meth:`ObservationModel.bounded_expected_log_lik` for
     weights that are one product of the features ``f = vech(x' x'^T)`` (then
     ``x'`` too, with ``linear``), ``x' = x - center``, with ``setup``'s blocks.
 
@@ -78,4 +78,7 @@ def float32_quadratic_weights(
     sq = Xc * Xc
     norm2 = sq.sum(axis=1)
     f2 = 0.5 * (norm2 * norm2 + (sq * sq).sum(axis=1)) + (norm2 if linear else 0.0)
-    return W, setup.factor * np.sqrt(f2)
+    f_norm = np.sqrt(f2)
+    largest = float(f_norm.max()) if n else 0.0
+    abs_err = float32_underflow_error(F.shape[1], largest, float(setup.col_err.max()))
+    return W, setup.factor * f_norm, abs_err

@@ -148,10 +148,10 @@ class MixtureModel:
         ws = Workspace()
         parts = []
         for start in range(0, X.shape[0], self.block_rows):
-            W32, row_err = obs.bounded_expected_log_lik(
+            W32, row_err, abs_err = obs.bounded_expected_log_lik(
                 X[start : start + self.block_rows], setup, ws
             )
-            parts.append(bounded_candidates(W32, offset, row_err, setup.col_err, L))
+            parts.append(bounded_candidates(W32, offset, row_err, setup.col_err, abs_err, L))
         indptr, cand = stack_candidates(parts)
         exact = obs.expected_log_lik_pairs(X, glob.obs, indptr, cand)
         exact += glob.elogpi[cand]

@@ -29,7 +29,8 @@ class BoundedWeights:
     coefficient matrix) multiply a block's float32 features
     (:func:`lsdask.kernels.float32_product`); ``offset`` (K,) is added exactly;
     ``col_err`` (K,) and ``factor`` give the error bound (``row_err[n] =
-    factor * |features_n|``, see :mod:`lsdask.kernels.preselect`).
+    factor * |features_n|``, plus an absolute term for underflow, see
+    :mod:`lsdask.kernels.preselect`).
     """
 
     coef_blocks: tuple[np.ndarray, ...]
@@ -89,10 +90,10 @@ class ObservationModel(ABC):
 
     def bounded_expected_log_lik(
         self, X: Any, setup: BoundedWeights, ws: Workspace | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """``(W32, row_err)`` for a block of raw rows: ``E_q[log F(x_n | phi_k)]``
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        """``(W32, row_err, abs_err)`` for a block of raw rows: ``E_q[log F(x_n | phi_k)]``
         differs from ``W32[n, k] + setup.offset[k]`` by at most
-        ``row_err[n] * setup.col_err[k]``."""
+        ``row_err[n] * setup.col_err[k] + abs_err``."""
         raise NotImplementedError(f"{type(self).__name__} has no bounded float32 log weights")
 
     def expected_log_lik_pairs(

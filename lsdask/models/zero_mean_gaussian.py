@@ -118,7 +118,7 @@ class ZeroMeanGaussian(ObservationModel):
 
     def bounded_expected_log_lik(
         self, X, setup: BoundedWeights, ws: Workspace | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, float]:
         return float32_quadratic_weights(as_dense_rows(X, self.dim), None, False, setup, ws)
 
     def expected_log_lik_pairs(self, X, post: WishartPosterior, indptr, cand) -> np.ndarray:

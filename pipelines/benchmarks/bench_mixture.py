@@ -672,7 +672,7 @@ def profile_local_step(cfg: Config, b: Batch) -> dict[str, Any]:
         offset = setup.offset + g.elogpi
         X64 = obs.batch_rows(b.X)
         low = [obs.bounded_expected_log_lik(X64[sl], setup) for sl in b.slices]  # fresh arrays
-        parts = [bounded_candidates(W, offset, e, setup.col_err, L) for W, e in low]
+        parts = [bounded_candidates(W, offset, e, setup.col_err, a, L) for W, e, a in low]
         indptr, cand = stack_candidates(parts)
         exact = obs.expected_log_lik_pairs(X64, g.obs, indptr, cand) + g.elogpi[cand]
         pre = {
@@ -680,7 +680,7 @@ def profile_local_step(cfg: Config, b: Batch) -> dict[str, Any]:
                 lambda sl: obs.bounded_expected_log_lik(X64[sl], setup), b.slices
             ),
             "sparse_candidates": lambda: each(
-                lambda we: bounded_candidates(we[0], offset, we[1], setup.col_err, L), low
+                lambda w: bounded_candidates(w[0], offset, w[1], setup.col_err, w[2], L), low
             ),
             "sparse_exact_pairs": lambda: obs.expected_log_lik_pairs(X64, g.obs, indptr, cand),
             "sparse_topl_from_candidates": lambda: topl_resp_from_candidates(
