@@ -319,7 +319,6 @@ def load_lda(path: str | os.PathLike[str], *, client: Any = None) -> Any:
     """
     from lsdask import LDA
     from lsdask.models.lda import TopicGlobals
-    from lsdask.models.special import dirichlet_expected_log
     from lsdask.models.stats import SuffStats
 
     root = Path(path)
@@ -351,7 +350,7 @@ def load_lda(path: str | os.PathLike[str], *, client: Any = None) -> Any:
     if not np.array_equal(glob.lam, lam):
         # lambda is not eta + words (e.g. an SVI fit stopped between updates):
         # keep the saved lambda, which is what the saved model used.
-        glob = TopicGlobals(lam, np.ascontiguousarray(dirichlet_expected_log(lam).T))
+        glob = TopicGlobals.from_lam(lam, lda_model.eta)
     model._set_fitted(lda_model, glob, stats, vocab)
     model.elbo_trace_ = arrays["elbo_trace_"]
     for name in TRACE_FIELDS:

@@ -20,21 +20,32 @@ The ELBO (App. C) is then exact from the statistics:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
 
 from lsdask.kernels.lda import lda_batch_step
-from lsdask.models.special import dirichlet_expected_log, dirichlet_kl
+from lsdask.models.dirichlet_logs import SparseDirichletLogs
 from lsdask.models.stats import ColumnBlock, SuffStats, as_dense
 
 
 @dataclass(frozen=True)
 class TopicGlobals:
-    """``q(phi) = Dir(lambda)`` and its expected log, transposed for row gathers."""
+    """``q(phi) = Dir(lambda)`` and its expected log, stored by word (sparse:
+    entries where ``lambda`` is still the prior are implicit)."""
 
     lam: np.ndarray | None  # (K, V); None in the copy sent to workers
-    E_log_phi_t: np.ndarray  # (V, K)
+    logs: SparseDirichletLogs  # E[log phi] as a (V, K) matrix
+
+    @classmethod
+    def from_lam(cls, lam: np.ndarray, eta: float) -> TopicGlobals:
+        return cls(lam, SparseDirichletLogs.from_concentrations(lam, eta))
+
+    @cached_property
+    def E_log_phi_t(self) -> np.ndarray:
+        """``E[log phi]`` (V, K), dense (built on first use)."""
+        return self.logs.dense()
 
     @property
     def topics(self) -> np.ndarray:
@@ -99,14 +110,14 @@ class LDAModel:
         X = as_csr_batch(X)
         K = self.n_components
         cols, local = np.unique(X.indices, return_inverse=True)
-        C = np.ascontiguousarray(glob.E_log_phi_t, dtype=np.float64)  # read in place
+        C = glob.logs.rows(cols)  # E[log phi] of the batch's own words only
         out_words = np.zeros((K, cols.size))
         doc_topic = np.zeros((X.shape[0], K))
         o = self.options
         L = 0 if sparsity is None else int(sparsity)
         entropy, alloc, iters, tried, accepted = lda_batch_step(
             X.indptr.astype(np.int64), local.astype(np.int32), X.data.astype(np.float64),
-            cols.astype(np.int64), C,
+            np.arange(cols.size, dtype=np.int64), C,
             self.alpha / K, L, o.max_iters, o.conv_thresh, o.eps,
             o.max_restarts if o.restarts else 0, o.restart_iters,
             out_words, doc_topic,
@@ -135,8 +146,8 @@ class LDAModel:
         )
 
     def for_local_step(self, glob: TopicGlobals) -> TopicGlobals:
-        """What the workers need: E[log phi] only (half the bytes of the globals)."""
-        return TopicGlobals(None, glob.E_log_phi_t)
+        """What the workers need: the stored entries of E[log phi] only."""
+        return TopicGlobals(None, glob.logs)
 
     def row_count(self, stats: SuffStats) -> float:
         """Documents summarized in the statistics."""
@@ -147,12 +158,8 @@ class LDAModel:
         return float(stats["N"].sum())
 
     def global_step(self, stats: SuffStats) -> TopicGlobals:
-        lam = self.eta + as_dense(stats["words"])
-        return TopicGlobals(lam, np.ascontiguousarray(dirichlet_expected_log(lam).T))
+        return TopicGlobals.from_lam(self.eta + as_dense(stats["words"]), self.eta)
 
     def elbo(self, stats: SuffStats, glob: TopicGlobals) -> float:
-        words = as_dense(stats["words"])
-        data = float(np.sum(words * glob.E_log_phi_t.T))
-        prior = np.full(self.vocab_size, self.eta)
-        kl = float(dirichlet_kl(glob.lam, prior, glob.E_log_phi_t.T).sum())
+        data, kl = glob.logs.data_and_kl(as_dense(stats["words"]), glob.lam)
         return data - kl + float(stats["H"][0]) + float(stats["alloc"][0])

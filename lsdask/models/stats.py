@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from lsdask.kernels.sparse_columns import add_columns
+
 
 class ColumnBlock:
     """A (K, V) statistic that is zero outside a few columns.
@@ -146,10 +148,7 @@ class SuffStats:
                 if isinstance(v, ColumnBlock):
                     raise TypeError("replace_ needs plain arrays; call dense_copy() first")
                 if isinstance(p, ColumnBlock):
-                    if sign < 0:
-                        v[:, p.cols] -= p.values
-                    else:
-                        v[:, p.cols] += p.values
+                    add_columns(v, p.cols, p.values, sign)
                 elif sign < 0:
                     v -= p
                 else:

@@ -732,9 +732,8 @@ def _warm_worker() -> bool:
     model = LDAModel(4, 30, ALPHA, ETA)
     lam = ETA + rng.random((4, 30))
     from lsdask.models.lda import TopicGlobals
-    from lsdask.models.special import dirichlet_expected_log
 
-    glob = TopicGlobals(lam, np.ascontiguousarray(dirichlet_expected_log(lam).T))
+    glob = TopicGlobals.from_lam(lam, ETA)
     model.local_step(X, glob, 2)
     model.local_step(X, glob, None)
     document_completion(X, X, glob.topics, ALPHA)
@@ -1389,7 +1388,7 @@ def lap_anatomy(cfg: Config, est: Any, client: Any, corpus_path: str, L: int) ->
         client.submit(task, batch, fut, pure=False).result()
         times.append(time.perf_counter() - t0)
     out["task_roundtrip_s"] = min(times)
-    nbytes = int(getattr(sent.lam, "nbytes", 0) + getattr(sent.E_log_phi_t, "nbytes", 0))
+    nbytes = int(getattr(sent.lam, "nbytes", 0) + sent.logs.nbytes)
     out["globals_mib"] = nbytes / 2**20
     waves = math.ceil(len(source.batches) / cfg.n_workers)
     driver = (
