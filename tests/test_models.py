@@ -315,3 +315,33 @@ def test_multigammaln_stack_equals_scipy_elementwise():
         a = np.array([D / 2.0 + 0.01, D / 2.0 + 1.7, 40.0, 1e5])
         ref = np.array([multigammaln(v, D) for v in a])
         np.testing.assert_allclose(multigammaln_stack(a, D), ref, rtol=1e-13)
+
+
+def test_multinomial_divergence_equals_the_dense_kl():
+    """The sparse cross term equals KL(x_hat || phi_j) computed densely, empty rows included."""
+    import scipy.sparse as sp
+
+    from lsdask.models.multinomial import Multinomial
+
+    rng = np.random.default_rng(5)
+    X = rng.poisson(0.4, size=(9, 30)).astype(np.float64)
+    X[4] = 0.0  # an empty document
+    seeds = rng.poisson(0.6, size=(3, 30)).astype(np.float64)
+    model = Multinomial(lam=0.1, vocab_size=30)
+    got = model.divergence(sp.csr_matrix(X), sp.csr_matrix(seeds))
+    phi = (seeds + 0.1) / (seeds + 0.1).sum(axis=1, keepdims=True)
+    expect = np.zeros((9, 3))
+    for i in range(9):
+        if X[i].sum() == 0:
+            continue
+        p = X[i] / X[i].sum()
+        nz = p > 0
+        expect[i] = [np.sum(p[nz] * (np.log(p[nz]) - np.log(phi[j, nz]))) for j in range(3)]
+    np.testing.assert_allclose(got, expect, rtol=1e-10, atol=1e-12)
+    # a CSR with a duplicate entry counts it twice, like the dense matrix
+    dup = sp.csr_matrix((np.array([1.0, 2.0]), np.array([3, 3]), np.array([0, 2])), shape=(1, 30))
+    dense = np.zeros((1, 30))
+    dense[0, 3] = 3.0
+    np.testing.assert_allclose(
+        model.divergence(sp.csr_matrix(X), dup), model.divergence(sp.csr_matrix(X), dense)
+    )

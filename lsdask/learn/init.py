@@ -26,8 +26,9 @@ INIT_METHODS = ("kmeans++", "random")
 def _nearest(observation: Any, X: Any, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     closest = np.full(X.shape[0], np.inf)
     nearest = np.zeros(X.shape[0], dtype=np.int32)
+    rows = observation.divergence_sample(X)
     for j, s in enumerate(seeds):
-        d = observation.divergence(X, X[s : s + 1])[:, 0]
+        d = observation.divergence(rows, X[s : s + 1])[:, 0]
         better = d < closest
         closest[better] = d[better]
         nearest[better] = j
@@ -48,6 +49,7 @@ def kmeans_plus_plus(
     n_trials = 2 + int(np.log(K))
     seeds = [int(rng.integers(n))]
     closest, nearest = _nearest(observation, X, np.asarray(seeds))
+    rows = observation.divergence_sample(X)
     for j in range(1, K):
         closest[seeds] = 0.0
         total = closest.sum()
@@ -55,7 +57,7 @@ def kmeans_plus_plus(
             candidates = rng.choice(n, size=n_trials, p=closest / total)
         else:  # every row coincides with a seed: take any unused row
             candidates = rng.choice(np.setdiff1d(np.arange(n), seeds), size=1)
-        div = observation.divergence(X, X[candidates])
+        div = observation.divergence(rows, X[candidates])
         best = int(np.argmin(np.minimum(closest[:, None], div).sum(axis=0)))
         seeds.append(int(candidates[best]))
         better = div[:, best] < closest

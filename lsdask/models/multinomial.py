@@ -126,24 +126,50 @@ class Multinomial(ObservationModel):
         log_phi_t = np.ascontiguousarray(np.log(post.topics).T)
         return csr_matmul(block.indptr, block.indices, block.data, log_phi_t)
 
+    def divergence_sample(self, X) -> WordDistributions:
+        return WordDistributions.from_counts(as_count_block(X, self.vocab_size), self.vocab_size)
+
     def divergence(self, X, seeds) -> np.ndarray:
         """KL divergence from each row's word distribution to each smoothed seed's.
 
         ``KL(x_hat || phi_j) = sum_v x_hat_v log x_hat_v - x_hat . log phi_j`` with
         ``phi_j`` the posterior mean topic of a cluster holding seed j alone.
+        ``log phi_jv = log(lam) - log(total_j) + log1p(s_jv / lam)`` is sparse in
+        the seed's own words, so the cross term costs O(shared words), not O(n V).
         """
-        block = as_count_block(X, self.vocab_size)
+        rows = X if isinstance(X, WordDistributions) else self.divergence_sample(X)
         seed_block = as_count_block(seeds, self.vocab_size)
-        seed_words = sp.csr_matrix(
-            (seed_block.data, seed_block.indices, seed_block.indptr),
-            shape=(seed_block.n_rows, self.vocab_size),
-        ).toarray()
-        phi = (seed_words + self.lam) / (seed_words + self.lam).sum(1, keepdims=True)
+        V, lam = self.vocab_size, self.lam
+        seeds_csr = sp.csr_matrix(
+            (seed_block.data, seed_block.indices, seed_block.indptr), shape=(seed_block.n_rows, V)
+        )
+        seeds_csr.sum_duplicates()
+        seed_tot = np.asarray(seeds_csr.sum(axis=1)).ravel()
+        gain = seeds_csr.copy()
+        gain.data = np.log1p(gain.data / lam)
+        base = np.log(lam) - np.log(seed_tot + V * lam)
+        shared = np.asarray((gain @ rows.by_word).todense()).T  # touches the seeds' words only
+        cross = shared + rows.mass[:, None] * base[None, :]
+        return np.maximum(rows.neg_entropy[:, None] - cross, 0.0)
+
+
+@dataclass(frozen=True)
+class WordDistributions:
+    """Rows of counts as word distributions ``x_hat``: what KL divergences need of them."""
+
+    by_word: sp.csr_matrix  # x_hat transposed, (V, n): row v holds the rows having word v
+    neg_entropy: np.ndarray  # sum_v x_hat_v log x_hat_v, (n,)
+    mass: np.ndarray  # sum_v x_hat_v: 1, or 0 for an empty row, (n,)
+
+    @classmethod
+    def from_counts(cls, block: CSRBlock, V: int) -> WordDistributions:
         n = block.n_rows
         row_of = np.repeat(np.arange(n), np.diff(block.indptr))
         row_tot = np.bincount(row_of, weights=block.data, minlength=n)
         p = block.data / np.where(row_tot > 0, row_tot, 1.0)[row_of]
         plogp = p * np.log(np.where(p > 0, p, 1.0))
-        neg_entropy = np.bincount(row_of, weights=plogp, minlength=n)
-        cross = csr_matmul(block.indptr, block.indices, p, np.ascontiguousarray(np.log(phi).T))
-        return np.maximum(neg_entropy[:, None] - cross, 0.0)
+        return cls(
+            sp.csr_matrix((p, block.indices, block.indptr), shape=(n, V)).T.tocsr(),
+            np.bincount(row_of, weights=plogp, minlength=n),
+            np.bincount(row_of, weights=p, minlength=n),
+        )

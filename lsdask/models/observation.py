@@ -143,7 +143,14 @@ class ObservationModel(ABC):
 
     @abstractmethod
     def divergence(self, X: Any, seeds: Any) -> np.ndarray:
-        """Bregman divergence from each row of X to each seed's cluster: (n, n_seeds)."""
+        """Bregman divergence from each row of X to each seed's cluster: (n, n_seeds).
+
+        ``X`` may also be what :meth:`divergence_sample` returned for it."""
+
+    def divergence_sample(self, X: Any) -> Any:
+        """X in the form :meth:`divergence` takes fastest, for many calls on
+        the same rows (k-means++); by default X itself."""
+        return X
 
     @property
     @abstractmethod
