@@ -318,7 +318,7 @@ def load_lda(path: str | os.PathLike[str], *, client: Any = None) -> Any:
         names the path and the file).
     """
     from lsdask import LDA
-    from lsdask.models.lda import TopicGlobals
+    from lsdask.models.dirichlet_logs import DirichletPosterior
     from lsdask.models.stats import SuffStats
 
     root = Path(path)
@@ -350,7 +350,7 @@ def load_lda(path: str | os.PathLike[str], *, client: Any = None) -> Any:
     if not np.array_equal(glob.lam, lam):
         # lambda is not eta + words (e.g. an SVI fit stopped between updates):
         # keep the saved lambda, which is what the saved model used.
-        glob = TopicGlobals.from_lam(lam, lda_model.eta)
+        glob = DirichletPosterior.from_lam(lam, lda_model.eta)
     model._set_fitted(lda_model, glob, stats, vocab)
     model.elbo_trace_ = arrays["elbo_trace_"]
     for name in TRACE_FIELDS:

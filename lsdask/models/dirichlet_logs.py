@@ -17,6 +17,7 @@ whole row k. So only the other entries are stored, grouped by word:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy.special import digamma, gammaln
@@ -93,3 +94,35 @@ class SparseDirichletLogs:
         log_norm_q = gammaln(lam.sum(axis=1)) - (lgamma_sum + (V - n) * gammaln(b))
         log_norm_p = gammaln(V * b) - V * gammaln(b)
         return data, float(np.sum(log_norm_q - log_norm_p + excess_elog))
+
+
+@dataclass(frozen=True)
+class DirichletPosterior:
+    """``q(phi_k) = Dir(lambda_k)`` for K topics (or clusters) over V words, and
+    its expected log stored sparsely by word (:class:`SparseDirichletLogs`)."""
+
+    lam: np.ndarray | None  # (K, V); None in the copy sent to workers
+    logs: SparseDirichletLogs  # E[log phi] as a (V, K) matrix
+
+    @classmethod
+    def from_lam(cls, lam: np.ndarray, prior: float) -> DirichletPosterior:
+        return cls(lam, SparseDirichletLogs.from_concentrations(lam, prior))
+
+    def for_workers(self) -> DirichletPosterior:
+        """What a local step reads: the stored entries of E[log phi] only."""
+        return DirichletPosterior(None, self.logs)
+
+    @cached_property
+    def E_log_phi_t(self) -> np.ndarray:
+        """``E[log phi]`` (V, K), dense (built on first use)."""
+        return self.logs.dense()
+
+    @property
+    def topics(self) -> np.ndarray:
+        """Point estimate ``E[phi_k]`` (K, V)."""
+        return self.lam / self.lam.sum(axis=1, keepdims=True)
+
+    def elbo_terms(self, words: np.ndarray) -> float:
+        """``sum_kv words_kv E[log phi_kv] - sum_k KL(q(phi_k) || p(phi_k))``."""
+        data, kl = self.logs.data_and_kl(words, self.lam)
+        return data - kl

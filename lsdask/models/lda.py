@@ -20,37 +20,13 @@ The ELBO (App. C) is then exact from the statistics:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
 
 from lsdask.kernels.lda import lda_batch_step
-from lsdask.models.dirichlet_logs import SparseDirichletLogs
+from lsdask.models.dirichlet_logs import DirichletPosterior
 from lsdask.models.stats import ColumnBlock, SuffStats, as_dense
-
-
-@dataclass(frozen=True)
-class TopicGlobals:
-    """``q(phi) = Dir(lambda)`` and its expected log, stored by word (sparse:
-    entries where ``lambda`` is still the prior are implicit)."""
-
-    lam: np.ndarray | None  # (K, V); None in the copy sent to workers
-    logs: SparseDirichletLogs  # E[log phi] as a (V, K) matrix
-
-    @classmethod
-    def from_lam(cls, lam: np.ndarray, eta: float) -> TopicGlobals:
-        return cls(lam, SparseDirichletLogs.from_concentrations(lam, eta))
-
-    @cached_property
-    def E_log_phi_t(self) -> np.ndarray:
-        """``E[log phi]`` (V, K), dense (built on first use)."""
-        return self.logs.dense()
-
-    @property
-    def topics(self) -> np.ndarray:
-        """Point estimate ``E[phi_k]`` (K, V)."""
-        return self.lam / self.lam.sum(axis=1, keepdims=True)
 
 
 @dataclass(frozen=True)
@@ -105,7 +81,7 @@ class LDAModel:
                 f"expected count vectors over V={self.vocab_size} words; got {X.shape[1]} columns"
             )
 
-    def doc_topic_step(self, X, glob: TopicGlobals, sparsity: int | None):
+    def doc_topic_step(self, X, glob: DirichletPosterior, sparsity: int | None):
         """Run the local step on a batch: ``(stats pieces, doc-topic counts N_d)``."""
         X = as_csr_batch(X)
         K = self.n_components
@@ -131,7 +107,7 @@ class LDAModel:
         }
         return pieces, doc_topic, (iters, tried, accepted)
 
-    def local_step(self, X, glob: TopicGlobals, sparsity: int | None) -> SuffStats:
+    def local_step(self, X, glob: DirichletPosterior, sparsity: int | None) -> SuffStats:
         pieces, _, _ = self.doc_topic_step(X, glob, sparsity)
         return SuffStats(**pieces)
 
@@ -145,9 +121,9 @@ class LDAModel:
             n_docs=np.zeros(1),
         )
 
-    def for_local_step(self, glob: TopicGlobals) -> TopicGlobals:
+    def for_local_step(self, glob: DirichletPosterior) -> DirichletPosterior:
         """What the workers need: the stored entries of E[log phi] only."""
-        return TopicGlobals(None, glob.logs)
+        return glob.for_workers()
 
     def row_count(self, stats: SuffStats) -> float:
         """Documents summarized in the statistics."""
@@ -157,9 +133,12 @@ class LDAModel:
         """Word tokens summarized in the statistics."""
         return float(stats["N"].sum())
 
-    def global_step(self, stats: SuffStats) -> TopicGlobals:
-        return TopicGlobals.from_lam(self.eta + as_dense(stats["words"]), self.eta)
+    def global_step(self, stats: SuffStats) -> DirichletPosterior:
+        return DirichletPosterior.from_lam(self.eta + as_dense(stats["words"]), self.eta)
 
-    def elbo(self, stats: SuffStats, glob: TopicGlobals) -> float:
-        data, kl = glob.logs.data_and_kl(as_dense(stats["words"]), glob.lam)
-        return data - kl + float(stats["H"][0]) + float(stats["alloc"][0])
+    def elbo(self, stats: SuffStats, glob: DirichletPosterior) -> float:
+        return (
+            glob.elbo_terms(as_dense(stats["words"]))
+            + float(stats["H"][0])
+            + float(stats["alloc"][0])
+        )

@@ -18,20 +18,10 @@ from lsdask.kernels import (
     dense_weighted_csr_rows,
     sparse_weighted_csr_rows,
 )
+from lsdask.models.dirichlet_logs import DirichletPosterior
 from lsdask.models.observation import ObservationModel
-from lsdask.models.special import dirichlet_expected_log, dirichlet_kl
 from lsdask.models.stats import SuffStats
 from lsdask.models.workspace import Workspace
-
-
-@dataclass(frozen=True)
-class DirichletPosterior:
-    lam: np.ndarray  # (K, V)
-    E_log_phi_t: np.ndarray  # (V, K), transposed for the CSR product
-
-    @property
-    def topics(self) -> np.ndarray:
-        return self.lam / self.lam.sum(axis=1, keepdims=True)
 
 
 @dataclass(frozen=True)
@@ -101,7 +91,9 @@ class Multinomial(ObservationModel):
     def expected_log_lik(
         self, block: CSRBlock, post: DirichletPosterior, ws: Workspace | None = None
     ) -> np.ndarray:
-        return csr_matmul(block.indptr, block.indices, block.data, post.E_log_phi_t)
+        cols, local = np.unique(block.indices, return_inverse=True)
+        C = post.logs.rows(cols)  # E[log phi] of the block's own words only
+        return csr_matmul(block.indptr, local.astype(np.int32), block.data, C)
 
     def summarize_sparse(self, block: CSRBlock, resp, idx, out: dict) -> None:
         sparse_weighted_csr_rows(block.indptr, block.indices, block.data, resp, idx, out["words"])
@@ -113,13 +105,13 @@ class Multinomial(ObservationModel):
         return {"words": np.zeros((K, self.vocab_size))}
 
     def global_step(self, stats: SuffStats) -> DirichletPosterior:
-        lam = self.lam + stats["words"]
-        return DirichletPosterior(lam, np.ascontiguousarray(dirichlet_expected_log(lam).T))
+        return DirichletPosterior.from_lam(self.lam + stats["words"], self.lam)
+
+    def for_local_step(self, post: DirichletPosterior) -> DirichletPosterior:
+        return post.for_workers()
 
     def elbo(self, stats: SuffStats, post: DirichletPosterior) -> float:
-        prior = np.full(self.vocab_size, self.lam)
-        expected_loglik = np.sum(stats["words"] * post.E_log_phi_t.T)
-        return float(expected_loglik - dirichlet_kl(post.lam, prior).sum())
+        return post.elbo_terms(stats["words"])
 
     def point_log_lik(self, X, post: DirichletPosterior) -> np.ndarray:
         block = as_count_block(X, self.vocab_size)

@@ -731,9 +731,9 @@ def _warm_worker() -> bool:
     X = sp.csr_matrix(rng.poisson(0.5, size=(6, 30)).astype(np.float64))
     model = LDAModel(4, 30, ALPHA, ETA)
     lam = ETA + rng.random((4, 30))
-    from lsdask.models.lda import TopicGlobals
+    from lsdask.models.dirichlet_logs import DirichletPosterior
 
-    glob = TopicGlobals.from_lam(lam, ETA)
+    glob = DirichletPosterior.from_lam(lam, ETA)
     model.local_step(X, glob, 2)
     model.local_step(X, glob, None)
     document_completion(X, X, glob.topics, ALPHA)
