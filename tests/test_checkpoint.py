@@ -157,3 +157,27 @@ def test_checkpoint_folder_errors(tmp_path, rng):
     (tmp_path / "c" / "LATEST").write_text("ckpt-nowhere\n")
     with pytest.raises(DataError, match=r"LATEST names ckpt-nowhere, which has no state\.json"):
         lsdask.GaussianMixture(3, checkpoint_dir=str(tmp_path / "c"), resume=True, **kw).fit(X)
+
+
+def test_memo_file_round_trip_is_exact_and_reads_the_older_column_format(tmp_path):
+    """Sparse blocks are written and read back bit for bit; a memo file of
+    lsdask 0.1 (dense values at a few columns) still loads, as the same entries."""
+    from lsdask.learn.memo_store import load_stats, save_stats
+    from lsdask.models.stats import SparseBlock, SuffStats
+
+    rng = np.random.default_rng(0)
+    cols = np.array([2, 5, 11])
+    values = rng.random((4, 3)) * (rng.random((4, 3)) < 0.5)
+    stats = SuffStats(N=rng.random(4), words=SparseBlock.from_columns(cols, values, 12))
+    save_stats(tmp_path / "new.npz", stats)
+    back = load_stats(tmp_path / "new.npz")
+    np.testing.assert_array_equal(back["N"], stats["N"])
+    for part in ("rows", "cols", "values"):
+        np.testing.assert_array_equal(getattr(back["words"], part), getattr(stats["words"], part))
+    assert back["words"].shape == (4, 12)
+    np.savez(
+        tmp_path / "old.npz",
+        N=stats["N"], words__cols=cols, words__values=values, words__width=np.array([12]),
+    )  # fmt: skip
+    old = load_stats(tmp_path / "old.npz")
+    np.testing.assert_array_equal(old["words"].toarray(), stats["words"].toarray())

@@ -270,13 +270,14 @@ def test_suffstats_algebra_and_field_check():
 
 def test_in_place_replace_equals_the_out_of_place_update(rng):
     """``total.replace_(old, new)`` gives bit for bit ``total - old + new``,
-    column blocks included, and leaves ``old`` and ``new`` untouched."""
-    from lsdask.models.stats import ColumnBlock
+    sparse blocks included, and leaves ``old`` and ``new`` untouched."""
+    from lsdask.models.stats import SparseBlock
 
     K, V = 3, 10
 
     def stats(cols):
-        return SuffStats(N=rng.random(K), words=ColumnBlock(cols, rng.random((K, len(cols))), V))
+        block = rng.random((K, len(cols))) * (rng.random((K, len(cols))) < 0.6)
+        return SuffStats(N=rng.random(K), words=SparseBlock.from_columns(cols, block, V))
 
     total = SuffStats(N=rng.random(K), words=rng.random((K, V)))
     old, new = stats([1, 4, 7]), stats([0, 4, 9])
@@ -345,3 +346,25 @@ def test_multinomial_divergence_equals_the_dense_kl():
     np.testing.assert_allclose(
         model.divergence(sp.csr_matrix(X), dup), model.divergence(sp.csr_matrix(X), dense)
     )
+
+
+def test_sparse_block_keeps_the_nonzero_entries_and_adds_like_the_dense_array(rng):
+    from lsdask.models.stats import SparseBlock
+
+    cols = np.array([1, 4, 7])
+    values = np.array([[0.0, 2.0, 0.5], [1.5, 0.0, 0.0]])
+    block = SparseBlock.from_columns(cols, values, 9)
+    dense = np.zeros((2, 9))
+    dense[:, cols] = values
+    assert block.values.size == 3 and block.shape == (2, 9)
+    np.testing.assert_array_equal(block.toarray(), dense)
+    other = rng.random((2, 9))
+    np.testing.assert_array_equal(block + other, dense + other)
+    np.testing.assert_array_equal(other + block, other + dense)
+    np.testing.assert_array_equal(other - block, other - dense)
+    np.testing.assert_array_equal(block - other, dense - other)
+    np.testing.assert_array_equal(block + block, dense + dense)
+    np.testing.assert_array_equal(block - block, np.zeros((2, 9)))
+    np.testing.assert_array_equal((block * 2.5).toarray(), dense * 2.5)
+    empty = SparseBlock.from_columns(np.array([], dtype=np.int64), np.zeros((2, 0)), 9)
+    np.testing.assert_array_equal(empty + other, other)

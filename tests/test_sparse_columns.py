@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.special import digamma
 
-from lsdask.kernels.sparse_columns import add_columns, columns_unequal_to
+from lsdask.kernels.sparse_columns import add_entries, columns_unequal_to
 from lsdask.models.dirichlet_logs import SparseDirichletLogs
 from lsdask.models.special import dirichlet_expected_log, dirichlet_kl
 
@@ -84,15 +84,16 @@ def test_base_value_is_digamma_of_the_prior_minus_the_row_term():
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
-def test_add_columns_equals_fancy_indexing(sign):
+def test_add_entries_equals_fancy_indexing(sign):
     rng = np.random.default_rng(4)
     dest = rng.normal(size=(4, 15))
+    rows = np.array([0, 3, 1, 3], dtype=np.int32)
     cols = np.array([0, 3, 4, 14])
-    values = rng.normal(size=(4, 4))
+    values = rng.normal(size=4)
     expect = dest.copy()
     if sign > 0:
-        expect[:, cols] += values
+        expect[rows, cols] += values
     else:
-        expect[:, cols] -= values
-    add_columns(dest, cols, values, sign)
+        expect[rows, cols] -= values
+    add_entries(dest, rows, cols, values, sign)
     np.testing.assert_array_equal(dest, expect)

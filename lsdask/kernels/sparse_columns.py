@@ -61,16 +61,14 @@ def fill_transposed_columns(cols, base, indptr, rows, values, out):
 
 
 @numba.njit(nogil=True, cache=True)
-def add_columns(dest, cols, values, sign):
-    """In place ``dest[:, cols] += values`` (sign > 0) or ``-= values``; the same
-    rounding as numpy's fancy-indexed update, without its gather and scatter copies."""
-    K = dest.shape[0]
-    for k in range(K):
-        for j in range(cols.shape[0]):
-            if sign > 0:
-                dest[k, cols[j]] += values[k, j]
-            else:
-                dest[k, cols[j]] -= values[k, j]
+def add_entries(dest, rows, cols, values, sign):
+    """In place ``dest[rows, cols] += values`` (sign > 0) or ``-= values``, each
+    (row, col) pair at most once: the rounding of numpy's fancy-indexed update."""
+    for p in range(values.shape[0]):
+        if sign > 0:
+            dest[rows[p], cols[p]] += values[p]
+        else:
+            dest[rows[p], cols[p]] -= values[p]
 
 
 @numba.njit(nogil=True, cache=True)

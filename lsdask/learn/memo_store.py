@@ -17,17 +17,18 @@ from pathlib import Path
 
 import numpy as np
 
-from lsdask.models.stats import ColumnBlock, SuffStats
+from lsdask.models.stats import SparseBlock, SuffStats
 
 
 def save_stats(path: Path, stats: SuffStats) -> None:
     """Write statistics to ``path`` (.npz) atomically: temporary name, then rename."""
     arrays: dict[str, np.ndarray] = {}
     for name, value in stats.items():
-        if isinstance(value, ColumnBlock):
+        if isinstance(value, SparseBlock):
+            arrays[f"{name}__rows"] = value.rows
             arrays[f"{name}__cols"] = value.cols
             arrays[f"{name}__values"] = value.values
-            arrays[f"{name}__width"] = np.array([value.width])
+            arrays[f"{name}__shape"] = np.array(value.shape)
         else:
             arrays[name] = value
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
@@ -44,13 +45,16 @@ def load_stats(path: Path) -> SuffStats:
         names = sorted(data.files)
         fields: dict = {}
         for name in names:
-            if name.endswith("__cols"):
-                base = name[: -len("__cols")]
-                fields[base] = ColumnBlock(
-                    data[name], data[f"{base}__values"], int(data[f"{base}__width"][0])
-                )
-            elif not (name.endswith("__values") or name.endswith("__width")):
+            base, _, part = name.rpartition("__")
+            if not base:
                 fields[name] = data[name]
+            elif part == "cols" and f"{base}__rows" in data.files:
+                rows, shape = data[f"{base}__rows"], data[f"{base}__shape"]
+                fields[base] = SparseBlock(rows, data[name], data[f"{base}__values"], shape)
+            elif part == "cols":  # written by lsdask <= 0.1: dense values at a few columns
+                values = data[f"{base}__values"]
+                width = int(data[f"{base}__width"][0])
+                fields[base] = SparseBlock.from_columns(data[name], values, width)
     return SuffStats(**fields)
 
 

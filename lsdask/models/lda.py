@@ -6,8 +6,9 @@ Documents are rows of word counts. Topics ``phi_k ~ Dir(eta)`` with posterior
 ``pi_d ~ Dir(alpha/K)`` and ``q(pi_d) = Dir(N_d + alpha/K)`` are inferred
 afresh at every visit (cold start, App. D.4) and summarized per batch into:
 
-- ``words``: S over the batch's own vocabulary (a :class:`ColumnBlock`,
-  K x V_b), so memoized batches cost K x V_b, not K x V;
+- ``words``: S at its nonzero (topic, word) pairs (a :class:`SparseBlock`),
+  all within the batch's own vocabulary, so a memoized batch costs at most
+  K x V_b, not K x V (about 2% of K x V_b under the L-sparse step);
 - ``H``: the assignment entropy ``-sum c r log r``;
 - ``alloc``: ``sum_d c_Dir(alpha/K) - c_Dir(N_d + alpha/K)``, the document
   allocation terms at their optimal ``q(pi_d)``;
@@ -26,7 +27,7 @@ import scipy.sparse as sp
 
 from lsdask.kernels.lda import lda_batch_step
 from lsdask.models.dirichlet_logs import DirichletPosterior
-from lsdask.models.stats import ColumnBlock, SuffStats, as_dense
+from lsdask.models.stats import SparseBlock, SuffStats, as_dense
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class LDAModel:
             out_words, doc_topic,
         )  # fmt: skip
         pieces = {
-            "words": ColumnBlock(cols, out_words, self.vocab_size),
+            "words": SparseBlock.from_columns(cols, out_words, self.vocab_size),
             "H": np.array([entropy]),
             "alloc": np.array([alloc]),
             "N": out_words.sum(axis=1),

@@ -13,68 +13,77 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from lsdask.kernels.sparse_columns import add_columns
+from lsdask.kernels.sparse_columns import add_entries
 
 
-class ColumnBlock:
-    """A (K, V) statistic that is zero outside a few columns.
+class SparseBlock:
+    """A (K, V) statistic stored as its nonzero entries.
 
-    Topic models summarize a batch over its own vocabulary only: ``values``
-    (K, len(cols)) at the sorted, unique columns ``cols`` of a (K, V) array.
-    Adding it to a dense array scatters the columns; adding two blocks gives
-    a dense array. ``numpy`` defers to these operators.
+    Topic models summarize a batch over its own vocabulary, and under the
+    L-sparse step most (topic, word) pairs of even that stay zero (98% for a
+    1,000-document 20 Newsgroups batch at K=400), so a batch's topic-word
+    counts are kept as entries ``values[p]`` at ``(rows[p], cols[p])``, each
+    pair at most once. Adding it to a dense array scatters the entries;
+    adding two blocks gives a dense array. ``numpy`` defers to these operators.
     """
 
-    __array_ufunc__ = None  # let ndarray + ColumnBlock call __radd__
+    __array_ufunc__ = None  # let ndarray + SparseBlock call __radd__
 
-    __slots__ = ("cols", "values", "width")
+    __slots__ = ("cols", "rows", "shape", "values")
 
-    def __init__(self, cols: np.ndarray, values: np.ndarray, width: int) -> None:
+    def __init__(
+        self, rows: np.ndarray, cols: np.ndarray, values: np.ndarray, shape: tuple[int, int]
+    ) -> None:
+        self.rows = np.asarray(rows, dtype=np.int32)
         self.cols = np.asarray(cols, dtype=np.int64)
         self.values = np.asarray(values, dtype=np.float64)
-        self.width = int(width)
+        self.shape = (int(shape[0]), int(shape[1]))
 
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (self.values.shape[0], self.width)
+    @classmethod
+    def from_columns(cls, cols: np.ndarray, block: np.ndarray, width: int) -> SparseBlock:
+        """The nonzero entries of ``block`` (K, len(cols)), whose columns are ``cols``."""
+        rows, j = np.nonzero(block)
+        return cls(
+            rows, np.asarray(cols, dtype=np.int64)[j], block[rows, j], (block.shape[0], width)
+        )
 
     @property
     def nbytes(self) -> int:
-        return self.values.nbytes + self.cols.nbytes
+        return self.values.nbytes + self.cols.nbytes + self.rows.nbytes
 
     def toarray(self) -> np.ndarray:
         out = np.zeros(self.shape)
-        out[:, self.cols] = self.values
+        out[self.rows, self.cols] = self.values
         return out
 
     def _scatter(self, dense: np.ndarray, sign: float) -> np.ndarray:
         out = np.array(dense, dtype=np.float64, copy=True)
-        out[:, self.cols] += sign * self.values
+        add_entries(out, self.rows, self.cols, self.values, sign)
         return out
 
     def __add__(self, other):
-        dense = other.toarray() if isinstance(other, ColumnBlock) else other
+        dense = other.toarray() if isinstance(other, SparseBlock) else other
         return self._scatter(dense, 1.0)
 
     __radd__ = __add__
 
     def __sub__(self, other):
-        if isinstance(other, ColumnBlock):
+        if isinstance(other, SparseBlock):
             return other._scatter(self.toarray(), -1.0)
         return self._scatter(-np.asarray(other, dtype=np.float64), 1.0)
 
     def __rsub__(self, other):
         return self._scatter(other, -1.0)
 
-    def __mul__(self, scale: float) -> ColumnBlock:
-        return ColumnBlock(self.cols, self.values * float(scale), self.width)
+    def __mul__(self, scale: float) -> SparseBlock:
+        return SparseBlock(self.rows, self.cols, self.values * float(scale), self.shape)
 
     __rmul__ = __mul__
 
 
 def as_dense(value) -> np.ndarray:
-    """A statistic as a plain array (scatters a :class:`ColumnBlock`)."""
-    return value.toarray() if isinstance(value, ColumnBlock) else value
+    """A statistic as a plain array (scatters a :class:`SparseBlock`)."""
+    return value.toarray() if isinstance(value, SparseBlock) else value
 
 
 class SuffStats:
@@ -90,7 +99,7 @@ class SuffStats:
 
     def __init__(self, **arrays: np.ndarray) -> None:
         self._arrays = {
-            name: a if isinstance(a, ColumnBlock) else np.asarray(a, dtype=np.float64)
+            name: a if isinstance(a, SparseBlock) else np.asarray(a, dtype=np.float64)
             for name, a in arrays.items()
         }
 
@@ -128,15 +137,15 @@ class SuffStats:
     __rmul__ = __mul__
 
     def dense_copy(self) -> SuffStats:
-        """A copy whose fields are all plain arrays (column blocks scattered)."""
+        """A copy whose fields are all plain arrays (sparse blocks scattered)."""
         return SuffStats(**{k: np.array(as_dense(v), dtype=np.float64) for k, v in self.items()})
 
     def replace_(self, old: SuffStats | None, new: SuffStats) -> SuffStats:
         """In place ``self <- self - old + new`` (``old`` may be None).
 
-        ``self`` must hold plain arrays (:meth:`dense_copy`); a column block
-        touches only its columns, so memoized VI's update of K x V topic
-        statistics costs K x V_b, not three K x V copies. Rounding is that of
+        ``self`` must hold plain arrays (:meth:`dense_copy`); a sparse block
+        touches only its entries, so memoized VI's update of K x V topic
+        statistics costs O(entries), not three K x V copies. Rounding is that of
         ``self - old + new``.
         """
         for part, sign in ((old, -1.0), (new, 1.0)):
@@ -145,10 +154,10 @@ class SuffStats:
             self._check_same(part)
             for k, v in self._arrays.items():
                 p = part._arrays[k]
-                if isinstance(v, ColumnBlock):
+                if isinstance(v, SparseBlock):
                     raise TypeError("replace_ needs plain arrays; call dense_copy() first")
-                if isinstance(p, ColumnBlock):
-                    add_columns(v, p.cols, p.values, sign)
+                if isinstance(p, SparseBlock):
+                    add_entries(v, p.rows, p.cols, p.values, sign)
                 elif sign < 0:
                     v -= p
                 else:
