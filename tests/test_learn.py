@@ -140,3 +140,23 @@ def test_memo_converges_by_relative_change(rng):
         model, SerialExecutor(), source.batches, glob, rng, 2
     )
     assert result.converged and result.n_laps < 100
+
+
+def test_lap_order_groups_batches_of_similar_cost_into_waves():
+    from lsdask.learn.base import lap_order, waves
+
+    costs = [5.0, 90.0, 10.0, 70.0, 40.0, 60.0, 20.0]
+    rng = np.random.default_rng(0)
+    seen = set()
+    for _ in range(20):
+        order = lap_order(rng, len(costs), 2, costs)
+        assert sorted(order.tolist()) == list(range(len(costs)))
+        groups = {tuple(sorted(w)) for w in waves(order, 2)}
+        # pairs of neighbours in decreasing cost: (90, 70), (60, 40), (20, 10), (5,)
+        assert groups == {(1, 3), (4, 5), (2, 6), (0,)}
+        seen.add(tuple(order.tolist()))
+    assert len(seen) > 5  # the waves come in a fresh random order every lap
+    # one batch per wave, or no costs: a plain permutation of the same generator
+    for size, c in ((1, costs), (2, None)):
+        a, b = np.random.default_rng(3), np.random.default_rng(3)
+        np.testing.assert_array_equal(lap_order(a, 7, size, c), b.permutation(7))

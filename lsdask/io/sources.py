@@ -60,6 +60,11 @@ class ArrayBatch:
     where: str
     key: str
 
+    @property
+    def cost(self) -> int:
+        """Work of the batch's task, relative to the others: its rows."""
+        return int(self.rows.shape[0])
+
     def load(self) -> Any:
         return check_rows(self.rows, self.where)
 
@@ -77,6 +82,11 @@ class ZarrBatch:
     def key(self) -> str:
         """Identifies the batch across runs (checkpoints map memo by key)."""
         return f"rows {self.start}:{self.stop}"
+
+    @property
+    def cost(self) -> int:
+        """Work of the batch's task, relative to the others: its rows."""
+        return self.stop - self.start
 
     def load(self) -> np.ndarray:
         import zarr
@@ -96,6 +106,11 @@ class DaskBatch:
     block: Any
     where: str
     key: str
+
+    @property
+    def cost(self) -> int:
+        """Work of the batch's task, relative to the others: its rows."""
+        return int(self.block.shape[0])
 
     def load(self) -> np.ndarray:
         return check_rows(self.block.compute(scheduler="sync"), self.where)
@@ -279,6 +294,11 @@ class CorpusRows:
     def key(self) -> str:
         """Identifies the row group across runs, also after files were added or removed."""
         return f"{self.batch.file}#{self.batch.row_group}"
+
+    @property
+    def cost(self) -> float:
+        """Work of the batch's task, relative to the others: its tokens."""
+        return float(self.batch.n_tokens)
 
     def load(self) -> sp.csr_matrix:
         return self.batch.load().to_csr(self.vocab_size)

@@ -53,6 +53,32 @@ class Trace:
         self.result.time_trace.append(time.perf_counter() - self.t0)
 
 
+def lap_order(
+    rng: np.random.Generator, n_batches: int, size: int, costs: Sequence[float] | None = None
+) -> np.ndarray:
+    """A fresh random visiting order for one lap, cut into waves of ``size`` by :func:`waves`.
+
+    With ``costs`` (work per batch: tokens of a corpus row group, rows of a
+    chunk), batches of similar cost share a wave, so the wave's parallel tasks
+    finish together instead of waiting for the largest; the full waves come in
+    a random order, the cheapest, incomplete one (if any) last. Without costs,
+    or one batch per wave, a plain permutation.
+    """
+    if costs is None or size <= 1:
+        return rng.permutation(n_batches)
+    by_cost = np.argsort(-np.asarray(costs, dtype=np.float64), kind="stable")
+    full = n_batches // size * size
+    groups = [by_cost[i : i + size] for i in range(0, full, size)]
+    order = [groups[g] for g in rng.permutation(len(groups))]
+    return np.concatenate([*order, by_cost[full:]])  # an incomplete wave last, so waves stay whole
+
+
+def batch_costs(batches: Sequence[Any]) -> list[float] | None:
+    """Each batch's ``cost`` attribute, or None unless every batch has one."""
+    costs = [getattr(b, "cost", None) for b in batches]
+    return None if any(c is None for c in costs) else [float(c) for c in costs]
+
+
 def waves(order: Sequence[int], size: int) -> Iterator[list[int]]:
     """Consecutive groups of ``size`` batch indices."""
     order = list(order)

@@ -31,8 +31,10 @@ from lsdask import config
 from lsdask.learn.base import (
     Callback,
     LearnResult,
+    batch_costs,
     check_lap_converged,
     finite_or_raise,
+    lap_order,
     log_lap,
     progress_bar,
     waves,
@@ -62,7 +64,9 @@ class MemoizedVI:
         Batches visited against the same globals before each global step;
         default the executor's number of parallel slots.
     shuffle : bool
-        Visit batches in a fresh random order every lap.
+        Visit batches in a fresh random order every lap. Batches that know
+        their cost (``batch.cost``: tokens, rows) are grouped into waves of
+        similar cost, the waves in a fresh random order (:func:`lap_order`).
     progress : bool or None
         Progress bar per lap (None: only on a terminal).
     """
@@ -97,6 +101,7 @@ class MemoizedVI:
         """
         task = LocalStepTask(model, sparsity)
         handles = executor.register(batches)
+        costs = batch_costs(batches)
         B = len(handles)
         P = self.batches_per_update or executor.n_slots
         memo = MemoryMemo(B) if memo is None else memo
@@ -138,7 +143,7 @@ class MemoizedVI:
             if resuming_mid_lap:
                 order, start = np.asarray(state.order), state.position
             else:
-                order = rng.permutation(B) if self.shuffle else np.arange(B)
+                order = lap_order(rng, B, P, costs) if self.shuffle else np.arange(B)
                 start = 0
             bar = progress_bar(B, f"lap {lap}", self.progress)
             bar.update(start)
