@@ -181,3 +181,26 @@ def test_memo_file_round_trip_is_exact_and_reads_the_older_column_format(tmp_pat
     )  # fmt: skip
     old = load_stats(tmp_path / "old.npz")
     np.testing.assert_array_equal(old["words"].toarray(), stats["words"].toarray())
+
+
+def test_memo_file_keeps_statistics_whose_names_contain_double_underscores(tmp_path):
+    from lsdask.learn.memo_store import load_stats, save_stats
+    from lsdask.models.stats import SuffStats
+
+    stats = SuffStats(a__b=np.arange(3.0), __c=np.ones(2), words__values=np.zeros(1))
+    save_stats(tmp_path / "m.npz", stats)
+    back = load_stats(tmp_path / "m.npz")
+    assert sorted(back.keys()) == sorted(stats.keys())
+    for name in stats.keys():
+        np.testing.assert_array_equal(back[name], stats[name])
+
+
+def test_a_memo_file_with_entries_outside_its_shape_is_reported(tmp_path):
+    from lsdask.learn.memo_store import load_stats
+
+    np.savez(
+        tmp_path / "bad.npz", words__rows=np.array([0, 5], dtype=np.int32),
+        words__cols=np.array([1, 2]), words__values=np.ones(2), words__shape=np.array([2, 4]),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"memo file .*bad\.npz: not a valid statistics file"):
+        load_stats(tmp_path / "bad.npz")

@@ -156,7 +156,23 @@ def test_lap_order_groups_batches_of_similar_cost_into_waves():
         assert groups == {(1, 3), (4, 5), (2, 6), (0,)}
         seen.add(tuple(order.tolist()))
     assert len(seen) > 5  # the waves come in a fresh random order every lap
+    # equal costs (chunks of one size): the pairs themselves change from lap to lap
+    pairs = set()
+    for _ in range(20):
+        order = lap_order(rng, 6, 2, [100.0] * 6)
+        pairs |= {tuple(sorted(w)) for w in waves(order, 2)}
+    assert len(pairs) > 3
     # one batch per wave, or no costs: a plain permutation of the same generator
     for size, c in ((1, costs), (2, None)):
         a, b = np.random.default_rng(3), np.random.default_rng(3)
         np.testing.assert_array_equal(lap_order(a, 7, size, c), b.permutation(7))
+
+
+def test_batch_costs_need_a_finite_cost_for_every_batch():
+    from types import SimpleNamespace
+
+    from lsdask.learn.base import batch_costs
+
+    assert batch_costs([SimpleNamespace(cost=3), SimpleNamespace(cost=1.5)]) == [3.0, 1.5]
+    assert batch_costs([SimpleNamespace(cost=3), SimpleNamespace()]) is None
+    assert batch_costs([SimpleNamespace(cost=3), SimpleNamespace(cost=float("nan"))]) is None

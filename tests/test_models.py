@@ -346,6 +346,11 @@ def test_multinomial_divergence_equals_the_dense_kl():
     np.testing.assert_allclose(
         model.divergence(sp.csr_matrix(X), dup), model.divergence(sp.csr_matrix(X), dense)
     )
+    # ... and leaves the caller's matrix as it was
+    np.testing.assert_array_equal(dup.indices, [3, 3])
+    np.testing.assert_array_equal(dup.data, [1.0, 2.0])
+    # duplicates among the rows' words too
+    np.testing.assert_allclose(model.divergence(dup, seeds), model.divergence(dense, seeds))
 
 
 def test_sparse_block_keeps_the_nonzero_entries_and_adds_like_the_dense_array(rng):
@@ -368,3 +373,20 @@ def test_sparse_block_keeps_the_nonzero_entries_and_adds_like_the_dense_array(rn
     np.testing.assert_array_equal((block * 2.5).toarray(), dense * 2.5)
     empty = SparseBlock.from_columns(np.array([], dtype=np.int64), np.zeros((2, 0)), 9)
     np.testing.assert_array_equal(empty + other, other)
+
+
+def test_sparse_block_rejects_entries_outside_its_shape_and_mismatched_arrays():
+    from lsdask.models.stats import SparseBlock
+
+    with pytest.raises(ValueError, match="outside its shape"):
+        SparseBlock(np.array([0, 2]), np.array([1, 1]), np.ones(2), (2, 4))
+    with pytest.raises(ValueError, match="outside its shape"):
+        SparseBlock(np.array([0]), np.array([-1]), np.ones(1), (2, 4))
+    with pytest.raises(ValueError, match="as many rows and cols as values"):
+        SparseBlock(np.array([0, 1]), np.array([1]), np.ones(2), (2, 4))
+    block = SparseBlock(np.array([1]), np.array([3]), np.ones(1), (2, 4))
+    total = SuffStats(words=np.zeros((2, 5)))
+    with pytest.raises(ValueError, match=r"shape \(2, 4\) with an array of shape \(2, 5\)"):
+        total.replace_(None, SuffStats(words=block))
+    with pytest.raises(ValueError, match="cannot combine a sparse block"):
+        block + np.zeros((3, 4))

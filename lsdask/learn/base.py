@@ -66,7 +66,8 @@ def lap_order(
     """
     if costs is None or size <= 1:
         return rng.permutation(n_batches)
-    by_cost = np.argsort(-np.asarray(costs, dtype=np.float64), kind="stable")
+    # decreasing cost, equal costs (chunks of one size) in a fresh random order
+    by_cost = np.lexsort((rng.random(n_batches), -np.asarray(costs, dtype=np.float64)))
     full = n_batches // size * size
     groups = [by_cost[i : i + size] for i in range(0, full, size)]
     order = [groups[g] for g in rng.permutation(len(groups))]
@@ -74,9 +75,12 @@ def lap_order(
 
 
 def batch_costs(batches: Sequence[Any]) -> list[float] | None:
-    """Each batch's ``cost`` attribute, or None unless every batch has one."""
-    costs = [getattr(b, "cost", None) for b in batches]
-    return None if any(c is None for c in costs) else [float(c) for c in costs]
+    """Each batch's ``cost`` attribute, or None unless every batch has a finite one."""
+    try:
+        costs = [float(getattr(b, "cost", np.nan)) for b in batches]
+    except (TypeError, ValueError):  # e.g. a dask chunk of unknown size
+        return None
+    return costs if all(np.isfinite(costs)) else None
 
 
 def waves(order: Sequence[int], size: int) -> Iterator[list[int]]:

@@ -23,10 +23,14 @@ logger = logging.getLogger(__name__)
 INIT_METHODS = ("kmeans++", "random")
 
 
-def _nearest(observation: Any, X: Any, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _nearest(
+    observation: Any, X: Any, seeds: np.ndarray, rows: Any = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's divergence to its nearest seed, and that seed; ``rows`` is
+    ``observation.divergence_sample(X)`` if the caller has it."""
     closest = np.full(X.shape[0], np.inf)
     nearest = np.zeros(X.shape[0], dtype=np.int32)
-    rows = observation.divergence_sample(X)
+    rows = observation.divergence_sample(X) if rows is None else rows
     for j, s in enumerate(seeds):
         d = observation.divergence(rows, X[s : s + 1])[:, 0]
         better = d < closest
@@ -48,8 +52,8 @@ def kmeans_plus_plus(
     n = X.shape[0]
     n_trials = 2 + int(np.log(K))
     seeds = [int(rng.integers(n))]
-    closest, nearest = _nearest(observation, X, np.asarray(seeds))
     rows = observation.divergence_sample(X)
+    closest, nearest = _nearest(observation, X, np.asarray(seeds), rows)
     for j in range(1, K):
         closest[seeds] = 0.0
         total = closest.sum()

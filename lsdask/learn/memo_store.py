@@ -19,6 +19,10 @@ import numpy as np
 
 from lsdask.models.stats import SparseBlock, SuffStats
 
+#: the arrays ``save_stats`` writes for a sparse block ``<name>__<part>`` (and
+#: ``width``, of the older column format)
+_BLOCK_PARTS = ("rows", "cols", "values", "shape", "width")
+
 
 def save_stats(path: Path, stats: SuffStats) -> None:
     """Write statistics to ``path`` (.npz) atomically: temporary name, then rename."""
@@ -41,13 +45,20 @@ def save_stats(path: Path, stats: SuffStats) -> None:
 
 def load_stats(path: Path) -> SuffStats:
     """Read statistics written by :func:`save_stats` (no pickle)."""
+    try:
+        return _read_stats(path)
+    except (KeyError, ValueError, IndexError) as exc:
+        raise ValueError(f"memo file {path}: not a valid statistics file ({exc})") from exc
+
+
+def _read_stats(path: Path) -> SuffStats:
     with np.load(path, allow_pickle=False) as data:
         names = sorted(data.files)
         fields: dict = {}
         for name in names:
             base, _, part = name.rpartition("__")
-            if not base:
-                fields[name] = data[name]
+            if not (base and f"{base}__cols" in data.files and part in _BLOCK_PARTS):
+                fields[name] = data[name]  # a plain statistic (whatever its name)
             elif part == "cols" and f"{base}__rows" in data.files:
                 rows, shape = data[f"{base}__rows"], data[f"{base}__shape"]
                 fields[base] = SparseBlock(rows, data[name], data[f"{base}__values"], shape)

@@ -17,7 +17,6 @@ whole row k. So only the other entries are stored, grouped by word:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 from scipy.special import digamma, gammaln
@@ -112,9 +111,10 @@ class DirichletPosterior:
         """What a local step reads: the stored entries of E[log phi] only."""
         return DirichletPosterior(None, self.logs)
 
-    @cached_property
+    @property
     def E_log_phi_t(self) -> np.ndarray:
-        """``E[log phi]`` (V, K), dense (built on first use)."""
+        """``E[log phi]`` as a dense (V, K) array, built at every access (local
+        steps use ``logs.rows`` of their own words instead)."""
         return self.logs.dense()
 
     @property

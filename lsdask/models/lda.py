@@ -6,9 +6,9 @@ Documents are rows of word counts. Topics ``phi_k ~ Dir(eta)`` with posterior
 ``pi_d ~ Dir(alpha/K)`` and ``q(pi_d) = Dir(N_d + alpha/K)`` are inferred
 afresh at every visit (cold start, App. D.4) and summarized per batch into:
 
-- ``words``: S at its nonzero (topic, word) pairs (a :class:`SparseBlock`),
-  all within the batch's own vocabulary, so a memoized batch costs at most
-  K x V_b, not K x V (about 2% of K x V_b under the L-sparse step);
+- ``words``: S at its nonzero (topic, word) pairs (a :class:`SparseBlock`,
+  20 bytes per entry), all within the batch's own vocabulary: at most
+  K x V_b entries, not K x V, and about 2% of K x V_b under the L-sparse step;
 - ``H``: the assignment entropy ``-sum c r log r``;
 - ``alloc``: ``sum_d c_Dir(alpha/K) - c_Dir(N_d + alpha/K)``, the document
   allocation terms at their optimal ``q(pi_d)``;

@@ -133,7 +133,9 @@ class Multinomial(ObservationModel):
         seed_block = as_count_block(seeds, self.vocab_size)
         V, lam = self.vocab_size, self.lam
         seeds_csr = sp.csr_matrix(
-            (seed_block.data, seed_block.indices, seed_block.indptr), shape=(seed_block.n_rows, V)
+            (seed_block.data, seed_block.indices, seed_block.indptr),
+            shape=(seed_block.n_rows, V),
+            copy=True,  # sum_duplicates works in place: never on the caller's arrays
         )
         seeds_csr.sum_duplicates()
         seed_tot = np.asarray(seeds_csr.sum(axis=1)).ravel()
@@ -155,6 +157,10 @@ class WordDistributions:
 
     @classmethod
     def from_counts(cls, block: CSRBlock, V: int) -> WordDistributions:
+        shape = (block.n_rows, V)
+        counts = sp.csr_matrix((block.data, block.indices, block.indptr), shape=shape, copy=True)
+        counts.sum_duplicates()  # a word listed twice in a row is one entry of x_hat
+        block = CSRBlock(counts.indptr.astype(np.int64), counts.indices, counts.data)
         n = block.n_rows
         row_of = np.repeat(np.arange(n), np.diff(block.indptr))
         row_tot = np.bincount(row_of, weights=block.data, minlength=n)

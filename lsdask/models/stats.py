@@ -38,6 +38,19 @@ class SparseBlock:
         self.cols = np.asarray(cols, dtype=np.int64)
         self.values = np.asarray(values, dtype=np.float64)
         self.shape = (int(shape[0]), int(shape[1]))
+        n = self.values.shape[0]
+        if not (self.rows.ndim == self.cols.ndim == self.values.ndim == 1):
+            raise ValueError("a sparse block's rows, cols and values must be 1-D arrays")
+        if not (self.rows.shape[0] == self.cols.shape[0] == n):
+            raise ValueError(
+                f"a sparse block needs as many rows and cols as values; got {self.rows.shape[0]}, "
+                f"{self.cols.shape[0]} and {n}"
+            )
+        if n and not (
+            0 <= self.rows.min() <= self.rows.max() < self.shape[0]
+            and 0 <= self.cols.min() <= self.cols.max() < self.shape[1]
+        ):
+            raise ValueError(f"a sparse block's entries fall outside its shape {self.shape}")
 
     @classmethod
     def from_columns(cls, cols: np.ndarray, block: np.ndarray, width: int) -> SparseBlock:
@@ -58,6 +71,7 @@ class SparseBlock:
 
     def _scatter(self, dense: np.ndarray, sign: float) -> np.ndarray:
         out = np.array(dense, dtype=np.float64, copy=True)
+        _check_shape(out, self)
         add_entries(out, self.rows, self.cols, self.values, sign)
         return out
 
@@ -79,6 +93,14 @@ class SparseBlock:
         return SparseBlock(self.rows, self.cols, self.values * float(scale), self.shape)
 
     __rmul__ = __mul__
+
+
+def _check_shape(dense: np.ndarray, block: SparseBlock) -> None:
+    if dense.shape != block.shape:
+        raise ValueError(
+            f"cannot combine a sparse block of shape {block.shape} with an array of shape "
+            f"{dense.shape}"
+        )
 
 
 def as_dense(value) -> np.ndarray:
@@ -157,6 +179,7 @@ class SuffStats:
                 if isinstance(v, SparseBlock):
                     raise TypeError("replace_ needs plain arrays; call dense_copy() first")
                 if isinstance(p, SparseBlock):
+                    _check_shape(v, p)
                     add_entries(v, p.rows, p.cols, p.values, sign)
                 elif sign < 0:
                     v -= p

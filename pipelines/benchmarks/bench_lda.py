@@ -1233,7 +1233,7 @@ def profile_sparse_step(cfg: Config, est: Any, X: sp.csr_matrix, repeats: int) -
 
     X = sp.csr_matrix(X)
     cols, local = np.unique(X.indices, return_inverse=True)
-    C = np.ascontiguousarray(glob.E_log_phi_t[cols])
+    C = glob.logs.rows(cols)
     o = model.options
     args = (
         X.indptr.astype(np.int64),
