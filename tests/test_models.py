@@ -14,6 +14,7 @@ from lsdask.models import (
     SuffStats,
     ZeroMeanGaussian,
 )
+from lsdask.models.stats import as_dense
 from tests import naive
 
 
@@ -155,7 +156,7 @@ def test_what_the_workers_receive_gives_the_same_local_step(kind, sparsity, rng)
     full = model.local_step(X, glob, sparsity)
     slim = model.local_step(X, model.for_local_step(glob), sparsity)
     for name in full.keys():
-        np.testing.assert_array_equal(slim[name], full[name], err_msg=name)
+        np.testing.assert_array_equal(as_dense(slim[name]), as_dense(full[name]), err_msg=name)
 
 
 @pytest.mark.parametrize("kind", ["zero-mean", "full"])
@@ -390,3 +391,25 @@ def test_sparse_block_rejects_entries_outside_its_shape_and_mismatched_arrays():
         total.replace_(None, SuffStats(words=block))
     with pytest.raises(ValueError, match="cannot combine a sparse block"):
         block + np.zeros((3, 4))
+
+
+def test_multinomial_batch_statistics_are_the_nonzero_entries_of_the_dense_summary(rng):
+    """A multinomial mixture's batch statistics travel as a sparse block: the
+    nonzero entries of the dense K x V summary, nothing else."""
+    from lsdask.kernels import topl_resp_from_log_weights
+    from lsdask.models.stats import SparseBlock
+
+    X = _data("multinomial", rng, n=150)
+    obs = Multinomial().with_data_defaults(X)
+    model = MixtureModel(obs, n_components=5, alpha=2.0, block_rows=64)
+    R = rng.dirichlet(np.ones(5), size=X.shape[0])
+    parts = {"N": R.sum(0), "H": naive.entropy(R), **obs.empty_stats(5)}
+    obs.summarize_dense(obs.prepare(X), R, parts)
+    glob = model.global_step(SuffStats(**parts))
+    stats = model.local_step(X, glob, 2)
+    assert isinstance(stats["words"], SparseBlock)
+    resp, idx = topl_resp_from_log_weights(model.log_weights(obs.prepare(X), glob), 2)
+    dense = obs.empty_stats(5)
+    obs.summarize_sparse(obs.prepare(X), resp, idx, dense)
+    np.testing.assert_allclose(stats["words"].toarray(), dense["words"], rtol=1e-12)
+    assert stats["words"].values.size == np.count_nonzero(dense["words"])

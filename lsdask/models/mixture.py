@@ -98,7 +98,7 @@ class MixtureModel:
             parts["N"] += sparse_counts(resp, idx, K)
             parts["H"] += sparse_entropy(resp, idx, K)
             obs.summarize_sparse_rows(X, resp, idx, parts)
-            return SuffStats(**parts)
+            return SuffStats(**obs.compact_stats(parts))
         n = X.shape[0]
         # models that summarize a whole batch from its raw rows keep every
         # block's responsibilities (N x L) until the end of the batch
@@ -126,7 +126,7 @@ class MixtureModel:
                     obs.summarize_sparse(block, resp, idx, parts)
         if whole:
             obs.summarize_sparse_rows(X, resp_all, idx_all, parts)
-        return SuffStats(**parts)
+        return SuffStats(**obs.compact_stats(parts))
 
     def _preselects(self, sparsity: int | None) -> bool:
         """Whether an L-sparse step takes its top L from float32 weights (exactly)."""

@@ -20,7 +20,7 @@ from lsdask.kernels import (
 )
 from lsdask.models.dirichlet_logs import DirichletPosterior
 from lsdask.models.observation import ObservationModel
-from lsdask.models.stats import SuffStats
+from lsdask.models.stats import SparseBlock, SuffStats, as_dense
 from lsdask.models.workspace import Workspace
 
 
@@ -105,13 +105,20 @@ class Multinomial(ObservationModel):
         return {"words": np.zeros((K, self.vocab_size))}
 
     def global_step(self, stats: SuffStats) -> DirichletPosterior:
-        return DirichletPosterior.from_lam(self.lam + stats["words"], self.lam)
+        return DirichletPosterior.from_lam(self.lam + as_dense(stats["words"]), self.lam)
 
     def for_local_step(self, post: DirichletPosterior) -> DirichletPosterior:
         return post.for_workers()
 
     def elbo(self, stats: SuffStats, post: DirichletPosterior) -> float:
-        return post.elbo_terms(stats["words"])
+        return post.elbo_terms(as_dense(stats["words"]))
+
+    def compact_stats(self, out: dict) -> dict:
+        """A batch's word counts per cluster as their nonzero entries: the L-sparse
+        step gives each document L clusters, so most of K x V stays zero."""
+        words = out["words"]
+        out["words"] = SparseBlock.from_columns(np.arange(words.shape[1]), words, words.shape[1])
+        return out
 
     def point_log_lik(self, X, post: DirichletPosterior) -> np.ndarray:
         block = as_count_block(X, self.vocab_size)

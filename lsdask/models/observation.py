@@ -121,6 +121,11 @@ class ObservationModel(ABC):
         """The part of the posterior the local step reads (default: all of it)."""
         return post
 
+    def compact_stats(self, out: dict) -> dict:
+        """A batch's finished statistics in the form they travel and are
+        memoized in (default: as accumulated)."""
+        return out
+
     @abstractmethod
     def summarize_dense(self, block: Any, R: np.ndarray, out: dict) -> None:
         """Add the block's statistics from dense responsibilities (N, K) into ``out``."""
