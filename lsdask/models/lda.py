@@ -7,7 +7,7 @@ Documents are rows of word counts. Topics ``phi_k ~ Dir(eta)`` with posterior
 afresh at every visit (cold start, App. D.4) and summarized per batch into:
 
 - ``words``: S at its nonzero (topic, word) pairs (a :class:`SparseBlock`,
-  20 bytes per entry), all within the batch's own vocabulary: at most
+  16 bytes per entry), all within the batch's own vocabulary: at most
   K x V_b entries, not K x V, and about 2% of K x V_b under the L-sparse step;
 - ``H``: the assignment entropy ``-sum c r log r``;
 - ``alloc``: ``sum_d c_Dir(alpha/K) - c_Dir(N_d + alpha/K)``, the document

@@ -23,7 +23,7 @@ class SparseBlock:
     L-sparse step most (topic, word) pairs of even that stay zero (98% for a
     1,000-document 20 Newsgroups batch at K=400), so a batch's topic-word
     counts are kept as entries ``values[p]`` at ``(rows[p], cols[p])``, each
-    pair at most once. Adding it to a dense array scatters the entries;
+    pair at most once (16 bytes each). Adding it to a dense array scatters the entries;
     adding two blocks gives a dense array. ``numpy`` defers to these operators.
     """
 
@@ -34,10 +34,11 @@ class SparseBlock:
     def __init__(
         self, rows: np.ndarray, cols: np.ndarray, values: np.ndarray, shape: tuple[int, int]
     ) -> None:
-        self.rows = np.asarray(rows, dtype=np.int32)
-        self.cols = np.asarray(cols, dtype=np.int64)
-        self.values = np.asarray(values, dtype=np.float64)
         self.shape = (int(shape[0]), int(shape[1]))
+        self.rows = np.asarray(rows, dtype=np.int32)
+        # column ids in 4 bytes while they fit: 16 bytes per entry, not 20
+        self.cols = np.asarray(cols, dtype=np.int32 if self.shape[1] < 2**31 else np.int64)
+        self.values = np.asarray(values, dtype=np.float64)
         n = self.values.shape[0]
         if not (self.rows.ndim == self.cols.ndim == self.values.ndim == 1):
             raise ValueError("a sparse block's rows, cols and values must be 1-D arrays")
