@@ -57,7 +57,7 @@ def fit_document_topics(
     doc_topic = np.zeros((X.shape[0], K))
     lda_batch_step(
         X.indptr.astype(np.int64), local.astype(np.int32), X.data.astype(np.float64),
-        np.arange(cols.size), C,
+        C,
         alpha / K, 0, max_iters, conv_thresh, 1e-8, False, 0,
         np.zeros((K, cols.size)), doc_topic,
     )  # fmt: skip

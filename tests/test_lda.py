@@ -67,8 +67,9 @@ def test_memoized_statistics_and_elbo_equal_recomputation(corpus_data):
     model = LDAModel(6, X.shape[1], 0.5, 0.1)
     rng = np.random.default_rng(1)
     source = as_batch_source(X, 100)
+    L = 4
     result = MemoizedVI(n_laps=3, tol=1e-12, batches_per_update=1).run(
-        model, SerialExecutor(), source.batches, _random_globals(model, rng), rng, 4
+        model, SerialExecutor(), source.batches, _random_globals(model, rng), rng, L
     )
     recomputed = sum_stats(result.memo)
     assert result.stats.allclose(recomputed, rtol=1e-12, atol=1e-9)
@@ -78,7 +79,9 @@ def test_memoized_statistics_and_elbo_equal_recomputation(corpus_data):
     # per-batch statistics are stored at their nonzero entries, within the batch's vocabulary
     block = result.memo[0]["words"]
     assert set(np.unique(block.cols)) <= set(np.unique(X[:100].indices))
-    assert np.all(block.values != 0) and block.values.size <= 4 * X[:100].nnz
+    assert np.all(block.values != 0)
+    assert block.values.size == np.count_nonzero(block.toarray())  # each pair once
+    assert block.values.size <= L * X[:100].nnz  # a document's word gives at most L topics
 
 
 def test_recovers_topics_and_scores(corpus_data):

@@ -143,8 +143,7 @@ def test_batch_kernel_sums_documents_and_matches_single_document_steps(rng):
         out = np.zeros((K, V))
         doc_topic = np.zeros((D, K))
         H, alloc, *_ = lda_batch_step(
-            indptr, words, counts, np.arange(V), C, 0.04, L, 100, 0.05, 1e-8, True, 5, out,
-            doc_topic,
+            indptr, words, counts, C, 0.04, L, 100, 0.05, 1e-8, True, 5, out, doc_topic,
         )  # fmt: skip
         ref_words = np.zeros((K, V))
         ref_H = ref_alloc = 0.0
@@ -168,25 +167,3 @@ def test_batch_kernel_sums_documents_and_matches_single_document_steps(rng):
         np.testing.assert_allclose(out, ref_words, rtol=1e-12, atol=1e-12)
         assert H == pytest.approx(ref_H, rel=1e-10)
         assert alloc == pytest.approx(ref_alloc, rel=1e-10)
-
-
-@pytest.mark.parametrize("L", [0, 3])
-def test_batch_kernel_reads_rows_of_the_whole_matrix_in_place(rng, L):
-    """``rows`` into the full E[log phi] gives what a copy of the batch's rows gives."""
-    K, V, D = 9, 120, 12
-    C = _topics(rng, K, V)
-    docs = [_doc(rng, 40, int(u)) for u in rng.integers(0, 12, size=D)]
-    indptr, words, counts = _batch(docs)  # word ids 0..39 of the batch's vocabulary
-    rows = np.sort(rng.choice(V, size=40, replace=False)).astype(np.int64)
-    results = []
-    for rows_arg, C_arg in ((rows, C), (np.arange(40), np.ascontiguousarray(C[rows]))):
-        out, doc_topic = np.zeros((K, 40)), np.zeros((D, K))
-        H, alloc, its, *_ = lda_batch_step(
-            indptr, words, counts, rows_arg, C_arg, 0.05, L, 100, 0.05, 1e-8, True, 3, out,
-            doc_topic,
-        )  # fmt: skip
-        results.append((out, doc_topic, H, alloc, its))
-    (o1, d1, *s1), (o2, d2, *s2) = results
-    np.testing.assert_array_equal(o1, o2)
-    np.testing.assert_array_equal(d1, d2)
-    assert s1 == s2

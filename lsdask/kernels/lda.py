@@ -471,8 +471,8 @@ def _sparse_doc(
 
 @numba.njit(nogil=True, cache=True)
 def lda_batch_step(
-    indptr, words, counts, rows, C, a, L, max_iters, conv_thresh, eps, restarts,
-    restart_iters, out_words, doc_topic,
+    indptr, words, counts, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters,
+    out_words, doc_topic,
 ):  # fmt: skip
     """Local step for every document of a batch, summarized.
 
@@ -480,9 +480,7 @@ def lda_batch_step(
     ----------
     indptr : int64 (n_docs + 1,); words : int32 (nnz,) ids into the batch's
     vocabulary (0 .. V_b - 1); counts : float64 (nnz,)
-    rows : int64 (V_b,), the row of C of each word of the batch's vocabulary
-    C : float64 (V, K), ``E[log phi]`` (transposed): the whole matrix, read in
-        place, or only the batch's rows (then ``rows = arange(V_b)``)
+    C : float64 (V_b, K), ``E[log phi]`` (transposed) of the batch's vocabulary
     a : float, alpha / K
     restarts : int, restart proposals per document (0: none; True counts as 1)
     restart_iters : int, iterations run for each proposal
@@ -508,24 +506,22 @@ def lda_batch_step(
     prior = _log_norm_prior(a, K)
     no_trace = np.empty(0)
     # what depends on a word alone is computed once per batch, not per document
-    V_b = rows.shape[0]
+    V_b = C.shape[0]
+    vocab = np.arange(V_b)
     if dense:
         E_words = np.empty((V_b, K))
         exact_words = np.empty(V_b, dtype=np.bool_)
-        _exp_rows(rows, C, E_words, exact_words)
+        _exp_rows(vocab, C, E_words, exact_words)
     else:
         resp_words = np.empty((V_b, L))
         idx_words = np.empty((V_b, L), dtype=np.int32)
-        _sparse_init(rows, C, L, resp_words, idx_words)
+        _sparse_init(vocab, C, L, resp_words, idx_words)
     for d in range(n_docs):
         lo = indptr[d]
         hi = indptr[d + 1]
         w = words[lo:hi]
         c = counts[lo:hi]
         U = hi - lo
-        w_rows = np.empty(U, dtype=np.int64)
-        for u in range(U):
-            w_rows[u] = rows[w[u]]
         if dense:
             R = np.empty((U, K))
             E = np.empty((U, K))
@@ -534,7 +530,7 @@ def lda_batch_step(
                 E[u] = E_words[w[u]]
                 exact[u] = exact_words[w[u]]
             N, _, its, t, acc = _dense_doc(
-                w_rows, c, C, E, exact, a, max_iters, conv_thresh, eps, restarts, restart_iters, R,
+                w, c, C, E, exact, a, max_iters, conv_thresh, eps, restarts, restart_iters, R,
                 no_trace, False,
             )  # fmt: skip
             for u in range(U):
@@ -550,7 +546,7 @@ def lda_batch_step(
                 resp[u] = resp_words[w[u]]
                 idx[u] = idx_words[w[u]]
             N, _, its, t, acc = _sparse_doc(
-                w_rows, c, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp, idx
+                w, c, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp, idx
             )
             for u in range(U):
                 for j in range(L):

@@ -94,7 +94,7 @@ class LDAModel:
         L = 0 if sparsity is None else int(sparsity)
         entropy, alloc, iters, tried, accepted = lda_batch_step(
             X.indptr.astype(np.int64), local.astype(np.int32), X.data.astype(np.float64),
-            np.arange(cols.size, dtype=np.int64), C,
+            C,
             self.alpha / K, L, o.max_iters, o.conv_thresh, o.eps,
             o.max_restarts if o.restarts else 0, o.restart_iters,
             out_words, doc_topic,

@@ -165,16 +165,15 @@ class WordDistributions:
     @classmethod
     def from_counts(cls, block: CSRBlock, V: int) -> WordDistributions:
         shape = (block.n_rows, V)
-        counts = sp.csr_matrix((block.data, block.indices, block.indptr), shape=shape, copy=True)
-        counts.sum_duplicates()  # a word listed twice in a row is one entry of x_hat
-        block = CSRBlock(counts.indptr.astype(np.int64), counts.indices, counts.data)
-        n = block.n_rows
-        row_of = np.repeat(np.arange(n), np.diff(block.indptr))
-        row_tot = np.bincount(row_of, weights=block.data, minlength=n)
-        p = block.data / np.where(row_tot > 0, row_tot, 1.0)[row_of]
+        x_hat = sp.csr_matrix((block.data, block.indices, block.indptr), shape=shape, copy=True)
+        x_hat.sum_duplicates()  # a word listed twice in a row is one entry of x_hat
+        row_of = np.repeat(np.arange(shape[0]), np.diff(x_hat.indptr))
+        row_tot = np.bincount(row_of, weights=x_hat.data, minlength=shape[0])
+        x_hat.data = x_hat.data / np.where(row_tot > 0, row_tot, 1.0)[row_of]
+        p = x_hat.data
         plogp = p * np.log(np.where(p > 0, p, 1.0))
         return cls(
-            sp.csr_matrix((p, block.indices, block.indptr), shape=(n, V)).T.tocsr(),
-            np.bincount(row_of, weights=plogp, minlength=n),
-            np.bincount(row_of, weights=p, minlength=n),
+            x_hat.T.tocsr(),
+            np.bincount(row_of, weights=plogp, minlength=shape[0]),
+            np.bincount(row_of, weights=p, minlength=shape[0]),
         )
