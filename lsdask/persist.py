@@ -7,7 +7,8 @@ A model directory holds::
                       # checkpoint folder),
                       # fitted scalars (n_laps_, converged_, vocab size, ...)
         arrays.npz    # components_ (lambda), elbo_trace_, lap_trace_, time_trace_,
-                      # and the statistics stats_ (words, H, alloc, N, n_docs)
+                      # and the statistics stats_ (words, H, alloc, N, n_docs);
+                      # init, when the init parameter was an array
         vocab.txt     # UTF-8, one word per line (only when vocabulary_ is set)
 
 The statistics are what :meth:`lsdask.LDA.partial_fit` adds new documents to,
@@ -44,6 +45,9 @@ FORMAT = "lsdask-lda"
 #: Value of ``params.json["version"]`` written by this module.
 VERSION = 1
 PARAMS_NAME = "params.json"
+#: ``params.json["params"]["init"]`` of a model whose ``init`` was an array
+#: (saved as ``init`` in ``arrays.npz``).
+INIT_IN_ARRAYS = "<array in arrays.npz>"
 ARRAYS_NAME = "arrays.npz"
 VOCAB_NAME = "vocab.txt"
 
@@ -115,10 +119,12 @@ def save_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
     model._check_fitted()
     out = Path(path)
     check_save_target(out, overwrite)
+    params = model.get_params(deep=False)
+    init_counts = model._init_counts(None)  # an array init travels in arrays.npz
+    if init_counts is not None:
+        params["init"] = INIT_IN_ARRAYS
     params = {
-        name: _json_value(name, value)
-        for name, value in model.get_params(deep=False).items()
-        if name not in _NOT_SAVED
+        name: _json_value(name, value) for name, value in params.items() if name not in _NOT_SAVED
     }
     vocab = model.vocabulary_
     if vocab is not None:
@@ -136,6 +142,8 @@ def save_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
             arrays[name] = np.asarray(getattr(model, name), dtype=np.float64)
     for name in STATS_FIELDS:
         arrays[f"stats_{name}"] = np.asarray(as_dense(model.stats_[name]), dtype=np.float64)
+    if init_counts is not None:
+        arrays["init"] = init_counts
     meta = {
         "format": FORMAT,
         "version": VERSION,
@@ -332,8 +340,16 @@ def load_lda(path: str | os.PathLike[str], *, client: Any = None) -> Any:
     arrays = _read_arrays(root, K, V)
     vocab = _read_vocab(root, V) if fitted["has_vocabulary"] else None
 
+    params = dict(meta["params"])
+    if params.get("init") == INIT_IN_ARRAYS:
+        if "init" not in arrays:
+            raise ValueError(
+                f"model {str(root)!r}: {PARAMS_NAME} says init is an array, but "
+                f"{ARRAYS_NAME} has no 'init'"
+            )
+        params["init"] = arrays["init"]
     try:
-        model = LDA(**meta["params"])
+        model = LDA(**params)
         model.set_params(client=client)
         model._check_params()
     except (TypeError, ValueError) as exc:

@@ -154,3 +154,62 @@ def test_lda_bad_input(corpus_data):
     model = lsdask.LDA(3, n_laps=1, client="sync", batch_size=300).fit(X)
     with pytest.raises(ValueError, match="X has 10 words in its vocabulary, but this model"):
         model.transform(X[:, :10])
+
+
+def test_init_from_topic_word_counts_starts_there(corpus_data):
+    """An array ``init`` is the first q(phi) = Dir(eta + init): one full-batch VB
+    lap from it equals one local step against those topics, summed by hand."""
+    X, topics = corpus_data
+    X = X[:300]
+    start = topics * 1000.0
+    est = lsdask.LDA(6, sparsity=4, n_laps=1, algorithm="vb", init=start, client="sync")
+    est.fit(X)
+    model = est.model_
+    glob = model.global_step(
+        est._initial_stats(model, None, np.random.default_rng(0), float(X.shape[0]))
+    )
+    np.testing.assert_allclose(glob.lam, start + model.eta, rtol=1e-15)
+    by_hand = model.global_step(model.local_step(X, glob, 4))
+    np.testing.assert_allclose(est.components_, by_hand.lam, rtol=1e-12)
+
+
+def test_init_from_the_true_topics_beats_kmeanspp_after_one_lap(corpus_data):
+    X, topics = corpus_data
+    kw = dict(sparsity=4, n_laps=1, client="sync", random_state=0, batch_size=100)
+    near = lsdask.LDA(6, init=topics * 3000.0, **kw).fit(X[:500])
+    seeded = lsdask.LDA(6, **kw).fit(X[:500])
+    assert near.elbo_trace_[-1] > seeded.elbo_trace_[-1]
+    assert near.score(X[500:]) > seeded.score(X[500:])
+
+
+def test_init_array_round_trips_through_save_and_load(corpus_data, tmp_path):
+    X, topics = corpus_data
+    est = lsdask.LDA(6, n_laps=1, init=topics, client="sync", batch_size=300).fit(X)
+    from lsdask.persist import load_lda, save_lda
+
+    save_lda(est, tmp_path / "m")
+    back = load_lda(tmp_path / "m", client="sync")
+    np.testing.assert_array_equal(back.init, topics)
+    np.testing.assert_array_equal(back.components_, est.components_)
+
+
+@pytest.mark.parametrize(
+    "init,match",
+    [
+        (
+            np.ones((5, 120)),
+            r"init: expected topic-word counts of shape \(n_components, V\) = "
+            r"\(6, 120\); got shape \(5, 120\)",
+        ),
+        (np.ones((6, 100)), r"= \(6, 120\); got shape \(6, 100\)"),
+        (np.ones(6), r"got shape \(6,\)"),
+        (np.full((6, 120), -1.0), r"must be finite and >= 0; init\[0, 0\] is -1.0 \(720 such"),
+        (np.where(np.eye(6, 120) > 0, np.nan, 1.0), r"init\[0, 0\] is nan \(6 such entries\)"),
+        ("plusplus", r"init must be one of 'kmeans\+\+', 'random'; got 'plusplus'"),
+        ([["a"] * 120] * 6, r"init must be 'kmeans\+\+', 'random' or an array .* got list"),
+    ],
+)
+def test_init_bad_values(corpus_data, init, match):
+    X, _ = corpus_data
+    with pytest.raises(ValueError, match=match):
+        lsdask.LDA(6, init=init, client="sync").fit(X)

@@ -42,7 +42,14 @@ class LDA(VariationalEstimator):
     eta : float
         Topic-word Dirichlet pseudo-count.
     algorithm : {"memo", "svi", "vb"}
-    n_laps, tol, batch_size, batches_per_update, init, n_init, svi_delay,
+    init : {"kmeans++", "random"} or array of shape (K, V)
+        How the topics start. ``"kmeans++"`` / ``"random"``: from K documents
+        of a sample (chosen by k-means++ under the KL divergence, or at random),
+        each sample document counted in its nearest one's topic. An array:
+        topic-word counts to start from, ``q(phi_k) = Dir(eta + init[k])``,
+        e.g. ``components_ - eta`` of another fit or another tool's topic-word
+        counts (non-negative and finite; a row of zeros starts at the prior).
+    n_laps, tol, batch_size, batches_per_update, n_init, svi_delay,
     svi_kappa, random_state, client, n_workers, verbose, progress
         As for :class:`lsdask.GaussianMixture`. ``batch_size`` applies to
         in-memory inputs; a Parquet corpus's row groups are its batches.
@@ -120,6 +127,41 @@ class LDA(VariationalEstimator):
     def _max_sparsity(self) -> int | None:
         return None  # L >= K keeps every active topic
 
+    def _check_init(self) -> None:
+        if isinstance(self.init, str):
+            super()._check_init()
+        else:
+            self._init_counts(None)
+
+    def _init_counts(self, vocab_size: int | None) -> np.ndarray | None:
+        """``init`` as float64 topic-word counts (K, V), checked; None for a method name."""
+        if isinstance(self.init, str):
+            return None
+        expected = f"(n_components, V) = ({self.n_components}, {vocab_size or 'V'})"
+        try:
+            counts = np.array(self.init.toarray() if sp.issparse(self.init) else self.init, float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"init must be 'kmeans++', 'random' or an array of topic-word counts of shape "
+                f"{expected}; got {type(self.init).__name__} ({exc})"
+            ) from None
+        if counts.ndim != 2 or (
+            vocab_size is not None and counts.shape != (self.n_components, vocab_size)
+        ):
+            raise ValueError(
+                f"init: expected topic-word counts of shape {expected}; got shape "
+                f"{counts.shape}. Give one row per topic and one column per vocabulary word."
+            )
+        bad = ~np.isfinite(counts) | (counts < 0)
+        if bad.any():
+            k, v = np.argwhere(bad)[0]
+            raise ValueError(
+                f"init: topic-word counts must be finite and >= 0; init[{k}, {v}] is "
+                f"{float(counts[k, v])!r} ({int(bad.sum())} such entries). Pass counts, not log "
+                "probabilities (for a fitted lsdask model: components_ - eta)."
+            )
+        return counts
+
     def _check_params(self) -> None:
         self._check_common_params()
         check_positive_float("eta", self.eta)
@@ -141,8 +183,20 @@ class LDA(VariationalEstimator):
         )
         return LDAModel(self.n_components, vocab_size, float(self.alpha), float(self.eta), options)
 
-    def _initial_stats(self, model: LDAModel, sample: sp.csr_matrix, rng) -> SuffStats:
-        """Topics from documents chosen by k-means++ under the KL divergence."""
+    def _initial_stats(
+        self, model: LDAModel, sample: sp.csr_matrix | None, rng, n_docs: float = 0.0
+    ) -> SuffStats:
+        """Topics from ``init``'s counts (standing for ``n_docs`` documents), or
+        from documents of the sample chosen by k-means++ under the KL divergence."""
+        counts = self._init_counts(model.vocab_size)
+        if counts is not None:
+            return SuffStats(
+                words=counts,
+                H=np.zeros(1),
+                alloc=np.zeros(1),
+                N=counts.sum(axis=1),
+                n_docs=np.array([float(n_docs)]),
+            )
         seeds = MixtureModel(
             Multinomial(lam=model.eta).with_data_defaults(sample), model.n_components, model.alpha
         )
@@ -154,6 +208,12 @@ class LDA(VariationalEstimator):
             N=words.sum(axis=1),
             n_docs=np.array([float(sample.shape[0])]),
         )
+
+    def _init_sample(self, model: LDAModel, source: BatchSource, rng) -> sp.csr_matrix | None:
+        """Documents to choose the first topics from; None when ``init`` gives them."""
+        if self._init_counts(model.vocab_size) is not None:
+            return None
+        return as_csr_batch(source.sample(config.INIT_SAMPLE_ROWS, rng, check=model.check_data))
 
     # -- fitting ----------------------------------------------------------------
     def fit(self, X: Any, y: Any = None, *, callback: Any = None) -> LDA:
@@ -171,13 +231,11 @@ class LDA(VariationalEstimator):
             model, sample = resumed["model"], None
         else:
             model = self._model(source.n_features)
-            sample = as_csr_batch(
-                source.sample(config.INIT_SAMPLE_ROWS, rng, check=model.check_data)
-            )
+            sample = self._init_sample(model, source, rng)
         result = self._learn(
             model,
             source,
-            lambda r: self._initial_stats(model, sample, r),
+            lambda r: self._initial_stats(model, sample, r, source.n_rows),
             rng,
             resumed,
             callback,
@@ -198,10 +256,8 @@ class LDA(VariationalEstimator):
         if not hasattr(self, "posterior_"):
             rng = np.random.default_rng(self.random_state)
             model = self._model(source.n_features)
-            sample = as_csr_batch(
-                source.sample(config.INIT_SAMPLE_ROWS, rng, check=model.check_data)
-            )
-            glob = model.global_step(self._initial_stats(model, sample, rng))
+            sample = self._init_sample(model, source, rng)
+            glob = model.global_step(self._initial_stats(model, sample, rng, source.n_rows))
             total = model.empty_stats()
             self.elbo_trace_ = np.zeros(0)
             self.n_laps_ = 0

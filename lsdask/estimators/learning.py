@@ -34,7 +34,7 @@ class VariationalEstimator(BaseEstimator):
         check_int("n_components", self.n_components, 1)
         check_sparsity(self.sparsity, self._max_sparsity())
         check_choice("algorithm", self.algorithm, tuple(ALGORITHMS))
-        check_choice("init", self.init, INIT_METHODS)
+        self._check_init()
         check_int("n_laps", self.n_laps, 1)
         check_int("n_init", self.n_init, 1)
         check_positive_float("tol", self.tol)
@@ -50,6 +50,9 @@ class VariationalEstimator(BaseEstimator):
         if self.n_workers is not None:
             check_int("n_workers", self.n_workers, 1)
         check_int("verbose", self.verbose, 0, 2)
+
+    def _check_init(self) -> None:
+        check_choice("init", self.init, INIT_METHODS)
 
     def _max_sparsity(self) -> int | None:
         """Largest allowed L (None: no bound); mixtures need L <= K."""
