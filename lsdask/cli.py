@@ -279,6 +279,11 @@ def _add_fit(sub: Any) -> None:
     )
     fit.add_argument("--heldout", type=Path, metavar="CORPUS", help="heldout corpus to score")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    fit.add_argument(
+        "--init", default="kmeans++", metavar="{kmeans++,random,MODEL_DIR}",
+        help="how the topics start: k-means++ seed documents (default), random ones, or the "
+        "topics of a saved model over the same vocabulary",
+    )  # fmt: skip
     fit.add_argument("--overwrite", action="store_true", help="replace an existing MODEL_DIR")
     checkpoints = fit.add_mutually_exclusive_group()
     checkpoints.add_argument(
@@ -461,6 +466,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         progress=None,
         checkpoint_dir=args.resume or args.checkpoint,
         resume=args.resume is not None,
+        init=args.init if args.init in ("kmeans++", "random") else Path(args.init),
     )
     print(format_fit_report(result, title=f"lsdask fit {args.corpus}"))
     return 0

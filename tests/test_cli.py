@@ -383,6 +383,41 @@ def test_fit_errors(bars_corpora: dict[str, Path], saved_model: Path, tmp_path: 
     assert "positive number" in capsys.readouterr().err
 
 
+def test_fit_from_a_saved_models_topics(
+    bars_corpora: dict[str, Path], saved_model: Path, tmp_path: Path
+) -> None:
+    base = ["fit", str(bars_corpora["train"]), "--topics", "10", "--sparsity", "3", "--laps",
+            "1", "--alpha", "1", "--sync"]  # fmt: skip
+    out, fresh = tmp_path / "warm", tmp_path / "fresh"
+    assert main([*base, "--init", str(saved_model), "--out", str(out)]) == 0
+    source, warm = load_lda(saved_model), load_lda(out)
+    np.testing.assert_array_equal(warm.init, np.maximum(source.components_ - source.eta, 0.0))
+    # one lap from the saved model's topics ends higher than one from k-means++
+    assert main([*base, "--out", str(fresh)]) == 0
+    assert warm.elbo_trace_[-1] > load_lda(fresh).elbo_trace_[-1]
+
+
+def test_fit_init_errors(
+    bars_corpora: dict[str, Path], saved_model: Path, tmp_path: Path, capsys
+) -> None:
+    other = tmp_path / "other_model"
+    assert main(["fit", str(bars_corpora["other"]), "--topics", "10", "--laps", "1",
+                 "--out", str(other), "--sync"]) == 0  # fmt: skip
+    train = str(bars_corpora["train"])
+    cases = [
+        (["--topics", "4", "--init", str(saved_model)], "has 10 topics; --topics is 4"),
+        (["--topics", "10", "--init", str(other)], "different vocabulary"),
+        (["--topics", "10", "--init", str(tmp_path / "nope")], "nope' is none of these"),
+        (["--topics", "10", "--init", "plusplus"], "'plusplus' is none of these (no such dir"),
+        (["--topics", "10", "--init", str(bars_corpora["train"])], "params.json is missing"),
+    ]
+    for extra, message in cases:
+        assert main(["fit", train, *extra, "--out", str(tmp_path / "m"), "--sync"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("lsdask: error: ") and message in err, err
+    assert not (tmp_path / "m").exists()
+
+
 def test_fit_overwrite(bars_corpora: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "m"
     argv = ["fit", str(bars_corpora["train"]), "--topics", "3", "--laps", "1", "--sparsity", "2",

@@ -93,6 +93,34 @@ def _loaded(model: Any) -> Any:
 # --------------------------------------------------------------------------- fit
 
 
+def _initial_topics(init: Any, train: Any, n_components: int) -> Any:
+    """``init`` for :class:`lsdask.LDA`: a method name or an array as they are;
+    a saved model's directory gives its topic-word counts ``components_ - eta``
+    (its vocabulary must be the corpus's, its K ``n_components``)."""
+    if not isinstance(init, str | os.PathLike) or str(init) in ("kmeans++", "random"):
+        return init
+    from lsdask.persist import load_lda
+
+    if not Path(init).exists():
+        raise ValueError(
+            f"init must be 'kmeans++', 'random', an array or a saved model's directory; "
+            f"{str(init)!r} is none of these (no such directory)"
+        )
+    source = load_lda(init)
+    _check_same_vocab(source.vocabulary_, train, "corpus", f"the --init model {init}")
+    if source.vocabulary_ is None and source.components_.shape[1] != train.vocab_size:
+        raise ValueError(
+            f"--init model {init} has {source.components_.shape[1]} words; the corpus "
+            f"{train.path} has {train.vocab_size}"
+        )
+    if source.n_components != n_components:
+        raise ValueError(
+            f"--init model {init} has {source.n_components} topics; --topics is "
+            f"{n_components} (use the same K to start from its topics)"
+        )
+    return np.maximum(source.components_ - source.eta, 0.0)
+
+
 def fit_corpus_lda(
     corpus: Any,
     out_dir: str | os.PathLike[str] | None,
@@ -115,6 +143,7 @@ def fit_corpus_lda(
     progress: bool | None = False,
     checkpoint_dir: str | os.PathLike[str] | None = None,
     resume: bool = False,
+    init: Any = "kmeans++",
 ) -> dict[str, Any]:
     """Fit LDA on a Parquet corpus, score heldout documents, save the model.
 
@@ -159,6 +188,9 @@ def fit_corpus_lda(
         Continue the latest checkpoint in ``checkpoint_dir``: an unfinished
         run to ``n_laps`` laps, a finished one for ``n_laps`` more laps over
         the corpus as it is now (new Parquet files in, removed ones out).
+    init : "kmeans++", "random", array (K, V) or a saved model's directory
+        How the topics start (:class:`lsdask.LDA`); a model directory starts
+        from its topics (``components_ - eta``; same vocabulary and K).
 
     Returns
     -------
@@ -204,8 +236,10 @@ def fit_corpus_lda(
         progress=progress,
         checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
         resume=resume,
+        init=_initial_topics(init, train, n_components),
     )
     model._check_params()  # fail before starting a cluster
+    model._init_counts(train.vocab_size)
     logger.info(
         "fitting LDA K=%d, L=%s (%s) on %s: %d documents, %d batches",
         n_components, sparsity, algorithm, train.path, train.n_docs, len(train.batches),
