@@ -664,11 +664,12 @@ def train_sklearn(cfg: Config, data: CorpusData, K: int, rec: Recorder) -> dict:
     return {"stop": reason, "cores": 1, "cores_note": "n_jobs=1 (+BLAS)"}
 
 
-def train_tomotopy(cfg: Config, data: CorpusData, K: int, rec: Recorder) -> dict:
+def tomotopy_lda(X: sp.csr_matrix, K: int, seed: int) -> Any:
+    """tomotopy's LDAModel with the benchmark's priors holding the documents of X
+    (word ids as strings, each repeated by its count)."""
     import tomotopy as tp
 
-    X = data.X_train
-    mdl = tp.LDAModel(k=K, alpha=ALPHA / K, eta=ETA, seed=cfg.seed)
+    mdl = tp.LDAModel(k=K, alpha=ALPHA / K, eta=ETA, seed=seed)
     mdl.optim_interval = (
         0  # keep alpha fixed (tomotopy optimizes it every 10 iterations by default)
     )
@@ -678,17 +679,29 @@ def train_tomotopy(cfg: Config, data: CorpusData, K: int, rec: Recorder) -> dict
         words = [str(w) for w, c in pairs for _ in range(int(c))]
         if words:
             mdl.add_doc(words)
+    return mdl
+
+
+def tomotopy_pseudo_counts(mdl: Any, K: int, V: int, cache: dict[str, Any]) -> np.ndarray:
+    """(K, V) topic-word counts + eta of a tomotopy model over the whole vocabulary
+    (eta for words it never saw); ``cache`` keeps its word ids between calls."""
+    if "ids" not in cache:
+        cache["ids"] = np.array([int(w) for w in mdl.vocabs], dtype=np.int64)
+    ids = cache["ids"]
+    lam = np.full((K, V), ETA)
+    for k in range(K):
+        lam[k, ids] = np.asarray(mdl.get_topic_word_dist(k, normalize=False), dtype=np.float64)
+    return lam
+
+
+def train_tomotopy(cfg: Config, data: CorpusData, K: int, rec: Recorder) -> dict:
+    mdl = tomotopy_lda(data.X_train, K, cfg.seed)
     V = data.vocab_size
     cache: dict[str, Any] = {}
 
     def topics() -> np.ndarray:
-        if "ids" not in cache:
-            cache["ids"] = np.array([int(w) for w in mdl.vocabs], dtype=np.int64)
-        ids = cache["ids"]
-        phi = np.full((K, V), ETA)
-        for k in range(K):
-            phi[k, ids] = np.asarray(mdl.get_topic_word_dist(k, normalize=False), dtype=np.float64)
-        return phi / phi.sum(axis=1, keepdims=True)  # E[phi] over the whole vocabulary
+        lam = tomotopy_pseudo_counts(mdl, K, V, cache)
+        return lam / lam.sum(axis=1, keepdims=True)  # E[phi] over the whole vocabulary
 
     reason = "max passes"
     rec.start()

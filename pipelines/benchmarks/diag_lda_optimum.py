@@ -40,27 +40,14 @@ from lsdask.evaluate import document_completion
 
 def gibbs_counts(X, K: int, iterations: int, seed: int) -> tuple[np.ndarray, float]:
     """tomotopy's topic-word counts (K, V) after ``iterations`` sweeps, and seconds."""
-    import tomotopy as tp
-
-    mdl = tp.LDAModel(k=K, alpha=bl.ALPHA / K, eta=bl.ETA, seed=seed)
-    mdl.optim_interval = 0  # keep alpha fixed
-    for d in range(X.shape[0]):
-        lo, hi = X.indptr[d], X.indptr[d + 1]
-        pairs = zip(X.indices[lo:hi], X.data[lo:hi], strict=True)
-        words = [str(w) for w, c in pairs for _ in range(int(c))]
-        if words:
-            mdl.add_doc(words)
+    mdl = bl.tomotopy_lda(X, K, seed)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         mdl.train(iterations, workers=2)
     seconds = time.perf_counter() - t0
-    ids = np.array([int(w) for w in mdl.vocabs], dtype=np.int64)
-    counts = np.zeros((K, X.shape[1]))
-    for k in range(K):
-        dist = np.asarray(mdl.get_topic_word_dist(k, normalize=False), dtype=np.float64)
-        counts[k, ids] = np.maximum(dist - bl.ETA, 0.0)  # tomotopy adds eta
-    return counts, seconds
+    lam = bl.tomotopy_pseudo_counts(mdl, K, X.shape[1], {})
+    return np.maximum(lam - bl.ETA, 0.0), seconds  # tomotopy adds eta
 
 
 def heldout(data: bl.CorpusData, counts: np.ndarray) -> float:
