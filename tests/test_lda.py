@@ -213,3 +213,16 @@ def test_init_bad_values(corpus_data, init, match):
     X, _ = corpus_data
     with pytest.raises(ValueError, match=match):
         lsdask.LDA(6, init=init, client="sync").fit(X)
+
+
+def test_partial_fit_from_given_topics(corpus_data):
+    """A first ``partial_fit`` starts from ``init`` as ``fit`` does: its one
+    update is the local step against Dir(eta + init), added to nothing."""
+    X, topics = corpus_data
+    start = topics * 1000.0
+    est = lsdask.LDA(6, sparsity=4, init=start, client="sync", batch_size=300).partial_fit(X[:300])
+    model = est.model_
+    glob = model.global_step(est._initial_stats(model, None, np.random.default_rng(0), 300.0))
+    by_hand = model.global_step(model.local_step(X[:300], glob, 4))
+    np.testing.assert_allclose(est.components_, by_hand.lam, rtol=1e-12)
+    assert est.stats_["n_docs"][0] == 300
