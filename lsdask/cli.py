@@ -280,9 +280,10 @@ def _add_fit(sub: Any) -> None:
     fit.add_argument("--heldout", type=Path, metavar="CORPUS", help="heldout corpus to score")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     fit.add_argument(
-        "--init", default="kmeans++", metavar="{kmeans++,random,MODEL_DIR}",
-        help="how the topics start: k-means++ seed documents (default), random ones, or the "
-        "topics of a saved model over the same vocabulary",
+        "--init", default="kmeans++", metavar="{kmeans++,random,MODEL_DIR,FILE.npy}",
+        help="how the topics start: k-means++ seed documents (default), random ones, the "
+        "topics of a saved model over the same vocabulary, or topic-word counts (K, V) saved "
+        "with numpy.save",
     )  # fmt: skip
     fit.add_argument("--overwrite", action="store_true", help="replace an existing MODEL_DIR")
     checkpoints = fit.add_mutually_exclusive_group()

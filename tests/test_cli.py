@@ -395,6 +395,10 @@ def test_fit_from_a_saved_models_topics(
     # one lap from the saved model's topics ends higher than one from k-means++
     assert main([*base, "--out", str(fresh)]) == 0
     assert warm.elbo_trace_[-1] > load_lda(fresh).elbo_trace_[-1]
+    # the same counts from a .npy file
+    np.save(tmp_path / "counts.npy", warm.init)
+    assert main([*base, "--init", str(tmp_path / "counts.npy"), "--out", str(tmp_path / "f")]) == 0
+    np.testing.assert_array_equal(load_lda(tmp_path / "f").init, warm.init)
 
 
 def test_fit_init_errors(
@@ -404,11 +408,19 @@ def test_fit_init_errors(
     assert main(["fit", str(bars_corpora["other"]), "--topics", "10", "--laps", "1",
                  "--out", str(other), "--sync"]) == 0  # fmt: skip
     train = str(bars_corpora["train"])
+    np.save(tmp_path / "wrong.npy", np.ones((10, 7)))
+    (tmp_path / "junk.npy").write_text("not an array")
     cases = [
+        (
+            ["--topics", "10", "--init", str(tmp_path / "wrong.npy")],
+            "init: expected topic-word counts of shape (n_components, V) = (10, 25); got shape "
+            "(10, 7)",
+        ),
+        (["--topics", "10", "--init", str(tmp_path / "junk.npy")], "cannot be read as a .npy"),
         (["--topics", "4", "--init", str(saved_model)], "has 10 topics; --topics is 4"),
         (["--topics", "10", "--init", str(other)], "different vocabulary"),
         (["--topics", "10", "--init", str(tmp_path / "nope")], "nope' is none of these"),
-        (["--topics", "10", "--init", "plusplus"], "'plusplus' is none of these (no such dir"),
+        (["--topics", "10", "--init", "plusplus"], "'plusplus' is none of these (no such file"),
         (["--topics", "10", "--init", str(bars_corpora["train"])], "params.json is missing"),
     ]
     for extra, message in cases:

@@ -95,17 +95,26 @@ def _loaded(model: Any) -> Any:
 
 def _initial_topics(init: Any, train: Any, n_components: int) -> Any:
     """``init`` for :class:`lsdask.LDA`: a method name or an array as they are;
-    a saved model's directory gives its topic-word counts ``components_ - eta``
-    (its vocabulary must be the corpus's, its K ``n_components``)."""
+    a ``.npy`` file its array of topic-word counts; a saved model's directory its
+    topic-word counts ``components_ - eta`` (its vocabulary must be the corpus's,
+    its K ``n_components``)."""
     if not isinstance(init, str | os.PathLike) or str(init) in ("kmeans++", "random"):
         return init
     from lsdask.persist import load_lda
 
     if not Path(init).exists():
         raise ValueError(
-            f"init must be 'kmeans++', 'random', an array or a saved model's directory; "
-            f"{str(init)!r} is none of these (no such directory)"
+            f"init must be 'kmeans++', 'random', an array, a .npy file or a saved model's "
+            f"directory; {str(init)!r} is none of these (no such file or directory)"
         )
+    if Path(init).is_file():
+        try:
+            return np.load(init, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise ValueError(
+                f"init file {str(init)!r} cannot be read as a .npy array of topic-word counts "
+                f"({type(exc).__name__}: {exc}); write it with numpy.save"
+            ) from None
     source = load_lda(init)
     _check_same_vocab(source.vocabulary_, train, "corpus", f"the --init model {init}")
     if source.vocabulary_ is None and source.components_.shape[1] != train.vocab_size:
@@ -188,9 +197,10 @@ def fit_corpus_lda(
         Continue the latest checkpoint in ``checkpoint_dir``: an unfinished
         run to ``n_laps`` laps, a finished one for ``n_laps`` more laps over
         the corpus as it is now (new Parquet files in, removed ones out).
-    init : "kmeans++", "random", array (K, V) or a saved model's directory
-        How the topics start (:class:`lsdask.LDA`); a model directory starts
-        from its topics (``components_ - eta``; same vocabulary and K).
+    init : "kmeans++", "random", array (K, V), a .npy file or a model directory
+        How the topics start (:class:`lsdask.LDA`); a ``.npy`` file holds
+        topic-word counts (K, V); a saved model's directory starts from its
+        topics (``components_ - eta``; same vocabulary and K).
 
     Returns
     -------
