@@ -467,7 +467,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         progress=None,
         checkpoint_dir=args.resume or args.checkpoint,
         resume=args.resume is not None,
-        init=args.init if args.init in ("kmeans++", "random") else Path(args.init),
+        init=args.init,
     )
     print(format_fit_report(result, title=f"lsdask fit {args.corpus}"))
     return 0

@@ -12,7 +12,7 @@ from lsdask.engine import SerialExecutor
 from lsdask.io.corpus import Corpus
 from lsdask.io.sources import as_batch_source
 from lsdask.learn import MemoizedVI
-from lsdask.models import sum_stats
+from lsdask.models import SuffStats, sum_stats
 from lsdask.models.lda import LDAModel, LocalStepOptions
 
 
@@ -166,7 +166,7 @@ def test_init_from_topic_word_counts_starts_there(corpus_data):
     est.fit(X)
     model = est.model_
     glob = model.global_step(
-        est._initial_stats(model, None, np.random.default_rng(0), float(X.shape[0]))
+        SuffStats(words=start, H=np.zeros(1), alloc=np.zeros(1), N=start.sum(1), n_docs=[300.0])
     )
     np.testing.assert_allclose(glob.lam, start + model.eta, rtol=1e-15)
     by_hand = model.global_step(model.local_step(X, glob, 4))
@@ -222,7 +222,9 @@ def test_partial_fit_from_given_topics(corpus_data):
     start = topics * 1000.0
     est = lsdask.LDA(6, sparsity=4, init=start, client="sync", batch_size=300).partial_fit(X[:300])
     model = est.model_
-    glob = model.global_step(est._initial_stats(model, None, np.random.default_rng(0), 300.0))
+    glob = model.global_step(
+        SuffStats(words=start, H=np.zeros(1), alloc=np.zeros(1), N=start.sum(1), n_docs=[300.0])
+    )
     by_hand = model.global_step(model.local_step(X[:300], glob, 4))
     np.testing.assert_allclose(est.components_, by_hand.lam, rtol=1e-12)
     assert est.stats_["n_docs"][0] == 300

@@ -130,8 +130,7 @@ class LDA(VariationalEstimator):
     def _check_init(self) -> None:
         if isinstance(self.init, str):
             super()._check_init()
-        else:
-            self._init_counts(None)
+        # an array is checked once, against the data's vocabulary (_init_counts)
 
     def _init_counts(self, vocab_size: int | None) -> np.ndarray | None:
         """``init`` as float64 topic-word counts (K, V), checked; None for a method name."""
@@ -184,11 +183,15 @@ class LDA(VariationalEstimator):
         return LDAModel(self.n_components, vocab_size, float(self.alpha), float(self.eta), options)
 
     def _initial_stats(
-        self, model: LDAModel, sample: sp.csr_matrix | None, rng, n_docs: float = 0.0
+        self,
+        model: LDAModel,
+        sample: sp.csr_matrix | None,
+        rng,
+        counts: np.ndarray | None = None,
+        n_docs: float = 0.0,
     ) -> SuffStats:
-        """Topics from ``init``'s counts (standing for ``n_docs`` documents), or
-        from documents of the sample chosen by k-means++ under the KL divergence."""
-        counts = self._init_counts(model.vocab_size)
+        """Topics from ``counts`` (``init``'s, standing for ``n_docs`` documents),
+        or from documents of the sample chosen by k-means++ under the KL divergence."""
         if counts is not None:
             return SuffStats(
                 words=counts,
@@ -209,11 +212,16 @@ class LDA(VariationalEstimator):
             n_docs=np.array([float(sample.shape[0])]),
         )
 
-    def _init_sample(self, model: LDAModel, source: BatchSource, rng) -> sp.csr_matrix | None:
-        """Documents to choose the first topics from; None when ``init`` gives them."""
-        if self._init_counts(model.vocab_size) is not None:
-            return None
-        return as_csr_batch(source.sample(config.INIT_SAMPLE_ROWS, rng, check=model.check_data))
+    def _init_inputs(
+        self, model: LDAModel, source: BatchSource, rng
+    ) -> tuple[sp.csr_matrix | None, np.ndarray | None]:
+        """``(sample, counts)``: ``init``'s topic-word counts, checked once, or the
+        documents to choose the first topics from."""
+        counts = self._init_counts(model.vocab_size)
+        if counts is not None:
+            return None, counts
+        sample = source.sample(config.INIT_SAMPLE_ROWS, rng, check=model.check_data)
+        return as_csr_batch(sample), None
 
     # -- fitting ----------------------------------------------------------------
     def fit(self, X: Any, y: Any = None, *, callback: Any = None) -> LDA:
@@ -228,14 +236,14 @@ class LDA(VariationalEstimator):
         source, vocab = self._source(X)
         resumed = open_resume(self)
         if resumed is not None:
-            model, sample = resumed["model"], None
+            model, sample, counts = resumed["model"], None, None
         else:
             model = self._model(source.n_features)
-            sample = self._init_sample(model, source, rng)
+            sample, counts = self._init_inputs(model, source, rng)
         result = self._learn(
             model,
             source,
-            lambda r: self._initial_stats(model, sample, r, source.n_rows),
+            lambda r: self._initial_stats(model, sample, r, counts, source.n_rows),
             rng,
             resumed,
             callback,
@@ -256,8 +264,8 @@ class LDA(VariationalEstimator):
         if not hasattr(self, "posterior_"):
             rng = np.random.default_rng(self.random_state)
             model = self._model(source.n_features)
-            sample = self._init_sample(model, source, rng)
-            glob = model.global_step(self._initial_stats(model, sample, rng, source.n_rows))
+            sample, counts = self._init_inputs(model, source, rng)
+            glob = model.global_step(self._initial_stats(model, sample, rng, counts, source.n_rows))
             total = model.empty_stats()
             self.elbo_trace_ = np.zeros(0)
             self.n_laps_ = 0

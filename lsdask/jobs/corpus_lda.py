@@ -98,9 +98,11 @@ def _initial_topics(init: Any, train: Any, n_components: int) -> Any:
     a ``.npy`` file its array of topic-word counts; a saved model's directory its
     topic-word counts ``components_ - eta`` (its vocabulary must be the corpus's,
     its K ``n_components``)."""
-    if not isinstance(init, str | os.PathLike) or str(init) in ("kmeans++", "random"):
-        return init
+    from lsdask.learn.init import INIT_METHODS
     from lsdask.persist import load_lda
+
+    if not isinstance(init, str | os.PathLike) or str(init) in INIT_METHODS:
+        return init
 
     if not Path(init).exists():
         raise ValueError(
@@ -116,12 +118,8 @@ def _initial_topics(init: Any, train: Any, n_components: int) -> Any:
                 f"({type(exc).__name__}: {exc}); write it with numpy.save"
             ) from None
     source = load_lda(init)
+    # (without a vocabulary, the estimator checks the number of words)
     _check_same_vocab(source.vocabulary_, train, "corpus", f"the --init model {init}")
-    if source.vocabulary_ is None and source.components_.shape[1] != train.vocab_size:
-        raise ValueError(
-            f"--init model {init} has {source.components_.shape[1]} words; the corpus "
-            f"{train.path} has {train.vocab_size}"
-        )
     if source.n_components != n_components:
         raise ValueError(
             f"--init model {init} has {source.n_components} topics; --topics is "
@@ -248,8 +246,8 @@ def fit_corpus_lda(
         resume=resume,
         init=_initial_topics(init, train, n_components),
     )
-    model._check_params()  # fail before starting a cluster
-    model._init_counts(train.vocab_size)
+    model._check_params()  # fail before starting a cluster ...
+    model._init_counts(train.vocab_size)  # ... also for init counts of the wrong shape
     logger.info(
         "fitting LDA K=%d, L=%s (%s) on %s: %d documents, %d batches",
         n_components, sparsity, algorithm, train.path, train.n_docs, len(train.batches),
