@@ -55,16 +55,19 @@ def heldout(data: bl.CorpusData, counts: np.ndarray) -> float:
     return document_completion(data.A, data.B, phi / phi.sum(axis=1, keepdims=True), bl.ALPHA)
 
 
-def run_lsdask(data: bl.CorpusData, K: int, init, laps: int) -> dict:
+def run_lsdask(data: bl.CorpusData, K: int, init, laps: int, **options) -> dict:
+    """L=8 memoized VI in-process from ``init``, scored after every lap;
+    ``options`` go to ``lsdask.LDA`` (``restarts``, ``alpha``, ``tol``)."""
     scores: list[float] = []
 
     def after_lap(result) -> None:
         topics = result.globals.topics
         scores.append(document_completion(data.A, data.B, topics, bl.ALPHA))
 
+    options = {"alpha": bl.ALPHA, **options}
     est = lsdask.LDA(
-        K, sparsity=8, alpha=bl.ALPHA, eta=bl.ETA, n_laps=laps, init=init, random_state=0,
-        client="sync",
+        K, sparsity=8, eta=bl.ETA, n_laps=laps, init=init, random_state=0, client="sync",
+        **options,
     )  # fmt: skip
     t0 = time.perf_counter()
     est.fit(data.train_path, callback=after_lap)
@@ -74,23 +77,41 @@ def run_lsdask(data: bl.CorpusData, K: int, init, laps: int) -> dict:
         "elbo": est.elbo_trace_ / data.n_tokens,
         "heldout": scores,
         "mass": np.sort(est.components_.sum(axis=1) - bl.ETA * data.vocab_size)[::-1],
+        "counts": est.components_ - bl.ETA,
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def corpus_arguments(doc: str) -> argparse.ArgumentParser:
+    """The options every LDA diagnostic takes: which corpus and K, and where data lives."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--corpus", default="ap", choices=["ap", "20news"])
     ap.add_argument("--K", type=int, default=100)
-    ap.add_argument("--gibbs-iterations", type=int, default=1000)
-    ap.add_argument("--laps", type=int, default=40)
     ap.add_argument("--corpora-dir", type=Path, default=bl.REPO / "data/corpora")
     ap.add_argument("--work-dir", type=Path, default=bl.REPO / "data/lda_bench")
+    return ap
+
+
+def load_corpus(args: argparse.Namespace) -> bl.CorpusData:
+    """Row 2's training documents and heldout split of ``args.corpus`` (ingested if missing)."""
+    bl.ensure_corpora(args.corpora_dir)
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    return bl.prepare_corpus(bl.FULL, args.corpus, args.corpora_dir, args.work_dir)
+
+
+def write_report(kind: str, args: argparse.Namespace, lines: list[str]) -> None:
+    """Print ``lines`` and write them to ``results/lda-<kind>-<corpus>-K<K>.md``."""
+    (bl.RESULTS_DIR / f"lda-{kind}-{args.corpus}-K{args.K}.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = corpus_arguments(__doc__)
+    ap.add_argument("--gibbs-iterations", type=int, default=1000)
+    ap.add_argument("--laps", type=int, default=40)
     args = ap.parse_args(argv)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     cfg = bl.FULL
-    bl.ensure_corpora(args.corpora_dir)
-    args.work_dir.mkdir(parents=True, exist_ok=True)
-    data = bl.prepare_corpus(cfg, args.corpus, args.corpora_dir, args.work_dir)
+    data = load_corpus(args)
     K = args.K
     counts, gibbs_s = gibbs_counts(data.X_train, K, args.gibbs_iterations, cfg.seed)
     gibbs_score = heldout(data, counts)
@@ -139,9 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         + f"; tomotopy: {', '.join(f'{m:,.0f}' for m in gibbs_mass[:5])}.",
         "",
     ]
-    out = bl.RESULTS_DIR / f"lda-optimum-{args.corpus}-K{K}.md"
-    out.write_text("\n".join(lines))
-    print("\n".join(lines))
+    write_report("optimum", args, lines)
     return 0
 
 

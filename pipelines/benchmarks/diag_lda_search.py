@@ -1,0 +1,154 @@
+"""Which changes to the search move lsdask's LDA fit toward tomotopy's optimum?
+
+``diag_lda_optimum.py`` shows that the heldout gap to tomotopy (row 2 of
+``bench_lda.py``) is a local optimum of memoized VI, not of its objective.
+This diagnostic measures, on the same training documents, priors and heldout
+split, how far some changes to the search move the L=8 fit:
+
+- ``default``: k-means++ start, restart proposals on (the library's fit);
+- ``no restarts``: the same without restart proposals (they only ever remove
+  a topic from a document, so they push documents toward fewer topics);
+- ``annealed alpha``: one full-batch lap at each per-topic alpha of a
+  decreasing schedule (a flatter document-topic prior first), each lap
+  started from the previous one's topics, then the default fit at the target
+  alpha;
+- ``merges``: from the default fit, rounds that merge the most similar pairs
+  of topics (Bhattacharyya coefficient of their word distributions; a merged
+  pair's counts are summed into one topic and the other is left empty), each
+  followed by memoized VI laps; the ELBO of every round is exact, so this
+  shows whether the objective prefers the merged topics;
+- ``tomotopy n sweeps + VB``: collapsed Gibbs for n sweeps, then memoized VI
+  from its topics: how much of the sampler's progress VB keeps and adds to.
+
+Usage::
+
+    python pipelines/benchmarks/diag_lda_search.py [--corpus ap] [--K 100]
+
+Writes ``pipelines/benchmarks/results/lda-search-<corpus>-K<K>.md``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import bench_lda as bl
+import diag_lda_optimum as dg
+import numpy as np
+from bench_machine import machine_info
+
+#: per-topic alpha of the annealed laps (those above the target alpha / K are run)
+ANNEAL_PER_TOPIC = (2.0, 1.0, 1.0, 0.5, 0.5, 0.25, 0.25, 0.1, 0.1, 0.05, 0.05, 0.02, 0.02, 0.01)
+
+
+def row(name: str, laps: int, seconds: float, counts: np.ndarray, elbo: float, score: float):
+    live = int((counts.sum(axis=1) > 1.0).sum())
+    return f"| {name} | {live} | {laps} | {seconds:.1f} | {elbo:.4f} | {score:.4f} |"
+
+
+def annealed(data: bl.CorpusData, K: int, laps: int) -> tuple[dict, int, float]:
+    """The annealed laps, then the default fit: (its run, laps in all, seconds in all)."""
+    init, seconds = "kmeans++", 0.0
+    for a in anneal_schedule(K):
+        r = dg.run_lsdask(data, K, init, 1, alpha=a * K, restarts=False)
+        init, seconds = r["counts"], seconds + r["seconds"]
+    r = dg.run_lsdask(data, K, init, laps)
+    return r, len(anneal_schedule(K)) + r["laps"], seconds + r["seconds"]
+
+
+def anneal_schedule(K: int) -> list[float]:
+    """The per-topic alphas of ``ANNEAL_PER_TOPIC`` above the target ``ALPHA / K``."""
+    return [a for a in ANNEAL_PER_TOPIC if a > bl.ALPHA / K]
+
+
+def merged(counts: np.ndarray, n_pairs: int) -> tuple[np.ndarray, float, float]:
+    """``counts`` with its ``n_pairs`` most similar disjoint pairs of live topics
+    merged; also the similarity of the first and last pair merged."""
+    phi = (counts + bl.ETA) / (counts + bl.ETA).sum(axis=1, keepdims=True)
+    root = np.sqrt(phi)
+    sim = root @ root.T
+    np.fill_diagonal(sim, -np.inf)
+    live = counts.sum(axis=1) > 1.0
+    out, used, sims = counts.copy(), set(), []
+    K = counts.shape[0]
+    for flat in np.argsort(sim, axis=None)[::-1]:
+        j, k = divmod(int(flat), K)
+        if j in used or k in used or not (live[j] and live[k]):
+            continue
+        out[j] += out[k]
+        out[k] = 0.0
+        used |= {j, k}
+        sims.append(sim[j, k])
+        if len(sims) == n_pairs:
+            break
+    return out, float(sims[0]), float(sims[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = dg.corpus_arguments(__doc__)
+    ap.add_argument("--laps", type=int, default=30, help="most laps of each fit")
+    ap.add_argument("--merge-rounds", type=int, default=4)
+    ap.add_argument("--merge-pairs", type=int, default=10, help="pairs merged per round")
+    ap.add_argument("--merge-laps", type=int, default=10, help="laps after each merge round")
+    ap.add_argument("--sweeps", default="100,300,1000", help="tomotopy sweeps before VB")
+    ap.add_argument("--polish-laps", type=int, default=10)
+    args = ap.parse_args(argv)
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    cfg = bl.FULL
+    data = dg.load_corpus(args)
+    K = args.K
+    rows: list[str] = []
+
+    def add(line: str) -> None:
+        rows.append(line)
+        print(line, flush=True)
+
+    base = dg.run_lsdask(data, K, "kmeans++", args.laps)
+    add(row("default (k-means++, restarts on)", base["laps"], base["seconds"], base["counts"],
+            base["elbo"][-1], base["heldout"][-1]))  # fmt: skip
+    r = dg.run_lsdask(data, K, "kmeans++", args.laps, restarts=False)
+    add(row("no restarts", r["laps"], r["seconds"], r["counts"], r["elbo"][-1], r["heldout"][-1]))
+    r, laps, seconds = annealed(data, K, args.laps)
+    schedule = anneal_schedule(K)
+    add(row(f"annealed alpha ({len(schedule)} laps, alpha/K from {schedule[0]} to "
+            f"{schedule[-1]}, no restarts), then default", laps, seconds,
+            r["counts"], r["elbo"][-1], r["heldout"][-1]))  # fmt: skip
+    counts, laps, seconds = base["counts"], base["laps"], base["seconds"]
+    for i in range(args.merge_rounds):
+        init, first, last = merged(counts, args.merge_pairs)
+        r = dg.run_lsdask(data, K, init, args.merge_laps)
+        counts, laps, seconds = r["counts"], laps + r["laps"], seconds + r["seconds"]
+        add(row(f"default + {i + 1} merge round(s) of {args.merge_pairs} pairs "
+                f"(similarity {first:.2f}..{last:.2f})", laps, seconds, counts,
+                r["elbo"][-1], r["heldout"][-1]))  # fmt: skip
+    for n in (int(s) for s in args.sweeps.split(",")):
+        gibbs, gibbs_s = dg.gibbs_counts(data.X_train, K, n, cfg.seed)
+        add(f"| tomotopy, {n} sweeps | {int((gibbs.sum(axis=1) > 1).sum())} | - | {gibbs_s:.1f} "
+            f"| - | {dg.heldout(data, gibbs):.4f} |")  # fmt: skip
+        r = dg.run_lsdask(data, K, gibbs, args.polish_laps)
+        add(row(f"tomotopy, {n} sweeps, then VB", r["laps"], gibbs_s + r["seconds"],
+                r["counts"], r["elbo"][-1], r["heldout"][-1]))  # fmt: skip
+    info = machine_info({"lsdask": "lsdask", "tomotopy": "tomotopy"})
+    lines = [
+        f"# LDA search diagnostic ({args.corpus}, K={K})",
+        "",
+        f"Command: `python pipelines/benchmarks/diag_lda_search.py --corpus {args.corpus} "
+        f"--K {K}`  ",
+        f"Started {started}; git {info.get('git_commit')}; {info.get('cpu')}.",
+        "",
+        f"Priors alpha = {bl.ALPHA} (alpha/K per topic), eta = {bl.ETA}; the heldout split of "
+        f"`bench_lda.py` ({cfg.n_test} documents, word types 80/20, seed {cfg.seed}). "
+        f"lsdask: L=8 memoized VI in-process, at most {args.laps} laps per fit (fewer when "
+        "the ELBO converges). Live topics: more than one token. Seconds: all training in the "
+        "row (tomotopy: 2 threads).",
+        "",
+        "| run | live topics | laps | s | ELBO/token | heldout |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+    dg.write_report("search", args, lines)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
