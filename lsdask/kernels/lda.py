@@ -265,9 +265,10 @@ def _sparse_iterations(
 ):  # fmt: skip
     """Run L-sparse iterations in place; returns (n_active, iterations run).
 
-    Every token is selected afresh in iterations ``1..select_first`` and every
-    10th; in between a token keeps its topics and is only reweighted, unless
-    one of them left the active set (then that token alone is selected again).
+    Every token is selected afresh in iterations ``1..select_first`` (at least
+    the first: ``select_first >= 1``) and every 10th; in between a token keeps
+    its topics and is only reweighted, unless one of them left the active set
+    (then that token alone is selected again).
     A reweighting costs a multiply per topic: ``exp(C + P) = E * exp(P - max P)``
     with ``E = exp(C - max C)`` over the token's topics, kept from its selection.
     """
@@ -285,8 +286,8 @@ def _sparse_iterations(
     nL = min(L, n_active)
     for j in range(n_active):
         is_active[active[j]] = True
-    for u in range(U):  # the product form for the topics the caller gave
-        product[u] = _token_exps(C[words[u]], idx[u], max(nL, 1), E[u])
+    # E and product need no start values: iteration 1 selects every token
+    # (select_first >= 1) and fills both
     it = 0
     while it < max_iters:
         it += 1
