@@ -280,10 +280,15 @@ def _add_fit(sub: Any) -> None:
     fit.add_argument("--heldout", type=Path, metavar="CORPUS", help="heldout corpus to score")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     fit.add_argument(
-        "--init", default="kmeans++", metavar="{kmeans++,random,MODEL_DIR,FILE.npy}",
-        help="how the topics start: k-means++ seed documents (default), random ones, the "
-        "topics of a saved model over the same vocabulary, or topic-word counts (K, V) saved "
-        "with numpy.save",
+        "--init", default="kmeans++", metavar="{kmeans++,random,gibbs,MODEL_DIR,FILE.npy}",
+        help="how the topics start: k-means++ seed documents (default), random ones, "
+        "collapsed Gibbs sampling on a sample of up to 10,000 documents (slower to start, "
+        "better topics), the topics of a saved model over the same vocabulary, or topic-word "
+        "counts (K, V) saved with numpy.save",
+    )  # fmt: skip
+    fit.add_argument(
+        "--gibbs-sweeps", type=_positive_int, default=100, metavar="N",
+        help="sweeps of --init gibbs (default 100)",
     )  # fmt: skip
     fit.add_argument("--overwrite", action="store_true", help="replace an existing MODEL_DIR")
     checkpoints = fit.add_mutually_exclusive_group()
@@ -468,6 +473,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         checkpoint_dir=args.resume or args.checkpoint,
         resume=args.resume is not None,
         init=args.init,
+        gibbs_sweeps=args.gibbs_sweeps,
     )
     print(format_fit_report(result, title=f"lsdask fit {args.corpus}"))
     return 0

@@ -205,8 +205,11 @@ def test_init_array_round_trips_through_save_and_load(corpus_data, tmp_path):
         (np.ones(6), r"got shape \(6,\)"),
         (np.full((6, 120), -1.0), r"must be finite and >= 0; init\[0, 0\] is -1.0 \(720 such"),
         (np.where(np.eye(6, 120) > 0, np.nan, 1.0), r"init\[0, 0\] is nan \(6 such entries\)"),
-        ("plusplus", r"init must be one of 'kmeans\+\+', 'random'; got 'plusplus'"),
-        ([["a"] * 120] * 6, r"init must be 'kmeans\+\+', 'random' or an array .* got list"),
+        ("plusplus", r"init must be one of 'kmeans\+\+', 'random', 'gibbs'; got 'plusplus'"),
+        (
+            [["a"] * 120] * 6,
+            r"init must be 'kmeans\+\+', 'random', 'gibbs' or an array .* got list",
+        ),
     ],
 )
 def test_init_bad_values(corpus_data, init, match):

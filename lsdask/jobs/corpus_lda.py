@@ -98,15 +98,15 @@ def _initial_topics(init: Any, train: Any, n_components: int) -> Any:
     a ``.npy`` file its array of topic-word counts; a saved model's directory its
     topic-word counts ``components_ - eta`` (its vocabulary must be the corpus's,
     its K ``n_components``)."""
-    from lsdask.learn.init import INIT_METHODS
+    from lsdask.estimators.lda import LDA_INIT_METHODS
     from lsdask.persist import load_lda
 
-    if not isinstance(init, str | os.PathLike) or str(init) in INIT_METHODS:
+    if not isinstance(init, str | os.PathLike) or str(init) in LDA_INIT_METHODS:
         return init
 
     if not Path(init).exists():
         raise ValueError(
-            f"init must be 'kmeans++', 'random', an array, a .npy file or a saved model's "
+            f"init must be 'kmeans++', 'random', 'gibbs', an array, a .npy file or a saved model's "
             f"directory; {str(init)!r} is none of these (no such file or directory)"
         )
     if Path(init).is_file():
@@ -151,6 +151,7 @@ def fit_corpus_lda(
     checkpoint_dir: str | os.PathLike[str] | None = None,
     resume: bool = False,
     init: Any = "kmeans++",
+    gibbs_sweeps: int = 100,
 ) -> dict[str, Any]:
     """Fit LDA on a Parquet corpus, score heldout documents, save the model.
 
@@ -195,10 +196,12 @@ def fit_corpus_lda(
         Continue the latest checkpoint in ``checkpoint_dir``: an unfinished
         run to ``n_laps`` laps, a finished one for ``n_laps`` more laps over
         the corpus as it is now (new Parquet files in, removed ones out).
-    init : "kmeans++", "random", array (K, V), a .npy file or a model directory
+    init : "kmeans++", "random", "gibbs", array (K, V), a .npy file or a model directory
         How the topics start (:class:`lsdask.LDA`); a ``.npy`` file holds
         topic-word counts (K, V); a saved model's directory starts from its
         topics (``components_ - eta``; same vocabulary and K).
+    gibbs_sweeps : int, default 100
+        Collapsed Gibbs sweeps of ``init="gibbs"``.
 
     Returns
     -------
@@ -245,6 +248,7 @@ def fit_corpus_lda(
         checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
         resume=resume,
         init=_initial_topics(init, train, n_components),
+        gibbs_sweeps=gibbs_sweeps,
     )
     model._check_params()  # fail before starting a cluster ...
     model._init_counts(train.vocab_size)  # ... also for init counts of the wrong shape

@@ -18,7 +18,12 @@ split, how far some changes to the search move the L=8 fit:
   followed by memoized VI laps; the ELBO of every round is exact, so this
   shows whether the objective prefers the merged topics;
 - ``tomotopy n sweeps + VB``: collapsed Gibbs for n sweeps, then memoized VI
-  from its topics: how much of the sampler's progress VB keeps and adds to.
+  from its topics: how much of the sampler's progress VB keeps and adds to;
+- ``init='gibbs'``: the same idea inside lsdask (``LDA(init="gibbs")``, its
+  own sampler on the initialization sample), then the default fit.
+
+``--runs`` picks some of them (``default,gibbs-init``, ...); the report then
+goes to ``lda-search-<runs>-<corpus>-K<K>.md``.
 
 Usage::
 
@@ -38,6 +43,10 @@ from bench_machine import machine_info
 
 #: per-topic alpha of the annealed laps (those above the target alpha / K are run)
 ANNEAL_PER_TOPIC = (2.0, 1.0, 1.0, 0.5, 0.5, 0.25, 0.25, 0.1, 0.1, 0.05, 0.05, 0.02, 0.02, 0.01)
+
+
+#: the runs, in the order of the report
+RUNS = ("default", "no-restarts", "anneal", "merges", "tomotopy", "gibbs-init")
 
 
 def row(name: str, laps: int, seconds: float, counts: np.ndarray, elbo: float, score: float):
@@ -91,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge-laps", type=int, default=10, help="laps after each merge round")
     ap.add_argument("--sweeps", default="100,300,1000", help="tomotopy sweeps before VB")
     ap.add_argument("--polish-laps", type=int, default=10)
+    ap.add_argument("--gibbs-init-sweeps", default="100,300", help="sweeps of init='gibbs'")
+    ap.add_argument("--runs", default=",".join(RUNS), help="which runs, comma-separated")
     args = ap.parse_args(argv)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     cfg = bl.FULL
@@ -102,37 +113,54 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(line)
         print(line, flush=True)
 
-    base = dg.run_lsdask(data, K, "kmeans++", args.laps)
-    add(row("default (k-means++, restarts on)", base["laps"], base["seconds"], base["counts"],
-            base["elbo"][-1], base["heldout"][-1]))  # fmt: skip
-    r = dg.run_lsdask(data, K, "kmeans++", args.laps, restarts=False)
-    add(row("no restarts", r["laps"], r["seconds"], r["counts"], r["elbo"][-1], r["heldout"][-1]))
-    r, laps, seconds = annealed(data, K, args.laps)
-    schedule = anneal_schedule(K)
-    add(row(f"annealed alpha ({len(schedule)} laps, alpha/K from {schedule[0]} to "
-            f"{schedule[-1]}, no restarts), then default", laps, seconds,
-            r["counts"], r["elbo"][-1], r["heldout"][-1]))  # fmt: skip
-    counts, laps, seconds = base["counts"], base["laps"], base["seconds"]
-    for i in range(args.merge_rounds):
-        init, first, last = merged(counts, args.merge_pairs)
-        r = dg.run_lsdask(data, K, init, args.merge_laps)
-        counts, laps, seconds = r["counts"], laps + r["laps"], seconds + r["seconds"]
-        add(row(f"default + {i + 1} merge round(s) of {args.merge_pairs} pairs "
-                f"(similarity {first:.2f}..{last:.2f})", laps, seconds, counts,
-                r["elbo"][-1], r["heldout"][-1]))  # fmt: skip
-    for n in (int(s) for s in args.sweeps.split(",")):
-        gibbs, gibbs_s = dg.gibbs_counts(data.X_train, K, n, cfg.seed)
-        add(f"| tomotopy, {n} sweeps | {int((gibbs.sum(axis=1) > 1).sum())} | - | {gibbs_s:.1f} "
-            f"| - | {dg.heldout(data, gibbs):.4f} |")  # fmt: skip
-        r = dg.run_lsdask(data, K, gibbs, args.polish_laps)
-        add(row(f"tomotopy, {n} sweeps, then VB", r["laps"], gibbs_s + r["seconds"],
+    runs = set(args.runs.split(","))
+    unknown = runs - set(RUNS)
+    if unknown:
+        ap.error(f"--runs: unknown {sorted(unknown)}; choose from {', '.join(RUNS)}")
+    if runs & {"default", "merges"}:
+        base = dg.run_lsdask(data, K, "kmeans++", args.laps)
+    if "default" in runs:
+        add(row("default (k-means++, restarts on)", base["laps"], base["seconds"],
+                base["counts"], base["elbo"][-1], base["heldout"][-1]))  # fmt: skip
+    if "no-restarts" in runs:
+        r = dg.run_lsdask(data, K, "kmeans++", args.laps, restarts=False)
+        add(row("no restarts", r["laps"], r["seconds"], r["counts"], r["elbo"][-1],
+                r["heldout"][-1]))  # fmt: skip
+    if "anneal" in runs:
+        r, laps, seconds = annealed(data, K, args.laps)
+        schedule = anneal_schedule(K)
+        add(row(f"annealed alpha ({len(schedule)} laps, alpha/K from {schedule[0]} to "
+                f"{schedule[-1]}, no restarts), then default", laps, seconds,
                 r["counts"], r["elbo"][-1], r["heldout"][-1]))  # fmt: skip
+    if "merges" in runs:
+        counts, laps, seconds = base["counts"], base["laps"], base["seconds"]
+        for i in range(args.merge_rounds):
+            init, first, last = merged(counts, args.merge_pairs)
+            r = dg.run_lsdask(data, K, init, args.merge_laps)
+            counts, laps, seconds = r["counts"], laps + r["laps"], seconds + r["seconds"]
+            add(row(f"default + {i + 1} merge round(s) of {args.merge_pairs} pairs "
+                    f"(similarity {first:.2f}..{last:.2f})", laps, seconds, counts,
+                    r["elbo"][-1], r["heldout"][-1]))  # fmt: skip
+    if "tomotopy" in runs:
+        for n in (int(s) for s in args.sweeps.split(",")):
+            gibbs, gibbs_s = dg.gibbs_counts(data.X_train, K, n, cfg.seed)
+            add(f"| tomotopy, {n} sweeps | {int((gibbs.sum(axis=1) > 1).sum())} | - | "
+                f"{gibbs_s:.1f} | - | {dg.heldout(data, gibbs):.4f} |")  # fmt: skip
+            r = dg.run_lsdask(data, K, gibbs, args.polish_laps)
+            add(row(f"tomotopy, {n} sweeps, then VB", r["laps"], gibbs_s + r["seconds"],
+                    r["counts"], r["elbo"][-1], r["heldout"][-1]))  # fmt: skip
+    if "gibbs-init" in runs:
+        for n in (int(s) for s in args.gibbs_init_sweeps.split(",")):
+            r = dg.run_lsdask(data, K, "gibbs", args.laps, gibbs_sweeps=n)
+            add(row(f"lsdask init='gibbs' ({n} sweeps on the init sample), then default",
+                    r["laps"], r["seconds"], r["counts"], r["elbo"][-1],
+                    r["heldout"][-1]))  # fmt: skip
     info = machine_info({"lsdask": "lsdask", "tomotopy": "tomotopy"})
     lines = [
         f"# LDA search diagnostic ({args.corpus}, K={K})",
         "",
         f"Command: `python pipelines/benchmarks/diag_lda_search.py --corpus {args.corpus} "
-        f"--K {K}`  ",
+        f"--K {K}" + ("" if runs == set(RUNS) else f" --runs {args.runs}") + "`  ",
         f"Started {started}; git {info.get('git_commit')}; {info.get('cpu')}.",
         "",
         f"Priors alpha = {bl.ALPHA} (alpha/K per topic), eta = {bl.ETA}; the heldout split of "
@@ -146,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         *rows,
         "",
     ]
-    dg.write_report("search", args, lines)
+    kind = "search" if runs == set(RUNS) else f"search-{'-'.join(sorted(runs))}"
+    dg.write_report(kind, args, lines)
     return 0
 
 
