@@ -204,37 +204,28 @@ class LDA(VariationalEstimator):
         n_docs: float = 0.0,
     ) -> SuffStats:
         """Topics from ``counts`` (``init``'s, standing for ``n_docs`` documents),
-        or from documents of the sample chosen by k-means++ under the KL divergence."""
-        if counts is not None:
-            return SuffStats(
-                words=counts,
-                H=np.zeros(1),
-                alloc=np.zeros(1),
-                N=counts.sum(axis=1),
-                n_docs=np.array([float(n_docs)]),
-            )
-        if self.init == "gibbs":
-            words = gibbs_topic_counts(
+        from collapsed Gibbs sampling on the sample (``init="gibbs"``), or from
+        documents of the sample chosen by k-means++ under the KL divergence."""
+        if counts is None and self.init == "gibbs":
+            counts = gibbs_topic_counts(
                 sample, model.n_components, model.alpha, model.eta, self.gibbs_sweeps, rng,
                 self.progress,
             )  # fmt: skip
-            return SuffStats(
-                words=words,
-                H=np.zeros(1),
-                alloc=np.zeros(1),
-                N=words.sum(axis=1),
-                n_docs=np.array([float(sample.shape[0])]),
+        elif counts is None:
+            seeds = MixtureModel(
+                Multinomial(lam=model.eta).with_data_defaults(sample),
+                model.n_components,
+                model.alpha,
             )
-        seeds = MixtureModel(
-            Multinomial(lam=model.eta).with_data_defaults(sample), model.n_components, model.alpha
-        )
-        words = initial_stats(seeds, sample, self.init, rng)["words"]
+            counts = initial_stats(seeds, sample, self.init, rng)["words"]
+        if sample is not None:
+            n_docs = sample.shape[0]
         return SuffStats(
-            words=words,
+            words=counts,
             H=np.zeros(1),
             alloc=np.zeros(1),
-            N=words.sum(axis=1),
-            n_docs=np.array([float(sample.shape[0])]),
+            N=counts.sum(axis=1),
+            n_docs=np.array([float(n_docs)]),
         )
 
     def _init_inputs(
