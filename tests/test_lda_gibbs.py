@@ -81,3 +81,14 @@ def test_gibbs_sweeps_is_checked_and_saved(tmp_path):
     loaded = load_lda(tmp_path / "m")
     assert (loaded.init, loaded.gibbs_sweeps) == ("gibbs", 3)
     np.testing.assert_array_equal(loaded.components_, model.components_)
+
+
+def test_init_gibbs_refuses_fractional_counts_and_too_few_tokens():
+    X, _ = make_bars_corpus(n_docs=50, doc_length=20, random_state=0)
+    frequencies = sp.csr_matrix(X.multiply(1.0 / X.sum(axis=1)))
+    with pytest.raises(ValueError, match=r"round to 0 tokens: the counts look fractional"):
+        lsdask.LDA(10, init="gibbs", client="sync").fit(frequencies)
+    with pytest.raises(ValueError, match=r"has 6 tokens for n_components=10"):
+        short = np.zeros((1, 25))
+        short[0, :3] = 2.0
+        lsdask.LDA(10, init="gibbs", client="sync").fit(sp.csr_matrix(short))

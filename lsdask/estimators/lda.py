@@ -52,7 +52,8 @@ class LDA(VariationalEstimator):
         each sample document counted in its nearest one's topic. ``"gibbs"``:
         ``gibbs_sweeps`` sweeps of collapsed Gibbs sampling over the same
         sample (up to 10,000 documents, in the driver, counts rounded to whole
-        tokens; O(K) per token and sweep): slower to start, but memoized VI
+        tokens, so fractional counts such as frequencies are refused; O(K) per
+        token and sweep): slower to start, but memoized VI
         from it ends at better topics (see the README's LDA section). An array:
         topic-word counts to start from, ``q(phi_k) = Dir(eta + init[k])``,
         e.g. ``components_ - eta`` of another fit or another tool's topic-word

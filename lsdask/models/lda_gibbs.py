@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 def tokens_of(X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
     """``(doc_ptr, words)``: each document's word ids repeated by their counts
-    rounded to whole tokens (a count below 0.5 gives none)."""
+    rounded to the nearest whole token (halves to even; 0.5 gives none)."""
     X = sp.csr_matrix(X)
     repeats = np.rint(np.asarray(X.data, dtype=np.float64)).astype(np.int64)
     words = np.repeat(X.indices.astype(np.int32), repeats)
@@ -33,6 +33,29 @@ def tokens_of(X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
     per_doc = np.bincount(rows, weights=repeats, minlength=X.shape[0]).astype(np.int64)
     doc_ptr = np.concatenate([[0], np.cumsum(per_doc)]).astype(np.int64)
     return doc_ptr, words
+
+
+def _check_tokens(n_tokens: int, total_count: float, K: int) -> None:
+    """Refuse samples the sampler cannot start from: fractional counts that
+    round away (frequencies, tf-idf), fewer tokens than topics, or more tokens
+    than its int32 counts hold."""
+    if n_tokens < 0.5 * total_count:
+        raise ValueError(
+            f"init='gibbs' samples whole tokens, but the initialization sample's counts "
+            f"(total {total_count:.6g}) round to {n_tokens} tokens: the counts look fractional "
+            "(frequencies or weights). Use init='kmeans++' for such data, or pass word counts."
+        )
+    if n_tokens < K:
+        raise ValueError(
+            f"init='gibbs' needs at least as many tokens as topics in the initialization "
+            f"sample; it has {n_tokens} tokens for n_components={K}. Use fewer topics or more "
+            "documents."
+        )
+    if n_tokens >= 2**31:
+        raise ValueError(
+            f"init='gibbs': the initialization sample has {n_tokens} tokens, more than its "
+            "int32 counts hold; use init='kmeans++' for documents this long."
+        )
 
 
 def gibbs_topic_counts(
@@ -50,6 +73,7 @@ def gibbs_topic_counts(
     K = int(n_components)
     n_docs, V = X.shape
     doc_ptr, words = tokens_of(X)
+    _check_tokens(words.shape[0], float(X.sum()), K)
     z = rng.integers(K, size=words.shape[0]).astype(np.int32)
     doc_of = np.repeat(np.arange(n_docs), np.diff(doc_ptr))
     ndk = np.zeros((n_docs, K), dtype=np.int32)
