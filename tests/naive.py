@@ -148,7 +148,7 @@ def gibbs_sweep(docs, z, K, V, a, eta, uniforms):
 
     ``docs`` is a list of word-id lists and ``z`` a matching list of topic
     lists; returns the new ``z``. Each draw inverts the cumulative sum of
-    ``(n_dk + a)(n_wk + eta)/(n_k + V eta)`` (counts without the token) at
+    ``(n_dk + a)(n_wk + eta) * (1 / (n_k + V eta))`` (counts without the token) at
     ``uniform * total``."""
     z = [list(zd) for zd in z]
     t = 0
@@ -161,7 +161,7 @@ def gibbs_sweep(docs, z, K, V, a, eta, uniforms):
             ndk = np.bincount(np.asarray(z[d])[np.asarray(z[d]) >= 0], minlength=K)
             nwk = np.bincount(flat_z[keep & (flat_w == w)], minlength=K)
             nk = np.bincount(flat_z[keep], minlength=K)
-            weights = (ndk + a) * (nwk + eta) / (nk + V * eta)
+            weights = (ndk + a) * (nwk + eta) * (1.0 / (nk + V * eta))
             cumulative = np.cumsum(weights)
             k = int(np.searchsorted(cumulative, uniforms[t] * cumulative[-1], side="right"))
             z[d][i] = min(k, K - 1)

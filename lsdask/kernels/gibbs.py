@@ -5,7 +5,8 @@ taken out of the counts and drawn again from
 
     p(z_i = k | rest) ∝ (n_dk + a) (n_wk + eta) / (n_k + V eta),
 
-then put back. The counts are integers: ``ndk`` (documents x K), ``nwk``
+then put back (the reciprocals ``1 / (n_k + V eta)`` are kept, so a weight
+costs multiplies only). The counts are integers: ``ndk`` (documents x K), ``nwk``
 (V x K, so that one word's topics are contiguous) and ``nk`` (K,). The draws
 use the caller's uniforms, one per token, so a sweep is a pure function of
 its inputs and can be checked against a plain reference.
@@ -31,6 +32,9 @@ def gibbs_sweep(doc_ptr, words, z, ndk, nwk, nk, a, eta, uniforms):
     """
     K = nk.shape[0]
     V_eta = nwk.shape[0] * eta
+    inverse = np.empty(K)  # 1 / (n_k + V eta), kept current: a multiply per topic, not a divide
+    for j in range(K):
+        inverse[j] = 1.0 / (nk[j] + V_eta)
     cumulative = np.empty(K)
     for d in range(doc_ptr.shape[0] - 1):
         for i in range(doc_ptr[d], doc_ptr[d + 1]):
@@ -39,9 +43,10 @@ def gibbs_sweep(doc_ptr, words, z, ndk, nwk, nk, a, eta, uniforms):
             ndk[d, k] -= 1
             nwk[w, k] -= 1
             nk[k] -= 1
+            inverse[k] = 1.0 / (nk[k] + V_eta)
             total = 0.0
             for j in range(K):
-                total += (ndk[d, j] + a) * (nwk[w, j] + eta) / (nk[j] + V_eta)
+                total += (ndk[d, j] + a) * (nwk[w, j] + eta) * inverse[j]
                 cumulative[j] = total
             target = uniforms[i] * total
             k = 0
@@ -51,3 +56,4 @@ def gibbs_sweep(doc_ptr, words, z, ndk, nwk, nk, a, eta, uniforms):
             ndk[d, k] += 1
             nwk[w, k] += 1
             nk[k] += 1
+            inverse[k] = 1.0 / (nk[k] + V_eta)
