@@ -88,7 +88,7 @@ def test_init_gibbs_refuses_fractional_counts_and_too_few_tokens():
     frequencies = sp.csr_matrix(X.multiply(1.0 / X.sum(axis=1)))
     with pytest.raises(ValueError, match=r"round to 0 tokens: the counts look fractional"):
         lsdask.LDA(10, init="gibbs", client="sync").fit(frequencies)
+    short = np.zeros((1, 25))
+    short[0, :3] = 2.0
     with pytest.raises(ValueError, match=r"has 6 tokens for n_components=10"):
-        short = np.zeros((1, 25))
-        short[0, :3] = 2.0
         lsdask.LDA(10, init="gibbs", client="sync").fit(sp.csr_matrix(short))

@@ -25,6 +25,11 @@ from lsdask.validation import check_choice, check_int, check_positive_float
 LDA_INIT_METHODS = (*INIT_METHODS, "gibbs")
 
 
+def lda_init_names() -> str:
+    """``'kmeans++', 'random', 'gibbs'``: the method names, for messages."""
+    return ", ".join(repr(name) for name in LDA_INIT_METHODS)
+
+
 def _is_corpus_path(X: Any) -> bool:
     return isinstance(X, str | os.PathLike) and os.path.isfile(
         os.path.join(os.fspath(X), "manifest.json")
@@ -53,8 +58,8 @@ class LDA(VariationalEstimator):
         ``gibbs_sweeps`` sweeps of collapsed Gibbs sampling over the same
         sample (up to 10,000 documents, in the driver, counts rounded to whole
         tokens, so fractional counts such as frequencies are refused; O(K) per
-        token and sweep): slower to start, but memoized VI
-        from it ends at better topics (see the README's LDA section). An array:
+        token and sweep): slower to start, but memoized VI from it ends at
+        better topics (see the README's LDA section). An array:
         topic-word counts to start from, ``q(phi_k) = Dir(eta + init[k])``,
         e.g. ``components_ - eta`` of another fit or another tool's topic-word
         counts (non-negative and finite; a row of zeros starts at the prior).
@@ -154,8 +159,8 @@ class LDA(VariationalEstimator):
             counts = np.array(self.init.toarray() if sp.issparse(self.init) else self.init, float)
         except (TypeError, ValueError) as exc:
             raise ValueError(
-                f"init must be 'kmeans++', 'random', 'gibbs' or an array of topic-word counts of "
-                f"shape {expected}; got {type(self.init).__name__} ({exc})"
+                f"init must be {lda_init_names()} or an array of topic-word counts of shape "
+                f"{expected}; got {type(self.init).__name__} ({exc})"
             ) from None
         if counts.ndim != 2 or (
             vocab_size is not None and counts.shape != (self.n_components, vocab_size)

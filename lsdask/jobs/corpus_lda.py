@@ -98,7 +98,7 @@ def _initial_topics(init: Any, train: Any, n_components: int) -> Any:
     a ``.npy`` file its array of topic-word counts; a saved model's directory its
     topic-word counts ``components_ - eta`` (its vocabulary must be the corpus's,
     its K ``n_components``)."""
-    from lsdask.estimators.lda import LDA_INIT_METHODS
+    from lsdask.estimators.lda import LDA_INIT_METHODS, lda_init_names
     from lsdask.persist import load_lda
 
     if not isinstance(init, str | os.PathLike) or str(init) in LDA_INIT_METHODS:
@@ -106,8 +106,8 @@ def _initial_topics(init: Any, train: Any, n_components: int) -> Any:
 
     if not Path(init).exists():
         raise ValueError(
-            f"init must be 'kmeans++', 'random', 'gibbs', an array, a .npy file or a saved model's "
-            f"directory; {str(init)!r} is none of these (no such file or directory)"
+            f"init must be {lda_init_names()}, an array, a .npy file or a saved model's directory; "
+            f"{str(init)!r} is none of these (no such file or directory)"
         )
     if Path(init).is_file():
         try:

@@ -283,7 +283,6 @@ def _sparse_iterations(
     E = np.empty((U, L))
     product = np.empty(U, dtype=np.bool_)
     N_new = np.empty(K)
-    nL = min(L, n_active)
     for j in range(n_active):
         is_active[active[j]] = True
     # E and product need no start values: iteration 1 selects every token

@@ -49,19 +49,35 @@ ANNEAL_PER_TOPIC = (2.0, 1.0, 1.0, 0.5, 0.5, 0.25, 0.25, 0.1, 0.1, 0.05, 0.05, 0
 RUNS = ("default", "no-restarts", "anneal", "merges", "tomotopy", "gibbs-init")
 
 
-def row(name: str, laps: int, seconds: float, counts: np.ndarray, elbo: float, score: float):
-    live = int((counts.sum(axis=1) > 1.0).sum())
-    return f"| {name} | {live} | {laps} | {seconds:.1f} | {elbo:.4f} | {score:.4f} |"
+def live_topics(counts: np.ndarray) -> np.ndarray:
+    """Which topics hold more than one token."""
+    return counts.sum(axis=1) > 1.0
 
 
-def annealed(data: bl.CorpusData, K: int, laps: int) -> tuple[dict, int, float]:
-    """The annealed laps, then the default fit: (its run, laps in all, seconds in all)."""
+def row(name: str, run: dict, laps: int | None = None, seconds: float | None = None) -> str:
+    """A report line for ``run`` (``run_lsdask``'s result, or a sampler's with
+    ``counts``, ``heldout`` and ``seconds`` only); ``laps`` and ``seconds``
+    replace the run's own when a row counts earlier runs too."""
+    laps = run.get("laps") if laps is None else laps
+    seconds = run["seconds"] if seconds is None else seconds
+    elbo = f"{run['elbo'][-1]:.4f}" if "elbo" in run else "-"
+    return (
+        f"| {name} | {int(live_topics(run['counts']).sum())} | {'-' if laps is None else laps} "
+        f"| {seconds:.1f} | {elbo} | {run['heldout'][-1]:.4f} |"
+    )
+
+
+def annealed(
+    data: bl.CorpusData, K: int, schedule: list[float], laps: int
+) -> tuple[dict, int, float]:
+    """One lap at each per-topic alpha of ``schedule``, then the default fit:
+    (its run, laps in all, seconds in all)."""
     init, seconds = "kmeans++", 0.0
-    for a in anneal_schedule(K):
+    for a in schedule:
         r = dg.run_lsdask(data, K, init, 1, alpha=a * K, restarts=False)
         init, seconds = r["counts"], seconds + r["seconds"]
     r = dg.run_lsdask(data, K, init, laps)
-    return r, len(anneal_schedule(K)) + r["laps"], seconds + r["seconds"]
+    return r, len(schedule) + r["laps"], seconds + r["seconds"]
 
 
 def anneal_schedule(K: int) -> list[float]:
@@ -76,7 +92,7 @@ def merged(counts: np.ndarray, n_pairs: int) -> tuple[np.ndarray, float, float]:
     root = np.sqrt(phi)
     sim = root @ root.T
     np.fill_diagonal(sim, -np.inf)
-    live = counts.sum(axis=1) > 1.0
+    live = live_topics(counts)
     out, used, sims = counts.copy(), set(), []
     K = counts.shape[0]
     for flat in np.argsort(sim, axis=None)[::-1]:
@@ -120,18 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     if runs & {"default", "merges"}:
         base = dg.run_lsdask(data, K, "kmeans++", args.laps)
     if "default" in runs:
-        add(row("default (k-means++, restarts on)", base["laps"], base["seconds"],
-                base["counts"], base["elbo"][-1], base["heldout"][-1]))  # fmt: skip
+        add(row("default (k-means++, restarts on)", base))
     if "no-restarts" in runs:
-        r = dg.run_lsdask(data, K, "kmeans++", args.laps, restarts=False)
-        add(row("no restarts", r["laps"], r["seconds"], r["counts"], r["elbo"][-1],
-                r["heldout"][-1]))  # fmt: skip
+        add(row("no restarts", dg.run_lsdask(data, K, "kmeans++", args.laps, restarts=False)))
     if "anneal" in runs:
-        r, laps, seconds = annealed(data, K, args.laps)
         schedule = anneal_schedule(K)
+        r, laps, seconds = annealed(data, K, schedule, args.laps)
         add(row(f"annealed alpha ({len(schedule)} laps, alpha/K from {schedule[0]} to "
-                f"{schedule[-1]}, no restarts), then default", laps, seconds,
-                r["counts"], r["elbo"][-1], r["heldout"][-1]))  # fmt: skip
+                f"{schedule[-1]}, no restarts), then default", r, laps, seconds))  # fmt: skip
     if "merges" in runs:
         counts, laps, seconds = base["counts"], base["laps"], base["seconds"]
         for i in range(args.merge_rounds):
@@ -139,22 +151,18 @@ def main(argv: list[str] | None = None) -> int:
             r = dg.run_lsdask(data, K, init, args.merge_laps)
             counts, laps, seconds = r["counts"], laps + r["laps"], seconds + r["seconds"]
             add(row(f"default + {i + 1} merge round(s) of {args.merge_pairs} pairs "
-                    f"(similarity {first:.2f}..{last:.2f})", laps, seconds, counts,
-                    r["elbo"][-1], r["heldout"][-1]))  # fmt: skip
+                    f"(similarity {first:.2f}..{last:.2f})", r, laps, seconds))  # fmt: skip
     if "tomotopy" in runs:
         for n in (int(s) for s in args.sweeps.split(",")):
             gibbs, gibbs_s = dg.gibbs_counts(data.X_train, K, n, cfg.seed)
-            add(f"| tomotopy, {n} sweeps | {int((gibbs.sum(axis=1) > 1).sum())} | - | "
-                f"{gibbs_s:.1f} | - | {dg.heldout(data, gibbs):.4f} |")  # fmt: skip
+            sampler = {"counts": gibbs, "heldout": [dg.heldout(data, gibbs)], "seconds": gibbs_s}
+            add(row(f"tomotopy, {n} sweeps", sampler))
             r = dg.run_lsdask(data, K, gibbs, args.polish_laps)
-            add(row(f"tomotopy, {n} sweeps, then VB", r["laps"], gibbs_s + r["seconds"],
-                    r["counts"], r["elbo"][-1], r["heldout"][-1]))  # fmt: skip
+            add(row(f"tomotopy, {n} sweeps, then VB", r, seconds=gibbs_s + r["seconds"]))
     if "gibbs-init" in runs:
         for n in (int(s) for s in args.gibbs_init_sweeps.split(",")):
             r = dg.run_lsdask(data, K, "gibbs", args.laps, gibbs_sweeps=n)
-            add(row(f"lsdask init='gibbs' ({n} sweeps on the init sample), then default",
-                    r["laps"], r["seconds"], r["counts"], r["elbo"][-1],
-                    r["heldout"][-1]))  # fmt: skip
+            add(row(f"lsdask init='gibbs' ({n} sweeps on the init sample), then default", r))
     info = machine_info({"lsdask": "lsdask", "tomotopy": "tomotopy"})
     lines = [
         f"# LDA search diagnostic ({args.corpus}, K={K})",
