@@ -40,7 +40,7 @@ from lsdask.kernels.preselect import (
     pair_quadratic_forms,
     topl_resp_from_candidates,
 )
-from lsdask.kernels.topl import _select_shifted
+from lsdask.kernels.topl import _select_pruned
 from tests import naive
 
 SHAPES = [(0, 5), (1, 1), (7, 3), (50, 12), (200, 40)]
@@ -100,16 +100,31 @@ def test_select_top_l_property_ties(w, L):
 
 @pytest.mark.parametrize("K,n,L", [(1, 1, 1), (12, 7, 3), (40, 40, 8), (60, 25, 25)])
 @pytest.mark.parametrize("ties", [False, True])
-def test_select_shifted_equals_top_l_of_gathered_weights_for_any_valid_floor(rng, K, n, L, ties):
+def test_select_pruned_equals_top_l_of_gathered_weights_for_any_valid_floor_and_bound(
+    rng, K, n, L, ties
+):
     row, shift = (_weights(rng, 1, K, ties)[0] for _ in range(2))
     subset = np.sort(rng.choice(K, size=n, replace=False)).astype(np.int64)
     w = row[subset] + shift[subset]
-    ref = naive.top_l(w, L)
-    # any floor up to the L-th largest weight is allowed: -inf, that weight, one below
-    for floor in (-np.inf, w[ref[-1]], w[ref[-1]] - 1.0, float(np.min(w))):
-        out = np.full(L, -1, dtype=np.int32)
-        _select_shifted(row, shift, subset, n, L, floor, np.empty(L), out)
-        np.testing.assert_array_equal(out, ref, err_msg=f"floor={floor}")
+    ref = subset[naive.top_l(w, L)]
+    # the ids come by decreasing shift; equal shifts in a random order
+    by_shift = subset[np.lexsort((rng.random(n), -shift[subset]))]
+    # any floor up to the L-th largest weight, any bound >= the row's maximum
+    for floor in (-np.inf, np.sort(w)[-L], np.sort(w)[-L] - 1.0, float(np.min(w))):
+        for row_max in (float(row.max()), float(row[subset].max()), float(row.max()) + 5.0):
+            out = np.full(L, -1, dtype=np.int32)
+            _select_pruned(row, shift, by_shift, n, L, floor, row_max, np.empty(L), out)
+            np.testing.assert_array_equal(out, ref, err_msg=f"floor={floor} max={row_max}")
+
+
+def test_select_pruned_stops_at_the_bound():
+    """Ids whose shift plus the row's bound cannot reach the L-th weight are not
+    looked at: given a bound the row breaks, ids 2 and 3 would rank if read."""
+    row = np.array([0.0, -1.0, 100.0, 100.0])
+    shift = np.array([0.0, -0.5, -10.0, -20.0])
+    out = np.full(2, -1, dtype=np.int32)
+    _select_pruned(row, shift, np.arange(4), 4, 2, -np.inf, 0.0, np.empty(2), out)
+    np.testing.assert_array_equal(out, [0, 1])
 
 
 @pytest.mark.parametrize("N,K", SHAPES)

@@ -33,7 +33,7 @@ import numpy as np
 
 from lsdask.config import TOPL_INSERTION_MAX
 from lsdask.kernels.special import digamma
-from lsdask.kernels.topl import _select, _select_shifted
+from lsdask.kernels.topl import _select, _select_pruned
 
 
 @numba.njit(nogil=True, cache=True)
@@ -260,10 +260,16 @@ def _token_exps(row, idx_u, nL, E_u):
 
 @numba.njit(nogil=True, cache=True)
 def _sparse_iterations(
-    words, counts, C, a, L, max_iters, conv_thresh, eps, resp, idx, N, active, n_active,
+    words, counts, C, row_max, a, L, max_iters, conv_thresh, eps, resp, idx, N, active, n_active,
     select_first,
 ):  # fmt: skip
     """Run L-sparse iterations in place; returns (n_active, iterations run).
+
+    ``row_max[u]`` bounds ``C[words[u]]`` from above (its maximum over all
+    topics): a selection scans the active topics by decreasing ``P`` and stops
+    once ``P + row_max[u]`` cannot reach the L-th weight, so topics of little
+    mass in the document are not looked at (the selected topics are those of a
+    full scan, ties included).
 
     Every token is selected afresh in iterations ``1..select_first`` (at least
     the first: ``select_first >= 1``) and every 10th; in between a token keeps
@@ -283,6 +289,8 @@ def _sparse_iterations(
     E = np.empty((U, L))
     product = np.empty(U, dtype=np.bool_)
     N_new = np.empty(K)
+    by_P = np.empty(K, dtype=np.int64)  # the active topics, largest P first ...
+    sorted_at = 0  # ... as of this iteration (sorted when first needed)
     for j in range(n_active):
         is_active[active[j]] = True
     # E and product need no start values: iteration 1 selects every token
@@ -320,13 +328,20 @@ def _sparse_iterations(
                             floor = -np.inf
                             break
                         floor = min(floor, row[idx[u, j]] + P[idx[u, j]])
-                    _select_shifted(row, P, active, n_active, nL, floor, vals, chosen)
+                    if sorted_at != it:
+                        order = np.argsort(-P[active[:n_active]])
+                        for j in range(n_active):
+                            by_P[j] = active[order[j]]
+                        sorted_at = it
+                    _select_pruned(row, P, by_P, n_active, nL, floor, row_max[u], vals, chosen)
+                    for j in range(nL):
+                        idx[u, j] = chosen[j]
                 else:
                     for j in range(n_active):
                         Wa[j] = row[active[j]] + P[active[j]]
                     _select(Wa[:n_active], nL, chosen)
-                for j in range(nL):
-                    idx[u, j] = active[chosen[j]]
+                    for j in range(nL):
+                        idx[u, j] = active[chosen[j]]
                 for j in range(nL, L):
                     idx[u, j] = idx[u, 0]
                 product[u] = _token_exps(row, idx[u], nL, E[u])
@@ -379,16 +394,19 @@ def sparse_doc_step(
     Fills ``resp`` and ``idx`` (U, L) and returns
     ``(N_d, elbo_d, iterations, restarts tried, restarts accepted)``.
     """
-    _sparse_init(words, C, L, resp, idx)
+    row_max = np.empty(words.shape[0])
+    _sparse_init(words, C, L, resp, idx, row_max)
     return _sparse_doc(
-        words, counts, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp, idx
-    )
+        words, counts, C, row_max, a, L, max_iters, conv_thresh, eps, restarts, restart_iters,
+        resp, idx,
+    )  # fmt: skip
 
 
 @numba.njit(nogil=True, cache=True)
-def _sparse_init(rows, C, L, resp, idx):
+def _sparse_init(rows, C, L, resp, idx, row_max):
     """Top-L responsibilities of ``C[rows[u]]`` alone (uniform document-topic
-    probabilities): the start of every document's L-sparse step."""
+    probabilities): the start of every document's L-sparse step; ``row_max[u]``
+    receives the row's maximum."""
     K = C.shape[1]
     nL = min(L, K)
     top = np.empty(nL, dtype=np.int32)
@@ -396,6 +414,7 @@ def _sparse_init(rows, C, L, resp, idx):
         row = C[rows[u]]
         _select(row, nL, top)
         wmax = row[top[0]]
+        row_max[u] = wmax
         s = 0.0
         for j in range(nL):
             idx[u, j] = top[j]
@@ -409,7 +428,8 @@ def _sparse_init(rows, C, L, resp, idx):
 
 @numba.njit(nogil=True, cache=True)
 def _sparse_doc(
-    words, counts, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp, idx,
+    words, counts, C, row_max, a, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp,
+    idx,
 ):  # fmt: skip
     """``sparse_doc_step`` from the initial ``resp, idx`` already in place."""
     U = words.shape[0]
@@ -427,8 +447,9 @@ def _sparse_doc(
     if U == 0:
         return N, _log_norm_prior(a, K) - _log_norm_doc(N, a, active, 0, K), 0, 0, 0
     n_active, its = _sparse_iterations(
-        words, counts, C, a, L, max_iters, conv_thresh, eps, resp, idx, N, active, n_active, 5
-    )
+        words, counts, C, row_max, a, L, max_iters, conv_thresh, eps, resp, idx, N, active,
+        n_active, 5,
+    )  # fmt: skip
     elbo = _sparse_doc_elbo(words, counts, C, resp, idx, N, a, active, n_active, K)
     tried = 0
     accepted = 0
@@ -454,7 +475,7 @@ def _sparse_doc(
             resp2 = resp.copy()
             idx2 = idx.copy()
             n2, _ = _sparse_iterations(
-                words, counts, C, a, L, restart_iters, conv_thresh, eps, resp2, idx2, N2,
+                words, counts, C, row_max, a, L, restart_iters, conv_thresh, eps, resp2, idx2, N2,
                 active2, n2, 1,
             )  # fmt: skip
             elbo2 = _sparse_doc_elbo(words, counts, C, resp2, idx2, N2, a, active2, n2, K)
@@ -515,7 +536,8 @@ def lda_batch_step(
     else:
         resp_words = np.empty((V_b, L))
         idx_words = np.empty((V_b, L), dtype=np.int32)
-        _sparse_init(vocab, C, L, resp_words, idx_words)
+        max_words = np.empty(V_b)
+        _sparse_init(vocab, C, L, resp_words, idx_words, max_words)
     for d in range(n_docs):
         lo = indptr[d]
         hi = indptr[d + 1]
@@ -542,11 +564,25 @@ def lda_batch_step(
         else:
             resp = np.empty((U, L))
             idx = np.empty((U, L), dtype=np.int32)
+            row_max = np.empty(U)
             for u in range(U):
                 resp[u] = resp_words[w[u]]
                 idx[u] = idx_words[w[u]]
+                row_max[u] = max_words[w[u]]
             N, _, its, t, acc = _sparse_doc(
-                w, c, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp, idx
+                w,
+                c,
+                C,
+                row_max,
+                a,
+                L,
+                max_iters,
+                conv_thresh,
+                eps,
+                restarts,
+                restart_iters,
+                resp,
+                idx,
             )
             for u in range(U):
                 for j in range(L):

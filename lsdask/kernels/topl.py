@@ -69,23 +69,49 @@ def _select(w, L, out):
 
 
 @numba.njit(nogil=True, cache=True)
-def _select_shifted(row, shift, subset, n, L, floor, vals, out):
-    """``_select`` of the gathered weights ``w[j] = row[subset[j]] + shift[subset[j]]``
-    (j < n) without writing them: ``out`` receives positions j, descending, the
-    lower position first among ties. Requires ``L <= n``.
+def _insert_by_id(vals, out, n_kept, L, v, k):
+    """:func:`_insert_sorted` for entries that arrive in any order: among equal
+    weights the lower id ``k`` stays ahead. The caller has checked that v ranks."""
+    if n_kept == L:
+        pos = L - 1
+    else:
+        pos = n_kept
+        n_kept += 1
+    while pos > 0 and (v > vals[pos - 1] or (v == vals[pos - 1] and k < out[pos - 1])):
+        vals[pos] = vals[pos - 1]
+        out[pos] = out[pos - 1]
+        pos -= 1
+    vals[pos] = v
+    out[pos] = k
+    return n_kept
 
-    ``floor`` must not exceed the L-th largest weight (at least L of them are
-    ``>= floor``; ``-inf`` when nothing is known): weights below it cannot rank,
-    so they cost one comparison. ``vals`` is scratch of length >= L.
+
+@numba.njit(nogil=True, cache=True)
+def _select_pruned(row, shift, by_shift, n, L, floor, row_max, vals, out):
+    """Top-L of the weights ``w[k] = row[k] + shift[k]`` over the ``n`` ids
+    ``by_shift[:n]``, which come sorted by ``shift``, largest first; ``out``
+    receives ids k in descending weight order, the lower id first among ties
+    (so the result is that of :func:`_select` over the ids in increasing order).
+    Requires ``L <= n``.
+
+    ``row_max`` bounds ``row`` over the ids from above: once
+    ``shift[k] + row_max`` falls below the weight an id must reach, neither k
+    nor any later id (smaller shift) can rank, and the scan stops. ``floor``
+    must not exceed the L-th largest weight (``-inf`` when nothing is known):
+    weights below it cannot rank. ``vals`` is scratch of length >= L.
     """
     n_kept = 0
-    cut = floor  # a weight must be >= cut to be considered ...
-    for j in range(n):
-        k = subset[j]
+    cut = floor
+    for i in range(n):
+        k = by_shift[i]
+        if shift[k] + row_max < cut:
+            break  # rounding is monotone: no later weight reaches cut either
         v = row[k] + shift[k]
-        if not (v >= cut) or (n_kept == L and not (v > vals[L - 1])):
-            continue  # ... and, once L are kept, beat the last
-        n_kept = _insert_sorted(vals, out, n_kept, L, v, j)
+        if not (v >= cut):
+            continue
+        if n_kept == L and not (v > vals[L - 1] or (v == vals[L - 1] and k < out[L - 1])):
+            continue
+        n_kept = _insert_by_id(vals, out, n_kept, L, v, k)
         if n_kept == L:
             cut = max(cut, vals[L - 1])
 
