@@ -570,20 +570,9 @@ def lda_batch_step(
                 idx[u] = idx_words[w[u]]
                 row_max[u] = max_words[w[u]]
             N, _, its, t, acc = _sparse_doc(
-                w,
-                c,
-                C,
-                row_max,
-                a,
-                L,
-                max_iters,
-                conv_thresh,
-                eps,
-                restarts,
-                restart_iters,
-                resp,
-                idx,
-            )
+                w, c, C, row_max, a, L, max_iters, conv_thresh, eps, restarts, restart_iters,
+                resp, idx,
+            )  # fmt: skip
             for u in range(U):
                 for j in range(L):
                     r = resp[u, j]
