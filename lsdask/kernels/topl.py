@@ -16,22 +16,22 @@ from lsdask.config import TOPL_INSERTION_MAX
 
 
 @numba.njit(nogil=True, cache=True)
-def _insert_sorted(vals, out, n_kept, L, v, j):
-    """Insert weight ``v`` (position ``j``) into the descending buffer ``vals``/``out``
-    holding ``n_kept`` of at most L entries, after every kept value >= v (so among
-    ties the earlier position stays ahead); the caller has checked that v ranks.
-    Returns the new ``n_kept``."""
+def _insert_sorted(vals, out, n_kept, L, v, k):
+    """Insert weight ``v`` of id ``k`` into the descending buffer ``vals``/``out``
+    holding ``n_kept`` of at most L entries; among equal weights the lower id
+    stays ahead (ids arriving in increasing order: the earlier one). The caller
+    has checked that v ranks. Returns the new ``n_kept``."""
     if n_kept == L:
         pos = L - 1  # the last kept entry drops out
     else:
         pos = n_kept
         n_kept += 1
-    while pos > 0 and v > vals[pos - 1]:
+    while pos > 0 and (v > vals[pos - 1] or (v == vals[pos - 1] and k < out[pos - 1])):
         vals[pos] = vals[pos - 1]
         out[pos] = out[pos - 1]
         pos -= 1
     vals[pos] = v
-    out[pos] = j
+    out[pos] = k
     return n_kept
 
 
@@ -69,24 +69,6 @@ def _select(w, L, out):
 
 
 @numba.njit(nogil=True, cache=True)
-def _insert_by_id(vals, out, n_kept, L, v, k):
-    """:func:`_insert_sorted` for entries that arrive in any order: among equal
-    weights the lower id ``k`` stays ahead. The caller has checked that v ranks."""
-    if n_kept == L:
-        pos = L - 1
-    else:
-        pos = n_kept
-        n_kept += 1
-    while pos > 0 and (v > vals[pos - 1] or (v == vals[pos - 1] and k < out[pos - 1])):
-        vals[pos] = vals[pos - 1]
-        out[pos] = out[pos - 1]
-        pos -= 1
-    vals[pos] = v
-    out[pos] = k
-    return n_kept
-
-
-@numba.njit(nogil=True, cache=True)
 def _select_pruned(row, shift, by_shift, n, L, floor, row_max, vals, out):
     """Top-L of the weights ``w[k] = row[k] + shift[k]`` over the ``n`` ids
     ``by_shift[:n]``, which come sorted by ``shift``, largest first; ``out``
@@ -111,7 +93,7 @@ def _select_pruned(row, shift, by_shift, n, L, floor, row_max, vals, out):
             continue
         if n_kept == L and not (v > vals[L - 1] or (v == vals[L - 1] and k < out[L - 1])):
             continue
-        n_kept = _insert_by_id(vals, out, n_kept, L, v, k)
+        n_kept = _insert_sorted(vals, out, n_kept, L, v, k)
         if n_kept == L:
             cut = max(cut, vals[L - 1])
 
