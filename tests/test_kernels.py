@@ -117,6 +117,37 @@ def test_select_pruned_equals_top_l_of_gathered_weights_for_any_valid_floor_and_
             np.testing.assert_array_equal(out, ref, err_msg=f"floor={floor} max={row_max}")
 
 
+@pytest.mark.parametrize(
+    "row,shift,by_shift,L,want",
+    [
+        # a lower id of equal weight arriving later must pass the kept one ...
+        ([1.0, 0.0], [0.0, 1.0], [1, 0], 1, [0]),
+        # ... also when the buffer is full and the tie is at its last place
+        ([2.0, 1.0, 0.0, 5.0], [0.0, 1.0, 2.0, -10.0], [2, 1, 0, 3], 2, [0, 1]),
+        ([0.0, 3.0, 1.0, 2.0], [3.0, 0.0, 2.0, 1.0], [0, 2, 3, 1], 3, [0, 1, 2]),
+    ],
+)
+def test_select_pruned_breaks_ties_by_the_lower_id_whatever_the_arrival_order(
+    row, shift, by_shift, L, want
+):
+    row, shift = np.array(row), np.array(shift)
+    out = np.full(L, -1, dtype=np.int32)
+    args = (row, shift, np.array(by_shift), len(by_shift), L, -np.inf, row.max())
+    _select_pruned(*args, np.empty(L), out)
+    np.testing.assert_array_equal(out, want)
+    w = row + shift
+    np.testing.assert_array_equal(out, naive.top_l(w, L))
+
+
+def test_select_pruned_refuses_a_floor_above_the_l_th_weight():
+    out = np.full(2, -1, dtype=np.int32)
+    with pytest.raises(ValueError, match="fewer than L weights"):
+        _select_pruned(
+            np.zeros(3), np.array([0.0, -1.0, -2.0]), np.arange(3), 3, 2, -0.5, 0.0,
+            np.empty(2), out,
+        )  # fmt: skip
+
+
 def test_select_pruned_stops_at_the_bound():
     """Ids whose shift plus the row's bound cannot reach the L-th weight are not
     looked at: given a bound the row breaks, ids 2 and 3 would rank if read."""

@@ -266,10 +266,11 @@ def _sparse_iterations(
     """Run L-sparse iterations in place; returns (n_active, iterations run).
 
     ``row_max[u]`` bounds ``C[words[u]]`` from above (its maximum over all
-    topics): a selection scans the active topics by decreasing ``P`` and stops
-    once ``P + row_max[u]`` cannot reach the L-th weight, so topics of little
-    mass in the document are not looked at (the selected topics are those of a
-    full scan, ties included).
+    topics): for ``nL <= TOPL_INSERTION_MAX`` a selection scans the active
+    topics by decreasing ``P`` and stops once ``P + row_max[u]`` cannot reach
+    the L-th weight, so topics of little mass in the document are not looked at
+    (the selected topics are those of a full scan, ties included); larger nL
+    sort all active weights.
 
     Every token is selected afresh in iterations ``1..select_first`` (at least
     the first: ``select_first >= 1``) and every 10th; in between a token keeps

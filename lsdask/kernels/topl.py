@@ -39,9 +39,9 @@ def _insert_sorted(vals, out, n_kept, L, v, k):
 def _select_insertion(w, L, out):
     """Top-L by insertion into a sorted buffer: O(K) for small L.
 
-    ``out`` receives indices in descending weight order; an incoming weight
-    must be strictly larger than a kept one to pass it, so among ties the
-    earlier (lower) index stays ahead.
+    ``out`` receives indices in descending weight order. Indices arrive in
+    increasing order, so an incoming weight passes a kept one only if strictly
+    larger: among ties the earlier (lower) index stays ahead.
     """
     vals = np.empty(L, dtype=np.float64)
     n_kept = 0
@@ -78,9 +78,11 @@ def _select_pruned(row, shift, by_shift, n, L, floor, row_max, vals, out):
 
     ``row_max`` bounds ``row`` over the ids from above: once
     ``shift[k] + row_max`` falls below the weight an id must reach, neither k
-    nor any later id (smaller shift) can rank, and the scan stops. ``floor``
+    nor any later id (no larger shift) can rank, and the scan stops. ``floor``
     must not exceed the L-th largest weight (``-inf`` when nothing is known):
-    weights below it cannot rank. ``vals`` is scratch of length >= L.
+    weights below it cannot rank. ``vals`` is scratch of length >= L. Raises
+    if fewer than L weights reach ``floor`` (an invalid floor, or NaN weights),
+    rather than leave ``out`` partly unfilled.
     """
     n_kept = 0
     cut = floor
@@ -96,6 +98,8 @@ def _select_pruned(row, shift, by_shift, n, L, floor, row_max, vals, out):
         n_kept = _insert_sorted(vals, out, n_kept, L, v, k)
         if n_kept == L:
             cut = max(cut, vals[L - 1])
+    if n_kept < L:
+        raise ValueError("top-L selection: fewer than L weights reached the floor")
 
 
 def select_top_l(w: np.ndarray, L: int) -> np.ndarray:
