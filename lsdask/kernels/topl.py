@@ -16,6 +16,13 @@ from lsdask.config import TOPL_INSERTION_MAX
 
 
 @numba.njit(nogil=True, cache=True)
+def _ranks_ahead(v, k, kept_v, kept_k):
+    """Whether weight ``v`` of id ``k`` ranks ahead of a kept ``(kept_v, kept_k)``:
+    a larger weight, or an equal one with the lower id."""
+    return v > kept_v or (v == kept_v and k < kept_k)
+
+
+@numba.njit(nogil=True, cache=True)
 def _insert_sorted(vals, out, n_kept, L, v, k):
     """Insert weight ``v`` of id ``k`` into the descending buffer ``vals``/``out``
     holding ``n_kept`` of at most L entries; among equal weights the lower id
@@ -26,7 +33,7 @@ def _insert_sorted(vals, out, n_kept, L, v, k):
     else:
         pos = n_kept
         n_kept += 1
-    while pos > 0 and (v > vals[pos - 1] or (v == vals[pos - 1] and k < out[pos - 1])):
+    while pos > 0 and _ranks_ahead(v, k, vals[pos - 1], out[pos - 1]):
         vals[pos] = vals[pos - 1]
         out[pos] = out[pos - 1]
         pos -= 1
@@ -93,7 +100,7 @@ def _select_pruned(row, shift, by_shift, n, L, floor, row_max, vals, out):
         v = row[k] + shift[k]
         if not (v >= cut):
             continue
-        if n_kept == L and not (v > vals[L - 1] or (v == vals[L - 1] and k < out[L - 1])):
+        if n_kept == L and not _ranks_ahead(v, k, vals[L - 1], out[L - 1]):
             continue
         n_kept = _insert_sorted(vals, out, n_kept, L, v, k)
         if n_kept == L:
