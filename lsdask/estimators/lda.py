@@ -19,7 +19,7 @@ from lsdask.learn.tasks import LocalStepTask
 from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
 from lsdask.models.lda import LDAModel, LocalStepOptions, as_csr_batch
 from lsdask.models.lda_gibbs import gibbs_topic_counts
-from lsdask.validation import check_choice, check_int, check_positive_float
+from lsdask.validation import check_int, check_positive_float
 
 #: the ``init`` names LDA takes (besides an array of topic-word counts)
 LDA_INIT_METHODS = (*INIT_METHODS, "gibbs")
@@ -88,6 +88,8 @@ class LDA(VariationalEstimator):
     elbo_trace_, n_laps_, converged_
     """
 
+    init_methods = LDA_INIT_METHODS
+
     def __init__(
         self,
         n_components: int = 10,
@@ -147,7 +149,7 @@ class LDA(VariationalEstimator):
 
     def _check_init(self) -> None:
         if isinstance(self.init, str):
-            check_choice("init", self.init, LDA_INIT_METHODS)
+            super()._check_init()
         # an array is checked once, against the data's vocabulary (_init_counts)
 
     def _init_counts(self, vocab_size: int | None) -> np.ndarray | None:

@@ -30,6 +30,9 @@ _package_logger = logging.getLogger("lsdask")
 class VariationalEstimator(BaseEstimator):
     """Base of the estimators; parameters are documented on the subclasses."""
 
+    #: the ``init`` method names the estimator takes
+    init_methods: tuple[str, ...] = INIT_METHODS
+
     def _check_common_params(self) -> None:
         check_int("n_components", self.n_components, 1)
         check_sparsity(self.sparsity, self._max_sparsity())
@@ -52,7 +55,7 @@ class VariationalEstimator(BaseEstimator):
         check_int("verbose", self.verbose, 0, 2)
 
     def _check_init(self) -> None:
-        check_choice("init", self.init, INIT_METHODS)
+        check_choice("init", self.init, self.init_methods)
 
     def _max_sparsity(self) -> int | None:
         """Largest allowed L (None: no bound); mixtures need L <= K."""
