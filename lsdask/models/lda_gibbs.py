@@ -4,8 +4,8 @@ A start for variational LDA (``LDA(init="gibbs")``): mean-field coordinate
 ascent keeps the basin it starts in, and from document seeds (k-means++) it
 settles with near-duplicate topics; token-level sampling explores first.
 ``pipelines/benchmarks/diag_lda_search.py`` measured memoized VI from this
-start ending 0.02-0.03 nats/token (100 sweeps) and 0.06-0.08 (300 sweeps)
-above its k-means++ start on AP and 20 Newsgroups at K=100. The sampler runs
+start ending 0.021-0.033 nats/token (100 sweeps) and 0.064-0.075 (300
+sweeps) above its k-means++ start on AP and 20 Newsgroups at K=100. The sampler runs
 in the driver on the initialization sample (whole tokens: counts are
 rounded), O(K) work per token and sweep.
 """
