@@ -287,8 +287,8 @@ def _add_fit(sub: Any) -> None:
         "counts (K, V) saved with numpy.save",
     )  # fmt: skip
     fit.add_argument(
-        "--gibbs-sweeps", type=_positive_int, default=100, metavar="N",
-        help="sweeps of --init gibbs (default 100)",
+        "--gibbs-sweeps", type=_positive_int, default=300, metavar="N",
+        help="sweeps of --init gibbs (default 300)",
     )  # fmt: skip
     fit.add_argument("--overwrite", action="store_true", help="replace an existing MODEL_DIR")
     checkpoints = fit.add_mutually_exclusive_group()

@@ -141,29 +141,3 @@ def lda_sparse_doc(words, counts, C, a, L, max_iters=100, conv_thresh=0.05, eps=
         if delta < conv_thresh and not shrank:
             break
     return resp, idx, N
-
-
-def gibbs_sweep(docs, z, K, V, a, eta, uniforms):
-    """One collapsed Gibbs sweep, token by token, with counts rebuilt from ``z``.
-
-    ``docs`` is a list of word-id lists and ``z`` a matching list of topic
-    lists; returns the new ``z``. Each draw inverts the cumulative sum of
-    ``(n_dk + a)(n_wk + eta) * (1 / (n_k + V eta))`` (counts without the token) at
-    ``uniform * total``."""
-    z = [list(zd) for zd in z]
-    t = 0
-    for d, words in enumerate(docs):
-        for i, w in enumerate(words):
-            z[d][i] = -1  # out of the counts
-            flat_w = np.concatenate([np.asarray(ws, int) for ws in docs])
-            flat_z = np.concatenate([np.asarray(zs, int) for zs in z])
-            keep = flat_z >= 0
-            ndk = np.bincount(np.asarray(z[d])[np.asarray(z[d]) >= 0], minlength=K)
-            nwk = np.bincount(flat_z[keep & (flat_w == w)], minlength=K)
-            nk = np.bincount(flat_z[keep], minlength=K)
-            weights = (ndk + a) * (nwk + eta) * (1.0 / (nk + V * eta))
-            cumulative = np.cumsum(weights)
-            k = int(np.searchsorted(cumulative, uniforms[t] * cumulative[-1], side="right"))
-            z[d][i] = min(k, K - 1)
-            t += 1
-    return z

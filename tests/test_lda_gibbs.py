@@ -7,11 +7,10 @@ import pytest
 import scipy.sparse as sp
 
 import lsdask
-from lsdask.kernels.gibbs import gibbs_sweep
+from lsdask.kernels.gibbs import sparse_gibbs_sweep
 from lsdask.models.lda_gibbs import gibbs_topic_counts, tokens_of
 from lsdask.persist import load_lda, save_lda
 from lsdask.synthetic import make_bars_corpus, match_topics
-from tests import naive
 
 
 def _counts(doc_ptr, words, z, K, V):
@@ -23,25 +22,133 @@ def _counts(doc_ptr, words, z, K, V):
     return ndk, nwk, np.bincount(z, minlength=K).astype(np.int64)
 
 
-def test_sweep_equals_plain_reference():
-    """Three sweeps draw exactly the topics of a token-by-token numpy reference
-    given the same uniforms, and keep the counts equal to those of z."""
-    rng = np.random.default_rng(3)
-    K, V, a, eta = 4, 9, 0.3, 0.2
-    lengths = [5, 1, 0, 7, 3]
-    docs = [list(rng.integers(V, size=n)) for n in lengths]
-    z_ref = [list(rng.integers(K, size=n)) for n in lengths]
-    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    words = np.concatenate([np.asarray(d, np.int32) for d in docs])
-    z = np.concatenate([np.asarray(zd, np.int32) for zd in z_ref])
+def _conditional(ndk_row, nwk_col, nk, a, eta, V):
+    """p(z = k | rest) of one token whose counts are already out of the table."""
+    weights = (ndk_row + a) * (nwk_col + eta) / (nk + V * eta)
+    return weights / weights.sum()
+
+
+def _grid_frequencies(doc_ptr, words, z0, K, V, a, eta, n_grid=20_000):
+    """Topic frequencies of the first token's draw over a grid of its uniform
+    (document 0 alone is swept; the other documents only hold counts), with
+    the exact conditional and whether the prior bucket's sum ever ran."""
+    ndk0, nwk0, nk0 = _counts(doc_ptr, words, z0, K, V)
+    w, k = words[0], z0[0]
+    ndk_row, nwk_col, nk = ndk0[0].copy(), nwk0[w].copy(), nk0.copy()
+    ndk_row[k] -= 1
+    nwk_col[k] -= 1
+    nk[k] -= 1
+    want = _conditional(ndk_row, nwk_col, nk, a, eta, V)
+    word_total = nwk0.sum(axis=1, dtype=np.int64)
+    drawn = np.empty(n_grid, dtype=np.int64)
+    full_sums = 0
+    for g, u in enumerate((np.arange(n_grid) + 0.5) / n_grid):
+        z, ndk, nwk, nk_ = z0.copy(), ndk0.copy(), nwk0.copy(), nk0.copy()
+        uniforms = np.full(words.shape[0], 0.5)
+        uniforms[0] = u
+        only_doc0 = doc_ptr[:2]
+        sums = sparse_gibbs_sweep(only_doc0, words, z, ndk, nwk, nk_, word_total, a, eta, uniforms)
+        full_sums += sums > 0
+        drawn[g] = z[0]
+    return np.bincount(drawn, minlength=K) / n_grid, want, full_sums
+
+
+@pytest.mark.parametrize("a", [0.002, 0.3, 5.0])
+@pytest.mark.parametrize("doc_length", [1, 2, 9])
+def test_sparse_draw_has_the_exact_conditional(a, doc_length):
+    """The first token's draw, over a fine grid of its uniform, picks each topic
+    with the plain formula's probability: the document bucket, the prior bucket
+    and the split between them are exact (up to the grid's resolution), for a
+    document with no other topics (D = 0), a few, and a small, medium or large a."""
+    rng = np.random.default_rng(doc_length)
+    K, V, eta = 7, 11, 0.2
+    doc_words = rng.integers(V, size=doc_length).astype(np.int32)
+    doc_z = rng.integers(3, size=doc_length).astype(np.int32)  # topics 0-2: 3-6 are prior-only
+    other = rng.integers(V, size=300).astype(np.int32)  # other documents: the words' topics
+    other_z = rng.integers(K, size=300).astype(np.int32)
+    words = np.concatenate([doc_words, other])
+    doc_ptr = np.array([0, doc_length, words.shape[0]], dtype=np.int64)
+    z0 = np.concatenate([doc_z, other_z])
+    got, want, full_sums = _grid_frequencies(doc_ptr, words, z0, K, V, a, eta)
+    np.testing.assert_allclose(got, want, atol=2e-3)
+    assert full_sums > 0  # the prior bucket's path ran
+
+
+def test_sparse_draw_is_exact_when_the_token_leaves_the_smallest_topic():
+    """Word 1 only in topic 1, the smallest (2 tokens), and a document that is
+    mostly topic 0: the prior bucket's total is close to its bound, and taking
+    the token out lowers the smallest n_k from 2 to 1, so a bound computed from
+    the count before would be too small and the prior bucket (nearly all
+    topic 1) drawn about 0.035 too rarely."""
+    K, V, a, eta = 2, 2, 1.0, 0.5
+    words = np.array([1] + [0] * 20 + [1], dtype=np.int32)
+    z0 = np.array([1] + [0] * 20 + [1], dtype=np.int32)
+    doc_ptr = np.array([0, 21, 22], dtype=np.int64)
+    got, want, full_sums = _grid_frequencies(doc_ptr, words, z0, K, V, a, eta)
+    np.testing.assert_allclose(got, want, atol=2e-3)
+    assert full_sums > 0
+
+
+def _log_joint(doc_of, words, z, K, V, a, eta):
+    """log p(w, z) up to a constant, collapsed over pi and phi."""
+    from scipy.special import gammaln
+
+    ndk = np.zeros((doc_of.max() + 1, K))
+    nwk = np.zeros((V, K))
+    np.add.at(ndk, (doc_of, z), 1)
+    np.add.at(nwk, (words, z), 1)
+    return gammaln(ndk + a).sum() + gammaln(nwk + eta).sum() - gammaln(nwk.sum(0) + V * eta).sum()
+
+
+@pytest.mark.parametrize("a", [0.01, 0.8])
+def test_sparse_sampler_visits_the_exact_posterior(a):
+    """Over many sweeps from a fixed seed, how often two tokens share a topic
+    (for every pair; a statistic the topics' labels do not change) equals the
+    exact posterior probability, enumerated over all K^n states of a corpus of
+    7 tokens: the draws and every count update (the active topics, the lowest
+    n_k) keep the chain on its target."""
+    K, V, eta = 3, 4, 0.3
+    doc_ptr = np.array([0, 3, 4, 7], dtype=np.int64)
+    words = np.array([0, 1, 1, 2, 0, 3, 3], dtype=np.int32)
+    doc_of = np.repeat(np.arange(3), np.diff(doc_ptr))
+    n = words.shape[0]
+    states = np.array(np.meshgrid(*[np.arange(K)] * n, indexing="ij")).reshape(n, -1).T
+    log_p = np.array([_log_joint(doc_of, words, s, K, V, a, eta) for s in states])
+    p = np.exp(log_p - log_p.max())
+    p /= p.sum()
+    same = states[:, :, None] == states[:, None, :]
+    exact = np.einsum("s,sij->ij", p, same)
+    rng = np.random.default_rng(0)
+    z = rng.integers(K, size=n).astype(np.int32)
     ndk, nwk, nk = _counts(doc_ptr, words, z, K, V)
-    for _ in range(3):
-        u = rng.random(words.shape[0])
-        gibbs_sweep(doc_ptr, words, z, ndk, nwk, nk, a, eta, u)
-        z_ref = naive.gibbs_sweep(docs, z_ref, K, V, a, eta, u)
-        np.testing.assert_array_equal(z, np.concatenate([np.asarray(zd, int) for zd in z_ref]))
-        for got, want in zip((ndk, nwk, nk), _counts(doc_ptr, words, z, K, V), strict=True):
-            np.testing.assert_array_equal(got, want)
+    word_total = nwk.sum(axis=1, dtype=np.int64)
+    sweeps = 60_000
+    seen = np.zeros((n, n))
+    for _ in range(sweeps):
+        sparse_gibbs_sweep(doc_ptr, words, z, ndk, nwk, nk, word_total, a, eta, rng.random(n))
+        seen += z[:, None] == z[None, :]
+    for got, want in zip((ndk, nwk, nk), _counts(doc_ptr, words, z, K, V), strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(seen / sweeps, exact, atol=0.015)
+
+
+def test_sparse_sweep_keeps_the_counts_of_z_on_a_larger_corpus():
+    """After sweeps over a few hundred documents (empty ones included), the
+    counts equal those rebuilt from z, and each token's topic is a valid id."""
+    rng = np.random.default_rng(4)
+    K, V = 30, 50
+    lengths = rng.integers(0, 40, size=200)
+    doc_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    words = rng.integers(V, size=doc_ptr[-1]).astype(np.int32)
+    z = rng.integers(K, size=doc_ptr[-1]).astype(np.int32)
+    ndk, nwk, nk = _counts(doc_ptr, words, z, K, V)
+    word_total = nwk.sum(axis=1, dtype=np.int64)
+    for _ in range(5):
+        uniforms = rng.random(z.shape[0])
+        sparse_gibbs_sweep(doc_ptr, words, z, ndk, nwk, nk, word_total, 0.01, 0.1, uniforms)
+    assert z.min() >= 0 and z.max() < K
+    for got, want in zip((ndk, nwk, nk), _counts(doc_ptr, words, z, K, V), strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_tokens_round_counts_and_keep_empty_documents():

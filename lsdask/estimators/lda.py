@@ -57,8 +57,9 @@ class LDA(VariationalEstimator):
         each sample document counted in its nearest one's topic. ``"gibbs"``:
         ``gibbs_sweeps`` sweeps of collapsed Gibbs sampling over the same
         sample (up to 10,000 documents, in the driver, counts rounded to whole
-        tokens, so fractional counts such as frequencies are refused; O(K) per
-        token and sweep): slower to start, but memoized VI from it ends at
+        tokens, so fractional counts such as frequencies are refused; per
+        token, work in the document's topics, all K only for a small fraction
+        of the draws): slower to start, but memoized VI from it ends at
         better topics (see the README's LDA section). An array:
         topic-word counts to start from, ``q(phi_k) = Dir(eta + init[k])``,
         e.g. ``components_ - eta`` of another fit or another tool's topic-word
@@ -68,7 +69,7 @@ class LDA(VariationalEstimator):
         As for :class:`lsdask.GaussianMixture`. ``batch_size`` applies to
         in-memory inputs; a Parquet corpus's row groups are its batches.
     gibbs_sweeps : int
-        Sweeps of ``init="gibbs"``.
+        Sweeps of ``init="gibbs"`` (default 300).
     restarts : bool
         Restart proposals in the local step (Sec. 5).
     max_local_iters : int
@@ -106,7 +107,7 @@ class LDA(VariationalEstimator):
         max_local_iters: int = 100,
         local_conv_thresh: float = 0.05,
         init: str = "kmeans++",
-        gibbs_sweeps: int = 100,
+        gibbs_sweeps: int = 300,
         n_init: int = 1,
         svi_delay: float = 1.0,
         svi_kappa: float = 0.6,

@@ -151,7 +151,7 @@ def fit_corpus_lda(
     checkpoint_dir: str | os.PathLike[str] | None = None,
     resume: bool = False,
     init: Any = "kmeans++",
-    gibbs_sweeps: int = 100,
+    gibbs_sweeps: int = 300,
 ) -> dict[str, Any]:
     """Fit LDA on a Parquet corpus, score heldout documents, save the model.
 
@@ -200,7 +200,7 @@ def fit_corpus_lda(
         How the topics start (:class:`lsdask.LDA`); a ``.npy`` file holds
         topic-word counts (K, V); a saved model's directory starts from its
         topics (``components_ - eta``; same vocabulary and K).
-    gibbs_sweeps : int, default 100
+    gibbs_sweeps : int, default 300
         Collapsed Gibbs sweeps of ``init="gibbs"``.
 
     Returns

@@ -82,7 +82,7 @@ class Config:
     # "8+gibbs": L=8 started by LDA(init="gibbs") (collapsed Gibbs sweeps on the
     # initialization sample, in the driver and on the clock), reported beside the rest
     sparsities: tuple[str, ...] = ("8", "4", "1", "8+gibbs", "K")
-    gibbs_sweeps: int = 100
+    gibbs_sweeps: int = 300
     r1_fit_docs: int | None = None  # fit on the whole corpus (None) or on the timed docs
     budget_s: float = 80.0  # wall-clock budget of one training run at (20news, K=400)
     # budget of the other (corpus, K) = budget_s * factor (smaller corpora / K are cheaper)
