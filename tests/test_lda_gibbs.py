@@ -7,8 +7,8 @@ import pytest
 import scipy.sparse as sp
 
 import lsdask
-from lsdask.kernels.gibbs import sparse_gibbs_sweep
-from lsdask.models.lda_gibbs import gibbs_topic_counts, tokens_of
+from lsdask.kernels.gibbs import apply_moves, sparse_gibbs_sweep
+from lsdask.models.lda_gibbs import gibbs_sample, gibbs_topic_counts, split_by_tokens, tokens_of
 from lsdask.persist import load_lda, save_lda
 from lsdask.synthetic import make_bars_corpus, match_topics
 
@@ -149,6 +149,65 @@ def test_sparse_sweep_keeps_the_counts_of_z_on_a_larger_corpus():
     assert z.min() >= 0 and z.max() < K
     for got, want in zip((ndk, nwk, nk), _counts(doc_ptr, words, z, K, V), strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def test_apply_moves_equals_numpy():
+    rng = np.random.default_rng(5)
+    nwk = rng.integers(5, 9, size=(6, 4)).astype(np.int32)
+    nk = nwk.sum(axis=0).astype(np.int64)
+    words = rng.integers(6, size=30).astype(np.int32)
+    old, new = rng.integers(4, size=(2, 30)).astype(np.int32)
+    want_nwk, want_nk = nwk.copy(), nk.copy()
+    np.add.at(want_nwk, (words, old), -1)
+    np.add.at(want_nwk, (words, new), 1)
+    np.add.at(want_nk, old, -1)
+    np.add.at(want_nk, new, 1)
+    apply_moves(nwk, nk, words, old, new)
+    np.testing.assert_array_equal(nwk, want_nwk)
+    np.testing.assert_array_equal(nk, want_nk)
+
+
+def test_split_by_tokens_balances_and_covers_every_document():
+    doc_ptr = np.concatenate([[0], np.cumsum([5, 0, 90, 3, 3, 3, 0, 96])]).astype(np.int64)
+    bounds = split_by_tokens(doc_ptr, 2)
+    np.testing.assert_array_equal(bounds, [0, 5, 8])  # 101 and 99 tokens
+    for parts in (1, 3, 7, 20):  # more parts than documents: some are empty
+        bounds = split_by_tokens(doc_ptr, parts)
+        assert bounds[0] == 0 and bounds[-1] == 8 and np.all(np.diff(bounds) >= 0)
+
+
+def test_one_part_is_the_exact_serial_sampler():
+    """``parts=1`` makes exactly the draws of the serial kernel from the same
+    stream of random numbers."""
+    X, _ = make_bars_corpus(n_docs=60, doc_length=30, random_state=3)
+    K, alpha, eta, sweeps = 10, 1.0, 0.1, 4
+    got = gibbs_topic_counts(X, K, alpha, eta, sweeps, np.random.default_rng(9), parts=1)
+    rng = np.random.default_rng(9)
+    doc_ptr, words = tokens_of(X)
+    z = rng.integers(K, size=words.shape[0]).astype(np.int32)
+    ndk, nwk, nk = _counts(doc_ptr, words, z, K, X.shape[1])
+    word_total = nwk.sum(axis=1, dtype=np.int64)
+    for _ in range(sweeps):
+        uniforms = rng.random(words.shape[0])
+        sparse_gibbs_sweep(doc_ptr, words, z, ndk, nwk, nk, word_total, alpha / K, eta, uniforms)
+    np.testing.assert_array_equal(got, nwk.T)
+
+
+def test_parts_are_seeded_and_take_in_each_others_moves():
+    """Sweeping in parallel parts gives the same counts for the same seed, and
+    after every sweep the counts are those of the tokens' topics (each part's
+    moves reach the shared counts once)."""
+    X, _ = make_bars_corpus(n_docs=200, doc_length=30, random_state=4)
+    K = 10
+    runs = [gibbs_topic_counts(X, K, 1.0, 0.1, 6, np.random.default_rng(2), parts=3) for _ in "ab"]
+    np.testing.assert_array_equal(runs[0], runs[1])
+    for sweeps in (1, 2, 5):
+        words, z, nwk = gibbs_sample(X, K, 1.0, 0.1, sweeps, np.random.default_rng(2), parts=3)
+        want = np.zeros_like(nwk)
+        np.add.at(want, (words, z), 1)
+        np.testing.assert_array_equal(nwk, want)
+    serial = gibbs_topic_counts(X, K, 1.0, 0.1, 6, np.random.default_rng(2), parts=1)
+    assert not np.array_equal(runs[0], serial)  # the parts really ran apart
 
 
 def test_tokens_round_counts_and_keep_empty_documents():

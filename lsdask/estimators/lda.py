@@ -56,10 +56,10 @@ class LDA(VariationalEstimator):
         of a sample (chosen by k-means++ under the KL divergence, or at random),
         each sample document counted in its nearest one's topic. ``"gibbs"``:
         ``gibbs_sweeps`` sweeps of collapsed Gibbs sampling over the same
-        sample (up to 10,000 documents, in the driver, counts rounded to whole
-        tokens, so fractional counts such as frequencies are refused; per
-        token, work in the document's topics, all K only for a small fraction
-        of the draws): slower to start, but memoized VI from it ends at
+        sample (up to 10,000 documents, in the driver, two halves swept in two
+        threads; counts rounded to whole tokens, so fractional counts such as
+        frequencies are refused; per token, work in the document's topics, all
+        K only for a small fraction of the draws): slower to start, but memoized VI from it ends at
         better topics (see the README's LDA section). An array:
         topic-word counts to start from, ``q(phi_k) = Dir(eta + init[k])``,
         e.g. ``components_ - eta`` of another fit or another tool's topic-word

@@ -138,3 +138,14 @@ def sparse_gibbs_sweep(doc_ptr, words, z, ndk, nwk, nk, word_total, a, eta, unif
         for j in range(n_active):
             slot[active[j]] = -1
     return full_sums
+
+
+@numba.njit(nogil=True, cache=True)
+def apply_moves(nwk, nk, words, old, new):
+    """Move tokens between topics in the counts: token ``i`` (word
+    ``words[i]``) leaves topic ``old[i]`` for ``new[i]``."""
+    for i in range(words.shape[0]):
+        nwk[words[i], old[i]] -= 1
+        nwk[words[i], new[i]] += 1
+        nk[old[i]] -= 1
+        nk[new[i]] += 1

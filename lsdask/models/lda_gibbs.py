@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
 
-from lsdask.kernels.gibbs import sparse_gibbs_sweep
+from lsdask.kernels.gibbs import apply_moves, sparse_gibbs_sweep
 from lsdask.learn.base import progress_bar
 
 logger = logging.getLogger(__name__)
@@ -61,7 +62,38 @@ def _check_tokens(n_tokens: int, total_count: float, K: int) -> None:
         )
 
 
-def gibbs_topic_counts(
+def split_by_tokens(doc_ptr: np.ndarray, parts: int) -> np.ndarray:
+    """Document boundaries (parts + 1,) that cut the documents into ``parts``
+    runs of about equal token counts (a run may be empty)."""
+    targets = np.linspace(0, doc_ptr[-1], parts + 1)
+    bounds = np.searchsorted(doc_ptr, targets, side="left")
+    bounds[0], bounds[-1] = 0, doc_ptr.shape[0] - 1
+    return np.maximum.accumulate(bounds)
+
+
+class _Part:
+    """One run of documents swept in its own thread, with its own copy of the
+    topic-word and topic counts (the first part uses the shared arrays)."""
+
+    def __init__(self, doc_ptr, first, last, ndk, nwk, nk, copy):
+        self.doc_ptr = doc_ptr[first : last + 1]
+        self.tokens = slice(int(doc_ptr[first]), int(doc_ptr[last]))
+        self.ndk = ndk[first:last]
+        self.nwk = nwk.copy() if copy else nwk
+        self.nk = nk.copy() if copy else nk
+
+    def sweep(self, words, z, word_total, a, eta, uniforms):
+        before = z[self.tokens].copy()
+        full_sums = sparse_gibbs_sweep(
+            self.doc_ptr, words, z, self.ndk, self.nwk, self.nk, word_total, a, eta, uniforms
+        )
+        after = z[self.tokens]
+        moved = np.flatnonzero(before != after)
+        self.moves = (words[self.tokens][moved], before[moved], after[moved].copy())
+        return full_sums
+
+
+def gibbs_sample(
     X: sp.csr_matrix,
     n_components: int,
     alpha: float,
@@ -69,10 +101,20 @@ def gibbs_topic_counts(
     sweeps: int,
     rng: np.random.Generator,
     progress: bool | None = None,
-) -> np.ndarray:
-    """Topic-word counts (K, V) after ``sweeps`` collapsed Gibbs sweeps over the
-    documents of ``X`` from topics drawn uniformly at random; ``alpha`` is the
-    total document-topic concentration (alpha / K per topic)."""
+    parts: int = 2,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(words, z, nwk)``: the tokens' word ids and topics and the word-topic
+    counts (V, K) after ``sweeps`` collapsed Gibbs sweeps over the documents of
+    ``X`` from topics drawn uniformly at random; ``alpha`` is the
+    total document-topic concentration (alpha / K per topic).
+
+    The documents are cut into ``parts`` runs of about equal tokens, swept at
+    the same time in threads, each against its own copy of the topic counts
+    taken at the start of the sweep; after the sweep every copy takes in the
+    other parts' moves (approximate distributed LDA, Newman et al. 2009: a
+    part does not see the others' moves of the same sweep). With ``parts=1``
+    the sampler is exact. The result depends on ``parts`` and the seed, not on
+    the machine."""
     K = int(n_components)
     n_docs, V = X.shape
     doc_ptr, words = tokens_of(X)
@@ -85,19 +127,50 @@ def gibbs_topic_counts(
     np.add.at(nwk, (words, z), 1)
     nk = np.bincount(z, minlength=K).astype(np.int64)
     word_total = nwk.sum(axis=1, dtype=np.int64)
+    bounds = split_by_tokens(doc_ptr, parts)
+    runs = [
+        _Part(doc_ptr, bounds[p], bounds[p + 1], ndk, nwk, nk, copy=p > 0) for p in range(parts)
+    ]
     start = time.perf_counter()
     full_sums = 0
     bar = progress_bar(sweeps, "Gibbs init", progress)
-    for _ in range(sweeps):
-        full_sums += sparse_gibbs_sweep(
-            doc_ptr, words, z, ndk, nwk, nk, word_total, alpha / K, eta, rng.random(words.shape[0])
-        )
-        bar.update(1)
+    with ThreadPoolExecutor(max_workers=parts) as pool:
+        for _ in range(sweeps):
+            uniforms = rng.random(words.shape[0])
+            done = [
+                pool.submit(r.sweep, words, z, word_total, alpha / K, eta, uniforms) for r in runs
+            ]
+            full_sums += sum(f.result() for f in done)
+            if parts > 1:
+                list(pool.map(lambda r: _take_in_moves(r, runs), runs))
+            bar.update(1)
     bar.close()
     logger.info(
-        "Gibbs init: %d sweeps over %d documents (%d tokens) in %.1f s; %.1f%% of the draws "
-        "summed over all topics",
-        sweeps, n_docs, words.shape[0], time.perf_counter() - start,
+        "Gibbs init: %d sweeps over %d documents (%d tokens, %d parts) in %.1f s; %.1f%% of "
+        "the draws summed over all topics",
+        sweeps, n_docs, words.shape[0], parts, time.perf_counter() - start,
         100.0 * full_sums / max(1, sweeps * words.shape[0]),
     )  # fmt: skip
+    return words, z, nwk
+
+
+def gibbs_topic_counts(
+    X: sp.csr_matrix,
+    n_components: int,
+    alpha: float,
+    eta: float,
+    sweeps: int,
+    rng: np.random.Generator,
+    progress: bool | None = None,
+    parts: int = 2,
+) -> np.ndarray:
+    """Topic-word counts (K, V) of :func:`gibbs_sample`."""
+    _, _, nwk = gibbs_sample(X, n_components, alpha, eta, sweeps, rng, progress, parts)
     return np.ascontiguousarray(nwk.T, dtype=np.float64)
+
+
+def _take_in_moves(run: _Part, runs: list[_Part]) -> None:
+    """Bring ``run``'s counts up to date with every other part's moves."""
+    for other in runs:
+        if other is not run:
+            apply_moves(run.nwk, run.nk, *other.moves)
