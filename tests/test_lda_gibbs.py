@@ -74,6 +74,71 @@ def test_sparse_draw_has_the_exact_conditional(a, doc_length):
     assert full_sums > 0  # the prior bucket's path ran
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_sparse_draw_is_exact_in_the_middle_of_a_document(seed):
+    """A token drawn after earlier tokens of its document moved (topics left
+    and joined the document's list, counts went down and up) still gets the
+    exact conditional of the counts as they stand then."""
+    rng = np.random.default_rng(100 + seed)
+    K, V = int(rng.integers(2, 7)), int(rng.integers(2, 6))
+    a, eta = float(rng.choice([0.01, 0.1, 1.0])), float(rng.choice([0.05, 0.5]))
+    n0 = int(rng.integers(3, 8))
+    words = rng.integers(V, size=n0 + 40).astype(np.int32)
+    z0 = rng.integers(K, size=n0 + 40).astype(np.int32)
+    doc_ptr = np.array([0, n0, n0 + 40], dtype=np.int64)
+    j = int(rng.integers(1, n0))  # the gridded token; tokens 0..j-1 are drawn first
+    before = rng.random(j)
+    ndk, nwk, nk = _counts(doc_ptr, words, z0, K, V)
+    word_total = nwk.sum(axis=1, dtype=np.int64)
+    z = z0.copy()  # the state when token j is drawn: the same kernel over tokens 0..j-1
+    sparse_gibbs_sweep(np.array([0, j]), words, z, ndk, nwk, nk, word_total, a, eta, before)
+    w, k = words[j], z[j]
+    ndk[0, k] -= 1
+    nwk[w, k] -= 1
+    nk[k] -= 1
+    want = _conditional(ndk[0], nwk[w], nk, a, eta, V)
+    n_grid = 20_000
+    drawn = np.empty(n_grid, dtype=np.int64)
+    ndk0, nwk0, nk0 = _counts(doc_ptr, words, z0, K, V)
+    for g, u in enumerate((np.arange(n_grid) + 0.5) / n_grid):
+        z, ndk, nwk, nk_ = z0.copy(), ndk0.copy(), nwk0.copy(), nk0.copy()
+        uniforms = np.full(words.shape[0], 0.5)
+        uniforms[:j], uniforms[j] = before, u
+        sparse_gibbs_sweep(doc_ptr[:2], words, z, ndk, nwk, nk_, word_total, a, eta, uniforms)
+        drawn[g] = z[j]
+    got = np.bincount(drawn, minlength=K) / n_grid
+    np.testing.assert_allclose(got, want, atol=2e-3)
+
+
+def test_sparse_draw_is_exact_after_a_topic_left_and_another_took_its_place():
+    """Token 0 leaves topic 0 (the document's first listed topic: the last one,
+    topic 2, takes its place) and token 1 moves too; token 2's draw must see
+    the list as it is then (the review's case, where a wrong place in the
+    list drew [0.045, 0.024, 0.932] instead of [0.030, 0.338, 0.632])."""
+    K = V = 3
+    a = eta = 0.1
+    words = np.array([0, 1, 2] * 3, dtype=np.int32)
+    z0 = np.array([0, 1, 2] * 3, dtype=np.int32)
+    doc_ptr = np.array([0, 3, 9], dtype=np.int64)
+    ndk0, nwk0, nk0 = _counts(doc_ptr, words, z0, K, V)
+    word_total = nwk0.sum(axis=1, dtype=np.int64)
+    before = np.array([0.22, 0.06])
+    z, ndk, nwk, nk = z0.copy(), ndk0.copy(), nwk0.copy(), nk0.copy()
+    sparse_gibbs_sweep(np.array([0, 2]), words, z, ndk, nwk, nk, word_total, a, eta, before)
+    ndk[0, z[2]] -= 1
+    nwk[2, z[2]] -= 1
+    nk[z[2]] -= 1
+    want = _conditional(ndk[0], nwk[2], nk, a, eta, V)
+    n_grid = 20_000
+    drawn = np.empty(n_grid, dtype=np.int64)
+    for g, u in enumerate((np.arange(n_grid) + 0.5) / n_grid):
+        z, ndk, nwk, nk = z0.copy(), ndk0.copy(), nwk0.copy(), nk0.copy()
+        uniforms = np.array([0.22, 0.06, u] + [0.5] * 6)
+        sparse_gibbs_sweep(doc_ptr[:2], words, z, ndk, nwk, nk, word_total, a, eta, uniforms)
+        drawn[g] = z[2]
+    np.testing.assert_allclose(np.bincount(drawn, minlength=K) / n_grid, want, atol=2e-3)
+
+
 def test_sparse_draw_is_exact_when_the_token_leaves_the_smallest_topic():
     """Word 1 only in topic 1, the smallest (2 tokens), and a document that is
     mostly topic 0: the prior bucket's total is close to its bound, and taking
@@ -218,14 +283,18 @@ def test_tokens_round_counts_and_keep_empty_documents():
 
 
 def test_sampler_recovers_bars():
-    """On the bars corpus the sampler's topics alone are the true bars."""
+    """On the bars corpus the sampler's topics alone are the true bars. Found
+    bars are 0.15-0.29 (L1) from the truth over 12 seeds, tokens at the
+    pixels two bars share going either way; a bar merged with another or
+    split in two is 0.6-2 away, so 0.4 tells the two apart (0.2, the bound
+    before, sat at the median of found bars)."""
     X, true_topics = make_bars_corpus(n_docs=500, doc_length=50, random_state=1)
     rng = np.random.default_rng(0)
     counts = gibbs_topic_counts(X, 10, alpha=10.0, eta=0.1, sweeps=200, rng=rng)
     assert counts.shape == (10, 25)
     assert counts.sum() == X.sum()  # every token in exactly one topic
     _, distances = match_topics(true_topics, counts + 0.1)
-    assert distances.max() < 0.2, distances
+    assert distances.max() < 0.4, distances
 
 
 def test_init_gibbs_fit_is_seeded_and_beats_kmeans_start_after_one_lap():

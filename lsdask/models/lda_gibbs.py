@@ -4,8 +4,9 @@ A start for variational LDA (``LDA(init="gibbs")``): mean-field coordinate
 ascent keeps the basin it starts in, and from document seeds (k-means++) it
 settles with near-duplicate topics; token-level sampling explores first.
 ``pipelines/benchmarks/diag_lda_search.py`` measured memoized VI from this
-start ending 0.021-0.033 nats/token (100 sweeps) and 0.064-0.075 (300
-sweeps) above its k-means++ start on AP and 20 Newsgroups at K=100. The sampler runs
+start (with the exact serial sampler of the time) ending 0.021-0.033
+nats/token (100 sweeps) and 0.064-0.075 (300 sweeps) above its k-means++
+start on AP and 20 Newsgroups at K=100. The sampler runs
 in the driver on the initialization sample (whole tokens: counts are
 rounded); a token's draw costs its document's topics, and all K topics only
 for the small fraction of draws that fall in the prior's bucket
@@ -109,9 +110,10 @@ def gibbs_sample(
     total document-topic concentration (alpha / K per topic).
 
     The documents are cut into ``parts`` runs of about equal tokens, swept at
-    the same time in threads, each against its own copy of the topic counts
-    taken at the start of the sweep; after the sweep every copy takes in the
-    other parts' moves (approximate distributed LDA, Newman et al. 2009: a
+    the same time in threads, each against its own topic counts (the first
+    run's are the shared ones, the others' are copies), which equal at the
+    start of every sweep; after the sweep every run's counts take in the
+    other runs' moves (approximate distributed LDA, Newman et al. 2009: a
     part does not see the others' moves of the same sweep). With ``parts=1``
     the sampler is exact. The result depends on ``parts`` and the seed, not on
     the machine."""
