@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 import lsdask
 from lsdask.kernels.gibbs import apply_moves, sparse_gibbs_sweep
-from lsdask.models.lda_gibbs import gibbs_sample, gibbs_topic_counts, split_by_tokens, tokens_of
+from lsdask.models.lda_gibbs import gibbs_sample, split_by_tokens, tokens_of
 from lsdask.persist import load_lda, save_lda
 from lsdask.synthetic import make_bars_corpus, match_topics
 
@@ -246,7 +246,7 @@ def test_one_part_is_the_exact_serial_sampler():
     stream of random numbers."""
     X, _ = make_bars_corpus(n_docs=60, doc_length=30, random_state=3)
     K, alpha, eta, sweeps = 10, 1.0, 0.1, 4
-    got = gibbs_topic_counts(X, K, alpha, eta, sweeps, np.random.default_rng(9), parts=1)
+    got = gibbs_sample(X, K, alpha, eta, sweeps, np.random.default_rng(9), parts=1).topic_word
     rng = np.random.default_rng(9)
     doc_ptr, words = tokens_of(X)
     z = rng.integers(K, size=words.shape[0]).astype(np.int32)
@@ -264,14 +264,16 @@ def test_parts_are_seeded_and_take_in_each_others_moves():
     moves reach the shared counts once)."""
     X, _ = make_bars_corpus(n_docs=200, doc_length=30, random_state=4)
     K = 10
-    runs = [gibbs_topic_counts(X, K, 1.0, 0.1, 6, np.random.default_rng(2), parts=3) for _ in "ab"]
+    runs = [gibbs_sample(X, K, 1.0, 0.1, 6, np.random.default_rng(2), parts=3) for _ in "ab"]
+    runs = [r.topic_word for r in runs]
     np.testing.assert_array_equal(runs[0], runs[1])
     for sweeps in (1, 2, 5):
-        words, z, nwk = gibbs_sample(X, K, 1.0, 0.1, sweeps, np.random.default_rng(2), parts=3)
-        want = np.zeros_like(nwk)
-        np.add.at(want, (words, z), 1)
-        np.testing.assert_array_equal(nwk, want)
-    serial = gibbs_topic_counts(X, K, 1.0, 0.1, 6, np.random.default_rng(2), parts=1)
+        rng = np.random.default_rng(2)
+        words, z, topic_word = gibbs_sample(X, K, 1.0, 0.1, sweeps, rng, parts=3)
+        want = np.zeros_like(topic_word)
+        np.add.at(want, (z, words), 1)
+        np.testing.assert_array_equal(topic_word, want)
+    serial = gibbs_sample(X, K, 1.0, 0.1, 6, np.random.default_rng(2), parts=1).topic_word
     assert not np.array_equal(runs[0], serial)  # the parts really ran apart
 
 
@@ -290,7 +292,7 @@ def test_sampler_recovers_bars():
     before, sat at the median of found bars)."""
     X, true_topics = make_bars_corpus(n_docs=500, doc_length=50, random_state=1)
     rng = np.random.default_rng(0)
-    counts = gibbs_topic_counts(X, 10, alpha=10.0, eta=0.1, sweeps=200, rng=rng)
+    counts = gibbs_sample(X, 10, alpha=10.0, eta=0.1, sweeps=200, rng=rng).topic_word
     assert counts.shape == (10, 25)
     assert counts.sum() == X.sum()  # every token in exactly one topic
     _, distances = match_topics(true_topics, counts + 0.1)

@@ -18,7 +18,7 @@ from lsdask.learn import INIT_METHODS, initial_stats
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
 from lsdask.models.lda import LDAModel, LocalStepOptions, as_csr_batch
-from lsdask.models.lda_gibbs import gibbs_topic_counts
+from lsdask.models.lda_gibbs import gibbs_sample
 from lsdask.validation import check_int, check_positive_float
 
 #: the ``init`` names LDA takes (besides an array of topic-word counts)
@@ -216,10 +216,10 @@ class LDA(VariationalEstimator):
         from collapsed Gibbs sampling on the sample (``init="gibbs"``), or from
         documents of the sample chosen by k-means++ under the KL divergence."""
         if counts is None and self.init == "gibbs":
-            counts = gibbs_topic_counts(
+            counts = gibbs_sample(
                 sample, model.n_components, model.alpha, model.eta, self.gibbs_sweeps, rng,
                 self.progress,
-            )  # fmt: skip
+            ).topic_word  # fmt: skip
         elif counts is None:
             seeds = MixtureModel(
                 Multinomial(lam=model.eta).with_data_defaults(sample),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -72,6 +73,15 @@ def split_by_tokens(doc_ptr: np.ndarray, parts: int) -> np.ndarray:
     return np.maximum.accumulate(bounds)
 
 
+class GibbsSample(NamedTuple):
+    """What :func:`gibbs_sample` leaves: each token's word id and topic, and
+    the topic-word counts (K, V) they make."""
+
+    words: np.ndarray
+    z: np.ndarray
+    topic_word: np.ndarray
+
+
 class _Part:
     """One run of documents swept in its own thread, with its own copy of the
     topic-word and topic counts (the first part uses the shared arrays)."""
@@ -103,10 +113,10 @@ def gibbs_sample(
     rng: np.random.Generator,
     progress: bool | None = None,
     parts: int = 2,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(words, z, nwk)``: the tokens' word ids and topics and the word-topic
-    counts (V, K) after ``sweeps`` collapsed Gibbs sweeps over the documents of
-    ``X`` from topics drawn uniformly at random; ``alpha`` is the
+) -> GibbsSample:
+    """The tokens' word ids and topics, and the topic-word counts, after
+    ``sweeps`` collapsed Gibbs sweeps over the documents of ``X`` from topics
+    drawn uniformly at random; ``alpha`` is the
     total document-topic concentration (alpha / K per topic).
 
     The documents are cut into ``parts`` runs of about equal tokens, swept at
@@ -153,22 +163,7 @@ def gibbs_sample(
         sweeps, n_docs, words.shape[0], parts, time.perf_counter() - start,
         100.0 * full_sums / max(1, sweeps * words.shape[0]),
     )  # fmt: skip
-    return words, z, nwk
-
-
-def gibbs_topic_counts(
-    X: sp.csr_matrix,
-    n_components: int,
-    alpha: float,
-    eta: float,
-    sweeps: int,
-    rng: np.random.Generator,
-    progress: bool | None = None,
-    parts: int = 2,
-) -> np.ndarray:
-    """Topic-word counts (K, V) of :func:`gibbs_sample`."""
-    _, _, nwk = gibbs_sample(X, n_components, alpha, eta, sweeps, rng, progress, parts)
-    return np.ascontiguousarray(nwk.T, dtype=np.float64)
+    return GibbsSample(words, z, np.ascontiguousarray(nwk.T, dtype=np.float64))
 
 
 def _take_in_moves(run: _Part, runs: list[_Part]) -> None:

@@ -90,10 +90,8 @@ def run_plain(X, K: int, sweeps: int, seed: int) -> np.ndarray:
 
 
 def run_lsdask(X, K: int, sweeps: int, seed: int, parts: int) -> np.ndarray:
-    _, _, nwk = gibbs_sample(
-        X, K, bl.ALPHA, bl.ETA, sweeps, np.random.default_rng(seed), False, parts
-    )
-    return nwk.T.astype(np.float64)
+    rng = np.random.default_rng(seed)
+    return gibbs_sample(X, K, bl.ALPHA, bl.ETA, sweeps, rng, False, parts).topic_word
 
 
 def run_tomotopy(X, K: int, sweeps: int, seed: int, workers: int) -> tuple[np.ndarray, float]:
