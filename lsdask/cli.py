@@ -280,11 +280,12 @@ def _add_fit(sub: Any) -> None:
     fit.add_argument("--heldout", type=Path, metavar="CORPUS", help="heldout corpus to score")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     fit.add_argument(
-        "--init", default="kmeans++", metavar="{kmeans++,random,gibbs,MODEL_DIR,FILE.npy}",
-        help="how the topics start: k-means++ seed documents (default), random ones, "
-        "collapsed Gibbs sampling on a sample of up to 10,000 documents (slower to start, "
-        "better topics), the topics of a saved model over the same vocabulary, or topic-word "
-        "counts (K, V) saved with numpy.save",
+        "--init", default="auto", metavar="{auto,kmeans++,random,gibbs,MODEL_DIR,FILE.npy}",
+        help="how the topics start: collapsed Gibbs sampling on a sample of up to 10,000 "
+        "documents (gibbs: slower to start, better topics), k-means++ seed documents, random "
+        "ones, the topics of a saved model over the same vocabulary, or topic-word counts "
+        "(K, V) saved with numpy.save; auto (default): gibbs where the counts are whole "
+        "tokens, else kmeans++",
     )  # fmt: skip
     fit.add_argument(
         "--gibbs-sweeps", type=_positive_int, default=300, metavar="N",

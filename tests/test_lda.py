@@ -177,7 +177,7 @@ def test_init_from_the_true_topics_beats_kmeanspp_after_one_lap(corpus_data):
     X, topics = corpus_data
     kw = dict(sparsity=4, n_laps=1, client="sync", random_state=0, batch_size=100)
     near = lsdask.LDA(6, init=topics * 3000.0, **kw).fit(X[:500])
-    seeded = lsdask.LDA(6, **kw).fit(X[:500])
+    seeded = lsdask.LDA(6, init="kmeans++", **kw).fit(X[:500])
     assert near.elbo_trace_[-1] > seeded.elbo_trace_[-1]
     assert near.score(X[500:]) > seeded.score(X[500:])
 
@@ -205,10 +205,13 @@ def test_init_array_round_trips_through_save_and_load(corpus_data, tmp_path):
         (np.ones(6), r"got shape \(6,\)"),
         (np.full((6, 120), -1.0), r"must be finite and >= 0; init\[0, 0\] is -1.0 \(720 such"),
         (np.where(np.eye(6, 120) > 0, np.nan, 1.0), r"init\[0, 0\] is nan \(6 such entries\)"),
-        ("plusplus", r"init must be one of 'kmeans\+\+', 'random', 'gibbs'; got 'plusplus'"),
+        (
+            "plusplus",
+            r"init must be one of 'auto', 'kmeans\+\+', 'random', 'gibbs'; got 'plusplus'",
+        ),
         (
             [["a"] * 120] * 6,
-            r"init must be 'kmeans\+\+', 'random', 'gibbs' or an array .* got list",
+            r"init must be 'auto', 'kmeans\+\+', 'random', 'gibbs' or an array .* got list",
         ),
     ],
 )

@@ -329,3 +329,21 @@ def test_init_gibbs_refuses_fractional_counts_and_too_few_tokens():
     short[0, :3] = 2.0
     with pytest.raises(ValueError, match=r"has 6 tokens for n_components=10"):
         lsdask.LDA(10, init="gibbs", client="sync").fit(sp.csr_matrix(short))
+
+
+def test_auto_init_is_gibbs_for_whole_counts_and_kmeans_otherwise(caplog):
+    """The default ``init="auto"`` starts exactly as ``"gibbs"`` on word counts
+    and as ``"kmeans++"`` (saying why, in the log) on fractional counts."""
+    X, _ = make_bars_corpus(n_docs=120, doc_length=30, random_state=5)
+    kw = dict(n_laps=1, random_state=0, client="sync", gibbs_sweeps=5)
+    auto = lsdask.LDA(10, **kw).fit(X)
+    assert auto.init == "auto"
+    np.testing.assert_array_equal(
+        auto.components_, lsdask.LDA(10, init="gibbs", **kw).fit(X).components_
+    )
+    frequencies = sp.csr_matrix(X.multiply(1.0 / X.sum(axis=1)))
+    with caplog.at_level("INFO", logger="lsdask.estimators.lda"):
+        auto = lsdask.LDA(10, **kw).fit(frequencies)
+    assert "init='auto' starts from k-means++: init='gibbs' samples whole tokens" in caplog.text
+    kmeans = lsdask.LDA(10, init="kmeans++", **kw).fit(frequencies)
+    np.testing.assert_array_equal(auto.components_, kmeans.components_)

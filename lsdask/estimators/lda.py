@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -18,15 +19,17 @@ from lsdask.learn import INIT_METHODS, initial_stats
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
 from lsdask.models.lda import LDAModel, LocalStepOptions, as_csr_batch
-from lsdask.models.lda_gibbs import gibbs_sample
+from lsdask.models.lda_gibbs import gibbs_refusal, gibbs_sample
 from lsdask.validation import check_int, check_positive_float
 
 #: the ``init`` names LDA takes (besides an array of topic-word counts)
-LDA_INIT_METHODS = (*INIT_METHODS, "gibbs")
+LDA_INIT_METHODS = ("auto", *INIT_METHODS, "gibbs")
+
+logger = logging.getLogger(__name__)
 
 
 def lda_init_names() -> str:
-    """``'kmeans++', 'random', 'gibbs'``: the method names, for messages."""
+    """``'auto', 'kmeans++', 'random', 'gibbs'``: the method names, for messages."""
     return ", ".join(repr(name) for name in LDA_INIT_METHODS)
 
 
@@ -51,7 +54,7 @@ class LDA(VariationalEstimator):
     eta : float
         Topic-word Dirichlet pseudo-count.
     algorithm : {"memo", "svi", "vb"}
-    init : {"kmeans++", "random", "gibbs"} or array of shape (K, V)
+    init : {"auto", "kmeans++", "random", "gibbs"} or array of shape (K, V)
         How the topics start. ``"kmeans++"`` / ``"random"``: from K documents
         of a sample (chosen by k-means++ under the KL divergence, or at random),
         each sample document counted in its nearest one's topic. ``"gibbs"``:
@@ -59,8 +62,11 @@ class LDA(VariationalEstimator):
         sample (up to 10,000 documents, in the driver, two halves swept in two
         threads; counts rounded to whole tokens, so fractional counts such as
         frequencies are refused; per token, work in the document's topics, all
-        K only for a small fraction of the draws): slower to start, but memoized VI from it ends at
-        better topics (see the README's LDA section). An array:
+        K only for a small fraction of the draws): slower to start, but
+        memoized VI from it ends at better topics (see the README's LDA
+        section). ``"auto"`` (default): ``"gibbs"`` where the sample's counts
+        are whole tokens (at least as many as topics), else ``"kmeans++"``
+        (logged). An array:
         topic-word counts to start from, ``q(phi_k) = Dir(eta + init[k])``,
         e.g. ``components_ - eta`` of another fit or another tool's topic-word
         counts (non-negative and finite; a row of zeros starts at the prior).
@@ -106,7 +112,7 @@ class LDA(VariationalEstimator):
         restarts: bool = True,
         max_local_iters: int = 100,
         local_conv_thresh: float = 0.05,
-        init: str = "kmeans++",
+        init: str = "auto",
         gibbs_sweeps: int = 300,
         n_init: int = 1,
         svi_delay: float = 1.0,
@@ -213,9 +219,16 @@ class LDA(VariationalEstimator):
         n_docs: float = 0.0,
     ) -> SuffStats:
         """Topics from ``counts`` (``init``'s, standing for ``n_docs`` documents),
-        from collapsed Gibbs sampling on the sample (``init="gibbs"``), or from
+        from collapsed Gibbs sampling on the sample (``init="gibbs"``, or
+        ``"auto"`` where it can start), or from
         documents of the sample chosen by k-means++ under the KL divergence."""
-        if counts is None and self.init == "gibbs":
+        method = self.init if counts is None else None
+        if method == "auto":
+            refusal = gibbs_refusal(sample, model.n_components)
+            method = "gibbs" if refusal is None else "kmeans++"
+            if refusal is not None:
+                logger.info("init='auto' starts from k-means++: %s", refusal)
+        if method == "gibbs":
             counts = gibbs_sample(
                 sample, model.n_components, model.alpha, model.eta, self.gibbs_sweeps, rng,
                 self.progress,
@@ -226,7 +239,7 @@ class LDA(VariationalEstimator):
                 model.n_components,
                 model.alpha,
             )
-            counts = initial_stats(seeds, sample, self.init, rng)["words"]
+            counts = initial_stats(seeds, sample, method, rng)["words"]
         if sample is not None:
             n_docs = sample.shape[0]
         return SuffStats(

@@ -150,7 +150,7 @@ def fit_corpus_lda(
     progress: bool | None = False,
     checkpoint_dir: str | os.PathLike[str] | None = None,
     resume: bool = False,
-    init: Any = "kmeans++",
+    init: Any = "auto",
     gibbs_sweeps: int = 300,
 ) -> dict[str, Any]:
     """Fit LDA on a Parquet corpus, score heldout documents, save the model.
@@ -196,7 +196,7 @@ def fit_corpus_lda(
         Continue the latest checkpoint in ``checkpoint_dir``: an unfinished
         run to ``n_laps`` laps, a finished one for ``n_laps`` more laps over
         the corpus as it is now (new Parquet files in, removed ones out).
-    init : "kmeans++", "random", "gibbs", array (K, V), a .npy file or a model directory
+    init : "auto", "kmeans++", "random", "gibbs", array (K, V), a .npy file or a model directory
         How the topics start (:class:`lsdask.LDA`); a ``.npy`` file holds
         topic-word counts (K, V); a saved model's directory starts from its
         topics (``components_ - eta``; same vocabulary and K).

@@ -41,27 +41,32 @@ def tokens_of(X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
     return doc_ptr, words
 
 
-def _check_tokens(n_tokens: int, total_count: float, K: int) -> None:
-    """Refuse samples the sampler cannot start from: fractional counts that
-    round away (frequencies, tf-idf), fewer tokens than topics, or more tokens
-    than its int32 counts hold."""
+def gibbs_refusal(X: sp.csr_matrix, K: int) -> str | None:
+    """Why the sampler cannot start from the documents of ``X`` with ``K``
+    topics (fractional counts that round away, as frequencies or tf-idf do;
+    fewer tokens than topics; more tokens than its int32 counts hold), or
+    None when it can."""
+    X = sp.csr_matrix(X)
+    total_count = float(X.sum())
+    n_tokens = int(np.rint(np.asarray(X.data, dtype=np.float64)).sum())
     if n_tokens < 0.5 * total_count:
-        raise ValueError(
+        return (
             f"init='gibbs' samples whole tokens, but the initialization sample's counts "
             f"(total {total_count:.6g}) round to {n_tokens} tokens: the counts look fractional "
             "(frequencies or weights). Use init='kmeans++' for such data, or pass word counts."
         )
     if n_tokens < K:
-        raise ValueError(
+        return (
             f"init='gibbs' needs at least as many tokens as topics in the initialization "
             f"sample; it has {n_tokens} tokens for n_components={K}. Use fewer topics or more "
             "documents."
         )
     if n_tokens >= 2**31:
-        raise ValueError(
+        return (
             f"init='gibbs': the initialization sample has {n_tokens} tokens, more than its "
             "int32 counts hold; use init='kmeans++' for documents this long."
         )
+    return None
 
 
 def split_by_tokens(doc_ptr: np.ndarray, parts: int) -> np.ndarray:
@@ -129,8 +134,10 @@ def gibbs_sample(
     the machine."""
     K = int(n_components)
     n_docs, V = X.shape
+    refusal = gibbs_refusal(X, K)
+    if refusal is not None:
+        raise ValueError(refusal)
     doc_ptr, words = tokens_of(X)
-    _check_tokens(words.shape[0], float(X.sum()), K)
     z = rng.integers(K, size=words.shape[0]).astype(np.int32)
     doc_of = np.repeat(np.arange(n_docs), np.diff(doc_ptr))
     ndk = np.zeros((n_docs, K), dtype=np.int32)
