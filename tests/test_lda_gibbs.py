@@ -30,7 +30,7 @@ def _conditional(ndk_row, nwk_col, nk, a, eta, V):
 
 def _grid_frequencies(doc_ptr, words, z0, K, V, a, eta, n_grid=20_000):
     """Topic frequencies of the first token's draw over a grid of its uniform
-    (document 0 alone is swept; the other documents only hold counts), with
+    (that token alone is swept; the rest only hold counts), with
     the exact conditional and whether the prior bucket's sum ever ran."""
     ndk0, nwk0, nk0 = _counts(doc_ptr, words, z0, K, V)
     w, k = words[0], z0[0]
@@ -46,9 +46,9 @@ def _grid_frequencies(doc_ptr, words, z0, K, V, a, eta, n_grid=20_000):
         z, ndk, nwk, nk_ = z0.copy(), ndk0.copy(), nwk0.copy(), nk0.copy()
         uniforms = np.full(words.shape[0], 0.5)
         uniforms[0] = u
-        only_doc0 = doc_ptr[:2]
-        sums = sparse_gibbs_sweep(only_doc0, words, z, ndk, nwk, nk_, word_total, a, eta, uniforms)
-        full_sums += sums > 0
+        token0 = np.array([0, 1])  # doc 0's counts hold its other tokens; only token 0 moves
+        sums = sparse_gibbs_sweep(token0, words, z, ndk, nwk, nk_, word_total, a, eta, uniforms)
+        full_sums += sums > 0  # the gridded token's own draw took the prior bucket's path
         drawn[g] = z[0]
     return np.bincount(drawn, minlength=K) / n_grid, want, full_sums
 

@@ -41,6 +41,21 @@ def tokens_of(X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
     return doc_ptr, words
 
 
+def random_start(X: sp.csr_matrix, K: int, rng: np.random.Generator):
+    """``(doc_ptr, words, z, ndk, nwk, nk)``: the tokens of ``X`` (see
+    :func:`tokens_of`), each in a topic drawn uniformly at random, and their
+    document-topic (n_docs, K), word-topic (V, K) and topic counts."""
+    n_docs, V = X.shape
+    doc_ptr, words = tokens_of(X)
+    z = rng.integers(K, size=words.shape[0]).astype(np.int32)
+    doc_of = np.repeat(np.arange(n_docs), np.diff(doc_ptr))
+    ndk = np.zeros((n_docs, K), dtype=np.int32)
+    nwk = np.zeros((V, K), dtype=np.int32)
+    np.add.at(ndk, (doc_of, z), 1)
+    np.add.at(nwk, (words, z), 1)
+    return doc_ptr, words, z, ndk, nwk, np.bincount(z, minlength=K).astype(np.int64)
+
+
 def gibbs_refusal(X: sp.csr_matrix, K: int) -> str | None:
     """Why the sampler cannot start from the documents of ``X`` with ``K``
     topics (fractional counts that round away, as frequencies or tf-idf do;
@@ -97,6 +112,7 @@ class _Part:
         self.ndk = ndk[first:last]
         self.nwk = nwk.copy() if copy else nwk
         self.nk = nk.copy() if copy else nk
+        self.moves: tuple[np.ndarray, ...] = ()  # (words, old topics, new topics) of the last sweep
 
     def sweep(self, words, z, word_total, a, eta, uniforms):
         before = z[self.tokens].copy()
@@ -133,18 +149,11 @@ def gibbs_sample(
     the sampler is exact. The result depends on ``parts`` and the seed, not on
     the machine."""
     K = int(n_components)
-    n_docs, V = X.shape
+    n_docs = X.shape[0]
     refusal = gibbs_refusal(X, K)
     if refusal is not None:
         raise ValueError(refusal)
-    doc_ptr, words = tokens_of(X)
-    z = rng.integers(K, size=words.shape[0]).astype(np.int32)
-    doc_of = np.repeat(np.arange(n_docs), np.diff(doc_ptr))
-    ndk = np.zeros((n_docs, K), dtype=np.int32)
-    nwk = np.zeros((V, K), dtype=np.int32)
-    np.add.at(ndk, (doc_of, z), 1)
-    np.add.at(nwk, (words, z), 1)
-    nk = np.bincount(z, minlength=K).astype(np.int64)
+    doc_ptr, words, z, ndk, nwk, nk = random_start(X, K, rng)
     word_total = nwk.sum(axis=1, dtype=np.int64)
     bounds = split_by_tokens(doc_ptr, parts)
     runs = [

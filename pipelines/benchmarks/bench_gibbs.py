@@ -39,7 +39,7 @@ import numpy as np
 from bench_machine import machine_info
 from diag_lda_optimum import heldout
 
-from lsdask.models.lda_gibbs import gibbs_sample, tokens_of
+from lsdask.models.lda_gibbs import gibbs_sample, random_start
 
 
 @numba.njit(nogil=True, cache=True)
@@ -76,14 +76,7 @@ def plain_sweep(doc_ptr, words, z, ndk, nwk, nk, a, eta, uniforms):
 
 def run_plain(X, K: int, sweeps: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    doc_ptr, words = tokens_of(X)
-    z = rng.integers(K, size=words.shape[0]).astype(np.int32)
-    doc_of = np.repeat(np.arange(X.shape[0]), np.diff(doc_ptr))
-    ndk = np.zeros((X.shape[0], K), dtype=np.int32)
-    nwk = np.zeros((X.shape[1], K), dtype=np.int32)
-    np.add.at(ndk, (doc_of, z), 1)
-    np.add.at(nwk, (words, z), 1)
-    nk = np.bincount(z, minlength=K).astype(np.int64)
+    doc_ptr, words, z, ndk, nwk, nk = random_start(X, K, rng)  # the same start as gibbs_sample's
     for _ in range(sweeps):
         plain_sweep(doc_ptr, words, z, ndk, nwk, nk, bl.ALPHA / K, bl.ETA, rng.random(z.shape[0]))
     return nwk.T.astype(np.float64)
