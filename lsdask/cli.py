@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from lsdask import config
 from lsdask.jobs.cluster import DEFAULT_WORKERS, describe_client
 from lsdask.jobs.patch_gmm import PATCH_ALPHA
 from lsdask.learn.state import FitInterrupted
@@ -288,8 +289,8 @@ def _add_fit(sub: Any) -> None:
         "tokens, else kmeans++",
     )  # fmt: skip
     fit.add_argument(
-        "--gibbs-sweeps", type=_positive_int, default=300, metavar="N",
-        help="sweeps of --init gibbs (default 300)",
+        "--gibbs-sweeps", type=_positive_int, default=config.GIBBS_SWEEPS, metavar="N",
+        help=f"sweeps of the Gibbs start (--init gibbs or auto; default {config.GIBBS_SWEEPS})",
     )  # fmt: skip
     fit.add_argument("--overwrite", action="store_true", help="replace an existing MODEL_DIR")
     checkpoints = fit.add_mutually_exclusive_group()

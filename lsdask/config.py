@@ -25,6 +25,12 @@ DEFAULT_TOL = 1e-6
 #: choose initial clusters (k-means++ or random examples).
 INIT_SAMPLE_ROWS = 10_000
 
+#: Collapsed Gibbs sweeps of LDA's Gibbs start (``init="gibbs"`` or "auto").
+#: Measured on AP and 20 Newsgroups (K = 100, 400; README, LDA section): the
+#: sampled topics' heldout score still rises between 300 and 700-1,000 sweeps,
+#: and memoized VI keeps what the sampler reached; MALLET's default is also 1,000.
+GIBBS_SWEEPS = 1_000
+
 #: Default SVI learning-rate schedule rho_t = (delay + t) ** (-kappa).
 SVI_DELAY = 1.0
 SVI_KAPPA = 0.6

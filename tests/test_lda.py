@@ -131,11 +131,14 @@ def test_corpus_path_equals_in_memory_and_local_cluster_equals_in_process(
 
 @pytest.mark.parametrize("algorithm", ["svi", "vb"])
 def test_other_algorithms_improve_the_heldout_score(corpus_data, algorithm):
+    """Ten laps of SVI or VB score better than one lap of VB from the same start.
+    The start is k-means++: the default Gibbs start of 1,000 sweeps already sits
+    at the optimum of this small corpus (one VB lap -3.4260 nats/token, ten SVI
+    steps -3.4286, noise), which leaves the algorithms nothing to improve."""
     X, _ = corpus_data
-    before = lsdask.LDA(6, n_laps=1, client="sync", random_state=0, algorithm="vb", batch_size=100)
-    after = lsdask.LDA(
-        6, n_laps=10, client="sync", random_state=0, algorithm=algorithm, batch_size=100
-    )
+    common = dict(client="sync", random_state=0, batch_size=100, init="kmeans++")
+    before = lsdask.LDA(6, n_laps=1, algorithm="vb", **common)
+    after = lsdask.LDA(6, n_laps=10, algorithm=algorithm, **common)
     s0 = before.fit(X[:500]).score(X[500:])
     s1 = after.fit(X[:500]).score(X[500:])
     assert s1 > s0

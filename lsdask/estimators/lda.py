@@ -75,7 +75,7 @@ class LDA(VariationalEstimator):
         As for :class:`lsdask.GaussianMixture`. ``batch_size`` applies to
         in-memory inputs; a Parquet corpus's row groups are its batches.
     gibbs_sweeps : int
-        Sweeps of ``init="gibbs"`` (default 300).
+        Sweeps of ``init="gibbs"`` (default 1,000, ``lsdask.config.GIBBS_SWEEPS``).
     restarts : bool
         Restart proposals in the local step (Sec. 5).
     max_local_iters : int
@@ -113,7 +113,7 @@ class LDA(VariationalEstimator):
         max_local_iters: int = 100,
         local_conv_thresh: float = 0.05,
         init: str = "auto",
-        gibbs_sweeps: int = 300,
+        gibbs_sweeps: int = config.GIBBS_SWEEPS,
         n_init: int = 1,
         svi_delay: float = 1.0,
         svi_kappa: float = 0.6,

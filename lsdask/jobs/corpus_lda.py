@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
+from lsdask import config
 from lsdask.jobs.cluster import dask_client
 
 logger = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ def fit_corpus_lda(
     checkpoint_dir: str | os.PathLike[str] | None = None,
     resume: bool = False,
     init: Any = "auto",
-    gibbs_sweeps: int = 300,
+    gibbs_sweeps: int = config.GIBBS_SWEEPS,
 ) -> dict[str, Any]:
     """Fit LDA on a Parquet corpus, score heldout documents, save the model.
 
@@ -200,7 +201,7 @@ def fit_corpus_lda(
         How the topics start (:class:`lsdask.LDA`); a ``.npy`` file holds
         topic-word counts (K, V); a saved model's directory starts from its
         topics (``components_ - eta``; same vocabulary and K).
-    gibbs_sweeps : int, default 300
+    gibbs_sweeps : int, default 1,000 (``lsdask.config.GIBBS_SWEEPS``)
         Collapsed Gibbs sweeps of ``init="gibbs"``.
 
     Returns
