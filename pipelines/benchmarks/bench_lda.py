@@ -405,11 +405,14 @@ class Recorder:
         return list(np.diff([0.0, *times]))
 
 
-def steady_pass(seconds: list[float]) -> float | None:
-    """Median pass time, leaving out the first pass when there are more."""
+def steady_pass(seconds: list[float], setup: float | None = None) -> float | None:
+    """Median pass time, leaving out the first pass when there are more; a lone
+    first pass counts without the ``setup`` seconds inside it."""
     if not seconds:
         return None
-    return float(np.median(seconds[1:] if len(seconds) > 1 else seconds))
+    if len(seconds) == 1:
+        return seconds[0] - (setup or 0.0)
+    return float(np.median(seconds[1:]))
 
 
 # --------------------------------------------------------------------------
@@ -930,7 +933,7 @@ def summarize_config(cfg: Config, res: dict, data: CorpusData) -> None:
         hit = next((p for p in pts if p["score"] >= thr), None)
         r["time_to_quality_s"] = hit["t"] if hit else None
         r["pass_at_quality"] = hit["pass"] if hit else None
-        steady = steady_pass(r["pass_s"])
+        steady = steady_pass(r["pass_s"], r.get("setup_s"))
         r["steady_pass_s"] = steady
         r["tokens_per_pass"] = data.n_tokens
         if steady and r.get("cores"):
