@@ -75,7 +75,10 @@ class LDA(VariationalEstimator):
         As for :class:`lsdask.GaussianMixture`. ``batch_size`` applies to
         in-memory inputs; a Parquet corpus's row groups are its batches.
     gibbs_sweeps : int
-        Sweeps of ``init="gibbs"`` (default 1,000, ``lsdask.config.GIBBS_SWEEPS``).
+        Sweeps of ``init="gibbs"`` (default 1,000, ``lsdask.config.GIBBS_SWEEPS``):
+        measured at 10-17 s for AP (1,746 documents, K=100) and about a minute
+        for 20 Newsgroups' 10,000-document sample at K=400 on two cores,
+        paid once per fit; fewer sweeps start sooner at worse topics.
     restarts : bool
         Restart proposals in the local step (Sec. 5).
     max_local_iters : int
