@@ -28,28 +28,34 @@ def _conditional(ndk_row, nwk_col, nk, a, eta, V):
     return weights / weights.sum()
 
 
-def _grid_frequencies(doc_ptr, words, z0, K, V, a, eta, n_grid=20_000):
-    """Topic frequencies of the first token's draw over a grid of its uniform
-    (that token alone is swept; the rest only hold counts), with
-    the exact conditional and whether the prior bucket's sum ever ran."""
+def _grid_frequencies(doc_ptr, words, z0, K, V, a, eta, j=0, before=None, n_grid=20_000):
+    """Topic frequencies of token ``j``'s draw (a token of document 0) over a
+    grid of its uniform, after tokens ``0..j-1`` were drawn with the uniforms
+    ``before`` (only tokens ``0..j`` are swept; the rest only hold counts);
+    with the exact conditional of the counts as they stand at that draw, and
+    how many of the grid's draws of token ``j`` took the prior bucket's path."""
+    before = np.empty(0) if before is None else np.asarray(before, dtype=np.float64)
     ndk0, nwk0, nk0 = _counts(doc_ptr, words, z0, K, V)
-    w, k = words[0], z0[0]
-    ndk_row, nwk_col, nk = ndk0[0].copy(), nwk0[w].copy(), nk0.copy()
-    ndk_row[k] -= 1
-    nwk_col[k] -= 1
-    nk[k] -= 1
-    want = _conditional(ndk_row, nwk_col, nk, a, eta, V)
     word_total = nwk0.sum(axis=1, dtype=np.int64)
+    prefix = np.array([0, j])  # the state when token j is drawn: the kernel over 0..j-1
+    z, ndk, nwk, nk = z0.copy(), ndk0.copy(), nwk0.copy(), nk0.copy()
+    prefix_sums = sparse_gibbs_sweep(prefix, words, z, ndk, nwk, nk, word_total, a, eta, before)
+    w, k = words[j], z[j]
+    ndk[0, k] -= 1
+    nwk[w, k] -= 1
+    nk[k] -= 1
+    want = _conditional(ndk[0], nwk[w], nk, a, eta, V)
     drawn = np.empty(n_grid, dtype=np.int64)
     full_sums = 0
     for g, u in enumerate((np.arange(n_grid) + 0.5) / n_grid):
-        z, ndk, nwk, nk_ = z0.copy(), ndk0.copy(), nwk0.copy(), nk0.copy()
+        z, ndk, nwk, nk = z0.copy(), ndk0.copy(), nwk0.copy(), nk0.copy()
         uniforms = np.full(words.shape[0], 0.5)
-        uniforms[0] = u
-        token0 = np.array([0, 1])  # doc 0's counts hold its other tokens; only token 0 moves
-        sums = sparse_gibbs_sweep(token0, words, z, ndk, nwk, nk_, word_total, a, eta, uniforms)
-        full_sums += sums > 0  # the gridded token's own draw took the prior bucket's path
-        drawn[g] = z[0]
+        uniforms[:j], uniforms[j] = before, u
+        sums = sparse_gibbs_sweep(
+            np.array([0, j + 1]), words, z, ndk, nwk, nk, word_total, a, eta, uniforms
+        )
+        full_sums += sums - prefix_sums > 0  # token j's own draw took the prior bucket's path
+        drawn[g] = z[j]
     return np.bincount(drawn, minlength=K) / n_grid, want, full_sums
 
 
@@ -87,26 +93,7 @@ def test_sparse_draw_is_exact_in_the_middle_of_a_document(seed):
     z0 = rng.integers(K, size=n0 + 40).astype(np.int32)
     doc_ptr = np.array([0, n0, n0 + 40], dtype=np.int64)
     j = int(rng.integers(1, n0))  # the gridded token; tokens 0..j-1 are drawn first
-    before = rng.random(j)
-    ndk, nwk, nk = _counts(doc_ptr, words, z0, K, V)
-    word_total = nwk.sum(axis=1, dtype=np.int64)
-    z = z0.copy()  # the state when token j is drawn: the same kernel over tokens 0..j-1
-    sparse_gibbs_sweep(np.array([0, j]), words, z, ndk, nwk, nk, word_total, a, eta, before)
-    w, k = words[j], z[j]
-    ndk[0, k] -= 1
-    nwk[w, k] -= 1
-    nk[k] -= 1
-    want = _conditional(ndk[0], nwk[w], nk, a, eta, V)
-    n_grid = 20_000
-    drawn = np.empty(n_grid, dtype=np.int64)
-    ndk0, nwk0, nk0 = _counts(doc_ptr, words, z0, K, V)
-    for g, u in enumerate((np.arange(n_grid) + 0.5) / n_grid):
-        z, ndk, nwk, nk_ = z0.copy(), ndk0.copy(), nwk0.copy(), nk0.copy()
-        uniforms = np.full(words.shape[0], 0.5)
-        uniforms[:j], uniforms[j] = before, u
-        sparse_gibbs_sweep(doc_ptr[:2], words, z, ndk, nwk, nk_, word_total, a, eta, uniforms)
-        drawn[g] = z[j]
-    got = np.bincount(drawn, minlength=K) / n_grid
+    got, want, _ = _grid_frequencies(doc_ptr, words, z0, K, V, a, eta, j, rng.random(j))
     np.testing.assert_allclose(got, want, atol=2e-3)
 
 
@@ -120,23 +107,9 @@ def test_sparse_draw_is_exact_after_a_topic_left_and_another_took_its_place():
     words = np.array([0, 1, 2] * 3, dtype=np.int32)
     z0 = np.array([0, 1, 2] * 3, dtype=np.int32)
     doc_ptr = np.array([0, 3, 9], dtype=np.int64)
-    ndk0, nwk0, nk0 = _counts(doc_ptr, words, z0, K, V)
-    word_total = nwk0.sum(axis=1, dtype=np.int64)
     before = np.array([0.22, 0.06])
-    z, ndk, nwk, nk = z0.copy(), ndk0.copy(), nwk0.copy(), nk0.copy()
-    sparse_gibbs_sweep(np.array([0, 2]), words, z, ndk, nwk, nk, word_total, a, eta, before)
-    ndk[0, z[2]] -= 1
-    nwk[2, z[2]] -= 1
-    nk[z[2]] -= 1
-    want = _conditional(ndk[0], nwk[2], nk, a, eta, V)
-    n_grid = 20_000
-    drawn = np.empty(n_grid, dtype=np.int64)
-    for g, u in enumerate((np.arange(n_grid) + 0.5) / n_grid):
-        z, ndk, nwk, nk = z0.copy(), ndk0.copy(), nwk0.copy(), nk0.copy()
-        uniforms = np.array([0.22, 0.06, u] + [0.5] * 6)
-        sparse_gibbs_sweep(doc_ptr[:2], words, z, ndk, nwk, nk, word_total, a, eta, uniforms)
-        drawn[g] = z[2]
-    np.testing.assert_allclose(np.bincount(drawn, minlength=K) / n_grid, want, atol=2e-3)
+    got, want, _ = _grid_frequencies(doc_ptr, words, z0, K, V, a, eta, 2, before)
+    np.testing.assert_allclose(got, want, atol=2e-3)
 
 
 def test_sparse_draw_is_exact_when_the_token_leaves_the_smallest_topic():
