@@ -509,7 +509,7 @@ def train_lsdask(cfg: Config, data: CorpusData, K: int, L: str, client: Any, rec
         random_state=cfg.seed,
         client=executor,
         progress=False,
-        **({} if cfg.gibbs_sweeps is None else {"gibbs_sweeps": cfg.gibbs_sweeps}),
+        gibbs_sweeps=gibbs_sweeps(cfg),
         **init,
     )
 
