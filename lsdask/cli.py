@@ -240,7 +240,10 @@ def _add_ingest(sub: Any) -> None:
 
     text = add("text", "one document per text file of a folder or tar archive")
     text.add_argument("--subset", metavar="PREFIX", help="only files whose path starts so")
-    text.add_argument("--encoding", default="latin-1", help="text encoding (default latin-1)")
+    text.add_argument(
+        "--encoding", default="utf-8",
+        help="text encoding of the files (default utf-8; latin-1 for 20 Newsgroups)",
+    )  # fmt: skip
     text.add_argument(
         "--strip-headers", action="store_true",
         help="drop each file's mail header (lines up to the first blank one), as in 20 Newsgroups",

@@ -187,12 +187,36 @@ def test_text_folder_round_trip(text_folder, tmp_path):
     assert (summary["oov_tokens"], summary["oov_types"], summary["n_empty_docs"]) == (0, 0, 0)
 
 
-def test_latin1_default_and_pruning(text_folder, tmp_path):
+def test_utf8_default_latin1_on_request_and_pruning(text_folder, tmp_path):
     summary = ingest_text_folder(text_folder, tmp_path / "c", min_df=2, max_df=1.0)
     corpus = Corpus.open(tmp_path / "c")
-    # UTF-8 read as latin-1 garbles the accented words; only three words are in >= 2 documents
+    assert corpus.ingest_info["encoding"] == "utf-8"
     assert sorted(corpus.vocab) == ["apples", "bananas", "cherries"]
     assert summary["oov_types"] > 0 and summary["oov_tokens"] > 0
+    # the default reads the accented words whole; UTF-8 read as latin-1 garbles them
+    ingest_text_folder(text_folder, tmp_path / "u", **ALL)
+    ingest_text_folder(text_folder, tmp_path / "l", encoding="latin-1", **ALL)
+    words, garbled = (set(Corpus.open(tmp_path / name).vocab) for name in ("u", "l"))
+    assert {"café", "crème", "élan"} <= words and not {"café", "crème"} & garbled
+
+
+def test_text_not_in_the_encoding_is_refused_naming_the_file(tmp_path):
+    folder = tmp_path / "posts"
+    folder.mkdir()
+    (folder / "a.txt").write_text("plain words here", encoding="utf-8")
+    (folder / "b.txt").write_bytes("caf\xe9 au lait".encode("latin-1"))
+    with pytest.raises(
+        DataError, match=r"file '.*b\.txt': not utf-8 text \(byte 3: .*--encoding latin-1"
+    ):
+        ingest_text_folder(folder, tmp_path / "c", **ALL)
+    tar = _make_tar(tmp_path / "posts.tar.gz", {"p/1": "caf\xe9"})
+    with pytest.raises(DataError, match=r"posts\.tar\.gz member 'p/1': not utf-8 text"):
+        ingest_text_folder(tar, tmp_path / "c", **ALL)
+    assert _files(tmp_path) == ["posts", "posts.tar.gz"]  # nothing half-written
+    with pytest.raises(ValueError, match=r"encoding must name a text encoding.*'utf-9'"):
+        ingest_text_folder(folder, tmp_path / "c", encoding="utf-9", **ALL)
+    summary = ingest_text_folder(folder, tmp_path / "c", encoding="latin-1", **ALL)
+    assert "café" in Corpus.open(tmp_path / "c").vocab and summary["n_docs"] == 2
 
 
 def _make_tar(path: Path, members: dict[str, str], mode="w:gz") -> Path:
@@ -209,14 +233,18 @@ def test_tar_archive_with_subset(tmp_path):
     train = {"news-train/g1/1": "Hockey goalie scores", "news-train/g2/2": "Goalie café saves"}
     test = {"news-test/g1/3": "Hockey again"}
     tar = _make_tar(tmp_path / "news.tar.gz", {**train, **test, "news-train/._junk": "junk"})
-    summary = ingest_text_folder(tar, tmp_path / "train", subset="news-train/", **ALL)
+    summary = ingest_text_folder(
+        tar, tmp_path / "train", subset="news-train/", encoding="latin-1", **ALL
+    )
     corpus = Corpus.open(tmp_path / "train")
     assert summary["n_docs"] == 2
     assert _bags(corpus) == _expected(train.values())
     assert corpus.ingest_info["doc_names"] == list(train)
     assert corpus.ingest_info["encoding"] == "latin-1"
 
-    globbed = ingest_text_folder(tar, tmp_path / "g1", subset="news-*/g1", **ALL)
+    globbed = ingest_text_folder(
+        tar, tmp_path / "g1", subset="news-*/g1", encoding="latin-1", **ALL
+    )
     assert globbed["n_docs"] == 2
 
     with pytest.raises(DataError, match=r"no documents found matching subset 'nope/'.*news-test"):
@@ -512,7 +540,9 @@ def test_20newsgroups_train_split_ingests(tmp_path):
     tar = SHARED_DATA / "20newsgroups" / "20news-bydate.tar.gz"
     if not tar.exists():
         pytest.skip(f"20 Newsgroups archive not found at {tar} (the shared data folder is absent)")
-    summary = ingest_text_folder(tar, tmp_path / "20news", subset="20news-bydate-train/")
+    summary = ingest_text_folder(
+        tar, tmp_path / "20news", subset="20news-bydate-train/", encoding="latin-1"
+    )
     assert summary["n_docs"] == 11314
     assert 15_000 < summary["vocab_size"] < 40_000
     assert summary["n_tokens"] > 1_000_000
