@@ -489,7 +489,7 @@ def test_transform_command(saved_model: Path, bars_corpora: dict[str, Path], tmp
     topics = table.column("topics").to_pylist()
     weights = table.column("weights").to_pylist()
     for k, w in zip(topics, weights, strict=True):
-        assert len(k) == len(w) == 3 and len(set(k)) == 3
+        assert 1 <= len(k) == len(w) == len(set(k)) <= 3
         assert all(0 <= t < 10 for t in k)
         assert sum(w) == pytest.approx(1.0, abs=1e-5)
         assert w == sorted(w, reverse=True)

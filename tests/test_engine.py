@@ -175,3 +175,25 @@ def test_worker_killed_mid_run_gives_the_undisturbed_result(zarr_patches):
     assert killed, "the test did not manage to kill a worker"
     np.testing.assert_allclose(model.elbo_trace_, reference.elbo_trace_, rtol=1e-10)
     np.testing.assert_allclose(model.covariances_, reference.covariances_, rtol=1e-9, atol=1e-12)
+
+
+def test_a_script_without_a_main_guard_is_told_how_to_fix_it(tmp_path):
+    """Worker processes import the main script again: an unguarded fit cannot
+    start its cluster, and the error says why and what to do."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "fit.py"
+    script.write_text(
+        "import numpy as np\n"
+        "import lsdask\n"
+        "X = np.random.default_rng(0).normal(size=(200, 3))\n"
+        "lsdask.GaussianMixture(2, n_laps=1, n_workers=1).fit(X)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "could not start a local Dask cluster" in last
+    assert "if __name__ == '__main__':" in last and "client='sync'" in last

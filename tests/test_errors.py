@@ -125,3 +125,10 @@ def test_multinomial_rejects_negative_counts(rng):
 def test_unfitted_model():
     with pytest.raises(RuntimeError, match="not fitted yet; call fit"):
         lsdask.GaussianMixture(2).predict(np.ones((3, 2)))
+
+
+@pytest.mark.parametrize("name", ["does/not/exist", "plain_folder"])
+def test_lda_on_a_path_that_is_no_corpus_names_the_corpus(tmp_path, name):
+    (tmp_path / "plain_folder").mkdir()
+    with pytest.raises((FileNotFoundError, DataError), match=r"corpus.*lsdask ingest"):
+        lsdask.LDA(3, client="sync").fit(tmp_path / name)

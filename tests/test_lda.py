@@ -95,10 +95,34 @@ def test_recovers_topics_and_scores(corpus_data):
     uniform = -np.log(X.shape[1])
     assert uniform + 0.5 < heldout < 0.0
     weights = model.transform(X[500:510])
-    assert sp.issparse(weights) and np.all(np.diff(weights.indptr) == 4)
+    assert sp.issparse(weights) and np.all(
+        (np.diff(weights.indptr) >= 1) & (np.diff(weights.indptr) <= 4)
+    )
     np.testing.assert_allclose(np.asarray(weights.sum(1)).ravel(), 1.0)
     assert len(model.top_words(5)) == 6 and all(len(t) == 5 for t in model.top_words(5))
     assert np.all(model.coherence(X, 5) <= 0)
+
+
+def test_transform_keeps_only_the_topics_a_document_uses(corpus_data):
+    """No filler: topics without mass in a document (which all share the prior's
+    weight, so would fill the top L lowest-numbered first) are left out; an
+    empty document gets an empty row."""
+    X, _ = corpus_data
+    model = lsdask.LDA(6, sparsity=4, n_laps=5, client="sync", random_state=0, batch_size=150)
+    model.fit(X[:300])
+    docs = sp.vstack([X[300:360], sp.csr_matrix((1, X.shape[1]))], format="csr")
+    weights = model.transform(docs)
+    _, doc_topic, _ = model.model_.doc_topic_step(docs, model.posterior_, 4)
+    eps, prior = model.model_.options.eps, model.model_.alpha / 6
+    for d in range(docs.shape[0]):
+        used = np.flatnonzero(doc_topic[d] > eps)
+        expected = np.sort(used[np.argsort(-doc_topic[d, used], kind="stable")][:4])
+        row = weights[d]
+        np.testing.assert_array_equal(row.indices, expected)
+        theta = doc_topic[d, expected] + prior
+        np.testing.assert_allclose(row.data, theta / theta.sum(), rtol=1e-12)
+    sizes = np.diff(weights.indptr)
+    assert sizes[-1] == 0 and (sizes[:-1] < 4).any() and (sizes[:-1] >= 1).all()
 
 
 def test_partial_fit_adds_new_documents(corpus_data):

@@ -47,9 +47,17 @@ class DaskExecutor:
         self._owned: list[Any] = []
         if client is None:
             n = n_workers or os.cpu_count() or 1
-            cluster = LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0"
-            )
+            try:
+                cluster = LocalCluster(
+                    n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0"
+                )
+            except RuntimeError as exc:
+                raise RuntimeError(
+                    f"could not start a local Dask cluster of {n} worker processes ({exc}). "
+                    "Each worker process imports the main script again: in a script, run the "
+                    "fit under `if __name__ == '__main__':`, or pass client='sync' to run in "
+                    "this process (lsdask: --sync)"
+                ) from exc
             client = Client(cluster)
             self._owned = [client, cluster]
         elif isinstance(client, str):

@@ -34,9 +34,12 @@ def lda_init_names() -> str:
 
 
 def _is_corpus_path(X: Any) -> bool:
-    return isinstance(X, str | os.PathLike) and os.path.isfile(
-        os.path.join(os.fspath(X), "manifest.json")
-    )
+    """A path that is not a Zarr array: read as a corpus (whose errors then say
+    what is missing, rather than a Zarr reader's)."""
+    if not isinstance(X, str | os.PathLike):
+        return False
+    root = os.fspath(X)
+    return not any(os.path.isfile(os.path.join(root, m)) for m in (".zarray", "zarr.json"))
 
 
 class LDA(VariationalEstimator):
@@ -356,8 +359,16 @@ class LDA(VariationalEstimator):
         return sp.vstack([as_csr_batch(b.load()) for b in source.batches], format="csr")
 
     def transform(self, X: Any) -> sp.csr_matrix:
-        """Document-topic weights ``E[pi_d]``, keeping each document's top L
-        topics (renormalized), as a CSR matrix (documents x K)."""
+        """Document-topic weights ``E[pi_d]`` over the topics each document uses.
+
+        A CSR matrix (documents x K): row d holds the topics given mass in
+        document d (``N_dk > eps``), at most its L largest (``sparsity``), with
+        ``E[pi_dk] = (N_dk + alpha/K) / (N_d + alpha)`` renormalized over them.
+        Topics a document does not use are left out rather than filled in at
+        the prior's weight, so a document of fewer than L topics has fewer
+        entries, and one without words (or only words outside the vocabulary)
+        an empty row.
+        """
         self._check_fitted()
         X = self._rows(X)
         _, doc_topic, _ = self.model_.doc_topic_step(X, self.posterior_, self.sparsity)
@@ -365,11 +376,12 @@ class LDA(VariationalEstimator):
         L = self.n_components if self.sparsity is None else min(self.sparsity, self.n_components)
         top = np.argsort(-theta, axis=1, kind="stable")[:, :L]
         vals = np.take_along_axis(theta, top, axis=1)
-        vals /= vals.sum(axis=1, keepdims=True)
-        indptr = np.arange(0, X.shape[0] * L + 1, L)
-        out = sp.csr_matrix(
-            (vals.ravel(), top.ravel(), indptr), shape=(X.shape[0], self.n_components)
-        )
+        used = np.take_along_axis(doc_topic, top, axis=1) > self.model_.options.eps
+        vals = np.where(used, vals, 0.0)
+        sums = vals.sum(axis=1, keepdims=True)
+        vals = np.divide(vals, sums, out=np.zeros_like(vals), where=sums > 0)
+        indptr = np.concatenate([[0], np.cumsum(used.sum(axis=1))])
+        out = sp.csr_matrix((vals[used], top[used], indptr), shape=(X.shape[0], self.n_components))
         out.sort_indices()
         return out
 

@@ -214,7 +214,8 @@ class Corpus:
         if not root.exists():
             raise FileNotFoundError(
                 f"no corpus at {str(root)!r}: the path does not exist. Make one with "
-                "lsdask.io.ingest (e.g. ingest_text_folder, import_ldac) or Corpus.write."
+                "`lsdask ingest` (in Python lsdask.io.ingest, e.g. ingest_text_folder, "
+                "import_ldac, or Corpus.write)."
             )
         if not root.is_dir():
             raise DataError(

@@ -67,7 +67,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     except FileNotFoundError as exc:
         raise DataError(
             f"{root}: not an lsdask corpus (no {MANIFEST_NAME}). Make a corpus with "
-            "lsdask.io.ingest or Corpus.write."
+            "`lsdask ingest` (in Python lsdask.io.ingest or Corpus.write)."
         ) from exc
     except ValueError as exc:
         raise DataError(f"{path}: not valid JSON ({exc}); the manifest is corrupt") from exc

@@ -341,8 +341,9 @@ def _check_target(out_dir: Path, overwrite: bool) -> None:
         )
     if not overwrite:
         raise FileExistsError(
-            f"out_dir {str(out_dir)!r} already exists; pass overwrite=True to replace it "
-            "(only after the new corpus is complete), or choose another path"
+            f"out_dir {str(out_dir)!r} already exists; pass overwrite=True (lsdask: "
+            "--overwrite) to replace it (only after the new corpus is complete), or choose "
+            "another path"
         )
     if any(out_dir.iterdir()) and not _is_corpus_dir(out_dir):
         raise FileExistsError(

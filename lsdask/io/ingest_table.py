@@ -41,7 +41,7 @@ def _csv_docs(path: Path, column: str, delimiter: str, encoding: str) -> Iterato
                 if column not in header:
                     raise DataError(
                         f"{path}: no column {column!r}; the columns are {header}. Pass "
-                        "text_column= one of them."
+                        "text_column= (lsdask: --column) one of them."
                     )
                 j = header.index(column)
                 for row in reader:
@@ -66,7 +66,7 @@ def _parquet_docs(path: Path, column: str, batch_rows: int) -> Iterator[_Doc]:
             if column not in names:
                 raise DataError(
                     f"{path}: no column {column!r}; the columns are {names}. Pass "
-                    "text_column= one of them."
+                    "text_column= (lsdask: --column) one of them."
                 )
             kind = f.schema_arrow.field(column).type
             if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):

@@ -196,7 +196,8 @@ def ingest_text_folder(
     else:
         raise DataError(
             f"path_or_tar {str(path)!r} is neither a folder nor a tar archive (.tar, .tar.gz, "
-            ".tgz); for other formats use ingest_jsonl or ingest_table"
+            ".tgz); for other formats use ingest_jsonl or ingest_table (lsdask ingest jsonl / "
+            "table)"
         )
 
     def hint() -> str:
@@ -281,8 +282,8 @@ def _jsonl_docs(path: Path, fields: Sequence[str]) -> Iterator[_Doc]:
     if n_records and n_without == n_records:
         raise DataError(
             f"{path}: none of the {n_records} records has any of the text fields "
-            f"{list(fields)}; the first has keys {first_keys}. Pass text_fields= naming the "
-            "fields that hold the text."
+            f"{list(fields)}; the first has keys {first_keys}. Pass text_fields= (lsdask: "
+            "--fields) naming the fields that hold the text."
         )
     if n_without:
         logger.warning("%s: %d of %d records have none of %s", path, n_without, n_records, fields)

@@ -507,8 +507,9 @@ def transform_corpus(
 
     One row per document, with the schema :data:`WEIGHTS_SCHEMA`:
     ``doc_id int64``, ``topics list<int32>`` and ``weights list<float32>``
-    (:meth:`lsdask.LDA.transform`: ``E[pi_d]`` restricted to its L largest
-    entries and renormalized, largest first). Each row group of the corpus
+    (:meth:`lsdask.LDA.transform`: ``E[pi_d]`` over the topics the document
+    uses, at most its L largest, renormalized, largest first; an empty
+    document gets empty lists). Each row group of the corpus
     is read, transformed and written as one row group, so memory holds one
     batch at a time; the file is written under a temporary name in the same
     folder and renamed at the end.
@@ -550,7 +551,9 @@ def transform_corpus(
     if out.is_dir():
         raise FileExistsError(f"--out {str(out)!r} is a folder; name a .parquet file")
     if out.exists() and not overwrite:
-        raise FileExistsError(f"{str(out)!r} exists; remove it or pass overwrite=True")
+        raise FileExistsError(
+            f"{str(out)!r} exists; remove it or pass overwrite=True (lsdask: --overwrite)"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     start = time.perf_counter()
