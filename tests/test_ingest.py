@@ -389,9 +389,14 @@ def test_ldac_round_trip(ldac, tmp_path):
         "n_empty_docs": 1,
         "oov_tokens": 0,
         "oov_types": 0,
+        "vocab_imposed": False,
     }
     pruned = import_ldac(*ldac, tmp_path / "p", min_df=2)
     assert Corpus.open(tmp_path / "p").vocab == ["date"] and pruned["oov_tokens"] == 7
+    from lsdask.jobs.ingest import format_ingest_summary
+
+    assert "pruned from the vocabulary (min_df, max_df, max_vocab)" in format_ingest_summary(pruned)
+    assert "batches: 1 row group\n" in format_ingest_summary(pruned)
 
 
 @pytest.mark.parametrize(
@@ -566,3 +571,14 @@ def test_strip_headers_drops_mail_headers(tmp_path):
     assert sorted(Corpus.open(out["path"]).vocab) == ["engines", "fuel", "orbit", "rockets"]
     kept = ingest_text_folder(folder, tmp_path / "d", min_df=1, max_df=1.0)
     assert "subject" in Corpus.open(kept["path"]).vocab
+
+
+def test_documents_without_words_are_named_as_the_problem(tmp_path):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    for name in ("a.txt", "b.txt"):
+        (folder / name).write_text("42 7 ... the")  # no word of letters but a stopword
+    for options in ({}, ALL):
+        with pytest.raises(ValueError, match=r"none of the 2 documents has a word"):
+            ingest_text_folder(folder, tmp_path / "c", **options)
+    assert not (tmp_path / "c").exists()

@@ -124,6 +124,7 @@ def _report(corpus: Corpus, counts: _Counts, vocab_from: str) -> dict[str, Any]:
         "n_empty_docs": counts.n_empty,
         "oov_tokens": _number(counts.oov_tokens),
         "oov_types": counts.oov_types,
+        "vocab_imposed": vocab_from.startswith("imposed"),
     }
     total = counts.oov_tokens + corpus.n_tokens
     share = 100.0 * counts.oov_tokens / total if total else 0.0

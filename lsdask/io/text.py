@@ -160,7 +160,8 @@ def _df_bounds(min_df: int | float, max_df: int | float, n_docs: int) -> tuple[f
         raise ValueError(
             f"max_df={max_df!r} allows words in at most {hi:g} of the {n_docs} documents, "
             f"but min_df={min_df!r} requires at least {lo:g}; no word can pass both. "
-            "Lower min_df or raise max_df."
+            "Lower min_df or raise max_df (for a few documents: min_df=1, max_df=1.0; "
+            "lsdask ingest --min-df 1 --max-df 1.0)."
         )
     return lo, hi
 
@@ -206,6 +207,12 @@ def select_vocabulary(
     df = np.asarray(doc_freq, dtype=np.int64)
     if df.shape != (len(words),):
         raise ValueError(f"doc_freq has shape {df.shape}; expected ({len(words)},), one per word")
+    if len(words) == 0:
+        raise ValueError(
+            f"none of the {n_docs} documents has a word (after tokenizing: words of letters, "
+            "stopwords removed), so there is no vocabulary to build; check that the input "
+            "holds text, and its encoding"
+        )
     lo, hi = _df_bounds(min_df, max_df, n_docs)
     too_rare = df < lo
     too_common = ~too_rare & (df > hi)

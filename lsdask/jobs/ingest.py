@@ -143,11 +143,16 @@ def format_ingest_summary(summary: Mapping[str, Any]) -> str:
         f"documents: {summary['n_docs']:,} ({summary['n_empty_docs']:,} empty)",
         f"tokens: {summary['n_tokens']:,}",
         f"vocabulary: {summary['vocab_size']:,} words",
-        f"batches: {summary['n_batches']:,} row groups",
+        f"batches: {summary['n_batches']:,} row group{'' if summary['n_batches'] == 1 else 's'}",
     ]
     if summary.get("oov_tokens"):
+        why = (
+            "outside the imposed vocabulary"
+            if summary.get("vocab_imposed")
+            else "pruned from the vocabulary (min_df, max_df, max_vocab)"
+        )
         lines.append(
             f"dropped: {summary['oov_tokens']:,} tokens of {summary['oov_types']:,} word types "
-            "outside the vocabulary"
+            + why
         )
     return "\n".join(lines)
