@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from lsdask import config
+from lsdask.io.corpus_write import DEFAULT_DOCS_PER_ROW_GROUP
 from lsdask.jobs.cluster import DEFAULT_WORKERS, describe_client
 from lsdask.jobs.patch_gmm import PATCH_ALPHA
 from lsdask.learn.state import FitInterrupted
@@ -186,7 +187,10 @@ def _add_fit_gmm(sub: Any) -> None:
         "--covariance", choices=("zero-mean", "full", "diag"), default="zero-mean",
         help="covariance type (default zero-mean)",
     )  # fmt: skip
-    fit.add_argument("--alpha", type=float, default=PATCH_ALPHA, help="weight concentration")
+    fit.add_argument(
+        "--alpha", type=float, default=PATCH_ALPHA,
+        help=f"weight concentration (default {PATCH_ALPHA})",
+    )  # fmt: skip
     fit.add_argument("--batch-size", type=_positive_int, help="rows per batch (default chunks)")
     fit.add_argument("--heldout", type=Path, metavar="ZARR_PATH", help="heldout Zarr array")
     fit.add_argument("--out", type=Path, help="folder for elbo.png and clusters.png")
@@ -218,13 +222,16 @@ def _add_ingest(sub: Any) -> None:
         for dest, what in _INGEST_INPUTS[name]:
             p.add_argument(dest, type=Path, metavar=dest.upper(), help=what)
         p.add_argument("--out", type=Path, required=True, help="corpus directory to write")
+        raw = name in ("text", "jsonl", "table")  # counted files (ldac, uci) keep every word
         p.add_argument(
             "--min-df", type=_count_or_fraction,
-            help="drop words in fewer documents (a count, or a fraction of the documents)",
+            help="drop words in fewer documents: an integer count, or a fraction such as 0.01 "
+            f"(default {'5' if raw else 'none'})",
         )  # fmt: skip
         p.add_argument(
             "--max-df", type=_count_or_fraction,
-            help="drop words in more documents (a count, or a fraction of the documents)",
+            help="drop words in more documents: an integer count (1 means one document), or "
+            f"a fraction such as 0.5 (1.0: all) (default {'0.5' if raw else 'none'})",
         )  # fmt: skip
         p.add_argument("--max-vocab", type=_positive_int, help="keep at most N words")
         p.add_argument(
@@ -232,8 +239,9 @@ def _add_ingest(sub: Any) -> None:
             help="impose the vocabulary of an existing corpus or a vocab.txt (one word a line)",
         )  # fmt: skip
         p.add_argument(
-            "--docs-per-row-group", type=_positive_int, help="documents per row group (batch)"
-        )
+            "--docs-per-row-group", type=_positive_int,
+            help=f"documents per row group, one batch (default {DEFAULT_DOCS_PER_ROW_GROUP})",
+        )  # fmt: skip
         p.add_argument("--overwrite", action="store_true", help="replace an existing corpus")
         _add_verbose(p, argparse.SUPPRESS)
         return p
@@ -276,8 +284,13 @@ def _add_fit(sub: Any) -> None:
     sparsity.add_argument("--dense", action="store_true", help="dense local step (no L)")
     fit.add_argument("--algorithm", choices=("memo", "svi", "vb"), default="memo")
     fit.add_argument("--laps", type=_positive_int, default=10, help="maximum laps (default 10)")
-    fit.add_argument("--alpha", type=_positive_float, default=0.5, help="document-topic total")
-    fit.add_argument("--eta", type=_positive_float, default=0.1, help="topic-word pseudo-count")
+    fit.add_argument(
+        "--alpha", type=_positive_float, default=0.5,
+        help="document-topic concentration in total, alpha/K per topic (default 0.5)",
+    )  # fmt: skip
+    fit.add_argument(
+        "--eta", type=_positive_float, default=0.1, help="topic-word pseudo-count (default 0.1)"
+    )
     fit.add_argument(
         "--no-restarts", action="store_true", help="no restart proposals in the local step"
     )
@@ -317,7 +330,9 @@ def _add_topics(sub: Any) -> None:
         description="Print each topic's top words; with --corpus, UMass coherence too.",
     )
     topics.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="saved model")
-    topics.add_argument("--top", type=_positive_int, default=10, help="words per topic")
+    topics.add_argument(
+        "--top", type=_positive_int, default=10, help="words per topic (default 10)"
+    )
     topics.add_argument("--corpus", type=Path, metavar="CORPUS", help="corpus for coherence")
     _add_verbose(topics, argparse.SUPPRESS)
 
