@@ -297,6 +297,11 @@ def _add_fit(sub: Any) -> None:
     fit.add_argument("--heldout", type=Path, metavar="CORPUS", help="heldout corpus to score")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     fit.add_argument(
+        "--batches-per-update", type=_positive_int, metavar="N",
+        help="batches visited between global steps (default: the number of workers, 1 with "
+        "--sync); the same --seed gives the same model only with the same N",
+    )  # fmt: skip
+    fit.add_argument(
         "--init", default="auto", metavar="{auto,kmeans++,random,gibbs,MODEL_DIR,FILE.npy}",
         help="how the topics start: collapsed Gibbs sampling on a sample of up to 10,000 "
         "documents (gibbs: slower to start, better topics), k-means++ seed documents, random "
@@ -494,6 +499,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         resume=args.resume is not None,
         init=args.init,
         gibbs_sweeps=args.gibbs_sweeps,
+        batches_per_update=args.batches_per_update,
     )
     print(format_fit_report(result, title=f"lsdask fit {args.corpus}"))
     return 0

@@ -324,7 +324,7 @@ def test_fit_command(bars_corpora: dict[str, Path], tmp_path: Path, capsys) -> N
     code = main(
         ["fit", str(bars_corpora["train"]), "--topics", "10", "--sparsity", "4", "--laps", "2",
          "--alpha", "1", "--eta", "0.2", "--heldout", str(bars_corpora["heldout"]),
-         "--out", str(out), "--sync", "--seed", "3"]
+         "--out", str(out), "--sync", "--seed", "3", "--batches-per-update", "2"]
     )  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -345,7 +345,7 @@ def test_fit_command(bars_corpora: dict[str, Path], tmp_path: Path, capsys) -> N
         assert_png(out / picture)
     model = load_lda(out)
     assert model.sparsity == 4 and model.alpha == 1.0 and model.eta == 0.2
-    assert model.random_state == 3 and model.n_laps_ == 2
+    assert model.random_state == 3 and model.n_laps_ == 2 and model.batches_per_update == 2
     assert model.vocabulary_ == PIXELS
 
 

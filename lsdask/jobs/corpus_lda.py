@@ -153,6 +153,7 @@ def fit_corpus_lda(
     resume: bool = False,
     init: Any = "auto",
     gibbs_sweeps: int = config.GIBBS_SWEEPS,
+    batches_per_update: int | None = None,
 ) -> dict[str, Any]:
     """Fit LDA on a Parquet corpus, score heldout documents, save the model.
 
@@ -182,6 +183,11 @@ def fit_corpus_lda(
         Where batch tasks run (:func:`lsdask.jobs.cluster.dask_client`);
         None starts a LocalCluster of ``n_workers`` processes.
     n_workers : int or None, default None
+    batches_per_update : int or None, default None
+        Batches visited against the same globals before each global step;
+        default the number of parallel workers (1 with ``client="sync"``).
+        The fit depends on it: the same seed gives the same model under any
+        client only with the same value.
     overwrite : bool, default False
         Replace an existing model directory at ``out_dir``.
     n_top_words, n_show_topics : int, default 8, 10
@@ -250,6 +256,7 @@ def fit_corpus_lda(
         resume=resume,
         init=_initial_topics(init, train, n_components),
         gibbs_sweeps=gibbs_sweeps,
+        batches_per_update=batches_per_update,
     )
     model._check_params()  # fail before starting a cluster ...
     model._init_counts(train.vocab_size)  # ... also for init counts of the wrong shape
