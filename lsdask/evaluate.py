@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -21,11 +23,13 @@ from lsdask.kernels.lda import lda_batch_step
 
 
 def split_documents(
-    X: sp.csr_matrix, fraction: float = 0.8, random_state: int = 0
+    X: sp.csr_matrix, fraction: float = 0.8, random_state: int | np.random.Generator = 0
 ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """Split each row's word types at random into A (``fraction``) and B (the rest).
 
     Documents with a single word type keep it in A (nothing to predict).
+    ``random_state`` may be a Generator, drawn from row by row: splitting
+    consecutive batches with one Generator splits them as their stack.
     """
     X = sp.csr_matrix(X)
     rng = np.random.default_rng(random_state)
@@ -65,18 +69,30 @@ def fit_document_topics(
     return theta / theta.sum(axis=1, keepdims=True)
 
 
-def document_completion(
+def document_completion_sums(
     A: sp.csr_matrix, B: sp.csr_matrix, topics: np.ndarray, alpha: float, **kwargs
-) -> float:
-    """Heldout log-likelihood per token of B given ``E[pi_d]`` fit on A (App. E)."""
+) -> tuple[float, float]:
+    """``(sum of log p(B tokens), number of B tokens)`` given ``E[pi_d]`` fit on A:
+    the parts of :func:`document_completion`, to add up over batches."""
     pi = fit_document_topics(A, topics, alpha, **kwargs)
     B = sp.csr_matrix(B)
     rows = np.repeat(np.arange(B.shape[0]), np.diff(B.indptr))
     prob = np.einsum("nk,kn->n", pi[rows], topics[:, B.indices])
-    total = B.data.sum()
-    if total == 0:
+    return float((B.data * np.log(prob)).sum()), float(B.data.sum())
+
+
+def completion_score(loglik: float, tokens: float) -> float:
+    """Nats per heldout token, or an error when the heldout halves hold none."""
+    if tokens == 0:
         raise ValueError("the heldout halves hold no tokens; use longer documents")
-    return float((B.data * np.log(prob)).sum() / total)
+    return loglik / tokens
+
+
+def document_completion(
+    A: sp.csr_matrix, B: sp.csr_matrix, topics: np.ndarray, alpha: float, **kwargs
+) -> float:
+    """Heldout log-likelihood per token of B given ``E[pi_d]`` fit on A (App. E)."""
+    return completion_score(*document_completion_sums(A, B, topics, alpha, **kwargs))
 
 
 def top_word_ids(topics: np.ndarray, n: int) -> np.ndarray:
@@ -87,13 +103,22 @@ def top_word_ids(topics: np.ndarray, n: int) -> np.ndarray:
 
 
 def umass_coherence(
-    topics: np.ndarray, X: sp.csr_matrix, top_n: int = 10, eps: float = 1.0
+    topics: np.ndarray,
+    X: sp.csr_matrix | Iterable[sp.csr_matrix],
+    top_n: int = 10,
+    eps: float = 1.0,
 ) -> np.ndarray:
-    """UMass coherence of each topic's top ``top_n`` words over documents X (Eq. 13)."""
+    """UMass coherence of each topic's top ``top_n`` words over documents X (Eq. 13).
+
+    ``X`` is a document-word matrix or an iterable of them (batches of one
+    corpus, read one at a time).
+    """
     top = top_word_ids(topics, top_n)
     words = np.unique(top)
-    present = (sp.csr_matrix(X)[:, words] > 0).astype(np.float64)
-    co = np.asarray((present.T @ present).todense())
+    co = np.zeros((words.size, words.size))
+    for batch in [X] if sp.issparse(X) or isinstance(X, np.ndarray) else X:
+        present = (sp.csr_matrix(batch)[:, words] > 0).astype(np.float64)
+        co += np.asarray((present.T @ present).todense())
     pos = {w: i for i, w in enumerate(words)}
     scores = np.zeros(topics.shape[0])
     for k, row in enumerate(top):

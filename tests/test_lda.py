@@ -9,6 +9,7 @@ from scipy.optimize import linear_sum_assignment
 
 import lsdask
 from lsdask.engine import SerialExecutor
+from lsdask.evaluate import document_completion, split_documents
 from lsdask.io.corpus import Corpus
 from lsdask.io.sources import as_batch_source
 from lsdask.learn import MemoizedVI
@@ -261,3 +262,23 @@ def test_partial_fit_from_given_topics(corpus_data):
     by_hand = model.global_step(model.local_step(X[:300], glob, 4))
     np.testing.assert_allclose(est.components_, by_hand.lam, rtol=1e-12)
     assert est.stats_["n_docs"][0] == 300
+
+
+def test_a_corpus_is_scored_transformed_and_checked_batch_by_batch_as_a_whole(
+    corpus_data, tmp_path
+):
+    """transform, score and coherence read a corpus one row group at a time
+    and give what they give on all its documents at once."""
+    X, _ = corpus_data
+    model = lsdask.LDA(6, sparsity=4, n_laps=3, client="sync", random_state=0, batch_size=150)
+    model.fit(X[:300])
+    docs = X[300:]
+    corpus = Corpus.write(tmp_path / "c", docs, [f"w{i}" for i in range(X.shape[1])],
+                          docs_per_row_group=70)  # fmt: skip
+    assert len(corpus.batches) > 2
+    whole = sp.csr_matrix(docs)
+    assert (model.transform(corpus) != model.transform(whole)).nnz == 0
+    np.testing.assert_array_equal(model.coherence(corpus, 5), model.coherence(whole, 5))
+    A, B = split_documents(whole, 0.8, 4)
+    expected = document_completion(A, B, model.topic_word_, model.alpha)
+    assert model.score(corpus, random_state=4) == pytest.approx(expected, rel=1e-12)

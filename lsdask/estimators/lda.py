@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,13 @@ from lsdask import config
 from lsdask.engine import make_executor
 from lsdask.estimators.learning import VariationalEstimator
 from lsdask.estimators.resume import open_resume
-from lsdask.evaluate import document_completion, split_documents, top_word_ids, umass_coherence
+from lsdask.evaluate import (
+    completion_score,
+    document_completion_sums,
+    split_documents,
+    top_word_ids,
+    umass_coherence,
+)
 from lsdask.io.sources import BatchSource, as_batch_source
 from lsdask.learn import INIT_METHODS, initial_stats
 from lsdask.learn.tasks import LocalStepTask
@@ -349,14 +356,16 @@ class LDA(VariationalEstimator):
         self.vocabulary_ = vocab
 
     # -- inference ----------------------------------------------------------------
-    def _rows(self, X: Any) -> sp.csr_matrix:
+    def _row_batches(self, X: Any) -> Iterator[sp.csr_matrix]:
+        """X's documents batch by batch (one batch in memory at a time)."""
         source, _ = self._source(X)
         if source.n_features != self.model_.vocab_size:
             raise ValueError(
                 f"X has {source.n_features} words in its vocabulary, but this model was "
                 f"fitted with {self.model_.vocab_size}"
             )
-        return sp.vstack([as_csr_batch(b.load()) for b in source.batches], format="csr")
+        for batch in source.batches:
+            yield as_csr_batch(batch.load())
 
     def transform(self, X: Any) -> sp.csr_matrix:
         """Document-topic weights ``E[pi_d]`` over the topics each document uses.
@@ -367,10 +376,13 @@ class LDA(VariationalEstimator):
         Topics a document does not use are left out rather than filled in at
         the prior's weight, so a document of fewer than L topics has fewer
         entries, and one without words (or only words outside the vocabulary)
-        an empty row.
+        an empty row. A corpus is read batch by batch.
         """
         self._check_fitted()
-        X = self._rows(X)
+        parts = [self._transform_batch(rows) for rows in self._row_batches(X)]
+        return sp.vstack(parts, format="csr")
+
+    def _transform_batch(self, X: sp.csr_matrix) -> sp.csr_matrix:
         _, doc_topic, _ = self.model_.doc_topic_step(X, self.posterior_, self.sparsity)
         theta = doc_topic + self.model_.alpha / self.n_components
         L = self.n_components if self.sparsity is None else min(self.sparsity, self.n_components)
@@ -386,10 +398,16 @@ class LDA(VariationalEstimator):
         return out
 
     def score(self, X: Any, y: Any = None, *, random_state: int = 0) -> float:
-        """Heldout document completion (lsparse App. E), nats per token."""
+        """Heldout document completion (lsparse App. E), nats per token; a
+        corpus is read batch by batch."""
         self._check_fitted()
-        A, B = split_documents(self._rows(X), 0.8, random_state)
-        return document_completion(A, B, self.topic_word_, self.model_.alpha)
+        rng = np.random.default_rng(random_state)
+        loglik = tokens = 0.0
+        for rows in self._row_batches(X):
+            A, B = split_documents(rows, 0.8, rng)
+            part, n = document_completion_sums(A, B, self.topic_word_, self.model_.alpha)
+            loglik, tokens = loglik + part, tokens + n
+        return completion_score(loglik, tokens)
 
     def top_words(self, n: int = 10) -> list[list[str]]:
         """Each topic's n most probable words (word ids as strings without a vocabulary)."""
@@ -401,4 +419,4 @@ class LDA(VariationalEstimator):
     def coherence(self, X: Any, n: int = 10) -> np.ndarray:
         """UMass coherence of each topic's top n words over documents X (Eq. 13)."""
         self._check_fitted()
-        return umass_coherence(self.topic_word_, self._rows(X), n)
+        return umass_coherence(self.topic_word_, self._row_batches(X), n)

@@ -423,7 +423,7 @@ def topic_report(model: Any, *, n_top: int = 10, corpus: Any = None) -> dict[str
         Words per topic.
     corpus : str, os.PathLike, Corpus or None, default None
         Reference documents for UMass coherence (Mimno et al. 2011), read
-        whole with :func:`lsdask.io.corpus.read_all`; None skips it.
+        batch by batch; None skips it.
 
     Returns
     -------
@@ -438,8 +438,6 @@ def topic_report(model: Any, *, n_top: int = 10, corpus: Any = None) -> dict[str
         For a missing or corrupt model, a missing corpus or one over
         another vocabulary.
     """
-    from lsdask.io.corpus import read_all
-
     if isinstance(n_top, bool) or not isinstance(n_top, int) or n_top < 1:
         raise ValueError(f"n_top must be a positive integer; got {n_top!r}")
     lda = _loaded(model)
@@ -455,8 +453,7 @@ def topic_report(model: Any, *, n_top: int = 10, corpus: Any = None) -> dict[str
         docs = _open_corpus(corpus, "corpus")
         if lda.vocabulary_ is not None:
             _check_same_vocab(lda.vocabulary_, docs, "corpus", "the model")
-        X = read_all(docs)
-        coherence = lda.coherence(X, n_top)
+        coherence = lda.coherence(docs, n_top)
         result.update(
             coherence=coherence, mean_coherence=float(np.mean(coherence)), corpus=docs.path
         )
