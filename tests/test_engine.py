@@ -188,7 +188,7 @@ def test_a_script_without_a_main_guard_is_told_how_to_fix_it(tmp_path):
         "import numpy as np\n"
         "import lsdask\n"
         "X = np.random.default_rng(0).normal(size=(200, 3))\n"
-        "lsdask.GaussianMixture(2, n_laps=1, n_workers=1).fit(X)\n"
+        "lsdask.GaussianMixture(2, n_laps=1, n_workers=1, batch_size=100).fit(X)\n"
     )
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path

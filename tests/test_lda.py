@@ -282,3 +282,22 @@ def test_a_corpus_is_scored_transformed_and_checked_batch_by_batch_as_a_whole(
     A, B = split_documents(whole, 0.8, 4)
     expected = document_completion(A, B, model.topic_word_, model.alpha)
     assert model.score(corpus, random_state=4) == pytest.approx(expected, rel=1e-12)
+
+
+def test_one_batch_runs_in_process_with_the_default_client(corpus_data, monkeypatch):
+    """Starting a cluster for a single batch costs seconds and saves nothing
+    (partial_fit on a mini-batch paid it on every call)."""
+    import lsdask.engine.dask_executor as dask_executor
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a cluster was started for one batch")
+
+    monkeypatch.setattr(dask_executor.DaskExecutor, "__init__", no_cluster)
+    X, _ = corpus_data
+    model = lsdask.LDA(4, sparsity=2, n_laps=2, random_state=0, gibbs_sweeps=20)
+    model.fit(X[:200]).partial_fit(X[200:300])
+    expected = lsdask.LDA(4, sparsity=2, n_laps=2, random_state=0, gibbs_sweeps=20, client="sync")
+    expected.fit(X[:200]).partial_fit(X[200:300])
+    np.testing.assert_array_equal(model.components_, expected.components_)
+    with pytest.raises(AssertionError, match="a cluster was started"):
+        lsdask.LDA(4, n_laps=1, batch_size=100, gibbs_sweeps=20).fit(X[:200])

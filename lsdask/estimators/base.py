@@ -59,7 +59,9 @@ class MixtureEstimatorBase(VariationalEstimator):
     random_state : int, numpy Generator or None
     client : None, "sync", a distributed.Client, or a scheduler address
         Where batch tasks run. None starts a LocalCluster of worker
-        processes for the fit; "sync" runs in this process.
+        processes for the fit (but data of a single batch, where a cluster
+        could not save what it costs to start, runs in this process);
+        "sync" runs in this process.
     n_workers : int or None
         Worker processes of a LocalCluster started by fit.
     verbose : int

@@ -11,7 +11,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from lsdask import config
-from lsdask.engine import make_executor
 from lsdask.estimators.learning import VariationalEstimator
 from lsdask.estimators.resume import open_resume
 from lsdask.evaluate import (
@@ -309,6 +308,10 @@ class LDA(VariationalEstimator):
         statistics are added to those accumulated so far (by ``fit`` or earlier
         ``partial_fit`` calls) and the topics are updated once. Documents are
         counted once per call: do not pass the same documents twice.
+        ``elbo_trace_`` gains the ELBO of all documents taken in so far, which
+        falls as documents are added (compare it per token). With the default
+        client a call on one batch (an array of at most ``batch_size`` rows,
+        or a corpus of one row group) runs in this process.
         """
         self._check_params()
         source, vocab = self._source(X)
@@ -329,7 +332,7 @@ class LDA(VariationalEstimator):
                     f"fitted with {model.vocab_size}"
                 )
             vocab = vocab or self.vocabulary_
-        executor = make_executor(self.client, self.n_workers)
+        executor = self._executor(source)
         try:
             handles = executor.register(source.batches)
             fresh = executor.map(

@@ -102,7 +102,7 @@ class VariationalEstimator(BaseEstimator):
             type(self).__name__, self.n_components, self.sparsity, self.algorithm,
             source.description, source.n_rows, source.n_batches,
         )  # fmt: skip
-        executor = make_executor(self.client, self.n_workers)
+        executor = self._executor(source)
         best = None
         try:
             for attempt in range(self.n_init):
@@ -127,6 +127,14 @@ class VariationalEstimator(BaseEstimator):
         self.converged_ = best.converged
         self.n_features_in_ = source.n_features
         return best
+
+    def _executor(self, source) -> Any:
+        """Where the batch tasks of ``source`` run: ``client``'s executor; with
+        the default client, in this process when the data is one batch (a new
+        cluster's start costs seconds a single task cannot win back)."""
+        if self.client is None and source.n_batches == 1:
+            return make_executor("sync")
+        return make_executor(self.client, self.n_workers)
 
     def _run_once(
         self, model, source, init_stats, rng, executor, resumed, callback=None

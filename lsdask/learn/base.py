@@ -155,7 +155,8 @@ def log_lap(
         return
     seconds = max(seconds, 1e-9)
     rows = model.row_count(stats) * fraction / seconds
-    parts = [f"lap {lap}: ELBO {elbo:.6e} (relative change {change:.3g}), {seconds:.1f} s"]
+    since = "first lap" if np.isnan(change) else f"relative change {change:.3g}"
+    parts = [f"lap {lap}: ELBO {elbo:.6e} ({since}), {seconds:.1f} s"]
     parts.append(f"{rows:,.0f} rows/s")
     if hasattr(model, "token_count"):
         parts.append(f"{model.token_count(stats) * fraction / seconds:,.0f} tokens/s")
