@@ -261,8 +261,16 @@ def _add_ingest(sub: Any) -> None:
         "--fields", type=_field_list, default=["title", "abstract", "text"],
         help="comma-separated text fields (default title,abstract,text)",
     )  # fmt: skip
+    jsonl.add_argument(
+        "--id", metavar="FIELD",
+        help="field of distinct integer ids to keep as doc_id (default: 0, 1, 2, ...)",
+    )  # fmt: skip
     table = add("table", "one document per row of a CSV or Parquet table")
     table.add_argument("--column", default="text", help="text column (default text)")
+    table.add_argument(
+        "--id", metavar="COLUMN",
+        help="column of distinct integer ids to keep as doc_id (default: the row number)",
+    )  # fmt: skip
     add("ldac", "LDA-C bag-of-words file (Blei's lda-c) and its vocabulary")
     add("uci", "UCI bag-of-words docword file and its vocabulary")
 
@@ -466,9 +474,9 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     if args.kind == "text":
         options.update(subset=args.subset, encoding=args.encoding, strip_headers=args.strip_headers)
     elif args.kind == "jsonl":
-        options["text_fields"] = args.fields
+        options.update(text_fields=args.fields, id_field=args.id)
     elif args.kind == "table":
-        options["text_column"] = args.column
+        options.update(text_column=args.column, id_column=args.id)
     summary = run_ingest(args.kind, inputs, args.out, options=options, vocab=args.vocab)
     print(format_ingest_summary(summary))
     return 0

@@ -709,3 +709,17 @@ def test_fit_init_gibbs(bars_corpora: dict[str, Path], tmp_path: Path, capsys) -
     with pytest.raises(SystemExit):
         main([*args, "--gibbs-sweeps", "0", "--out", str(tmp_path / "m"), "--sync"])
     assert "--gibbs-sweeps" in capsys.readouterr().err
+
+
+def test_ingest_keeps_the_records_own_ids(tmp_path: Path, capsys) -> None:
+    jsonl = tmp_path / "docs.jsonl"
+    jsonl.write_text(
+        "".join(f'{{"n": {100 + 7 * i}, "body": "{t}"}}\n' for i, t in enumerate(TEXTS))
+    )
+    out = tmp_path / "c"
+    argv = ["ingest", "jsonl", str(jsonl), "--out", str(out), "--fields", "body", "--id", "n",
+            "--min-df", "1", "--max-df", "1.0"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    _, ids = read_all(out, return_doc_ids=True)
+    assert ids.tolist() == [100 + 7 * i for i in range(len(TEXTS))]
+    assert Corpus.open(out).ingest_info["id_field"] == "n"

@@ -582,3 +582,73 @@ def test_documents_without_words_are_named_as_the_problem(tmp_path):
         with pytest.raises(ValueError, match=r"none of the 2 documents has a word"):
             ingest_text_folder(folder, tmp_path / "c", **options)
     assert not (tmp_path / "c").exists()
+
+
+# --------------------------------------------------------------------------- document ids
+
+ID_TEXTS = {907: "apples and bananas", -3: "cherries and dates", 12: "", 2**40: "figs"}
+
+
+def _doc_ids(path: Path) -> list[int]:
+    _, ids = read_all(path, return_doc_ids=True)
+    return ids.tolist()
+
+
+def test_own_integer_ids_become_doc_id_in_every_table_format(tmp_path):
+    jsonl = tmp_path / "d.jsonl"
+    jsonl.write_text(
+        "".join(json.dumps({"key": str(k), "text": t}) + "\n" for k, t in ID_TEXTS.items())
+    )
+    ingest_jsonl(jsonl, tmp_path / "j", ["text"], id_field="key", docs_per_row_group=2, **ALL)
+    with open(tmp_path / "d.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["id", "body"], *([k, t] for k, t in ID_TEXTS.items())])
+    ingest_table(tmp_path / "d.csv", tmp_path / "c", "body", id_column="id", **ALL)
+    table = pa.table({"body": list(ID_TEXTS.values()), "id": list(ID_TEXTS)})
+    pq.write_table(table, tmp_path / "d.parquet")
+    ingest_table(tmp_path / "d.parquet", tmp_path / "p", "body", id_column="id", **ALL)
+    for name in ("j", "c", "p"):
+        corpus = Corpus.open(tmp_path / name)
+        assert _doc_ids(tmp_path / name) == list(ID_TEXTS)
+        assert _bags(corpus) == _expected(ID_TEXTS.values())
+        assert "doc_names" not in corpus.ingest_info
+    # without the option: numbered in order
+    ingest_table(tmp_path / "d.csv", tmp_path / "n", "body", **ALL)
+    assert _doc_ids(tmp_path / "n") == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("rows", "match"),
+    [
+        (
+            [[1, "apple pie"], ["x7", "cherry tart"]],
+            r"d\.csv, line 3: id 'id' is 'x7'; document ids must be integers",
+        ),
+        (
+            [[1, "apple pie"], [1, "cherry tart"]],
+            r"document id 1 appears 2 times; the ids must be distinct",
+        ),
+        (
+            [[1, "apple pie"], [2**63, "cherry tart"]],
+            r"line 3: id 'id' is 9223372036854775808, outside the int64",
+        ),
+    ],
+)
+def test_bad_document_ids_are_refused_naming_the_line(tmp_path, rows, match):
+    with open(tmp_path / "d.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["id", "body"], *rows])
+    with pytest.raises(DataError, match=match):
+        ingest_table(tmp_path / "d.csv", tmp_path / "c", "body", id_column="id", **ALL)
+    assert not (tmp_path / "c").exists()
+
+
+def test_missing_id_field_or_column_is_named(tmp_path):
+    (tmp_path / "d.jsonl").write_text('{"id": 1, "text": "a b"}\n{"text": "c d"}\n')
+    with pytest.raises(DataError, match=r"d\.jsonl, line 2: no id field 'id'"):
+        ingest_jsonl(tmp_path / "d.jsonl", tmp_path / "j", ["text"], id_field="id", **ALL)
+    (tmp_path / "d.csv").write_text("key,body\n1,a b\n")
+    with pytest.raises(DataError, match=r"no column 'id'; the columns are \['key', 'body'\]"):
+        ingest_table(tmp_path / "d.csv", tmp_path / "c", "body", id_column="id", **ALL)
+    pq.write_table(pa.table({"body": ["a b"], "id": [1.5]}), tmp_path / "d.parquet")
+    with pytest.raises(DataError, match=r"d\.parquet, row 0: id 'id' is 1\.5"):
+        ingest_table(tmp_path / "d.parquet", tmp_path / "p", "body", id_column="id", **ALL)
+    assert _files(tmp_path) == ["d.csv", "d.jsonl", "d.parquet"]

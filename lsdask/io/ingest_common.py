@@ -16,6 +16,7 @@ import gzip
 import logging
 import os
 import sys
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +37,9 @@ MAX_NAMES_IN_MANIFEST = 100_000
 
 PathLike = str | os.PathLike[str]
 VocabArg = Sequence[str] | Corpus | PathLike | None
-_Doc = tuple[str | None, str]
+#: ``(name, text)``; the name is the document's own integer id where the
+#: source has one (``_TextSource.ids``)
+_Doc = tuple[str | int | None, str]
 _Bag = tuple[np.ndarray, np.ndarray]
 
 
@@ -167,6 +170,33 @@ class _TextSource:
     info: dict[str, Any]
     where: str
     hint: Callable[[], str] = lambda: ""
+    ids: bool = False  # the names are the documents' own integer ids: doc_id
+
+
+def document_id(value: Any, where: str, name: str) -> int:
+    """A document's own id as the corpus's int64 ``doc_id``, or a DataError
+    naming ``where`` (file and line) and the id field ``name``."""
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise DataError(
+            f"{where}: id {name!r} is {value!r}; document ids must be integers (the "
+            "corpus's doc_id column is int64). Leave the id option out to number the "
+            "documents 0, 1, 2, ..."
+        )
+    if not -(2**63) <= int(value) < 2**63:
+        raise DataError(f"{where}: id {name!r} is {value}, outside the int64 range")
+    return int(value)
+
+
+def _check_distinct(ids: array, where: str) -> None:
+    values, counts = np.unique(np.frombuffer(ids, dtype=np.int64), return_counts=True)
+    if values.size < len(ids):
+        first = int(np.argmax(counts > 1))
+        raise DataError(
+            f"{where}: document id {int(values[first])} appears {int(counts[first])} times; "
+            "the ids must be distinct"
+        )
 
 
 def _ingest_texts(
@@ -208,15 +238,23 @@ def _ingest_texts(
         vocab_from = f"imposed vocabulary ({vocab_from})"
     word_to_id = {w: i for i, w in enumerate(words)}
     counts = _Counts()
+    own_ids = array("q")  # the documents' own ids (source.ids), checked distinct at the end
 
     def documents() -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         desc = "pass 2/2: writing" if vocab is None else "writing"
         for i, (name, text) in enumerate(_progress(source.docs(), progress, desc, total)):
             ids, cnt, n_oov = encode(tokenizer.tokens(text), word_to_id, oov_types=counts.oov_words)
-            counts.add(cnt, n_oov, name)
-            yield i, ids, cnt
+            if source.ids:
+                own_ids.append(name)
+                counts.add(cnt, n_oov, None)
+                yield name, ids, cnt
+            else:
+                counts.add(cnt, n_oov, name)
+                yield i, ids, cnt
         if counts.n_docs == 0:
             raise DataError(f"{source.where}: no documents found{source.hint()}")
+        if source.ids:
+            _check_distinct(own_ids, source.where)
 
     extra = {"tokenizer": tokenizer.settings()}
     corpus = Corpus.write(

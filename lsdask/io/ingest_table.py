@@ -23,12 +23,21 @@ from lsdask.io.ingest_common import (
     _ingest_texts,
     _open_text,
     _TextSource,
+    document_id,
 )
 from lsdask.io.sources import DataError
 from lsdask.io.text import Tokenizer
 
 
-def _csv_docs(path: Path, column: str, delimiter: str, encoding: str) -> Iterator[_Doc]:
+def _missing_column(path: Path, column: str, names: list[str], option: str) -> DataError:
+    return DataError(
+        f"{path}: no column {column!r}; the columns are {names}. Pass {option} one of them."
+    )
+
+
+def _csv_docs(
+    path: Path, column: str, delimiter: str, encoding: str, id_column: str | None
+) -> Iterator[_Doc]:
     old_limit = csv.field_size_limit()
     csv.field_size_limit(max(old_limit, 2**31 - 1))  # long texts exceed the 128 KiB default
     try:
@@ -39,46 +48,61 @@ def _csv_docs(path: Path, column: str, delimiter: str, encoding: str) -> Iterato
                 if header is None:
                     raise DataError(f"{path}: the file is empty; expected a header row")
                 if column not in header:
-                    raise DataError(
-                        f"{path}: no column {column!r}; the columns are {header}. Pass "
-                        "text_column= (lsdask: --column) one of them."
-                    )
+                    raise _missing_column(path, column, header, _TEXT_OPTION)
+                if id_column is not None and id_column not in header:
+                    raise _missing_column(path, id_column, header, _ID_OPTION)
                 j = header.index(column)
+                i = None if id_column is None else header.index(id_column)
                 for row in reader:
                     if not row:
                         continue
-                    if len(row) <= j:
+                    where = f"{path}, line {reader.line_num}"
+                    if len(row) <= max(j, i or 0):
                         raise DataError(
-                            f"{path}, line {reader.line_num}: the row has {len(row)} fields; "
-                            f"column {column!r} is field {j + 1} of the header's {len(header)}"
+                            f"{where}: the row has {len(row)} fields; the header has {len(header)}"
                         )
-                    yield None, row[j]
+                    name = None if i is None else document_id(row[i], where, id_column)
+                    yield name, row[j]
             except csv.Error as exc:
                 raise DataError(f"{path}, line {reader.line_num}: malformed CSV ({exc})") from exc
     finally:
         csv.field_size_limit(old_limit)
 
 
-def _parquet_docs(path: Path, column: str, batch_rows: int) -> Iterator[_Doc]:
+def _parquet_docs(
+    path: Path, column: str, batch_rows: int, id_column: str | None
+) -> Iterator[_Doc]:
     try:
         with pq.ParquetFile(path) as f:
             names = f.schema_arrow.names
             if column not in names:
-                raise DataError(
-                    f"{path}: no column {column!r}; the columns are {names}. Pass "
-                    "text_column= (lsdask: --column) one of them."
-                )
+                raise _missing_column(path, column, names, _TEXT_OPTION)
             kind = f.schema_arrow.field(column).type
             if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
                 raise DataError(f"{path}: column {column!r} has type {kind}; expected strings")
-            for batch in f.iter_batches(batch_size=batch_rows, columns=[column]):
-                for text in batch.column(0).to_pylist():
-                    yield None, text or ""
+            columns = [column]
+            if id_column is not None:
+                if id_column not in names:
+                    raise _missing_column(path, id_column, names, _ID_OPTION)
+                columns.append(id_column)
+            row = 0
+            for batch in f.iter_batches(batch_size=batch_rows, columns=columns):
+                texts = batch.column(0).to_pylist()
+                ids = batch.column(1).to_pylist() if id_column else [None] * len(texts)
+                for text, value in zip(texts, ids, strict=True):
+                    name = None
+                    if id_column is not None:
+                        name = document_id(value, f"{path}, row {row}", id_column)
+                    row += 1
+                    yield name, text or ""
     except (pa.ArrowException, OSError) as exc:
         raise DataError(
             f"{path}: could not read the Parquet file ({type(exc).__name__}: {exc})"
         ) from exc
 
+
+_TEXT_OPTION = "text_column= (lsdask: --column)"
+_ID_OPTION = "id_column= (lsdask: --id)"
 
 _TABLE_FORMATS = {".csv": ("csv", ","), ".tsv": ("csv", "\t"), ".tab": ("csv", "\t")}
 _TABLE_FORMATS.update({".parquet": ("parquet", ""), ".pq": ("parquet", "")})
@@ -105,6 +129,7 @@ def ingest_table(
     out_dir: PathLike,
     text_column: str,
     *,
+    id_column: str | None = None,
     format: str | None = None,
     delimiter: str | None = None,
     encoding: str = "utf-8",
@@ -130,6 +155,10 @@ def ingest_table(
     out_dir : str or os.PathLike
     text_column : str
         The column holding the text; empty or null cells give empty documents.
+    id_column : str, optional
+        A column of distinct integer ids, stored as each document's
+        ``doc_id`` (so the weights ``lsdask transform`` writes join back to
+        the rows); default the row number, 0, 1, 2, ...
     format : {"csv", "parquet"} or None
         Default: from the suffix.
     delimiter : str, optional
@@ -152,15 +181,15 @@ def ingest_table(
     if fmt == "csv":
 
         def docs() -> Iterator[_Doc]:
-            return _csv_docs(p, text_column, sep, encoding)
+            return _csv_docs(p, text_column, sep, encoding, id_column)
     else:
 
         def docs() -> Iterator[_Doc]:
-            return _parquet_docs(p, text_column, batch_rows)
+            return _parquet_docs(p, text_column, batch_rows, id_column)
 
-    info = {"format": fmt, "source": str(p), "text_column": text_column}
+    info = {"format": fmt, "source": str(p), "text_column": text_column, "id_column": id_column}
     return _ingest_texts(
-        _TextSource(docs, info, f"{fmt} table {p}"),
+        _TextSource(docs, info, f"{fmt} table {p}", ids=id_column is not None),
         out_dir,
         tokenizer=tokenizer,
         vocab=vocab,

@@ -28,6 +28,7 @@ from lsdask.io.ingest_common import (
     _existing_file,
     _ingest_texts,
     _TextSource,
+    document_id,
 )
 from lsdask.io.sources import DataError
 from lsdask.io.text import Tokenizer
@@ -253,7 +254,7 @@ def _record_text(record: Any, fields: Sequence[str], where: str) -> str | None:
     return " ".join(parts) if found else None
 
 
-def _jsonl_docs(path: Path, fields: Sequence[str]) -> Iterator[_Doc]:
+def _jsonl_docs(path: Path, fields: Sequence[str], id_field: str | None) -> Iterator[_Doc]:
     n_records = n_without = 0
     first_keys: list[str] = []
     opener = gzip.open if path.suffix == ".gz" else open
@@ -278,7 +279,16 @@ def _jsonl_docs(path: Path, fields: Sequence[str]) -> Iterator[_Doc]:
             if text is None:
                 n_without += 1
                 first_keys = first_keys or list(record)[:20]
-            yield None, text or ""
+            name = None
+            if id_field is not None:
+                if id_field not in record:
+                    raise DataError(
+                        f"{where}: no id field {id_field!r}; the record has keys "
+                        f"{list(record)[:20]}. Every record needs one, or leave id_field "
+                        "(lsdask: --id) out to number the documents"
+                    )
+                name = document_id(record[id_field], where, id_field)
+            yield name, text or ""
     if n_records and n_without == n_records:
         raise DataError(
             f"{path}: none of the {n_records} records has any of the text fields "
@@ -294,6 +304,7 @@ def ingest_jsonl(
     out_dir: PathLike,
     text_fields: Sequence[str] = ("title", "abstract", "text"),
     *,
+    id_field: str | None = None,
     tokenizer: Tokenizer | None = None,
     vocab: VocabArg = None,
     min_df: int | float = 5,
@@ -307,8 +318,11 @@ def ingest_jsonl(
     """Ingest JSON lines (UTF-8, optionally ``.gz``): one object per line, one document.
 
     The text of a document is its ``text_fields`` that are present (strings,
-    or lists of strings), joined with a space; blank lines are skipped. The
-    other parameters are as in :func:`ingest_text_folder`.
+    or lists of strings), joined with a space; blank lines are skipped. With
+    ``id_field``, every record's integer id in that field becomes its
+    ``doc_id`` (distinct ids required; the weights ``lsdask transform`` writes
+    then join back to the records); without, documents are numbered 0, 1, 2,
+    ... in file order. The other parameters are as in :func:`ingest_text_folder`.
 
     Raises
     ------
@@ -321,9 +335,14 @@ def ingest_jsonl(
     fields = [text_fields] if isinstance(text_fields, str) else list(text_fields)
     if not fields:
         raise ValueError("text_fields is empty; name at least one field holding text")
-    info = {"format": "jsonl", "source": str(p), "text_fields": fields}
+    info = {"format": "jsonl", "source": str(p), "text_fields": fields, "id_field": id_field}
     return _ingest_texts(
-        _TextSource(lambda: _jsonl_docs(p, fields), info, f"JSON lines {p}"),
+        _TextSource(
+            lambda: _jsonl_docs(p, fields, id_field),
+            info,
+            f"JSON lines {p}",
+            ids=id_field is not None,
+        ),
         out_dir,
         tokenizer=tokenizer,
         vocab=vocab,
