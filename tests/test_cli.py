@@ -442,15 +442,18 @@ def test_fit_overwrite(bars_corpora: dict[str, Path], tmp_path: Path) -> None:
 def test_topics_command(saved_model: Path, bars_corpora: dict[str, Path], capsys) -> None:
     assert main(["topics", str(saved_model), "--top", "4"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 10
-    assert lines[0].split()[0] == "0" and len(lines[0].split()) == 5
+    assert len(lines) == 11  # header, 10 topics
+    assert lines[0].split()[:2] == ["topic", "share"]
+    assert lines[1].split()[0] == "0" and len(lines[1].split()) == 6
+    shares = [float(line.split()[1].rstrip("%")) for line in lines[1:]]
+    assert sum(shares) == pytest.approx(100.0, abs=0.1) and min(shares) > 0
     code = main(["topics", str(saved_model), "--top", "5", "--corpus", str(bars_corpora["train"])])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     lines = captured.out.strip().splitlines()
-    assert lines[0].split()[:2] == ["topic", "UMass"]
+    assert lines[0].split()[:3] == ["topic", "share", "UMass"]
     assert len(lines) == 12  # header, 10 topics, mean
-    scores = [float(line.split()[1]) for line in lines[1:11]]
+    scores = [float(line.split()[2]) for line in lines[1:11]]
     assert all(s <= 0 for s in scores)
     assert lines[-1].startswith("mean UMass coherence of 10 topics (top 5 words")
     assert float(lines[-1].rsplit(" ", 1)[1]) == pytest.approx(np.mean(scores), abs=0.01)

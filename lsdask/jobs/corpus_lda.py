@@ -428,7 +428,8 @@ def topic_report(model: Any, *, n_top: int = 10, corpus: Any = None) -> dict[str
     Returns
     -------
     dict
-        ``K``, ``n_top``, ``top_words`` (K lists of words), ``coherence``
+        ``K``, ``n_top``, ``share`` (each topic's share of the training
+        tokens, array of K), ``top_words`` (K lists of words), ``coherence``
         (array of K, or None), ``mean_coherence`` (or None) and ``corpus``
         (path or None).
 
@@ -441,9 +442,11 @@ def topic_report(model: Any, *, n_top: int = 10, corpus: Any = None) -> dict[str
     if isinstance(n_top, bool) or not isinstance(n_top, int) or n_top < 1:
         raise ValueError(f"n_top must be a positive integer; got {n_top!r}")
     lda = _loaded(model)
+    mass = np.maximum(lda.components_ - lda.eta, 0.0).sum(axis=1)  # tokens per topic
     result: dict[str, Any] = {
         "K": int(lda.n_components),
         "n_top": n_top,
+        "share": mass / mass.sum() if mass.sum() > 0 else mass,
         "top_words": lda.top_words(n_top),
         "coherence": None,
         "mean_coherence": None,
@@ -463,14 +466,11 @@ def topic_report(model: Any, *, n_top: int = 10, corpus: Any = None) -> dict[str
 def format_topics(result: dict[str, Any]) -> str:
     """One line per topic of a :func:`topic_report` result (coherence first, if any)."""
     coherence = result["coherence"]
-    lines = []
-    if coherence is not None:
-        lines.append(f"{'topic':>5}  {'UMass':>8}  top {result['n_top']} words")
+    umass = "" if coherence is None else f"  {'UMass':>8}"
+    lines = [f"{'topic':>5}  {'share':>6}{umass}  top {result['n_top']} words"]
     for k, words in enumerate(result["top_words"]):
-        if coherence is None:
-            lines.append(f"{k:>5}  {' '.join(words)}")
-        else:
-            lines.append(f"{k:>5}  {coherence[k]:>8.2f}  {' '.join(words)}")
+        umass = "" if coherence is None else f"  {coherence[k]:>8.2f}"
+        lines.append(f"{k:>5}  {result['share'][k]:>6.1%}{umass}  {' '.join(words)}")
     if coherence is not None:
         lines.append(
             f"mean UMass coherence of {result['K']} topics (top {result['n_top']} words, "
