@@ -11,8 +11,8 @@ Subcommands::
     lsdask transform MODEL_DIR CORPUS --out weights.parquet
 
 ``demo`` needs no download and no data files: it fits an L-sparse and a dense
-Gaussian mixture to 8x8 patches of the two photographs shipped with
-scikit-learn, then LDA to the synthetic "bars" corpus, on one local Dask
+Gaussian mixture to 8x8 patches of the two halves of a photograph shipped
+with matplotlib, then LDA to the synthetic "bars" corpus, on one local Dask
 cluster, and reports heldout scores and pictures.
 
 Each ``_cmd_*`` function turns parsed arguments into one call of a job
@@ -126,9 +126,10 @@ def _add_demo(sub: Any) -> None:
         "demo",
         help="patch GMM on two sample photos and LDA on synthetic bars (no download)",
         description=(
-            "Cut the two photographs shipped with scikit-learn into 8x8 patches (one trains, "
-            "one is held out), fit an L-sparse and a dense zero-mean Gaussian mixture; then fit "
-            "L-sparse LDA to the synthetic bars corpus; all on one local Dask cluster. Reports "
+            "Cut the two halves of a photograph shipped with matplotlib into 8x8 patches (one "
+            "trains, one is held out), fit an L-sparse and a dense zero-mean Gaussian mixture; "
+            "then fit L-sparse LDA to the synthetic bars corpus; all on one local Dask cluster. "
+            "Reports "
             "heldout scores and pictures (elbo.png, clusters.png, topics.png)."
         ),
     )

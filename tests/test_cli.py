@@ -691,7 +691,7 @@ def test_demo_on_local_cluster(tmp_path: Path, capsys) -> None:
     out = captured.out
     assert "local Dask cluster of 2 workers" in out
     assert "heldout log-likelihood per patch, L=4 vs dense" in out
-    assert "16,695 train patches" in out
+    assert "9,387 train patches" in out and "9,387 heldout patches" in out
     assert "heaviest 5 clusters" in out
     assert "[2/2] LDA on the synthetic bars corpus" in out
     assert "1,800 train documents" in out and "model: LDA, K=10, L=4" in out

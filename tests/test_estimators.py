@@ -9,9 +9,9 @@ import zarr
 from scipy import stats
 from scipy.optimize import linear_sum_assignment
 from scipy.special import logsumexp
-from sklearn.base import clone
 
 import lsdask
+from lsdask.estimators.params import clone
 
 
 def _mixture(rng, n=4000, d=3, k=4, zero_mean=False):
@@ -133,7 +133,11 @@ def test_sklearn_conventions(rng):
     assert model.covariances_.shape == (7, 3)
     np.testing.assert_allclose(model.precisions_ * model.covariances_, 1.0)
     assert model.weights_.sum() == pytest.approx(1.0)
-    assert "sparsity=3" in repr(model)
+    assert "sparsity=3" in repr(model) and "n_laps" not in repr(model)  # defaults left out
+    with pytest.raises(ValueError, match=r"invalid parameter 'sparsty' for GaussianMixture"):
+        model.set_params(sparsty=2)
+    unfitted = clone(model)
+    assert not hasattr(unfitted, "weights_") and unfitted.get_params() == model.get_params()
 
 
 def test_same_seed_same_result_and_other_seed_differs(rng):

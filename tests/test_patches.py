@@ -229,8 +229,8 @@ def test_sample_images():
     images = sample_images()
     assert len(images) == 2
     for img in images:
-        assert img.dtype == np.uint8
-        assert img.ndim == 3 and img.shape[2] == 3
+        assert img.dtype == np.uint8 and img.shape == (600, 256, 3)
+    assert not np.array_equal(images[0], images[1])
 
 
 # --------------------------------------------------------------------------- store

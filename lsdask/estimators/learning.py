@@ -2,8 +2,9 @@
 learning loop with ``n_init`` restarts, and the fitted traces.
 
 Subclasses keep scikit-learn's conventions (keyword-only ``__init__`` that only
-stores parameters, checks in ``fit``, fitted attributes ending in ``_``) and
-supply the model, its initialization and the fitted attributes.
+stores parameters, checks in ``fit``, fitted attributes ending in ``_``;
+``get_params``/``set_params`` from :class:`~lsdask.estimators.params.Parameters`)
+and supply the model, its initialization and the fitted attributes.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator
 
 from lsdask.engine import make_executor
+from lsdask.estimators.params import Parameters
 from lsdask.estimators.resume import checkpointing, stop_on_signals
 from lsdask.learn import ALGORITHMS, INIT_METHODS, MemoizedVI, StochasticVI
 from lsdask.learn.base import LearnResult
@@ -27,7 +28,7 @@ logger = logging.getLogger(__name__)
 _package_logger = logging.getLogger("lsdask")
 
 
-class VariationalEstimator(BaseEstimator):
+class VariationalEstimator(Parameters):
     """Base of the estimators; parameters are documented on the subclasses."""
 
     #: the ``init`` method names the estimator takes

@@ -209,20 +209,25 @@ def load_image(path: str | os.PathLike[str]) -> np.ndarray:
 
 
 def sample_images() -> list[np.ndarray]:
-    """Return the two sample photographs that ship inside scikit-learn.
+    """Return the left and right halves of a photograph that ships with matplotlib.
 
-    These (``china.jpg`` and ``flower.jpg``, 427 x 640 RGB) are part of the
-    scikit-learn wheel, so they make a default data set that needs no network.
+    ``grace_hopper.jpg`` (600 x 512 RGB, a public-domain U.S. Navy portrait)
+    is part of matplotlib's sample data, installed with the package, so the
+    halves make a default data set that needs no network and no other files:
+    one half trains, the other is held out.
 
     Returns
     -------
     list of numpy.ndarray
-        Two uint8 arrays of shape ``(427, 640, 3)``.
+        Two uint8 arrays of shape ``(600, 256, 3)``.
     """
-    from sklearn.datasets import load_sample_images
+    from matplotlib import cbook
+    from PIL import Image
 
-    bunch = load_sample_images()
-    return [np.asarray(img) for img in bunch.images]
+    with Image.open(cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)) as img:
+        photo = np.asarray(img.convert("RGB"))
+    half = photo.shape[1] // 2
+    return [photo[:, :half].copy(), photo[:, half : 2 * half].copy()]
 
 
 def find_images(folder: str | os.PathLike[str]) -> list[Path]:

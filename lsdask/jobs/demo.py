@@ -3,7 +3,7 @@
 :func:`run_full_demo` starts (or connects to) one cluster with
 :func:`lsdask.jobs.cluster.dask_client` and runs both jobs on it:
 :func:`lsdask.jobs.patch_gmm.run_demo` (L-sparse vs dense Gaussian mixture
-of 8x8 patches of the scikit-learn sample photos) and
+of 8x8 patches of a sample photograph) and
 :func:`lsdask.jobs.bars_lda.run_bars_demo` (L-sparse LDA on the synthetic
 bars corpus). :func:`format_demo_report` prints both reports.
 """
@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["format_demo_report", "run_full_demo"]
 
 PATCH_TITLE = (
-    "[1/2] zero-mean Gaussian mixture of 8x8 patches of the scikit-learn sample photos "
+    "[1/2] zero-mean Gaussian mixture of 8x8 patches of a photograph (matplotlib's sample) "
     "(Hughes & Sudderth, Sec. 4)"
 )
 BARS_TITLE = "[2/2] LDA on the synthetic bars corpus (Griffiths & Steyvers 2004)"

@@ -7,8 +7,8 @@
   ``train.zarr`` / ``heldout.zarr``;
 - :func:`fit_and_report` fits an L-sparse (and the dense) Gaussian mixture,
   scores heldout patches and draws ``elbo.png`` and ``clusters.png``;
-- :func:`run_demo` does both on the two photographs shipped with
-  scikit-learn (no download);
+- :func:`run_demo` does both on the two halves of a photograph shipped
+  with matplotlib (no download);
 - :func:`format_report` and :func:`format_patches_summary` turn the results
   into text for the command line.
 
@@ -42,10 +42,10 @@ __all__ = [
     "run_label",
 ]
 
-#: Patches per batch for the demo. Each scikit-learn sample photo gives 16,695
-#: patches (8x8, stride 4), so this makes 4 nearly equal batches, which keeps
-#: two workers busy with two batches per global update.
-DEMO_BATCH_SIZE = 4200
+#: Patches per batch for the demo. Each half of the sample photograph gives
+#: 9,387 patches (8x8, stride 4), so this makes 4 nearly equal batches, which
+#: keeps two workers busy with two batches per global update.
+DEMO_BATCH_SIZE = 2350
 
 #: Concentration of the cluster weights used by the demo and pipeline, as in
 #: the paper's patch experiments (Sec. 4, alpha = 10).
@@ -401,11 +401,11 @@ def run_demo(
     verbose: bool = False,
     progress: bool | None = False,
 ) -> dict[str, Any]:
-    """The demo: patch GMM on the scikit-learn sample photos, L-sparse vs dense.
+    """The demo: patch GMM on a sample photograph, L-sparse vs dense.
 
-    Cuts ``china.jpg`` and ``flower.jpg`` (shipped in the scikit-learn wheel;
-    no network) into 8x8 mean-removed patches with stride 4, one photo for
-    training and one held out, in ``out_dir/patches``; then runs
+    Cuts the two halves of matplotlib's ``grace_hopper.jpg`` (installed with
+    matplotlib; no network) into 8x8 mean-removed patches with stride 4, one
+    half for training and one held out, in ``out_dir/patches``; then runs
     :func:`fit_and_report` with the pictures in ``out_dir``.
 
     Parameters
