@@ -269,6 +269,9 @@ def _add_ingest(sub: Any) -> None:
     table = add("table", "one document per row of a CSV or Parquet table")
     table.add_argument("--column", default="text", help="text column (default text)")
     table.add_argument(
+        "--encoding", default="utf-8", help="text encoding of a CSV file (default utf-8)"
+    )
+    table.add_argument(
         "--id", metavar="COLUMN",
         help="column of distinct integer ids to keep as doc_id (default: the row number)",
     )  # fmt: skip
@@ -477,7 +480,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     elif args.kind == "jsonl":
         options.update(text_fields=args.fields, id_field=args.id)
     elif args.kind == "table":
-        options.update(text_column=args.column, id_column=args.id)
+        options.update(text_column=args.column, id_column=args.id, encoding=args.encoding)
     summary = run_ingest(args.kind, inputs, args.out, options=options, vocab=args.vocab)
     print(format_ingest_summary(summary))
     return 0

@@ -652,3 +652,17 @@ def test_missing_id_field_or_column_is_named(tmp_path):
     with pytest.raises(DataError, match=r"d\.parquet, row 0: id 'id' is 1\.5"):
         ingest_table(tmp_path / "d.parquet", tmp_path / "p", "body", id_column="id", **ALL)
     assert _files(tmp_path) == ["d.csv", "d.jsonl", "d.parquet"]
+
+
+def test_csv_not_in_the_encoding_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_bytes("id,body\n1,apple pie\n2,läuft café crème\n".encode("latin-1"))
+    with pytest.raises(
+        DataError, match=r"d\.csv, line 3: not utf-8 text .*--encoding latin-1"
+    ):
+        ingest_table(path, tmp_path / "c", "body", **ALL)
+    assert not (tmp_path / "c").exists()
+    ingest_table(path, tmp_path / "c", "body", encoding="latin-1", **ALL)
+    assert {"läuft", "café", "crème"} <= set(Corpus.open(tmp_path / "c").vocab)
+    with pytest.raises(ValueError, match=r"encoding must name a text encoding.*'utf-9'"):
+        ingest_table(path, tmp_path / "x", "body", encoding="utf-9", **ALL)

@@ -7,6 +7,7 @@ The public function :func:`ingest_table` (re-exported by
 from __future__ import annotations
 
 import csv
+import gzip
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,10 @@ from lsdask.io.ingest_common import (
     _Doc,
     _existing_file,
     _ingest_texts,
-    _open_text,
     _TextSource,
+    check_encoding,
     document_id,
+    not_text_error,
 )
 from lsdask.io.sources import DataError
 from lsdask.io.text import Tokenizer
@@ -35,14 +37,24 @@ def _missing_column(path: Path, column: str, names: list[str], option: str) -> D
     )
 
 
+def _text_lines(f: Any, path: Path, encoding: str) -> Iterator[str]:
+    """The lines of a binary file as text, or a DataError naming the first line
+    that is not text in ``encoding``."""
+    for lineno, raw in enumerate(f, start=1):
+        try:
+            yield raw.decode(encoding)
+        except UnicodeDecodeError as exc:
+            raise not_text_error(f"{path}, line {lineno}", encoding, exc, raw) from None
+
+
 def _csv_docs(
     path: Path, column: str, delimiter: str, encoding: str, id_column: str | None
 ) -> Iterator[_Doc]:
     old_limit = csv.field_size_limit()
     csv.field_size_limit(max(old_limit, 2**31 - 1))  # long texts exceed the 128 KiB default
     try:
-        with _open_text(path, encoding, newline="") as f:
-            reader = csv.reader(f, delimiter=delimiter)
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
+            reader = csv.reader(_text_lines(f, path, encoding), delimiter=delimiter)
             try:
                 header = next(reader, None)
                 if header is None:
@@ -164,7 +176,8 @@ def ingest_table(
     delimiter : str, optional
         CSV field delimiter; default ``","`` (tab for ``.tsv``).
     encoding : str, default "utf-8"
-        CSV text encoding (undecodable bytes are replaced).
+        CSV text encoding; bytes that are not text in it stop the ingest with
+        an error naming the file and line (nothing is written).
     batch_rows : int, default 10000
         Rows per Parquet read.
     **other
@@ -177,6 +190,7 @@ def ingest_table(
         is not a string column, or a CSV row is malformed (naming the line).
     """
     p = _existing_file(path, "path")
+    check_encoding(encoding)
     fmt, sep = _table_format(p, format, delimiter)
     if fmt == "csv":
 

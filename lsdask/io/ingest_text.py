@@ -8,7 +8,6 @@ The public functions :func:`ingest_text_folder` and :func:`ingest_jsonl`
 
 from __future__ import annotations
 
-import codecs
 import fnmatch
 import gzip
 import json
@@ -28,7 +27,9 @@ from lsdask.io.ingest_common import (
     _existing_file,
     _ingest_texts,
     _TextSource,
+    check_encoding,
     document_id,
+    not_text_error,
 )
 from lsdask.io.sources import DataError
 from lsdask.io.text import Tokenizer
@@ -57,12 +58,7 @@ def _decode(data: bytes, encoding: str, where: str) -> str:
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as exc:
-        bad = data[exc.start : exc.start + 4]
-        raise DataError(
-            f"{where}: not {encoding} text (byte {exc.start}: {bad!r}...). Pass the files' "
-            "encoding: encoding='latin-1' (lsdask ingest text --encoding latin-1) reads any "
-            "byte, e.g. the 20 Newsgroups posts, and cp1252 is common for Windows text"
-        ) from None
+        raise not_text_error(where, encoding, exc, data) from None
 
 
 def _folder_docs(root: Path, subset: str | None, encoding: str, seen: set[str]) -> Iterator[_Doc]:
@@ -177,12 +173,7 @@ def ingest_text_folder(
         cannot be read.
     """
     path = _existing_file(path_or_tar, "path_or_tar")
-    try:
-        codecs.lookup(encoding)
-    except (LookupError, TypeError):
-        raise ValueError(
-            f"encoding must name a text encoding such as 'utf-8' or 'latin-1'; got {encoding!r}"
-        ) from None
+    check_encoding(encoding)
     seen: set[str] = set()
     if path.is_dir():
         kind = "text folder"
