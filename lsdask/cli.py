@@ -223,16 +223,17 @@ def _add_ingest(sub: Any) -> None:
         for dest, what in _INGEST_INPUTS[name]:
             p.add_argument(dest, type=Path, metavar=dest.upper(), help=what)
         p.add_argument("--out", type=Path, required=True, help="corpus directory to write")
-        raw = name in ("text", "jsonl", "table")  # counted files (ldac, uci) keep every word
+        # as in the ingest functions' signatures (a test checks); LDA-C/UCI keep every word
+        defaults = INGEST_DF_DEFAULTS.get(name, {"min_df": "none", "max_df": "none"})
         p.add_argument(
             "--min-df", type=_count_or_fraction,
             help="drop words in fewer documents: an integer count, or a fraction such as 0.01 "
-            f"(default {'5' if raw else 'none'})",
+            f"(default {defaults['min_df']})",
         )  # fmt: skip
         p.add_argument(
             "--max-df", type=_count_or_fraction,
             help="drop words in more documents: an integer count (1 means one document), or "
-            f"a fraction such as 0.5 (1.0: all) (default {'0.5' if raw else 'none'})",
+            f"a fraction such as 0.5 (1.0: all) (default {defaults['max_df']})",
         )  # fmt: skip
         p.add_argument("--max-vocab", type=_positive_int, help="keep at most N words")
         p.add_argument(
@@ -277,6 +278,10 @@ def _add_ingest(sub: Any) -> None:
     )  # fmt: skip
     add("ldac", "LDA-C bag-of-words file (Blei's lda-c) and its vocabulary")
     add("uci", "UCI bag-of-words docword file and its vocabulary")
+
+
+#: ``--min-df``/``--max-df`` defaults shown by ``lsdask ingest KIND --help``
+INGEST_DF_DEFAULTS = {kind: {"min_df": 5, "max_df": 0.5} for kind in ("text", "jsonl", "table")}
 
 
 def _add_fit(sub: Any) -> None:

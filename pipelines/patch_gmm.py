@@ -8,7 +8,7 @@ command line.
 
 Examples
 --------
-On the two photographs shipped with scikit-learn (no download), in-process::
+On the two halves of matplotlib's sample photograph (no download), in-process::
 
     python pipelines/patch_gmm.py --out runs/patch_gmm --sync
 
@@ -59,7 +59,7 @@ FOLDER_BATCH_SIZE = 36816
 def _resolve_images(images: Any) -> tuple[list[Any], bool]:
     """Turn ``images`` into a list of image paths or arrays.
 
-    Returns the list and whether it is the scikit-learn sample photos.
+    Returns the list and whether it is the sample photograph's two halves.
     """
     if images is None:
         return sample_images(), True
@@ -106,8 +106,8 @@ def run_patch_gmm(
     Parameters
     ----------
     images : None, folder, or sequence of folders / image paths / image arrays
-        None uses the two scikit-learn sample photographs (one trains, one is
-        held out). Folders are searched recursively for JPEG and PNG files.
+        None uses the two halves of matplotlib's sample photograph (one trains,
+        one is held out). Folders are searched recursively for JPEG and PNG files.
     out_dir : str or os.PathLike
         Output folder: ``patches/{train,heldout}.zarr``, ``elbo.png`` (ELBO
         traces of both runs) and ``clusters.png`` (eigenvector tiles of the
@@ -206,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "image_dirs", nargs="*", type=Path, metavar="IMAGE_DIR",
-        help="folders of .jpg/.jpeg/.png images (default: the scikit-learn sample photos)",
+        help="folders of .jpg/.jpeg/.png images (default: matplotlib's sample photograph)",
     )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("runs/patch_gmm"), help="output folder")
     parser.add_argument("--components", type=int, default=25, help="K (default 25)")

@@ -446,7 +446,7 @@ def test_topics_command(saved_model: Path, bars_corpora: dict[str, Path], capsys
     assert lines[0].split()[:2] == ["topic", "share"]
     assert lines[1].split()[0] == "0" and len(lines[1].split()) == 6
     shares = [float(line.split()[1].rstrip("%")) for line in lines[1:]]
-    assert sum(shares) == pytest.approx(100.0, abs=0.1) and min(shares) > 0
+    assert sum(shares) == pytest.approx(100.0, abs=0.5) and min(shares) > 0  # 10 roundings
     code = main(["topics", str(saved_model), "--top", "5", "--corpus", str(bars_corpora["train"])])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -726,3 +726,20 @@ def test_ingest_keeps_the_records_own_ids(tmp_path: Path, capsys) -> None:
     _, ids = read_all(out, return_doc_ids=True)
     assert ids.tolist() == [100 + 7 * i for i in range(len(TEXTS))]
     assert Corpus.open(out).ingest_info["id_field"] == "n"
+
+
+def test_ingest_help_shows_the_functions_defaults() -> None:
+    import inspect
+
+    from lsdask.cli import INGEST_DF_DEFAULTS
+    from lsdask.io import ingest
+
+    functions = {"text": ingest.ingest_text_folder, "jsonl": ingest.ingest_jsonl,
+                 "table": ingest.ingest_table, "ldac": ingest.import_ldac,
+                 "uci": ingest.import_uci}  # fmt: skip
+    for kind, function in functions.items():
+        params = inspect.signature(function).parameters
+        shown = INGEST_DF_DEFAULTS.get(kind, {"min_df": "none", "max_df": "none"})
+        for name in ("min_df", "max_df"):
+            default = params[name].default
+            assert shown[name] == ("none" if default is None else default), (kind, name)

@@ -197,3 +197,4 @@ def test_a_script_without_a_main_guard_is_told_how_to_fix_it(tmp_path):
     last = done.stderr.strip().splitlines()[-1]
     assert "could not start a local Dask cluster" in last
     assert "if __name__ == '__main__':" in last and "client='sync'" in last
+    assert "If this runs from a script" in last

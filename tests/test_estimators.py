@@ -138,6 +138,20 @@ def test_sklearn_conventions(rng):
         model.set_params(sparsty=2)
     unfitted = clone(model)
     assert not hasattr(unfitted, "weights_") and unfitted.get_params() == model.get_params()
+    seeded = model.set_params(random_state=np.random.default_rng(1))
+    assert clone(seeded).random_state is not seeded.random_state  # copied, not shared
+
+
+def test_scikit_learn_tools_take_the_estimators(rng):
+    """scikit-learn is not a dependency, but its model-selection tools work
+    with lsdask estimators where it is installed."""
+    model_selection = pytest.importorskip("sklearn.model_selection")
+    base = pytest.importorskip("sklearn.base")
+    X, *_ = _mixture(rng, n=400)
+    model = lsdask.GaussianMixture(3, sparsity=2, n_laps=2, client="sync", random_state=0)
+    assert base.clone(model).get_params() == model.get_params()
+    scores = model_selection.cross_val_score(model, X, cv=2)
+    assert scores.shape == (2,) and np.all(np.isfinite(scores))
 
 
 def test_same_seed_same_result_and_other_seed_differs(rng):

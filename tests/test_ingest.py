@@ -624,9 +624,11 @@ def test_own_integer_ids_become_doc_id_in_every_table_format(tmp_path):
             r"d\.csv, line 3: id 'id' is 'x7'; document ids must be integers",
         ),
         (
-            [[1, "apple pie"], [1, "cherry tart"]],
-            r"document id 1 appears 2 times; the ids must be distinct",
+            [[1, "apple pie"], [2, "fig roll"], [1, "cherry tart"]],
+            r"document id 1 appears 2 times \(documents 0 and 2, counting from 0 in input",
         ),
+        ([[1, "apple pie"], ["", "cherry tart"]], r"line 3: the id 'id' is missing"),
+        ([[1, "apple pie"], ["\u00b2", "cherry tart"]], r"line 3: id 'id' is '\u00b2'; document"),
         (
             [[1, "apple pie"], [2**63, "cherry tart"]],
             r"line 3: id 'id' is 9223372036854775808, outside the int64",
@@ -648,8 +650,13 @@ def test_missing_id_field_or_column_is_named(tmp_path):
     (tmp_path / "d.csv").write_text("key,body\n1,a b\n")
     with pytest.raises(DataError, match=r"no column 'id'; the columns are \['key', 'body'\]"):
         ingest_table(tmp_path / "d.csv", tmp_path / "c", "body", id_column="id", **ALL)
-    pq.write_table(pa.table({"body": ["a b"], "id": [1.5]}), tmp_path / "d.parquet")
-    with pytest.raises(DataError, match=r"d\.parquet, row 0: id 'id' is 1\.5"):
+    pq.write_table(pa.table({"body": ["ab", "cd"], "id": [1.5, 2.0]}), tmp_path / "d.parquet")
+    with pytest.raises(
+        DataError, match=r"d\.parquet, row 1 \(column 'id': double\): id 'id' is 1\.5"
+    ):
+        ingest_table(tmp_path / "d.parquet", tmp_path / "p", "body", id_column="id", **ALL)
+    pq.write_table(pa.table({"body": ["ab", "cd"], "id": [1, None]}), tmp_path / "d.parquet")
+    with pytest.raises(DataError, match=r"row 2 \(column 'id': int64\): the id 'id' is missing"):
         ingest_table(tmp_path / "d.parquet", tmp_path / "p", "body", id_column="id", **ALL)
     assert _files(tmp_path) == ["d.csv", "d.jsonl", "d.parquet"]
 
@@ -657,9 +664,7 @@ def test_missing_id_field_or_column_is_named(tmp_path):
 def test_csv_not_in_the_encoding_is_refused_naming_the_file(tmp_path):
     path = tmp_path / "d.csv"
     path.write_bytes("id,body\n1,apple pie\n2,läuft café crème\n".encode("latin-1"))
-    with pytest.raises(
-        DataError, match=r"d\.csv, line 3: not utf-8 text .*--encoding latin-1"
-    ):
+    with pytest.raises(DataError, match=r"d\.csv, line 3: not utf-8 text .*--encoding latin-1"):
         ingest_table(path, tmp_path / "c", "body", **ALL)
     assert not (tmp_path / "c").exists()
     ingest_table(path, tmp_path / "c", "body", encoding="latin-1", **ALL)

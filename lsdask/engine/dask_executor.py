@@ -54,9 +54,9 @@ class DaskExecutor:
             except RuntimeError as exc:
                 raise RuntimeError(
                     f"could not start a local Dask cluster of {n} worker processes ({exc}). "
-                    "Each worker process imports the main script again: in a script, run the "
-                    "fit under `if __name__ == '__main__':`, or pass client='sync' to run in "
-                    "this process (lsdask: --sync)"
+                    "If this runs from a script: each worker process imports the script "
+                    "again, so run the fit under `if __name__ == '__main__':`, or pass "
+                    "client='sync' to run in this process (lsdask: --sync)"
                 ) from exc
             client = Client(cluster)
             self._owned = [client, cluster]

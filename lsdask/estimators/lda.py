@@ -385,11 +385,16 @@ class LDA(VariationalEstimator):
         parts = [self._transform_batch(rows) for rows in self._row_batches(X)]
         return sp.vstack(parts, format="csr")
 
+    @property
+    def topics_per_document(self) -> int:
+        """The most topics :meth:`transform` keeps per document: L, at most K."""
+        K = self.n_components
+        return K if self.sparsity is None else min(int(self.sparsity), K)
+
     def _transform_batch(self, X: sp.csr_matrix) -> sp.csr_matrix:
         _, doc_topic, _ = self.model_.doc_topic_step(X, self.posterior_, self.sparsity)
         theta = doc_topic + self.model_.alpha / self.n_components
-        L = self.n_components if self.sparsity is None else min(self.sparsity, self.n_components)
-        top = np.argsort(-theta, axis=1, kind="stable")[:, :L]
+        top = np.argsort(-theta, axis=1, kind="stable")[:, : self.topics_per_document]
         vals = np.take_along_axis(theta, top, axis=1)
         used = np.take_along_axis(doc_topic, top, axis=1) > self.model_.options.eps
         vals = np.where(used, vals, 0.0)

@@ -8,6 +8,7 @@ names; :class:`Parameters` then reads them back (``get_params``), changes them
 
 from __future__ import annotations
 
+import copy
 import inspect
 from typing import Any, TypeVar
 
@@ -43,6 +44,13 @@ class Parameters:
             setattr(self, name, value)
         return self
 
+    def __sklearn_tags__(self) -> Any:
+        """scikit-learn's tags (asked only by scikit-learn, e.g. ``cross_val_score``;
+        imported here so that lsdask itself does not need scikit-learn)."""
+        from sklearn.utils import Tags, TargetTags
+
+        return Tags(estimator_type=None, target_tags=TargetTags(required=False))
+
     def __repr__(self) -> str:
         defaults = {
             name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()
@@ -60,5 +68,13 @@ class Parameters:
 
 
 def clone(estimator: E) -> E:
-    """A new, unfitted estimator of the same class with the same parameters."""
-    return type(estimator)(**estimator.get_params())
+    """A new, unfitted estimator of the same class with copies of the same
+    parameters (deep copies, as scikit-learn's ``clone``: a cloned estimator's
+    fit does not advance the original's random Generator), but the ``client``,
+    which is shared."""
+    return type(estimator)(
+        **{
+            name: value if name == "client" else copy.deepcopy(value)
+            for name, value in estimator.get_params().items()
+        }
+    )

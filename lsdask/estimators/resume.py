@@ -52,8 +52,9 @@ def open_resume(estimator: Any) -> dict[str, Any] | None:
     if saved["n_components"] != estimator.n_components:
         raise ValueError(
             f"checkpoint {document['path']} has n_components={saved['n_components']}; "
-            f"got n_components={estimator.n_components}. Resume with the checkpoint's K "
-            "(lsdask fit --topics), or start a new checkpoint folder"
+            f"got n_components={estimator.n_components}. Resume with the checkpoint's number "
+            "of components (lsdask fit --topics, fit-gmm --components), or start a new "
+            "checkpoint folder"
         )
     for name in ("sparsity", "batches_per_update", "alpha"):
         if saved.get(name) != getattr(estimator, name, None):

@@ -198,8 +198,16 @@ class _TextSource:
 def document_id(value: Any, where: str, name: str) -> int:
     """A document's own id as the corpus's int64 ``doc_id``, or a DataError
     naming ``where`` (file and line) and the id field ``name``."""
-    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
-        value = int(value.strip())
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value == "":
+        raise DataError(
+            f"{where}: the id {name!r} is missing; every document needs one, or leave the id "
+            "option out to number the documents 0, 1, 2, ..."
+        )
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            pass
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise DataError(
             f"{where}: id {name!r} is {value!r}; document ids must be integers (the "
@@ -212,12 +220,14 @@ def document_id(value: Any, where: str, name: str) -> int:
 
 
 def _check_distinct(ids: array, where: str) -> None:
-    values, counts = np.unique(np.frombuffer(ids, dtype=np.int64), return_counts=True)
+    all_ids = np.frombuffer(ids, dtype=np.int64)
+    values, counts = np.unique(all_ids, return_counts=True)
     if values.size < len(ids):
-        first = int(np.argmax(counts > 1))
+        first = int(values[np.argmax(counts > 1)])
+        at = np.flatnonzero(all_ids == first)
         raise DataError(
-            f"{where}: document id {int(values[first])} appears {int(counts[first])} times; "
-            "the ids must be distinct"
+            f"{where}: document id {first} appears {at.size} times (documents {at[0]} and "
+            f"{at[1]}, counting from 0 in input order); the ids must be distinct"
         )
 
 

@@ -97,6 +97,7 @@ def _parquet_docs(
                 if id_column not in names:
                     raise _missing_column(path, id_column, names, _ID_OPTION)
                 columns.append(id_column)
+                id_type = f.schema_arrow.field(id_column).type
             row = 0
             for batch in f.iter_batches(batch_size=batch_rows, columns=columns):
                 texts = batch.column(0).to_pylist()
@@ -104,7 +105,8 @@ def _parquet_docs(
                 for text, value in zip(texts, ids, strict=True):
                     name = None
                     if id_column is not None:
-                        name = document_id(value, f"{path}, row {row}", id_column)
+                        where = f"{path}, row {row + 1} (column {id_column!r}: {id_type})"
+                        name = document_id(value, where, id_column)
                     row += 1
                     yield name, text or ""
     except (pa.ArrowException, OSError) as exc:

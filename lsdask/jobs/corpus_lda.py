@@ -579,7 +579,7 @@ def transform_corpus(
         "n_docs": n_docs,
         "n_batches": len(docs.batches),
         "K": K,
-        "L": K if lda.sparsity is None else min(int(lda.sparsity), K),
+        "L": lda.topics_per_document,
         "seconds": time.perf_counter() - start,
     }
     logger.info("wrote top-%d topic weights of %d documents to %s", result["L"], n_docs, out)
