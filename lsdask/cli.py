@@ -159,7 +159,10 @@ def _add_patches(sub: Any) -> None:
         "image_dirs", nargs="+", type=Path, metavar="IMAGE_DIR",
         help="folders searched recursively for .jpg, .jpeg and .png files",
     )  # fmt: skip
-    patches.add_argument("--out", type=Path, required=True, help="output folder (replaced)")
+    patches.add_argument(
+        "--out", type=Path, required=True,
+        help="output folder: new, empty, or a previous patch store (replaced when done)",
+    )  # fmt: skip
     patches.add_argument("--patch-size", type=_positive_int, default=8, help="patch side")
     patches.add_argument("--stride", type=_positive_int, default=4, help="step between patches")
     patches.add_argument(

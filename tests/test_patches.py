@@ -339,10 +339,10 @@ def test_write_patch_store_no_heldout_and_max_images(tmp_path, rng):
 
 def test_write_patch_store_replaces_existing(tmp_path, rng):
     out = tmp_path / "store"
-    out.mkdir()
-    (out / "old_marker").write_text("old")
-    write_patch_store([random_rgb(rng, 16, 16)] * 3, out, progress=False)
+    write_patch_store([random_rgb(rng, 16, 16)] * 5, out, heldout_fraction=0.0, progress=False)
+    write_patch_store([random_rgb(rng, 16, 16)] * 3, out, heldout_fraction=0.0, progress=False)
     assert sorted(p.name for p in out.iterdir()) == ["heldout.zarr", "train.zarr"]
+    assert open_split(out, "train").attrs["n_images"] == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
 
 
@@ -359,12 +359,11 @@ def test_write_patch_store_failure_leaves_nothing(tmp_path, rng):
 
 def test_write_patch_store_failure_keeps_existing(tmp_path, rng):
     out = tmp_path / "store"
-    out.mkdir()
-    (out / "old_marker").write_text("old")
+    write_patch_store([random_rgb(rng, 16, 16)] * 5, out, heldout_fraction=0.0, progress=False)
     images = [random_rgb(rng, 16, 16), random_rgb(rng, 5, 5)]  # second one is too small
     with pytest.raises(ValueError, match=r"image 'image_1': image must be at least"):
         write_patch_store(images, out, progress=False)
-    assert [p.name for p in out.iterdir()] == ["old_marker"]
+    assert open_split(out, "train").attrs["n_images"] == 5  # the previous store, intact
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
 
 
@@ -466,3 +465,22 @@ def test_bsds500_two_images(tmp_path):
     train = open_split(tmp_path / "bsds", "train")
     assert train.chunks == (4096, 64)
     assert np.isfinite(train[:4096]).all()
+
+
+def test_a_folder_that_is_not_a_patch_store_is_never_replaced(tmp_path, rng):
+    """--out pointing at the images (or any other folder) must not delete them."""
+    from PIL import Image
+
+    images = tmp_path / "imgs"
+    images.mkdir()
+    for i in range(3):
+        Image.fromarray(random_rgb(rng, 20, 24)).save(images / f"{i}.png")
+    before = sorted(p.name for p in images.iterdir())
+    with pytest.raises(FileExistsError, match=r"holds 3 entries that are not a patch store's"):
+        write_patch_store(find_images(images), images, progress=False)
+    assert sorted(p.name for p in images.iterdir()) == before
+    # a previous store is replaced, as is an empty folder
+    (tmp_path / "store").mkdir()
+    for _ in range(2):
+        write_patch_store(find_images(images), tmp_path / "store", progress=False)
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["heldout.zarr", "train.zarr"]

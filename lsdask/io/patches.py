@@ -359,6 +359,11 @@ def _progress_wrapper(
     return wrap
 
 
+#: what a patch store folder holds: an existing folder with anything else is
+#: never replaced (it could be the images themselves)
+STORE_ENTRIES = ("train.zarr", "heldout.zarr")
+
+
 def write_patch_store(
     images: Iterable[str | os.PathLike[str] | np.ndarray],
     out_dir: str | os.PathLike[str],
@@ -377,7 +382,8 @@ def write_patch_store(
     arrays chunk by chunk, so memory stays bounded whatever the number of
     images. The store is built in a temporary sibling directory
     (``<out_dir>.tmp-<pid>``) and renamed to ``out_dir`` only when complete; an
-    existing ``out_dir`` is replaced only then. On any error the temporary
+    existing patch store at ``out_dir`` is replaced only then (a folder holding
+    anything else is refused before any work). On any error the temporary
     directory is removed, ``out_dir`` is left as it was, and the error is
     re-raised.
 
@@ -465,6 +471,17 @@ def write_patch_store(
         raise ValueError(
             f"out_dir {str(out_dir)!r} exists and is not a directory; "
             "choose another output path or remove that file."
+        )
+    foreign = sorted(
+        p.name
+        for p in (out_dir.iterdir() if out_dir.is_dir() else ())
+        if p.name not in STORE_ENTRIES
+    )
+    if foreign:
+        raise FileExistsError(
+            f"out_dir {str(out_dir)!r} holds {len(foreign)} entries that are not a patch store's "
+            f"(e.g. {foreign[:3]}); refusing to replace it. A patch store holds only "
+            f"{' and '.join(STORE_ENTRIES)}: choose a new or empty folder, or a previous store."
         )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp_dir = out_dir.with_name(f"{out_dir.name}.tmp-{os.getpid()}")
