@@ -51,3 +51,28 @@ def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"laps: {state.lap + 1}" in done.stdout
+
+
+def test_ctrl_c_to_the_process_group_stops_a_cluster_fit_with_a_checkpoint(tmp_path):
+    """A terminal's Ctrl-C reaches the worker processes too: they ignore it, and
+    the fit stops after the wave under way and writes its checkpoint (the
+    workers used to die under it: cancelled futures, no checkpoint)."""
+    rng = np.random.default_rng(1)
+    _corpus(tmp_path / "c", rng)
+    ckpt = tmp_path / "ckpt"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lsdask", "fit", str(tmp_path / "c"), "--topics", "40",
+         "--out", str(tmp_path / "model"), "--workers", "2", "--dense", "--laps", "200",
+         "--checkpoint", str(ckpt)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.time() + 180
+    while time.time() < deadline and not (ckpt / "LATEST").exists() and proc.poll() is None:
+        time.sleep(0.2)
+    assert (ckpt / "LATEST").exists(), "no checkpoint appeared"
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the whole group
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, err
+    assert "stopped; checkpoint written to" in err and "CancelledError" not in err
+    assert 1 <= CheckpointDir(ckpt).read()["state"].lap < 200

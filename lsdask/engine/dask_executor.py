@@ -42,22 +42,11 @@ class DaskExecutor:
     """
 
     def __init__(self, client: Any = None, n_workers: int | None = None) -> None:
-        from distributed import Client, LocalCluster
+        from distributed import Client
 
         self._owned: list[Any] = []
         if client is None:
-            n = n_workers or os.cpu_count() or 1
-            try:
-                cluster = LocalCluster(
-                    n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0"
-                )
-            except RuntimeError as exc:
-                raise RuntimeError(
-                    f"could not start a local Dask cluster of {n} worker processes ({exc}). "
-                    "If this runs from a script: each worker process imports the script "
-                    "again, so run the fit under `if __name__ == '__main__':`, or pass "
-                    "client='sync' to run in this process (lsdask: --sync)"
-                ) from exc
+            cluster = start_local_cluster(n_workers or os.cpu_count() or 1)
             client = Client(cluster)
             self._owned = [client, cluster]
         elif isinstance(client, str):
@@ -134,6 +123,39 @@ class DaskExecutor:
 
     def __repr__(self) -> str:
         return f"DaskExecutor({self.client!r})"
+
+
+def start_local_cluster(n_workers: int) -> Any:
+    """A LocalCluster of ``n_workers`` single-threaded worker processes that
+    ignore SIGINT.
+
+    A Ctrl-C in a terminal (or ``timeout -s INT``) signals the whole process
+    group: the workers would die under the fit, which then fails with
+    cancelled futures instead of stopping after the wave under way and
+    writing its checkpoint. The workers inherit an ignored SIGINT (set only
+    while they start, from the main thread) and are closed with the cluster.
+    """
+    import signal
+    import threading
+
+    from distributed import LocalCluster
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        return LocalCluster(
+            n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+        )
+    except RuntimeError as exc:
+        raise RuntimeError(
+            f"could not start a local Dask cluster of {n_workers} worker processes ({exc}). "
+            "If this runs from a script: each worker process imports the script again, so "
+            "run the fit under `if __name__ == '__main__':`, or pass client='sync' to run in "
+            "this process (lsdask: --sync)"
+        ) from exc
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
 
 
 def make_executor(client: Any = None, n_workers: int | None = None):

@@ -42,16 +42,16 @@ def dask_client(client: Any = None, n_workers: int | None = None) -> Iterator[An
     if client is not None and not isinstance(client, str):
         yield client
         return
-    from distributed import Client, LocalCluster
+    from distributed import Client
+
+    from lsdask.engine.dask_executor import start_local_cluster
 
     if client is None:
         n = DEFAULT_WORKERS if n_workers is None else int(n_workers)
         if n < 1:
             raise ValueError(f"n_workers must be a positive integer; got {n_workers!r}")
         logger.info("starting a Dask LocalCluster with %d worker processes", n)
-        cluster = LocalCluster(
-            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0"
-        )
+        cluster = start_local_cluster(n)
         owned: list[Any] = [Client(cluster), cluster]
     else:
         logger.info("connecting to the Dask scheduler at %s", client)
