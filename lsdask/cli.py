@@ -562,14 +562,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     package_logger = logging.getLogger("lsdask")
     old_level = package_logger.level
-    handler: logging.Handler | None = None
+    # warnings always reach stderr (the package's NullHandler would swallow them);
+    # -v adds the INFO lines, with times
+    handler = logging.StreamHandler(sys.stderr)
     if args.verbose:
-        handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(
             logging.Formatter("%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
         )
-        package_logger.addHandler(handler)
         package_logger.setLevel(logging.INFO)
+    else:
+        handler.setFormatter(logging.Formatter("lsdask: warning: %(message)s"))
+        handler.setLevel(logging.WARNING)
+    package_logger.addHandler(handler)
     try:
         return _COMMANDS[args.command](args)
     except (ValueError, FileNotFoundError, FileExistsError) as err:
@@ -586,6 +590,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("lsdask: interrupted", file=sys.stderr)
         return 130
     finally:
-        if handler is not None:
-            package_logger.removeHandler(handler)
+        package_logger.removeHandler(handler)
         package_logger.setLevel(old_level)

@@ -204,3 +204,65 @@ def test_a_memo_file_with_entries_outside_its_shape_is_reported(tmp_path):
     )  # fmt: skip
     with pytest.raises(ValueError, match=r"memo file .*bad\.npz: not a valid statistics file"):
         load_stats(tmp_path / "bad.npz")
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def test_resume_refuses_another_model_or_data_and_leaves_the_checkpoint(tmp_path, rng):
+    """A resume that cannot continue the checkpoint's model is refused before
+    anything is written (it used to run on with the checkpoint's model while
+    recording the new settings, or fail half-way through and damage it)."""
+    X = _heavy_tailed(rng, n=300)
+    kw = dict(n_laps=1, client="sync", random_state=0, batch_size=100)
+    ckpt = tmp_path / "g"
+    lsdask.GaussianMixture(3, checkpoint_dir=str(ckpt), **kw).fit(X)
+    before = _snapshot(ckpt)
+    resume = dict(checkpoint_dir=str(ckpt), resume=True, **{**kw, "n_laps": 3})
+    with pytest.raises(
+        ValueError, match=r"holds a model with class 'ZeroMeanGaussian' \(asked 'Diag"
+    ):
+        lsdask.GaussianMixture(3, covariance_type="diag", **resume).fit(X)
+    with pytest.raises(ValueError, match=r"alpha 1\.0 \(asked 2\.0\)"):
+        lsdask.GaussianMixture(3, alpha=2.0, **resume).fit(X)
+    with pytest.raises(ValueError, match=r"dim 4 \(asked 3\)"):
+        lsdask.GaussianMixture(3, **resume).fit(X[:, :3])
+    with pytest.raises(ValueError, match=r"statistics for none of the 1 batches given"):
+        lsdask.GaussianMixture(3, **{**resume, "batch_size": 300}).fit(X)
+    assert _snapshot(ckpt) == before
+
+    docs = _docs(rng, 200)
+    ckpt = tmp_path / "l"
+    lda = dict(n_laps=1, client="sync", random_state=0, batch_size=100, gibbs_sweeps=10)
+    lsdask.LDA(4, checkpoint_dir=str(ckpt), **lda).fit(docs)
+    before = _snapshot(ckpt)
+    resume = dict(checkpoint_dir=str(ckpt), resume=True, **{**lda, "n_laps": 3})
+    with pytest.raises(
+        ValueError, match=r"vocab_size 60 \(asked 50\).*--vocab of the first corpus"
+    ):
+        lsdask.LDA(4, **resume).fit(docs[:, :50])
+    with pytest.raises(ValueError, match=r"eta 0\.1 \(asked 0\.5\)"):
+        lsdask.LDA(4, eta=0.5, **resume).fit(docs)
+    assert _snapshot(ckpt) == before
+    assert lsdask.LDA(4, **resume).fit(docs).n_laps_ == 3  # the same settings resume
+
+
+def test_checkpoints_are_not_written_into_other_folders(tmp_path, rng):
+    X = _heavy_tailed(rng, n=300)
+    kw = dict(n_laps=1, client="sync", random_state=0, batch_size=100)
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "a.png").write_bytes(b"x")
+    for resume in (False, True):
+        with pytest.raises(ValueError, match=r"holds no checkpoint but other things.*'a\.png'"):
+            lsdask.GaussianMixture(3, checkpoint_dir=str(tmp_path / "images"), resume=resume,
+                                   **kw).fit(X)  # fmt: skip
+    assert sorted(os.listdir(tmp_path / "images")) == ["a.png"]
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match=r"checkpoint_dir '.*afile' is a file"):
+        lsdask.GaussianMixture(3, checkpoint_dir=str(tmp_path / "afile"), **kw).fit(X)
+    # a new or empty folder is fine, with resume=True too (a scheduled job's first night)
+    lsdask.GaussianMixture(3, checkpoint_dir=str(tmp_path / "new"), resume=True, **kw).fit(X)
+    assert (tmp_path / "new" / "LATEST").exists()

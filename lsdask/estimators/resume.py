@@ -8,6 +8,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from lsdask.checkpoint import CheckpointDir
@@ -34,8 +35,27 @@ def open_resume(estimator: Any) -> dict[str, Any] | None:
         )
     if estimator.n_init != 1:
         raise ValueError(f"checkpoint_dir needs n_init=1; got {estimator.n_init}")
-    folder = CheckpointDir(estimator.checkpoint_dir)
+    root = Path(estimator.checkpoint_dir)
+    if root.exists() and not root.is_dir():
+        raise ValueError(
+            f"checkpoint_dir {str(root)!r} is a file; name a folder (new, empty, or one "
+            "holding a checkpoint)"
+        )
+    folder = CheckpointDir(root)
     if folder.latest() is None:
+        foreign = sorted(
+            p.name
+            for p in root.iterdir()
+            if p.name != "memo" and not p.name.startswith(("ckpt-", ".", "LATEST"))
+        )
+        if foreign:
+            raise ValueError(
+                f"checkpoint_dir {str(root)!r} holds no checkpoint but other things (e.g. "
+                f"{foreign[:3]}), and checkpoints are not written among them; choose a new or "
+                "empty folder (lsdask: --checkpoint/--resume DIR)"
+            )
+        if estimator.resume:
+            logger.warning("no checkpoint in %s yet: starting a fresh fit there", root)
         return None
     if not estimator.resume:
         raise ValueError(
@@ -56,7 +76,7 @@ def open_resume(estimator: Any) -> dict[str, Any] | None:
             "of components (lsdask fit --topics, fit-gmm --components), or start a new "
             "checkpoint folder"
         )
-    for name in ("sparsity", "batches_per_update", "alpha"):
+    for name in ("sparsity", "batches_per_update"):
         if saved.get(name) != getattr(estimator, name, None):
             logger.warning(
                 "resuming with %s=%r where the checkpoint used %r",
@@ -64,6 +84,24 @@ def open_resume(estimator: Any) -> dict[str, Any] | None:
             )  # fmt: skip
     document["model"] = model_from_config(document["config"]["model"])
     return document
+
+
+def check_resumed_model(resumed: dict[str, Any], asked: dict[str, Any]) -> None:
+    """Refuse to resume a checkpoint whose model differs from the one this fit
+    asks for (``asked``: model configuration fields such as ``vocab_size``,
+    ``eta``, ``alpha``, ``dim``, observation ``class``), before anything is
+    written into it: the fit would otherwise go on with the checkpoint's model
+    while reporting the new settings, or fail half-way and damage it."""
+    saved = model_to_config(resumed["model"])
+    saved = {**saved, **saved.get("observation", {})}
+    different = {k: (saved.get(k), v) for k, v in asked.items() if saved.get(k) != v}
+    if different:
+        what = ", ".join(f"{k} {old!r} (asked {new!r})" for k, (old, new) in different.items())
+        raise ValueError(
+            f"checkpoint {resumed['path']} holds a model with {what}. Resume with the "
+            "checkpoint's settings and vocabulary (new documents: ingest them with --vocab "
+            "of the first corpus), or start a new checkpoint folder"
+        )
 
 
 def checkpoint_params(estimator: Any) -> dict[str, Any]:
@@ -91,6 +129,13 @@ def checkpointing(
         files = [saved.get(k) for k in keys]
         new = sum(f is None for f in files)
         removed = len(set(saved) - set(keys))
+        if new == len(keys) and resumed.get("init_stats") is None:
+            raise ValueError(
+                f"checkpoint {resumed['path']} holds statistics for none of the {len(keys)} "
+                f"batches given (it knows {len(saved)} other batches): resuming needs the "
+                "data it was trained on, with new batches beside it. Pass that data, or start a "
+                "new checkpoint folder"
+            )
         logger.info(
             "resuming %s: %d batches with memo, %d new, %d removed",
             resumed["path"].name, len(keys) - new, new, removed,
