@@ -124,7 +124,7 @@ def _client_from_args(args: argparse.Namespace) -> tuple[Any, int | None]:
 def _add_demo(sub: Any) -> None:
     demo = sub.add_parser(
         "demo",
-        help="patch GMM on two sample photos and LDA on synthetic bars (no download)",
+        help="patch GMM on a sample photograph and LDA on synthetic bars (no download)",
         description=(
             "Cut the two halves of a photograph shipped with matplotlib into 8x8 patches (one "
             "trains, one is held out), fit an L-sparse and a dense zero-mean Gaussian mixture; "
@@ -157,7 +157,8 @@ def _add_patches(sub: Any) -> None:
     )
     patches.add_argument(
         "image_dirs", nargs="+", type=Path, metavar="IMAGE_DIR",
-        help="folders searched recursively for .jpg, .jpeg and .png files",
+        help="folders searched recursively for .jpg, .jpeg and .png files (pooled: a random "
+        "--heldout-fraction of all their images is held out)",
     )  # fmt: skip
     patches.add_argument(
         "--out", type=Path, required=True,
@@ -342,7 +343,8 @@ def _add_fit(sub: Any) -> None:
     checkpoints.add_argument(
         "--resume", type=Path, metavar="DIR",
         help="continue the checkpoint in DIR (a fresh start if it holds none); a finished "
-        "run gets --laps more laps over the corpus as it is now",
+        "run gets --laps more laps over the corpus as it is now (part files added to or "
+        "removed from it are taken in); replaces the model in --out",
     )  # fmt: skip
     _add_execution(fit, scheduler=True)
     _add_verbose(fit, argparse.SUPPRESS)

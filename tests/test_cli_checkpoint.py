@@ -76,3 +76,24 @@ def test_ctrl_c_to_the_process_group_stops_a_cluster_fit_with_a_checkpoint(tmp_p
     assert proc.returncode == 130, err
     assert "stopped; checkpoint written to" in err and "CancelledError" not in err
     assert 1 <= CheckpointDir(ckpt).read()["state"].lap < 200
+
+
+def test_resume_takes_in_part_files_removed_from_the_corpus(tmp_path):
+    """As LDA.fit does: the CLI rescans the corpus's parts/ (it told the user to
+    call Corpus.open(path, rescan=True), which the CLI cannot)."""
+    from lsdask.cli import main
+
+    rng = np.random.default_rng(2)
+    X = sp.random(400, 80, density=0.1, random_state=rng, format="csr")
+    X.data = np.ceil(X.data * 5)
+    Corpus.write(tmp_path / "c", X, [f"w{i}" for i in range(80)], docs_per_row_group=100,
+                 docs_per_file=200)  # fmt: skip
+    argv = ["fit", str(tmp_path / "c"), "--topics", "5", "--out", str(tmp_path / "m"), "--sync",
+            "--laps", "1", "--gibbs-sweeps", "10"]  # fmt: skip
+    assert main([*argv, "--checkpoint", str(tmp_path / "ck")]) == 0
+    parts = sorted((tmp_path / "c" / "parts").iterdir())
+    assert len(parts) == 2
+    parts[0].unlink()  # the oldest partition retired by hand
+    assert main([*argv[:-4], "--laps", "2", "--gibbs-sweeps", "10", "--resume",
+                 str(tmp_path / "ck")]) == 0  # fmt: skip
+    assert Corpus.open(tmp_path / "c").n_docs == 200

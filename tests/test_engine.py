@@ -198,3 +198,12 @@ def test_a_script_without_a_main_guard_is_told_how_to_fix_it(tmp_path):
     assert "could not start a local Dask cluster" in last
     assert "if __name__ == '__main__':" in last and "client='sync'" in last
     assert "If this runs from a script" in last
+
+
+def test_an_unreachable_scheduler_is_a_clear_error():
+    import dask
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        with pytest.raises(ValueError, match=r"could not connect to the Dask scheduler at "
+                                             r"'tcp://127\.0\.0\.1:1'.*--sync"):  # fmt: skip
+            lsdask.GaussianMixture(2, client="tcp://127.0.0.1:1").fit(np.zeros((10, 2)))

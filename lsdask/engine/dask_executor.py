@@ -50,7 +50,7 @@ class DaskExecutor:
             client = Client(cluster)
             self._owned = [client, cluster]
         elif isinstance(client, str):
-            client = Client(client)
+            client = connect(client)
             self._owned = [client]
         self.client = client
         link = getattr(client, "dashboard_link", None)
@@ -123,6 +123,20 @@ class DaskExecutor:
 
     def __repr__(self) -> str:
         return f"DaskExecutor({self.client!r})"
+
+
+def connect(address: str) -> Any:
+    """A Client of the scheduler at ``address``, or a ValueError saying what to check."""
+    from distributed import Client
+
+    try:
+        return Client(address)
+    except (OSError, TimeoutError) as exc:
+        raise ValueError(
+            f"could not connect to the Dask scheduler at {address!r} ({type(exc).__name__}: "
+            f"{exc}); check the address and that the scheduler runs, or start a local cluster "
+            "(client=None; lsdask: --workers N) or run in this process (client='sync'; --sync)"
+        ) from None
 
 
 def start_local_cluster(n_workers: int) -> Any:

@@ -44,7 +44,7 @@ def dask_client(client: Any = None, n_workers: int | None = None) -> Iterator[An
         return
     from distributed import Client
 
-    from lsdask.engine.dask_executor import start_local_cluster
+    from lsdask.engine.dask_executor import connect, start_local_cluster
 
     if client is None:
         n = DEFAULT_WORKERS if n_workers is None else int(n_workers)
@@ -55,7 +55,7 @@ def dask_client(client: Any = None, n_workers: int | None = None) -> Iterator[An
         owned: list[Any] = [Client(cluster), cluster]
     else:
         logger.info("connecting to the Dask scheduler at %s", client)
-        owned = [Client(client)]
+        owned = [connect(client)]
     logger.info("Dask dashboard: %s", getattr(owned[0], "dashboard_link", None))
     try:
         yield owned[0]

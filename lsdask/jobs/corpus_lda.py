@@ -58,14 +58,15 @@ WEIGHTS_SCHEMA = pa.schema(
 )
 
 
-def _open_corpus(corpus: Any, what: str) -> Any:
-    """A :class:`~lsdask.io.corpus.Corpus` from a Corpus or a path, naming ``what`` on errors."""
+def _open_corpus(corpus: Any, what: str, *, rescan: bool = False) -> Any:
+    """A :class:`~lsdask.io.corpus.Corpus` from a Corpus or a path, naming ``what``
+    on errors; ``rescan`` takes in part files added or removed since it was written."""
     from lsdask.io.corpus import Corpus
 
     if isinstance(corpus, Corpus):
         return corpus
     try:
-        return Corpus.open(corpus)
+        return Corpus.open(corpus, rescan=rescan)
     except FileNotFoundError as exc:
         raise FileNotFoundError(f"{what}: {exc}") from exc
 
@@ -234,7 +235,7 @@ def fit_corpus_lda(
     from lsdask.persist import check_save_target, save_lda
     from lsdask.plotting import plot_elbo_trace
 
-    train = _open_corpus(corpus, "corpus")
+    train = _open_corpus(corpus, "corpus", rescan=True)  # as LDA.fit: new or removed parts
     held = None if heldout is None else _open_corpus(heldout, "heldout")
     if held is not None:
         _check_same_vocab(train.vocab, held, "heldout corpus", f"the training corpus {train.path}")
