@@ -118,6 +118,13 @@ def _client_from_args(args: argparse.Namespace) -> tuple[Any, int | None]:
     return None, args.workers
 
 
+def _out_path(text: str) -> Path:
+    """An output path; ``.`` or ``..`` made absolute, so that it has a name
+    (outputs are written under a temporary sibling name, then renamed)."""
+    path = Path(text)
+    return path.resolve() if path.name in ("", ".", "..") else path
+
+
 # --------------------------------------------------------------------------- parsers
 
 
@@ -133,7 +140,7 @@ def _add_demo(sub: Any) -> None:
             "heldout scores and pictures (elbo.png, clusters.png, topics.png)."
         ),
     )
-    demo.add_argument("--out", type=Path, default=Path("lsdask-demo"), help="output folder")
+    demo.add_argument("--out", type=_out_path, default=Path("lsdask-demo"), help="output folder")
     demo.add_argument("--components", type=_positive_int, default=25, help="GMM K (default 25)")
     demo.add_argument("--sparsity", type=_positive_int, default=4, help="GMM L (default 4)")
     demo.add_argument("--laps", type=_positive_int, default=10, help="GMM laps (default 10)")
@@ -161,7 +168,7 @@ def _add_patches(sub: Any) -> None:
         "--heldout-fraction of all their images is held out)",
     )  # fmt: skip
     patches.add_argument(
-        "--out", type=Path, required=True,
+        "--out", type=_out_path, required=True,
         help="output folder: new, empty, or a previous patch store (replaced when done)",
     )  # fmt: skip
     patches.add_argument("--patch-size", type=_positive_int, default=8, help="patch side")
@@ -198,7 +205,7 @@ def _add_fit_gmm(sub: Any) -> None:
     )  # fmt: skip
     fit.add_argument("--batch-size", type=_positive_int, help="rows per batch (default chunks)")
     fit.add_argument("--heldout", type=Path, metavar="ZARR_PATH", help="heldout Zarr array")
-    fit.add_argument("--out", type=Path, help="folder for elbo.png and clusters.png")
+    fit.add_argument("--out", type=_out_path, help="folder for elbo.png and clusters.png")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     _add_execution(fit, scheduler=True)
     _add_verbose(fit, argparse.SUPPRESS)
@@ -226,7 +233,7 @@ def _add_ingest(sub: Any) -> None:
         p = kinds.add_parser(name, help=help_text, description=help_text)
         for dest, what in _INGEST_INPUTS[name]:
             p.add_argument(dest, type=Path, metavar=dest.upper(), help=what)
-        p.add_argument("--out", type=Path, required=True, help="corpus directory to write")
+        p.add_argument("--out", type=_out_path, required=True, help="corpus directory to write")
         # as in the ingest functions' signatures (a test checks); LDA-C/UCI keep every word
         defaults = INGEST_DF_DEFAULTS.get(name, {"min_df": "none", "max_df": "none"})
         p.add_argument(
@@ -299,7 +306,9 @@ def _add_fit(sub: Any) -> None:
     )
     fit.add_argument("corpus", type=Path, metavar="CORPUS", help="Parquet corpus directory")
     fit.add_argument("--topics", type=_positive_int, required=True, help="K")
-    fit.add_argument("--out", type=Path, required=True, metavar="MODEL_DIR", help="model folder")
+    fit.add_argument(
+        "--out", type=_out_path, required=True, metavar="MODEL_DIR", help="model folder"
+    )
     sparsity = fit.add_mutually_exclusive_group()
     sparsity.add_argument("--sparsity", type=_positive_int, default=8, help="L (default 8)")
     sparsity.add_argument("--dense", action="store_true", help="dense local step (no L)")
@@ -375,7 +384,7 @@ def _add_transform(sub: Any) -> None:
     )
     transform.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="saved model")
     transform.add_argument("corpus", type=Path, metavar="CORPUS", help="Parquet corpus")
-    transform.add_argument("--out", type=Path, required=True, help="Parquet file to write")
+    transform.add_argument("--out", type=_out_path, required=True, help="Parquet file to write")
     transform.add_argument("--overwrite", action="store_true", help="replace an existing file")
     _add_verbose(transform, argparse.SUPPRESS)
 

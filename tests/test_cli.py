@@ -743,3 +743,18 @@ def test_ingest_help_shows_the_functions_defaults() -> None:
         for name in ("min_df", "max_df"):
             default = params[name].default
             assert shown[name] == ("none" if default is None else default), (kind, name)
+
+
+def test_out_dot_is_a_path_with_a_name(tmp_path, monkeypatch, capsys) -> None:
+    """`--out .` failed with "PosixPath('.') has an empty name" from pathlib."""
+    from lsdask.cli import _out_path
+
+    monkeypatch.chdir(tmp_path)
+    assert _out_path(".") == tmp_path and _out_path("..") == tmp_path.parent
+    assert _out_path("models/m") == Path("models/m")
+    (tmp_path / "keep.txt").write_text("x")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("apple pie")
+    assert main(["ingest", "text", str(folder), "--out", ".", "--min-df", "1"]) == 2
+    assert "already exists" in capsys.readouterr().err

@@ -497,7 +497,7 @@ def format_report(result: dict[str, Any], *, title: str | None = None) -> str:
         lines.append(
             f"heldout log-likelihood per patch, {main_label} vs dense: "
             f"{result['heldout_score'][main_label]:.4f} vs {result['heldout_score']['dense']:.4f} "
-            f"({result['heldout_diff_percent']:+.3f} %)"
+            f"({result['heldout_diff_percent']:+.2g} %, nats per patch)"
         )
     elif result["n_heldout"] == 0:
         lines.append("heldout log-likelihood: no heldout data")
