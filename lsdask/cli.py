@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from lsdask import config
-from lsdask.io.corpus_write import DEFAULT_DOCS_PER_ROW_GROUP
+from lsdask.io.corpus_write import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
 from lsdask.jobs.cluster import DEFAULT_WORKERS, describe_client
 from lsdask.jobs.patch_gmm import PATCH_ALPHA
 from lsdask.learn.state import FitInterrupted
@@ -254,6 +254,11 @@ def _add_ingest(sub: Any) -> None:
         p.add_argument(
             "--docs-per-row-group", type=_positive_int,
             help=f"documents per row group, one batch (default {DEFAULT_DOCS_PER_ROW_GROUP})",
+        )  # fmt: skip
+        p.add_argument(
+            "--docs-per-file", type=_positive_int,
+            help="documents per Parquet part file, whole row groups (default "
+            f"{DEFAULT_DOCS_PER_FILE:,}); retraining takes in or retires part files",
         )  # fmt: skip
         p.add_argument("--overwrite", action="store_true", help="replace an existing corpus")
         _add_verbose(p, argparse.SUPPRESS)
@@ -492,6 +497,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         "max_df": args.max_df,
         "max_vocab": args.max_vocab,
         "docs_per_row_group": args.docs_per_row_group,
+        "docs_per_file": args.docs_per_file,
         "overwrite": args.overwrite,
     }
     if args.kind == "text":

@@ -560,12 +560,14 @@ def test_ingest_text_folder(tmp_path: Path, capsys) -> None:
         (folder / f"d{i}.txt").write_text(f"Subject: x{i}\n\n{text}", encoding="latin-1")
     out = tmp_path / "corpus"
     code = main(["ingest", "text", str(folder), "--out", str(out), "--min-df", "2",
-                 "--max-df", "1.0", "--docs-per-row-group", "3", "--strip-headers"])  # fmt: skip
+                 "--max-df", "1.0", "--docs-per-row-group", "3", "--strip-headers",
+                 "--docs-per-file", "3"])  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0, captured.err
     info = _ingested(captured.out)
     assert info["corpus"] == str(out)
     assert info["documents"] == "4 (0 empty)" and info["batches"] == "2 row groups"
+    assert len(list((out / "parts").iterdir())) == 2  # one row group per part file
     corpus = Corpus.open(out)
     assert corpus.n_docs == 4 and "garden" in corpus.vocab and "subject" not in corpus.vocab
     assert "sat" not in corpus.vocab  # in one document only: min_df 2
