@@ -1,0 +1,180 @@
+"""Save a fitted :class:`lsdask.GaussianMixture` to a directory and load it back, exactly.
+
+A model directory holds::
+
+    model/
+        params.json   # format, version, the estimator's parameters (no client, no
+                      # checkpoint folder), the model configuration, fitted scalars
+        arrays.npz    # the posterior: theta, elogpi and every field of the
+                      # observation posterior (obs_<field>); the traces
+
+The posterior is stored field by field, as it is (float64, read with
+``allow_pickle=False``), so ``predict_proba``, ``score`` and the fitted
+attributes of the loaded model equal the saved one's, whichever algorithm
+fitted it. :func:`save_gmm` writes under a temporary sibling directory and
+renames it into place at the end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import uuid
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lsdask.io.atomic import replace_dir
+from lsdask.persist import ARRAYS_NAME, PARAMS_NAME, _json_value, check_save_target
+
+__all__ = ["FORMAT", "load_gmm", "save_gmm"]
+
+#: Value of ``params.json["format"]``.
+FORMAT = "lsdask-gmm"
+VERSION = 1
+_TRACES = ("elbo_trace_", "lap_trace_", "time_trace_")
+_NOT_SAVED = ("client", "checkpoint_dir", "resume")
+
+
+def _posterior_classes() -> dict[str, type]:
+    from lsdask.models.diag_gaussian import NormalGammaPosterior
+    from lsdask.models.full_gaussian import NormalWishartPosterior
+    from lsdask.models.zero_mean_gaussian import WishartPosterior
+
+    return {c.__name__: c for c in (WishartPosterior, NormalGammaPosterior, NormalWishartPosterior)}
+
+
+def save_gmm(model: Any, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+    """Save a fitted :class:`lsdask.GaussianMixture` to the directory ``path``, atomically.
+
+    Raises
+    ------
+    TypeError
+        If ``model`` is not a GaussianMixture.
+    RuntimeError
+        If it is not fitted.
+    FileExistsError
+        If ``path`` exists and ``overwrite`` is false, or it is not a model directory.
+    ValueError
+        If a parameter cannot be stored as JSON (e.g. a Generator as ``random_state``).
+    """
+    from lsdask import GaussianMixture
+    from lsdask.models.config import model_to_config
+
+    if not isinstance(model, GaussianMixture):
+        raise TypeError(f"save_gmm saves an lsdask.GaussianMixture; got {type(model).__name__}")
+    model._check_fitted()
+    out = Path(path)
+    check_save_target(out, overwrite)
+    params = {
+        name: _json_value(name, value)
+        for name, value in model.get_params(deep=False).items()
+        if name not in _NOT_SAVED
+    }
+    obs = model.posterior_.obs
+    arrays = {"theta": model.posterior_.theta, "elogpi": model.posterior_.elogpi}
+    for field in dataclasses.fields(obs):
+        value = getattr(obs, field.name)
+        if value is not None:
+            arrays[f"obs_{field.name}"] = np.asarray(value)
+    for name in _TRACES:
+        if hasattr(model, name):
+            arrays[name] = np.asarray(getattr(model, name))
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "params": params,
+        "model": model_to_config(model.model_),
+        "posterior": type(obs).__name__,
+        "fitted": {
+            "n_features_in_": int(model.n_features_in_),
+            "n_laps_": int(model.n_laps_),
+            "converged_": bool(model.converged_),
+        },
+    }
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        tmp.mkdir(parents=True)
+        (tmp / PARAMS_NAME).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        np.savez(tmp / ARRAYS_NAME, **arrays)
+        replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def load_gmm(path: str | os.PathLike[str], *, client: Any = None) -> Any:
+    """Load a :class:`lsdask.GaussianMixture` saved by :func:`save_gmm`.
+
+    ``client`` becomes the loaded estimator's ``client`` (it is not saved).
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` or one of its files does not exist.
+    ValueError
+        If a file is corrupt, not a GaussianMixture model, or its parts do not
+        belong together (the message names the path and the file).
+    """
+    from lsdask import GaussianMixture
+    from lsdask.models.config import model_from_config
+    from lsdask.models.mixture import MixtureGlobals
+
+    root = Path(path)
+    where = f"model {str(root)!r}"
+    if not (root / PARAMS_NAME).is_file():
+        raise FileNotFoundError(
+            f"no GaussianMixture model at {str(root)!r}: {PARAMS_NAME} is missing (save one "
+            "with lsdask.persist_gmm.save_gmm)"
+        )
+    try:
+        meta = json.loads((root / PARAMS_NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{where}: {PARAMS_NAME} is not valid JSON: {exc}") from exc
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise ValueError(
+            f"{where}: {PARAMS_NAME} is not an lsdask GaussianMixture model (format {found!r}, "
+            f"expected {FORMAT!r})"
+        )
+    if meta.get("version") != VERSION:
+        raise ValueError(f"{where}: version {meta.get('version')!r}; this lsdask reads {VERSION}")
+    classes = _posterior_classes()
+    if meta.get("posterior") not in classes:
+        raise ValueError(f"{where}: unknown posterior {meta.get('posterior')!r}")
+    try:
+        with np.load(root / ARRAYS_NAME, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{where}: {ARRAYS_NAME} is missing") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{where}: {ARRAYS_NAME} cannot be read ({exc}); it is corrupt") from exc
+    cls = classes[meta["posterior"]]
+    try:
+        obs = cls(**{f.name: arrays.get(f"obs_{f.name}") for f in dataclasses.fields(cls)})
+        globals_ = MixtureGlobals(arrays["theta"], arrays["elogpi"], obs)
+        model = model_from_config(meta["model"])
+        estimator = GaussianMixture(**meta["params"]).set_params(client=client)
+        estimator._check_common_params()
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: the files do not make a model ({exc})") from exc
+    K = int(meta["model"]["n_components"])
+    if globals_.theta.shape != (K,) or estimator.n_components != K:
+        raise ValueError(f"{where}: theta has shape {globals_.theta.shape}, expected ({K},)")
+    estimator.model_ = model
+    estimator.posterior_ = globals_
+    estimator.weights_ = model.allocation.mean_weights(globals_.theta)
+    for name in _TRACES:
+        if name in arrays:
+            setattr(estimator, name, arrays[name])
+    fitted = meta.get("fitted", {})
+    estimator.n_features_in_ = int(fitted["n_features_in_"])
+    estimator.n_laps_ = int(fitted["n_laps_"])
+    estimator.converged_ = bool(fitted["converged_"])
+    estimator._set_fitted(model)
+    return estimator
