@@ -207,6 +207,27 @@ def check_save_target(path: str | os.PathLike[str], overwrite: bool = False) -> 
 # --------------------------------------------------------------------------- loading
 
 
+def read_meta(root: Path, fmt: str, version: int, kind: str) -> dict[str, Any]:
+    """``params.json`` of a model directory, checked to be of format ``fmt`` and
+    ``version`` (``kind`` names the model in errors)."""
+    try:
+        meta = json.loads((root / PARAMS_NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"model {str(root)!r}: {PARAMS_NAME} is not valid JSON: {exc}") from exc
+    if not isinstance(meta, dict) or meta.get("format") != fmt:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise ValueError(
+            f"model {str(root)!r}: {PARAMS_NAME} is not an lsdask {kind} model "
+            f"(format {found!r}, expected {fmt!r})"
+        )
+    if meta.get("version") != version:
+        raise ValueError(
+            f"model {str(root)!r}: {PARAMS_NAME} has version {meta.get('version')!r}; this "
+            f"lsdask reads version {version}"
+        )
+    return meta
+
+
 def _read_params(root: Path) -> dict[str, Any]:
     file = root / PARAMS_NAME
     if not file.is_file():
@@ -214,21 +235,7 @@ def _read_params(root: Path) -> dict[str, Any]:
             f"model {str(root)!r}: {PARAMS_NAME} is missing; this is not an lsdask model "
             "directory (save one with lsdask.persist.save_lda or `lsdask fit`)"
         )
-    try:
-        meta = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"model {str(root)!r}: {PARAMS_NAME} is not valid JSON: {exc}") from exc
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise ValueError(
-            f"model {str(root)!r}: {PARAMS_NAME} is not an lsdask LDA model "
-            f"(format {found!r}, expected {FORMAT!r})"
-        )
-    if meta.get("version") != VERSION:
-        raise ValueError(
-            f"model {str(root)!r}: {PARAMS_NAME} has version {meta.get('version')!r}; this "
-            f"lsdask reads version {VERSION}"
-        )
+    meta = read_meta(root, FORMAT, VERSION, "LDA")
     params, fitted = meta.get("params"), meta.get("fitted")
     if not isinstance(params, dict) or not isinstance(fitted, dict):
         raise ValueError(f"model {str(root)!r}: {PARAMS_NAME} lacks 'params' or 'fitted'")

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from lsdask.io.atomic import replace_dir
-from lsdask.persist import ARRAYS_NAME, PARAMS_NAME, _json_value, check_save_target
+from lsdask.persist import ARRAYS_NAME, PARAMS_NAME, _json_value, check_save_target, read_meta
 
 __all__ = ["FORMAT", "load_gmm", "save_gmm"]
 
@@ -132,18 +132,7 @@ def load_gmm(path: str | os.PathLike[str], *, client: Any = None) -> Any:
             f"no GaussianMixture model at {str(root)!r}: {PARAMS_NAME} is missing (save one "
             "with lsdask.persist_gmm.save_gmm)"
         )
-    try:
-        meta = json.loads((root / PARAMS_NAME).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{where}: {PARAMS_NAME} is not valid JSON: {exc}") from exc
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise ValueError(
-            f"{where}: {PARAMS_NAME} is not an lsdask GaussianMixture model (format {found!r}, "
-            f"expected {FORMAT!r})"
-        )
-    if meta.get("version") != VERSION:
-        raise ValueError(f"{where}: version {meta.get('version')!r}; this lsdask reads {VERSION}")
+    meta = read_meta(root, FORMAT, VERSION, "GaussianMixture")
     classes = _posterior_classes()
     if meta.get("posterior") not in classes:
         raise ValueError(f"{where}: unknown posterior {meta.get('posterior')!r}")
