@@ -206,6 +206,11 @@ def _add_fit_gmm(sub: Any) -> None:
     fit.add_argument("--batch-size", type=_positive_int, help="rows per batch (default chunks)")
     fit.add_argument("--heldout", type=Path, metavar="ZARR_PATH", help="heldout Zarr array")
     fit.add_argument("--out", type=_out_path, help="folder for elbo.png and clusters.png")
+    fit.add_argument(
+        "--save", type=_out_path, metavar="MODEL_DIR",
+        help="save the fitted model there (lsdask.persist_gmm.load_gmm reads it back)",
+    )  # fmt: skip
+    fit.add_argument("--overwrite", action="store_true", help="replace an existing model at --save")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     _add_execution(fit, scheduler=True)
     _add_verbose(fit, argparse.SUPPRESS)
@@ -465,6 +470,10 @@ def _cmd_fit_gmm(args: argparse.Namespace) -> int:
     for name, path in (("ZARR_PATH", args.zarr_path), ("--heldout", args.heldout)):
         if path is not None and not path.exists():
             raise FileNotFoundError(f"{name}: no Zarr array at {str(path)!r}")
+    if args.save is not None:
+        from lsdask.persist import check_save_target
+
+        check_save_target(args.save, args.overwrite)  # before the fit, not after it
     client, n_workers = _client_from_args(args)
     result = fit_and_report(
         str(args.zarr_path),
@@ -485,6 +494,11 @@ def _cmd_fit_gmm(args: argparse.Namespace) -> int:
         progress=None,
     )
     print(format_report(result, title=f"lsdask fit-gmm {args.zarr_path}"))
+    if args.save is not None:
+        from lsdask.persist_gmm import save_gmm
+
+        model = next(iter(result["models"].values()))
+        print(f"model: saved to {save_gmm(model, args.save, overwrite=args.overwrite)}")
     return 0
 
 

@@ -110,11 +110,18 @@ def test_fit_gmm_sync(patch_store: dict, tmp_path: Path, capsys) -> None:
             "fit-gmm", patch_store["train"]["path"],
             "--components", "3", "--sparsity", "2", "--laps", "2",
             "--heldout", patch_store["heldout"]["path"],
-            "--out", str(out), "--sync", "--seed", "1",
+            "--out", str(out), "--sync", "--seed", "1", "--save", str(tmp_path / "model"),
         ]
     )  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0, captured.err
+    assert f"model: saved to {tmp_path / 'model'}" in captured.out
+    from lsdask.persist_gmm import load_gmm
+
+    loaded = load_gmm(tmp_path / "model", client="sync")
+    assert (loaded.n_components, loaded.sparsity, loaded.n_laps_) == (3, 2, 2)
+    shown = captured.out.split("heldout log-likelihood per patch, L=2: ")[1].split()[0]
+    assert loaded.score(patch_store["heldout"]["path"]) == pytest.approx(float(shown), abs=1e-4)
     assert "K=3" in captured.out and "L=2" in captured.out
     assert "heldout log-likelihood per patch, L=2:" in captured.out
     assert f"{patch_store['train']['n_patches']:,} train rows" in captured.out
