@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from lsdask import config
-from lsdask.io.corpus_write import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
 from lsdask.jobs.cluster import DEFAULT_WORKERS, describe_client
 from lsdask.jobs.patch_gmm import PATCH_ALPHA
 from lsdask.learn.state import FitInterrupted
@@ -258,12 +257,13 @@ def _add_ingest(sub: Any) -> None:
         )  # fmt: skip
         p.add_argument(
             "--docs-per-row-group", type=_positive_int,
-            help=f"documents per row group, one batch (default {DEFAULT_DOCS_PER_ROW_GROUP})",
+            help="documents per row group, one batch (default "
+            f"{config.DEFAULT_DOCS_PER_ROW_GROUP})",
         )  # fmt: skip
         p.add_argument(
             "--docs-per-file", type=_positive_int,
             help="documents per Parquet part file, whole row groups (default "
-            f"{DEFAULT_DOCS_PER_FILE:,}); retraining takes in or retires part files",
+            f"{config.DEFAULT_DOCS_PER_FILE:,}); retraining takes in or retires part files",
         )  # fmt: skip
         p.add_argument("--overwrite", action="store_true", help="replace an existing corpus")
         _add_verbose(p, argparse.SUPPRESS)

@@ -14,6 +14,11 @@ BLOCK_ROWS = 256
 #: Default number of rows per memoized batch for in-memory inputs.
 DEFAULT_BATCH_SIZE = 10_000
 
+#: Documents per Parquet row group (one memoized batch) and per part file of
+#: a corpus written by lsdask.
+DEFAULT_DOCS_PER_ROW_GROUP = 1000
+DEFAULT_DOCS_PER_FILE = 100_000
+
 #: Sparsity levels at or below this use the insertion top-L selection;
 #: above it a stable sort is faster.
 TOPL_INSERTION_MAX = 32

@@ -334,11 +334,7 @@ class LDA(VariationalEstimator):
             self.converged_ = False
         else:
             model, glob, total = self.model_, self.posterior_, self.stats_
-            if source.n_features != model.vocab_size:
-                raise ValueError(
-                    f"X has {source.n_features} words in its vocabulary, but this model was "
-                    f"fitted with {model.vocab_size}"
-                )
+            self._check_vocab_size(source)
             vocab = vocab or self.vocabulary_
         executor = self._executor(source)
         try:
@@ -367,14 +363,17 @@ class LDA(VariationalEstimator):
         self.vocabulary_ = vocab
 
     # -- inference ----------------------------------------------------------------
-    def _row_batches(self, X: Any) -> Iterator[sp.csr_matrix]:
-        """X's documents batch by batch (one batch in memory at a time)."""
-        source, _ = self._source(X)
+    def _check_vocab_size(self, source: BatchSource) -> None:
         if source.n_features != self.model_.vocab_size:
             raise ValueError(
                 f"X has {source.n_features} words in its vocabulary, but this model was "
                 f"fitted with {self.model_.vocab_size}"
             )
+
+    def _row_batches(self, X: Any) -> Iterator[sp.csr_matrix]:
+        """X's documents batch by batch (one batch in memory at a time)."""
+        source, _ = self._source(X)
+        self._check_vocab_size(source)
         for batch in source.batches:
             yield as_csr_batch(batch.load())
 

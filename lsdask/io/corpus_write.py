@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
+from lsdask import config
 from lsdask.io.corpus_batch import SCHEMA, DocBatch
 from lsdask.io.sources import DataError
 
@@ -39,8 +40,8 @@ VERSION = 1
 MANIFEST_NAME = "manifest.json"
 VOCAB_NAME = "vocab.txt"
 PARTS_DIR = "parts"
-DEFAULT_DOCS_PER_ROW_GROUP = 1000
-DEFAULT_DOCS_PER_FILE = 100_000
+DEFAULT_DOCS_PER_ROW_GROUP = config.DEFAULT_DOCS_PER_ROW_GROUP
+DEFAULT_DOCS_PER_FILE = config.DEFAULT_DOCS_PER_FILE
 
 
 # --------------------------------------------------------------------------- writing

@@ -31,7 +31,7 @@ from lsdask.io.sources import DataError
 
 def _read_word_list(path: Path) -> list[str]:
     """A vocabulary file: one word per line (surrounding spaces stripped)."""
-    with _open_text(path, "utf-8", errors="strict") as f:
+    with _open_text(path, "utf-8") as f:
         try:
             lines = f.read().split("\n")
         except UnicodeDecodeError as exc:
@@ -115,7 +115,7 @@ def _check_bag(ids: np.ndarray, cnt: np.ndarray, where: str, n_words: int, base:
 
 
 def _ldac_docs(path: Path, n_words: int) -> Iterator[_Bag]:
-    with _open_text(path, "ascii", errors="strict") as f:
+    with _open_text(path, "ascii") as f:
         try:
             for lineno, line in enumerate(f, start=1):
                 if line.strip():
@@ -208,7 +208,7 @@ def _uci_header(f: IO[str], path: Path) -> tuple[int, int, int, int]:
 
 def _uci_docs(path: Path, n_words: int) -> Iterator[_Bag]:
     """Documents of a UCI docword file, empty ones included, in docID order."""
-    with _open_text(path, "ascii", errors="strict") as f:
+    with _open_text(path, "ascii") as f:
         n_docs, width, nnz, header_lines = _uci_header(f, path)
         if width != n_words:
             raise DataError(

@@ -87,11 +87,11 @@ def not_text_error(where: str, encoding: str, exc: UnicodeDecodeError, data: byt
     )
 
 
-def _open_text(path: Path, encoding: str, errors: str = "strict", newline: str | None = None):
-    """Open a text file, transparently decompressing ``.gz``."""
+def _open_text(path: Path, encoding: str):
+    """Open a text file strictly decoded, transparently decompressing ``.gz``."""
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding=encoding, errors=errors, newline=newline)
-    return open(path, encoding=encoding, errors=errors, newline=newline)
+        return gzip.open(path, "rt", encoding=encoding)
+    return open(path, encoding=encoding)
 
 
 def _imposed_vocab(vocab: Sequence[str] | Corpus | PathLike) -> tuple[list[str], str]:
@@ -278,11 +278,8 @@ def _ingest_texts(
             ids, cnt, n_oov = encode(tokenizer.tokens(text), word_to_id, oov_types=counts.oov_words)
             if source.ids:
                 own_ids.append(name)
-                counts.add(cnt, n_oov, None)
-                yield name, ids, cnt
-            else:
-                counts.add(cnt, n_oov, name)
-                yield i, ids, cnt
+            counts.add(cnt, n_oov, None if source.ids else name)
+            yield (name if source.ids else i), ids, cnt
         if counts.n_docs == 0:
             raise DataError(f"{source.where}: no documents found{source.hint()}")
         if source.ids:
