@@ -277,7 +277,17 @@ def test_a_corpus_is_scored_transformed_and_checked_batch_by_batch_as_a_whole(
                           docs_per_row_group=70)  # fmt: skip
     assert len(corpus.batches) > 2
     whole = sp.csr_matrix(docs)
-    assert (model.transform(corpus) != model.transform(whole)).nnz == 0
+    step, sizes = model.model_.doc_topic_step, []
+
+    def counted(X, *args):
+        sizes.append(X.shape[0])
+        return step(X, *args)
+
+    object.__setattr__(model.model_, "doc_topic_step", counted)  # the model is frozen
+    by_batch = model.transform(corpus)
+    assert sizes == [b.n_docs for b in corpus.batches]  # one row group at a time
+    object.__delattr__(model.model_, "doc_topic_step")
+    assert (by_batch != model.transform(whole)).nnz == 0
     np.testing.assert_array_equal(model.coherence(corpus, 5), model.coherence(whole, 5))
     A, B = split_documents(whole, 0.8, 4)
     expected = document_completion(A, B, model.topic_word_, model.alpha)
