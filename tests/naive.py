@@ -96,11 +96,14 @@ def lda_dense_doc(words, counts, C, a, max_iters=100, conv_thresh=0.05):
     return R, N, trace
 
 
-def lda_sparse_doc(words, counts, C, a, L, max_iters=100, conv_thresh=0.05, eps=1e-8):
+def lda_sparse_doc(words, counts, C, a, L, max_iters=100, conv_thresh=0.05, eps=1e-8, seen=None):
     """LSPARSESTEPFORDOC without restarts, with the selection schedule of
     lsdask.kernels.lda: select every token in iterations 1-5 and every 10th,
-    and a token whose topics left the active set; otherwise reweight each
-    token's current topics."""
+    and a token none of whose topics is still active; otherwise reweight the
+    topics of each token's last selection, those that left the active set
+    weighing 0. ``seen``, a dict, counts the reweightings that met a topic
+    gone from the active set (``"gone"``) and the iterations with at most L
+    active topics (``"few"``)."""
     from scipy.special import digamma
 
     U, K = len(words), C.shape[1]
@@ -115,23 +118,31 @@ def lda_sparse_doc(words, counts, C, a, L, max_iters=100, conv_thresh=0.05, eps=
         resp[u, :nL] = e / e.sum()
     N = counts @ densify(resp, idx, K)
     active = [k for k in range(K) if N[k] > eps]
+    n_slots = np.full(U, nL)
     it, shrank = 0, False
     while it < max_iters and U:
         it += 1
         P = np.zeros(K)
         P[active] = digamma(N[active] + a)
         nL = min(L, len(active))
+        if seen is not None and len(active) <= L:
+            seen["few"] = seen.get("few", 0) + 1
         for u in range(U):
-            stale = not set(idx[u, :nL].tolist()) <= set(active)
-            if it <= 5 or it % 10 == 0 or stale:
+            gone = not set(idx[u, : n_slots[u]].tolist()) & set(active)
+            if it <= 5 or it % 10 == 0 or gone:
                 w = C[words[u], active] + P[active]
                 chosen = top_l(w, nL)
                 idx[u, :nL] = np.asarray(active)[chosen]
                 idx[u, nL:] = idx[u, 0]
-            w = C[words[u], idx[u, :nL]] + P[idx[u, :nL]]
-            e = np.exp(w - w.max())
+                n_slots[u] = nL
+            topics = idx[u, : n_slots[u]]
+            live = np.isin(topics, active)
+            if seen is not None and not live.all():
+                seen["gone"] = seen.get("gone", 0) + 1
+            w = C[words[u], topics] + P[topics]
+            e = np.where(live, np.exp(w - w[live].max()), 0.0)
             resp[u] = 0.0
-            resp[u, :nL] = e / e.sum()
+            resp[u, : n_slots[u]] = e / e.sum()
         N_new = counts @ densify(resp, idx, K)
         delta = max(abs(N_new[k] - N[k]) for k in active)
         N = N_new

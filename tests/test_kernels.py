@@ -109,11 +109,13 @@ def test_select_pruned_equals_top_l_of_gathered_weights_for_any_valid_floor_and_
     ref = subset[naive.top_l(w, L)]
     # the ids come by decreasing shift; equal shifts in a random order
     by_shift = subset[np.lexsort((rng.random(n), -shift[subset]))]
+    # the row sits between two others of a table (larger: they must not be read)
+    table = np.vstack([row + 50.0, row, row + 50.0])
     # any floor up to the L-th largest weight, any bound >= the row's maximum
     for floor in (-np.inf, np.sort(w)[-L], np.sort(w)[-L] - 1.0, float(np.min(w))):
         for row_max in (float(row.max()), float(row[subset].max()), float(row.max()) + 5.0):
             out = np.full(L, -1, dtype=np.int32)
-            _select_pruned(row, shift, by_shift, n, L, floor, row_max, np.empty(L), out)
+            _select_pruned(table, 1, shift, by_shift, n, L, floor, row_max, np.empty(L), out)
             np.testing.assert_array_equal(out, ref, err_msg=f"floor={floor} max={row_max}")
 
 
@@ -132,7 +134,7 @@ def test_select_pruned_breaks_ties_by_the_lower_id_whatever_the_arrival_order(
 ):
     row, shift = np.array(row), np.array(shift)
     out = np.full(L, -1, dtype=np.int32)
-    args = (row, shift, np.array(by_shift), len(by_shift), L, -np.inf, row.max())
+    args = (row[None, :], 0, shift, np.array(by_shift), len(by_shift), L, -np.inf, row.max())
     _select_pruned(*args, np.empty(L), out)
     np.testing.assert_array_equal(out, want)
     w = row + shift
@@ -143,7 +145,7 @@ def test_select_pruned_refuses_a_floor_above_the_l_th_weight():
     out = np.full(2, -1, dtype=np.int32)
     with pytest.raises(ValueError, match="fewer than L weights"):
         _select_pruned(
-            np.zeros(3), np.array([0.0, -1.0, -2.0]), np.arange(3), 3, 2, -0.5, 0.0,
+            np.zeros((1, 3)), 0, np.array([0.0, -1.0, -2.0]), np.arange(3), 3, 2, -0.5, 0.0,
             np.empty(2), out,
         )  # fmt: skip
 
@@ -154,7 +156,7 @@ def test_select_pruned_stops_at_the_bound():
     row = np.array([0.0, -1.0, 100.0, 100.0])
     shift = np.array([0.0, -0.5, -10.0, -20.0])
     out = np.full(2, -1, dtype=np.int32)
-    _select_pruned(row, shift, np.arange(4), 4, 2, -np.inf, 0.0, np.empty(2), out)
+    _select_pruned(row[None, :], 0, shift, np.arange(4), 4, 2, -np.inf, 0.0, np.empty(2), out)
     np.testing.assert_array_equal(out, [0, 1])
 
 

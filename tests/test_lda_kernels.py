@@ -73,6 +73,55 @@ def test_sparse_step_matches_reference(rng, U, label, K, L):
     )
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_sparse_step_matches_reference_as_topics_leave_between_selections(seed):
+    """A document of two topics' top words among 60 topics: the active set
+    shrinks in iterations that only reweight (those tokens keep their other
+    topics; a topic that left weighs 0), then falls to at most L topics (all
+    tokens then hold every active topic). Both regimes must occur, and the
+    kernel equals the reference."""
+    rng = np.random.default_rng(seed)
+    V, K, L = 200, 60, 4
+    C = _topics(rng, K, V)
+    two = rng.choice(K, size=2, replace=False)
+    words = np.unique(np.argsort(-C[:, two], axis=0)[:10]).astype(np.int32)
+    U = words.size
+    counts = rng.integers(1, 6, size=U).astype(np.float64)
+    a = 0.5 / K
+    resp, idx = np.empty((U, L)), np.empty((U, L), dtype=np.int32)
+    N, *_ = sparse_doc_step(words, counts, C, a, L, 100, 0.05, 1e-8, False, 5, resp, idx)
+    seen = {}
+    r_ref, i_ref, N_ref = naive.lda_sparse_doc(words, counts, C, a, L, seen=seen)
+    assert seen.get("gone", 0) > 0 and seen.get("few", 0) > 0, seen
+    np.testing.assert_allclose(N, N_ref, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        naive.densify(resp, idx, K), naive.densify(r_ref, i_ref, K), rtol=1e-8, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("L", [3, 30])
+def test_sparse_step_matches_reference_where_weights_spread_beyond_the_product_form(rng, L):
+    """Tokens whose topics' E[log phi] spreads over more than 600 nats take the
+    exact log-space path (their exp(C - max C) would underflow): in the
+    per-token regime (L=3 of 30 topics) and when every token holds every
+    active topic (L=30)."""
+    V, K, U = 60, 30, 40
+    C = _topics(rng, K, V)
+    far = rng.choice(V, size=V // 2, replace=False)
+    for w in far:  # all but two topics 700 nats down: any 3 topics spread that far
+        C[w, np.setdiff1d(np.arange(K), rng.choice(K, size=2, replace=False))] -= 700.0
+    words, counts = _doc(rng, V, U)
+    a = 0.5 / K
+    resp, idx = np.empty((U, L)), np.empty((U, L), dtype=np.int32)
+    N, *_ = sparse_doc_step(words, counts, C, a, L, 100, 0.05, 1e-8, False, 5, resp, idx)
+    r_ref, i_ref, N_ref = naive.lda_sparse_doc(words, counts, C, a, L)
+    assert np.isin(words, far).any()
+    np.testing.assert_allclose(N, N_ref, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        naive.densify(resp, idx, K), naive.densify(r_ref, i_ref, K), rtol=1e-8, atol=1e-12
+    )
+
+
 def test_sparse_step_with_tied_topic_weights(rng):
     """Identical topics tie in every weight: the lower topic index wins."""
     V, K = 20, 6

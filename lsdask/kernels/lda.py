@@ -11,8 +11,9 @@ local step alternates
 from ``r_u = RESP(C[w_u])`` (uniform document-topic probabilities), until
 ``max_k |Delta N_dk| < conv_thresh`` or ``max_iters``. The L-sparse step keeps
 an active set ``A_d = {k : N_dk > eps}`` and works over it only; it selects
-the top L afresh in the first 5 iterations, every 10th, and whenever the
-active set shrank, and otherwise reweights each token's current L topics.
+each token's top L afresh in the first 5 iterations and every 10th, and
+otherwise reweights the topics of the token's last selection, a topic that
+left the active set weighing 0 (App. D.3: its mass never rises again).
 Restart proposals (lsparse Sec. 5; Hughes et al. 2015) then try removing
 active topics in turn, smallest mass first, up to ``restarts`` proposals per
 document: the topic's mass is dropped, ``restart_iters`` iterations run, and
@@ -72,11 +73,11 @@ def _log_norm_doc_dense(N, a, K):
 def _sparse_doc_elbo(words, counts, C, resp, idx, N, a, active, n_active, K):
     value = 0.0
     for u in range(words.shape[0]):
-        row = C[words[u]]
+        w = words[u]
         for j in range(resp.shape[1]):
             r = resp[u, j]
             if r > 0.0:
-                value += counts[u] * r * (row[idx[u, j]] - math.log(r))
+                value += counts[u] * r * (C[w, idx[u, j]] - math.log(r))
     return value + _log_norm_prior(a, K) - _log_norm_doc(N, a, active, n_active, K)
 
 
@@ -244,18 +245,39 @@ def _dense_doc(
     return N, elbo, its, tried, accepted
 
 
-@numba.njit(nogil=True, cache=True)
-def _token_exps(row, idx_u, nL, E_u):
-    """``E_u[j] = exp(row[idx_u[j]] - max)`` over the token's nL topics; False
-    where they spread too far for the product form (then use log space)."""
-    hi = row[idx_u[0]]
+@numba.njit(nogil=True, cache=True, _nrt=False)
+def _token_exps(C, w, idx, u, m, E):
+    """``E[u, j] = exp(C[w, idx[u, j]] - max)`` over the token's first m topics;
+    False where they spread too far for the product form (then use log space).
+    No reference counting (``_nrt=False``): it runs for every selected token."""
+    hi = C[w, idx[u, 0]]
     lo = hi
-    for j in range(1, nL):
-        hi = max(hi, row[idx_u[j]])
-        lo = min(lo, row[idx_u[j]])
-    for j in range(nL):
-        E_u[j] = math.exp(row[idx_u[j]] - hi)
+    for j in range(1, m):
+        v = C[w, idx[u, j]]
+        hi = max(hi, v)
+        lo = min(lo, v)
+    for j in range(m):
+        E[u, j] = math.exp(C[w, idx[u, j]] - hi)
     return hi - lo <= _PRODUCT_MAX_SPREAD
+
+
+@numba.njit(nogil=True, cache=True)
+def _order_by(P, active, n_active, by_P, scratch):
+    """``by_P[:n_active]``: the active topics by decreasing ``P`` (few: by insertion)."""
+    if n_active <= 64:
+        for j in range(n_active):
+            k = active[j]
+            i = j
+            while i > 0 and P[by_P[i - 1]] < P[k]:
+                by_P[i] = by_P[i - 1]
+                i -= 1
+            by_P[i] = k
+    else:
+        for j in range(n_active):
+            scratch[j] = -P[active[j]]
+        order = np.argsort(scratch[:n_active])
+        for j in range(n_active):
+            by_P[j] = active[order[j]]
 
 
 @numba.njit(nogil=True, cache=True)
@@ -265,37 +287,53 @@ def _sparse_iterations(
 ):  # fmt: skip
     """Run L-sparse iterations in place; returns (n_active, iterations run).
 
-    ``row_max[u]`` bounds ``C[words[u]]`` from above (its maximum over all
-    topics): for ``nL <= TOPL_INSERTION_MAX`` a selection scans the active
-    topics by decreasing ``P`` and stops once ``P + row_max[u]`` cannot reach
-    the L-th weight, so topics of little mass in the document are not looked at
-    (the selected topics are those of a full scan, ties included); larger nL
-    sort all active weights.
-
     Every token is selected afresh in iterations ``1..select_first`` (at least
-    the first: ``select_first >= 1``) and every 10th; in between a token keeps
-    its topics and is only reweighted, unless one of them left the active set
-    (then that token alone is selected again).
-    A reweighting costs a multiply per topic: ``exp(C + P) = E * exp(P - max P)``
-    with ``E = exp(C - max C)`` over the token's topics, kept from its selection.
+    the first: ``select_first >= 1``) and every 10th: it takes the top
+    ``min(L, |A_d|)`` of ``C[w_u, k] + P_k`` over the active topics. In between
+    a token keeps the topics of its last selection and is only reweighted; a
+    topic that left the active set weighs 0 from then on (its mass "never rises
+    again", App. D.3), and a token none of whose topics is still active is
+    selected again. A reweighting costs a multiply per topic:
+    ``exp(C + P) = E * exp(P - max P)`` with ``E = exp(C - max C)`` over the
+    token's topics, kept from its selection.
+
+    For ``nL <= TOPL_INSERTION_MAX`` a selection scans the active topics by
+    decreasing ``P`` and stops once ``P + row_max[u]`` cannot reach the L-th
+    weight (``row_max[u]`` bounds ``C[words[u]]`` from above), so topics of
+    little mass in the document are not looked at; the selected topics are
+    those of a full scan, ties included. Larger nL sort all active weights.
+
+    Once a selection finds at most L active topics, every token takes all of
+    them, and since the active set only shrinks, the tokens share one list of
+    topics from then on: the iterations run over that list (the same
+    arithmetic, without per-token topic ids), and later selections, which
+    would choose every active topic again, cost nothing.
     """
     U = words.shape[0]
     K = C.shape[1]
     P = np.zeros(K)
     eP = np.zeros(K)
     is_active = np.zeros(K, dtype=np.bool_)
-    Wa = np.empty(K)
     vals = np.empty(L)
-    chosen = np.empty(L, dtype=np.int32)
+    chosen = np.empty(L, dtype=np.int64)
     E = np.empty((U, L))
     product = np.empty(U, dtype=np.bool_)
-    N_new = np.empty(K)
+    n_slots = np.zeros(U, dtype=np.int64)  # topics of each token's last selection
+    N_new = np.zeros(K)
     by_P = np.empty(K, dtype=np.int64)  # the active topics, largest P first ...
     sorted_at = 0  # ... as of this iteration (sorted when first needed)
+    scratch = np.empty(K)
+    shared = False  # every token holds the topics shared_topic[:n_shared], in that order
+    shared_topic = np.empty(L, dtype=np.int64)
+    shared_w = np.empty(L)
+    shared_N = np.empty(L)
+    n_shared = 0
+    dropped = np.empty(K, dtype=np.int64)  # the topics that left in the last iteration
+    n_dropped = 0
     for j in range(n_active):
         is_active[active[j]] = True
-    # E and product need no start values: iteration 1 selects every token
-    # (select_first >= 1) and fills both
+    # E, product and n_slots need no start values: iteration 1 selects every
+    # token (select_first >= 1) and fills them
     it = 0
     while it < max_iters:
         it += 1
@@ -308,70 +346,111 @@ def _sparse_iterations(
         for j in range(n_active):
             k = active[j]
             eP[k] = math.exp(P[k] - pmax)
-        N_new[:] = 0.0
         nL = min(L, n_active)
-        for u in range(U):
-            row = C[words[u]]
-            select = select_all
-            if not select:
-                for j in range(nL):
-                    if not is_active[idx[u, j]]:
-                        select = True
-                        break
-            if select:
-                if nL <= TOPL_INSERTION_MAX:
-                    # the token's own topics, when all still active, bound the
-                    # nL-th weight from below: most of the others then cost one
-                    # comparison each
-                    floor = np.inf
-                    for j in range(nL):
-                        if not is_active[idx[u, j]]:
-                            floor = -np.inf
+        if select_all and not shared and n_active <= L:
+            shared = True
+            n_shared = n_active
+            for j in range(n_active):
+                shared_topic[j] = active[j]
+            for u in range(U):
+                for j in range(n_active):
+                    idx[u, j] = active[j]
+                for j in range(n_active, L):
+                    idx[u, j] = active[0]
+                    resp[u, j] = 0.0
+                product[u] = _token_exps(C, words[u], idx, u, n_active, E)
+        if shared:
+            for j in range(n_shared):
+                k = shared_topic[j]
+                shared_w[j] = eP[k] if is_active[k] else 0.0
+                shared_N[j] = 0.0
+            for u in range(U):
+                s = 0.0
+                if product[u]:
+                    for j in range(n_shared):
+                        e = E[u, j] * shared_w[j]
+                        resp[u, j] = e
+                        s += e
+                if not s > 1e-250:  # log space: spread too wide, or the product underflowed
+                    s = _log_space_weights(
+                        C, words[u], P, is_active, shared_topic, n_shared, resp, u
+                    )
+                inv = 1.0 / s if s > 0.0 else 0.0  # s = 0 only without active topics
+                c = counts[u]
+                for j in range(n_shared):
+                    r = resp[u, j] * inv
+                    resp[u, j] = r
+                    shared_N[j] += c * r
+            for j in range(n_shared):
+                N_new[shared_topic[j]] = shared_N[j]
+        else:
+            for k in range(K):
+                N_new[k] = 0.0
+            for u in range(U):
+                w = words[u]
+                m = n_slots[u]
+                select = select_all
+                if not select:
+                    select = True
+                    for j in range(m):
+                        if is_active[idx[u, j]]:
+                            select = False
                             break
-                        floor = min(floor, row[idx[u, j]] + P[idx[u, j]])
-                    if sorted_at != it:
-                        order = np.argsort(-P[active[:n_active]])
+                if select:
+                    if nL <= TOPL_INSERTION_MAX:
+                        # the token's own topics, if nL of them are still active,
+                        # bound the nL-th weight from below: most of the others
+                        # then cost one comparison each
+                        floor = np.inf
+                        n_live = 0
+                        for j in range(m):
+                            k = idx[u, j]
+                            if is_active[k]:
+                                n_live += 1
+                                floor = min(floor, C[w, k] + P[k])
+                        if n_live < nL:
+                            floor = -np.inf
+                        if sorted_at != it:
+                            _order_by(P, active, n_active, by_P, scratch)
+                            sorted_at = it
+                        _select_pruned(C, w, P, by_P, n_active, nL, floor, row_max[u], vals, chosen)
+                    else:
                         for j in range(n_active):
-                            by_P[j] = active[order[j]]
-                        sorted_at = it
-                    _select_pruned(row, P, by_P, n_active, nL, floor, row_max[u], vals, chosen)
+                            scratch[j] = C[w, active[j]] + P[active[j]]
+                        _select(scratch[:n_active], nL, chosen)
+                        for j in range(nL):
+                            chosen[j] = active[chosen[j]]
                     for j in range(nL):
                         idx[u, j] = chosen[j]
-                else:
-                    for j in range(n_active):
-                        Wa[j] = row[active[j]] + P[active[j]]
-                    _select(Wa[:n_active], nL, chosen)
-                    for j in range(nL):
-                        idx[u, j] = active[chosen[j]]
-                for j in range(nL, L):
-                    idx[u, j] = idx[u, 0]
-                product[u] = _token_exps(row, idx[u], nL, E[u])
-            s = 0.0
-            if product[u]:
-                for j in range(nL):
-                    e = E[u, j] * eP[idx[u, j]]
-                    resp[u, j] = e
-                    s += e
-            if not s > 1e-250:  # log space: spread too wide, or the product underflowed
-                wmax = -np.inf
-                for j in range(nL):
-                    wmax = max(wmax, row[idx[u, j]] + P[idx[u, j]])
+                    for j in range(nL, L):
+                        idx[u, j] = chosen[0]
+                        resp[u, j] = 0.0
+                    product[u] = _token_exps(C, w, idx, u, nL, E)
+                    n_slots[u] = m = nL
                 s = 0.0
-                for j in range(nL):
-                    e = math.exp(row[idx[u, j]] + P[idx[u, j]] - wmax)
-                    resp[u, j] = e
-                    s += e
-            inv = 1.0 / s if s > 0.0 else 0.0  # s = 0 only without active topics
-            c = counts[u]
-            for j in range(L):
-                resp[u, j] = resp[u, j] * inv if j < nL else 0.0
-                N_new[idx[u, j]] += c * resp[u, j]
+                if product[u]:
+                    for j in range(m):
+                        k = idx[u, j]
+                        e = E[u, j] * eP[k] if is_active[k] else 0.0
+                        resp[u, j] = e
+                        s += e
+                if not s > 1e-250:  # log space: spread too wide, or the product underflowed
+                    s = _log_space_weights(C, w, P, is_active, idx[u], m, resp, u)
+                inv = 1.0 / s if s > 0.0 else 0.0  # s = 0 only without active topics
+                c = counts[u]
+                for j in range(m):
+                    r = resp[u, j] * inv
+                    resp[u, j] = r
+                    N_new[idx[u, j]] += c * r
         delta = 0.0
         for j in range(n_active):
             k = active[j]
             delta = max(delta, abs(N_new[k] - N[k]))
-        N[:] = N_new
+            N[k] = N_new[k]
+        for j in range(n_dropped):
+            N[dropped[j]] = 0.0  # inactive since the last iteration: no token weighs it
         kept = 0
+        n_dropped = 0
         for j in range(n_active):
             k = active[j]
             if N[k] > eps:
@@ -379,11 +458,32 @@ def _sparse_iterations(
                 kept += 1
             else:
                 is_active[k] = False
+                dropped[n_dropped] = k
+                n_dropped += 1
         shrank = kept < n_active
         n_active = kept
         if delta < conv_thresh and not shrank:
             break
     return n_active, it
+
+
+@numba.njit(nogil=True, cache=True)
+def _log_space_weights(C, w, P, is_active, topics, m, resp, u):
+    """``resp[u, j] = exp(C[w, k] + P[k] - max)`` for the active ``k = topics[j]``
+    (0 for the others), j < m; returns their sum. The exact path for tokens
+    whose weights the product form cannot hold."""
+    wmax = -np.inf
+    for j in range(m):
+        k = topics[j]
+        if is_active[k]:
+            wmax = max(wmax, C[w, k] + P[k])
+    s = 0.0
+    for j in range(m):
+        k = topics[j]
+        e = math.exp(C[w, k] + P[k] - wmax) if is_active[k] else 0.0
+        resp[u, j] = e
+        s += e
+    return s
 
 
 @numba.njit(nogil=True, cache=True)
@@ -566,9 +666,10 @@ def lda_batch_step(
             resp = np.empty((U, L))
             idx = np.empty((U, L), dtype=np.int32)
             row_max = np.empty(U)
-            for u in range(U):
-                resp[u] = resp_words[w[u]]
-                idx[u] = idx_words[w[u]]
+            for u in range(U):  # element by element: no array views per token
+                for j in range(L):
+                    resp[u, j] = resp_words[w[u], j]
+                    idx[u, j] = idx_words[w[u], j]
                 row_max[u] = max_words[w[u]]
             N, _, its, t, acc = _sparse_doc(
                 w, c, C, row_max, a, L, max_iters, conv_thresh, eps, restarts, restart_iters,
