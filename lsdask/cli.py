@@ -211,8 +211,27 @@ def _add_fit_gmm(sub: Any) -> None:
     )  # fmt: skip
     fit.add_argument("--overwrite", action="store_true", help="replace an existing model at --save")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    _add_checkpoints(
+        fit,
+        "a finished run gets --laps more laps over the array as it is now (chunks appended "
+        "to it are taken in)",
+    )
     _add_execution(fit, scheduler=True)
     _add_verbose(fit, argparse.SUPPRESS)
+
+
+def _add_checkpoints(parser: Any, resume_help: str) -> None:
+    """``--checkpoint DIR`` or ``--resume DIR`` (``resume_help`` tells what a
+    finished run does when resumed)."""
+    checkpoints = parser.add_mutually_exclusive_group()
+    checkpoints.add_argument(
+        "--checkpoint", type=Path, metavar="DIR",
+        help="write a checkpoint to DIR after every lap and on Ctrl-C/SIGTERM",
+    )  # fmt: skip
+    checkpoints.add_argument(
+        "--resume", type=Path, metavar="DIR",
+        help=f"continue the checkpoint in DIR (a fresh start if it holds none); {resume_help}",
+    )  # fmt: skip
 
 
 #: Positional inputs of each ``lsdask ingest`` format: (dest, help).
@@ -354,17 +373,11 @@ def _add_fit(sub: Any) -> None:
         help=f"sweeps of the Gibbs start (--init gibbs or auto; default {config.GIBBS_SWEEPS})",
     )  # fmt: skip
     fit.add_argument("--overwrite", action="store_true", help="replace an existing MODEL_DIR")
-    checkpoints = fit.add_mutually_exclusive_group()
-    checkpoints.add_argument(
-        "--checkpoint", type=Path, metavar="DIR",
-        help="write a checkpoint to DIR after every lap and on Ctrl-C/SIGTERM",
-    )  # fmt: skip
-    checkpoints.add_argument(
-        "--resume", type=Path, metavar="DIR",
-        help="continue the checkpoint in DIR (a fresh start if it holds none); a finished "
-        "run gets --laps more laps over the corpus as it is now (part files added to or "
-        "removed from it are taken in); replaces the model in --out",
-    )  # fmt: skip
+    _add_checkpoints(
+        fit,
+        "a finished run gets --laps more laps over the corpus as it is now (part files added "
+        "to or removed from it are taken in); replaces the model in --out",
+    )
     _add_execution(fit, scheduler=True)
     _add_verbose(fit, argparse.SUPPRESS)
 
@@ -492,6 +505,8 @@ def _cmd_fit_gmm(args: argparse.Namespace) -> int:
         n_workers=n_workers,
         verbose=args.verbose,
         progress=None,
+        checkpoint_dir=args.resume or args.checkpoint,
+        resume=args.resume is not None,
     )
     print(format_report(result, title=f"lsdask fit-gmm {args.zarr_path}"))
     if args.save is not None:

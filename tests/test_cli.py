@@ -129,6 +129,53 @@ def test_fit_gmm_sync(patch_store: dict, tmp_path: Path, capsys) -> None:
     assert_png(out / "clusters.png")  # 64 features from an 8x8 patch store
 
 
+def _zarr_rows(path: Path, X: np.ndarray, chunk_rows: int) -> str:
+    import zarr
+
+    z = zarr.open_array(str(path), mode="w", shape=X.shape, chunks=(chunk_rows, X.shape[1]),
+                        dtype="f8")  # fmt: skip
+    z[:] = X
+    return str(path)
+
+
+def test_fit_gmm_checkpoint_then_resume_equals_the_straight_run(tmp_path: Path, capsys) -> None:
+    """``--checkpoint`` after 2 laps, ``--resume`` for 1 more: the model of a
+    straight 3-lap run, bit for bit; then rows appended to the array are taken
+    in by a further resume."""
+    from lsdask.persist_gmm import load_gmm
+
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(m, 1.0, size=(200, 3)) for m in (-4.0, 0.0, 4.0)])
+    train = _zarr_rows(tmp_path / "x.zarr", X[rng.permutation(600)], 150)
+    argv = ["fit-gmm", train, "--components", "3", "--covariance", "full", "--sync",
+            "--seed", "3"]  # fmt: skip
+    assert main([*argv, "--laps", "3", "--save", str(tmp_path / "straight")]) == 0
+    ck = tmp_path / "ck"
+    assert main([*argv, "--laps", "2", "--checkpoint", str(ck)]) == 0
+    assert (ck / "LATEST").exists()
+    capsys.readouterr()
+    assert main([*argv, "--laps", "1", "--resume", str(ck), "--save", str(tmp_path / "res")]) == 0
+    straight, resumed = load_gmm(tmp_path / "straight"), load_gmm(tmp_path / "res")
+    assert resumed.n_laps_ == straight.n_laps_ == 3
+    np.testing.assert_array_equal(resumed.weights_, straight.weights_)
+    np.testing.assert_array_equal(resumed.means_, straight.means_)
+    np.testing.assert_array_equal(resumed.elbo_trace_, straight.elbo_trace_)
+
+    import zarr
+
+    z = zarr.open_array(train, mode="r+")
+    z.append(rng.normal(8.0, 1.0, size=(90, 3)))
+    capsys.readouterr()
+    assert main([*argv, "--laps", "1", "--resume", str(ck)]) == 0
+    assert "690 train rows" in capsys.readouterr().out
+
+
+def test_fit_gmm_checkpoint_refuses_the_dense_comparison(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="compare_dense=False"):
+        fit_and_report(np.zeros((10, 2)), None, n_components=2, sparsity=1, client="sync",
+                       checkpoint_dir=tmp_path / "ck")  # fmt: skip
+
+
 def test_fit_gmm_without_out_writes_nothing(patch_store: dict, tmp_path: Path, capsys) -> None:
     code = main(
         ["fit-gmm", patch_store["train"]["path"], "--components", "2", "--laps", "1",

@@ -146,6 +146,8 @@ def fit_and_report(
     n_top: int = 5,
     verbose: bool = False,
     progress: bool | None = False,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Fit an L-sparse (and the dense) Gaussian mixture, score heldout data, draw.
 
@@ -190,6 +192,12 @@ def fit_and_report(
         Log one line per lap.
     progress : bool or None, default False
         Progress bar per lap (None: only on a terminal).
+    checkpoint_dir : path or None
+        Checkpoint the fit there after every lap and when stopped (Ctrl-C,
+        SIGTERM); one fit only, so not with ``compare_dense``.
+    resume : bool
+        Continue the latest checkpoint in ``checkpoint_dir``: an unfinished
+        run goes on where it stopped, a finished one gets ``n_laps`` more laps.
 
     Returns
     -------
@@ -229,6 +237,11 @@ def fit_and_report(
         heldout = None
     if not isinstance(n_top, int) or n_top < 1:
         raise ValueError(f"n_top must be a positive integer; got {n_top!r}")
+    if checkpoint_dir is not None and compare_dense and sparsity is not None:
+        raise ValueError(
+            "checkpoint_dir holds one fit; pass compare_dense=False to checkpoint the "
+            "L-sparse one (or fit the dense model separately)"
+        )
 
     sparsities: list[int | None] = [sparsity]
     if compare_dense and sparsity is not None:
@@ -267,6 +280,8 @@ def fit_and_report(
                 n_workers=n_workers,
                 verbose=1 if verbose else 0,
                 progress=progress,
+                checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
+                resume=resume,
             )
             logger.info("fitting %s: K=%d, %d laps at most", label, n_components, n_laps)
             start = time.perf_counter()
