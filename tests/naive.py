@@ -121,6 +121,10 @@ def lda_sparse_doc(words, counts, C, a, L, max_iters=100, conv_thresh=0.05, eps=
     n_slots = np.full(U, nL)
     it, shrank = 0, False
     while it < max_iters and U:
+        if not active:  # no topic holds more than eps: no responsibilities, no mass
+            resp[:] = 0.0
+            N = np.zeros(K)
+            break
         it += 1
         P = np.zeros(K)
         P[active] = digamma(N[active] + a)

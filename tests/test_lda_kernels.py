@@ -122,6 +122,45 @@ def test_sparse_step_matches_reference_where_weights_spread_beyond_the_product_f
     )
 
 
+@pytest.mark.parametrize("counts", [[0.0, 0.0, 0.0], [4e-10, 3e-10, 2e-10], [1e-8, 1e-8, 1e-9]])
+@pytest.mark.parametrize("L", [1, 2, 40])
+def test_sparse_step_where_no_topic_holds_more_than_eps(rng, counts, L):
+    """Counts too small for any topic to pass eps (at the start, or after the
+    first iteration): no responsibilities and no mass, never stale topic ids
+    (the kernel once read an uninitialized id here and could crash)."""
+    K, V = 5, 8
+    C = _topics(rng, K, V)
+    words, counts = np.array([0, 3, 6], dtype=np.int32), np.array(counts)
+    for _ in range(20):
+        resp, idx = np.empty((3, L)), np.empty((3, L), dtype=np.int32)
+        N, *_ = sparse_doc_step(words, counts, C, 0.1, L, 100, 0.05, 1e-8, 5, 3, resp, idx)
+        r_ref, i_ref, N_ref = naive.lda_sparse_doc(words, counts, C, 0.1, L)
+        if counts.sum() <= 1e-8:  # no topic can pass eps
+            np.testing.assert_array_equal(N_ref, np.zeros(K))
+        np.testing.assert_allclose(N, N_ref, rtol=1e-8, atol=0)
+        assert ((0 <= idx) & (idx < K)).all()
+        np.testing.assert_allclose(
+            naive.densify(resp, idx, K), naive.densify(r_ref, i_ref, K), rtol=1e-8, atol=1e-12
+        )
+        out, doc_topic = np.zeros((K, V)), np.zeros((1, K))
+        lda_batch_step(
+            np.array([0, 3]), words, counts, C, 0.1, L, 100, 0.05, 1e-8, 5, 3, out, doc_topic
+        )
+        np.testing.assert_allclose(doc_topic[0], N_ref, rtol=1e-8, atol=0)
+
+
+def test_sparse_step_zeroes_the_mass_of_topics_inactive_from_the_start():
+    """A topic whose starting mass is at most eps weighs nothing: its N is 0
+    after the iterations, as in the reference (it kept its starting 5e-9)."""
+    C = np.log(np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1]]))
+    words, counts = np.array([0, 1], dtype=np.int32), np.array([3.0, 5e-9])
+    resp, idx = np.empty((2, 1)), np.empty((2, 1), dtype=np.int32)
+    N, *_ = sparse_doc_step(words, counts, C, 0.1, 1, 100, 0.05, 1e-8, 0, 3, resp, idx)
+    _, _, N_ref = naive.lda_sparse_doc(words, counts, C, 0.1, 1)
+    np.testing.assert_array_equal(N_ref[1:], [0.0, 0.0])  # both tokens end on topic 0
+    np.testing.assert_allclose(N, N_ref, rtol=1e-12, atol=0)
+
+
 def test_sparse_step_with_tied_topic_weights(rng):
     """Identical topics tie in every weight: the lower topic index wins."""
     V, K = 20, 6

@@ -332,10 +332,23 @@ def _sparse_iterations(
     n_dropped = 0
     for j in range(n_active):
         is_active[active[j]] = True
+    for k in range(K):  # inactive from the start: no token weighs them either
+        if not is_active[k] and N[k] != 0.0:
+            dropped[n_dropped] = k
+            n_dropped += 1
     # E, product and n_slots need no start values: iteration 1 selects every
     # token (select_first >= 1) and fills them
     it = 0
     while it < max_iters:
+        if n_active == 0:
+            # every topic's mass is at most eps (counts that vanish): nothing
+            # holds a token, and no topic has mass
+            for u in range(U):
+                for j in range(L):
+                    resp[u, j] = 0.0
+            for k in range(K):
+                N[k] = 0.0
+            break
         it += 1
         select_all = it <= select_first or it % 10 == 0
         pmax = -np.inf
