@@ -124,7 +124,7 @@ def save_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
     if init_counts is not None:
         params["init"] = INIT_IN_ARRAYS
     params = {
-        name: _json_value(name, value) for name, value in params.items() if name not in _NOT_SAVED
+        name: _json_value(name, value) for name, value in params.items() if name not in NOT_SAVED
     }
     vocab = model.vocabulary_
     if vocab is not None:
@@ -160,15 +160,31 @@ def save_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
         "arrays": sorted(arrays),
     }
 
+    texts = {} if vocab is None else {VOCAB_NAME: "".join(w + "\n" for w in vocab)}
+    write_model_dir(out, meta, arrays, overwrite, texts)
+    logger.info("saved LDA K=%d, V=%d to %s", K, V, out)
+    return out
+
+
+def write_model_dir(
+    out: Path,
+    meta: dict[str, Any],
+    arrays: dict[str, np.ndarray],
+    overwrite: bool,
+    texts: dict[str, str] | None = None,
+) -> None:
+    """Write ``params.json`` (``meta``), ``arrays.npz`` and ``texts`` (file name ->
+    UTF-8 text) into a temporary folder beside ``out``, then put it in place of
+    ``out`` (checked again just before): a failed save leaves nothing behind."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         tmp.mkdir()
         with open(tmp / ARRAYS_NAME, "wb") as f:
             np.savez(f, **arrays)
-        if vocab is not None:
-            with open(tmp / VOCAB_NAME, "w", encoding="utf-8", newline="\n") as f:
-                f.write("".join(w + "\n" for w in vocab))
+        for name, text in (texts or {}).items():
+            with open(tmp / name, "w", encoding="utf-8", newline="\n") as f:
+                f.write(text)
         with open(tmp / PARAMS_NAME, "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=2)
             f.write("\n")
@@ -177,8 +193,6 @@ def save_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    logger.info("saved LDA K=%d, V=%d to %s", K, V, out)
-    return out
 
 
 def check_save_target(path: str | os.PathLike[str], overwrite: bool = False) -> None:
@@ -245,18 +259,25 @@ def _read_params(root: Path) -> dict[str, Any]:
     return meta
 
 
-def _read_arrays(root: Path, K: int, V: int) -> dict[str, np.ndarray]:
+def read_arrays(root: Path) -> dict[str, np.ndarray]:
+    """The arrays of a model folder's ``arrays.npz``, with clear errors when it
+    is missing or corrupt (no pickles are loaded)."""
     file = root / ARRAYS_NAME
     where = f"model {str(root)!r}: {ARRAYS_NAME}"
     if not file.is_file():
         raise FileNotFoundError(f"{where} is missing")
     try:
         with np.load(file, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in data.files}
+            return {name: data[name] for name in data.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(
             f"{where} cannot be read ({type(exc).__name__}: {exc}); the file is corrupt"
         ) from exc
+
+
+def _read_arrays(root: Path, K: int, V: int) -> dict[str, np.ndarray]:
+    where = f"model {str(root)!r}: {ARRAYS_NAME}"
+    arrays = read_arrays(root)
     expected = {
         "components_": (K, V),
         "stats_words": (K, V),
@@ -302,7 +323,7 @@ def _read_vocab(root: Path, V: int) -> list[str]:
 
 #: run-time settings that belong to the fit, not to the model: a loaded model
 #: gets the defaults (no client, no checkpoint folder of the run that made it)
-_NOT_SAVED = ("client", "checkpoint_dir", "resume")
+NOT_SAVED = ("client", "checkpoint_dir", "resume")
 
 
 def load_lda(path: str | os.PathLike[str], *, client: Any = None) -> Any:

@@ -18,26 +18,29 @@ renames it into place at the end.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import shutil
-import uuid
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lsdask.io.atomic import replace_dir
-from lsdask.persist import ARRAYS_NAME, PARAMS_NAME, _json_value, check_save_target, read_meta
+from lsdask.persist import (
+    NOT_SAVED,
+    PARAMS_NAME,
+    TRACE_FIELDS,
+    _json_value,
+    check_save_target,
+    read_arrays,
+    read_meta,
+    write_model_dir,
+)
 
 __all__ = ["FORMAT", "load_gmm", "save_gmm"]
 
 #: Value of ``params.json["format"]``.
 FORMAT = "lsdask-gmm"
 VERSION = 1
-_TRACES = ("elbo_trace_", "lap_trace_", "time_trace_")
-_NOT_SAVED = ("client", "checkpoint_dir", "resume")
+_TRACES = ("elbo_trace_", *TRACE_FIELDS)
 
 
 def _posterior_classes() -> dict[str, type]:
@@ -73,7 +76,7 @@ def save_gmm(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
     params = {
         name: _json_value(name, value)
         for name, value in model.get_params(deep=False).items()
-        if name not in _NOT_SAVED
+        if name not in NOT_SAVED
     }
     obs = model.posterior_.obs
     arrays = {"theta": model.posterior_.theta, "elogpi": model.posterior_.elogpi}
@@ -96,15 +99,7 @@ def save_gmm(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
             "converged_": bool(model.converged_),
         },
     }
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
-        tmp.mkdir(parents=True)
-        (tmp / PARAMS_NAME).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-        np.savez(tmp / ARRAYS_NAME, **arrays)
-        replace_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    write_model_dir(out, meta, arrays, overwrite)
     return out
 
 
@@ -136,13 +131,7 @@ def load_gmm(path: str | os.PathLike[str], *, client: Any = None) -> Any:
     classes = _posterior_classes()
     if meta.get("posterior") not in classes:
         raise ValueError(f"{where}: unknown posterior {meta.get('posterior')!r}")
-    try:
-        with np.load(root / ARRAYS_NAME, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in data.files}
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{where}: {ARRAYS_NAME} is missing") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{where}: {ARRAYS_NAME} cannot be read ({exc}); it is corrupt") from exc
+    arrays = read_arrays(root)
     cls = classes[meta["posterior"]]
     try:
         obs = cls(**{f.name: arrays.get(f"obs_{f.name}") for f in dataclasses.fields(cls)})

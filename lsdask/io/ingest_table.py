@@ -68,12 +68,14 @@ def _csv_docs(
                 for row in reader:
                     if not row:
                         continue
-                    where = f"{path}, line {reader.line_num}"
                     if len(row) <= max(j, i or 0):
                         raise DataError(
-                            f"{where}: the row has {len(row)} fields; the header has {len(header)}"
+                            f"{path}, line {reader.line_num}: the row has {len(row)} fields; "
+                            f"the header has {len(header)}"
                         )
-                    name = None if i is None else document_id(row[i], where, id_column)
+                    name = None
+                    if i is not None:
+                        name = document_id(row[i], f"{path}, line {reader.line_num}", id_column)
                     yield name, row[j]
             except csv.Error as exc:
                 raise DataError(f"{path}, line {reader.line_num}: malformed CSV ({exc})") from exc

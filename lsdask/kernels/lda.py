@@ -307,7 +307,9 @@ def _sparse_iterations(
     them, and since the active set only shrinks, the tokens share one list of
     topics from then on: the iterations run over that list (the same
     arithmetic, without per-token topic ids), and later selections, which
-    would choose every active topic again, cost nothing.
+    would choose every active topic again, cost nothing. (A separate loop on
+    purpose: the per-token loop with selections switched off does the same
+    work 1.1x slower on 20 Newsgroups at K=400, L=8.)
     """
     U = words.shape[0]
     K = C.shape[1]
