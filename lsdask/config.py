@@ -36,6 +36,20 @@ INIT_SAMPLE_ROWS = 10_000
 #: and memoized VI keeps what the sampler reached; MALLET's default is also 1,000.
 GIBBS_SWEEPS = 1_000
 
+#: Documents LDA's Gibbs start samples: the whole corpus when it holds at most
+#: ``GIBBS_SAMPLE_TOKENS`` tokens and ``GIBBS_SAMPLE_DOCS`` documents, else
+#: documents drawn at random from up to ``GIBBS_SAMPLE_BATCHES`` batches up to
+#: those bounds. Measured on 20 Newsgroups at K = 100 (11,314 documents, 1.36M
+#: tokens; README, LDA section): 1,000 sweeps over all documents give topics
+#: 0.03-0.05 nats/token better on heldout documents than over a 10,000-document
+#: sample, and memoized VI keeps the difference. The bounds keep the sampler's
+#: memory (about 16 bytes per token, 4 per document and topic, 8 per word and
+#: topic) near 100 MiB and its time near two minutes (K = 100, two cores) on
+#: corpora far larger.
+GIBBS_SAMPLE_TOKENS = 4_000_000
+GIBBS_SAMPLE_DOCS = 50_000
+GIBBS_SAMPLE_BATCHES = 64
+
 #: Default SVI learning-rate schedule rho_t = (delay + t) ** (-kappa).
 SVI_DELAY = 1.0
 SVI_KAPPA = 0.6

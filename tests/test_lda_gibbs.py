@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 import lsdask
 from lsdask.kernels.gibbs import apply_moves, sparse_gibbs_sweep
-from lsdask.models.lda_gibbs import gibbs_sample, split_by_tokens, tokens_of
+from lsdask.models.lda_gibbs import gibbs_sample, split_by_tokens, tokens_of, within_tokens
 from lsdask.persist import load_lda, save_lda
 from lsdask.synthetic import make_bars_corpus, match_topics
 
@@ -320,3 +320,64 @@ def test_auto_init_is_gibbs_for_whole_counts_and_kmeans_otherwise(caplog):
     assert "init='auto' starts from k-means++: init='gibbs' samples whole tokens" in caplog.text
     kmeans = lsdask.LDA(10, init="kmeans++", **kw).fit(frequencies)
     np.testing.assert_array_equal(auto.components_, kmeans.components_)
+
+
+def test_within_tokens_keeps_whole_documents_up_to_the_bound():
+    X = sp.csr_matrix(np.array([[1, 2, 0], [0, 0, 0], [3, 0, 0.4], [0, 1, 1], [0, 0, 0]]))
+    assert within_tokens(X, 8, np.random.default_rng(0)).shape == (5, 3)  # 8 tokens: all
+    rows = X.toarray().tolist()
+    for cap in (3, 5, 6, 7):
+        kept = within_tokens(X, cap, np.random.default_rng(cap)).toarray()
+        assert 0 < np.rint(kept).sum() <= cap
+        assert all(row in rows for row in kept.tolist())  # whole documents, no new ones
+        order = [rows.index(row) for row in kept.tolist() if any(row)]
+        assert order == sorted(order)  # in their order in X
+
+
+def _record_gibbs_samples(monkeypatch) -> list:
+    import lsdask.estimators.lda as lda_estimator
+
+    seen = []
+
+    def recording(sample, *args, **kwargs):
+        seen.append(sample)
+        return gibbs_sample(sample, *args, **kwargs)
+
+    monkeypatch.setattr(lda_estimator, "gibbs_sample", recording)
+    return seen
+
+
+def test_gibbs_start_samples_beyond_the_kmeans_sample_and_within_its_bounds(monkeypatch):
+    """The Gibbs start takes every document of a corpus within its bounds
+    (more than k-means++'s sample of rows), across batches; over the token
+    bound, whole documents up to it; k-means++ after "auto" keeps its own size."""
+    from lsdask import config
+
+    X, _ = make_bars_corpus(n_docs=300, doc_length=20, random_state=3)
+    seen = _record_gibbs_samples(monkeypatch)
+    monkeypatch.setattr(config, "INIT_SAMPLE_ROWS", 50)
+    kw = dict(n_laps=1, random_state=0, client="sync", gibbs_sweeps=2, batch_size=40)
+    lsdask.LDA(10, **kw).fit(X)
+    assert seen[-1].shape[0] == 300 and seen[-1].sum() == X.sum()
+    monkeypatch.setattr(config, "GIBBS_SAMPLE_TOKENS", 1000)
+    lsdask.LDA(10, init="gibbs", **kw).fit(X)
+    assert 950 < seen[-1].sum() <= 1000  # documents of 20 tokens up to the bound
+    monkeypatch.setattr(config, "GIBBS_SAMPLE_DOCS", 30)
+    monkeypatch.setattr(config, "GIBBS_SAMPLE_BATCHES", 2)
+    lsdask.LDA(10, init="gibbs", **kw).fit(X)
+    assert seen[-1].shape[0] == 30
+    frequencies = sp.csr_matrix(X.multiply(1.0 / X.sum(axis=1)))
+    monkeypatch.setattr(config, "GIBBS_SAMPLE_DOCS", 300)
+    monkeypatch.setattr(config, "GIBBS_SAMPLE_BATCHES", 64)
+    import lsdask.estimators.lda as lda_estimator
+
+    chosen = []
+    original = lda_estimator.initial_stats
+
+    def recording_kmeans(model, sample, method, rng):
+        chosen.append(sample.shape[0])
+        return original(model, sample, method, rng)
+
+    monkeypatch.setattr(lda_estimator, "initial_stats", recording_kmeans)
+    lsdask.LDA(10, **kw).fit(frequencies)
+    assert chosen == [50]

@@ -25,7 +25,7 @@ from lsdask.learn import INIT_METHODS, initial_stats
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
 from lsdask.models.lda import LDAModel, LocalStepOptions, as_csr_batch
-from lsdask.models.lda_gibbs import gibbs_refusal, gibbs_sample
+from lsdask.models.lda_gibbs import gibbs_refusal, gibbs_sample, within_tokens
 from lsdask.validation import check_int, check_positive_float
 
 #: the ``init`` names LDA takes (besides an array of topic-word counts)
@@ -67,8 +67,9 @@ class LDA(VariationalEstimator):
         How the topics start. ``"kmeans++"`` / ``"random"``: from K documents
         of a sample (chosen by k-means++ under the KL divergence, or at random),
         each sample document counted in its nearest one's topic. ``"gibbs"``:
-        ``gibbs_sweeps`` sweeps of collapsed Gibbs sampling over the same
-        sample (up to 10,000 documents, in the driver, two halves swept in two
+        ``gibbs_sweeps`` sweeps of collapsed Gibbs sampling over the whole
+        corpus, or a sample of it beyond 4M tokens or 50,000 documents
+        (``lsdask.config.GIBBS_SAMPLE_*``; in the driver, in two
         threads; counts rounded to whole tokens, so fractional counts such as
         frequencies are refused; per token, work in the document's topics, all
         K only for a small fraction of the draws): slower to start, but
@@ -86,7 +87,7 @@ class LDA(VariationalEstimator):
     gibbs_sweeps : int
         Sweeps of ``init="gibbs"`` (default 1,000, ``lsdask.config.GIBBS_SWEEPS``):
         measured at 10-17 s for AP (1,746 documents, K=100) and about a minute
-        for 20 Newsgroups' 10,000-document sample at K=400 on two cores,
+        for 20 Newsgroups (11,314 documents) at K=400 on two cores,
         paid once per fit; fewer sweeps start sooner at worse topics.
     restarts : bool
         Restart proposals in the local step (Sec. 5).
@@ -246,6 +247,9 @@ class LDA(VariationalEstimator):
                 self.progress,
             ).topic_word  # fmt: skip
         elif counts is None:
+            if sample.shape[0] > config.INIT_SAMPLE_ROWS:  # "auto"'s sample, for k-means++
+                rows = rng.choice(sample.shape[0], size=config.INIT_SAMPLE_ROWS, replace=False)
+                sample = sample[np.sort(rows)]
             seeds = MixtureModel(
                 Multinomial(lam=model.eta).with_data_defaults(sample),
                 model.n_components,
@@ -270,6 +274,12 @@ class LDA(VariationalEstimator):
         counts = self._init_counts(model.vocab_size)
         if counts is not None:
             return None, counts
+        if self.init in ("gibbs", "auto"):  # the sampler takes a larger sample
+            sample = source.sample(
+                config.GIBBS_SAMPLE_DOCS, rng, check=model.check_data,
+                max_batches=config.GIBBS_SAMPLE_BATCHES,
+            )  # fmt: skip
+            return within_tokens(as_csr_batch(sample), config.GIBBS_SAMPLE_TOKENS, rng), None
         sample = source.sample(config.INIT_SAMPLE_ROWS, rng, check=model.check_data)
         return as_csr_batch(sample), None
 

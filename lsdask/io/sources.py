@@ -142,16 +142,22 @@ class BatchSource:
         return len(self.batches)
 
     def sample(
-        self, n_rows: int, rng: np.random.Generator, check: Callable[[Any], None] | None = None
+        self,
+        n_rows: int,
+        rng: np.random.Generator,
+        check: Callable[[Any], None] | None = None,
+        max_batches: int = 16,
     ) -> Any:
-        """Up to ``n_rows`` rows drawn at random, read from at most 16 batches.
+        """Up to ``n_rows`` rows drawn at random, read from at most
+        ``max_batches`` batches (chosen at random; reading stops once they hold
+        four times ``n_rows``).
 
         ``check(rows)`` runs on every batch read; a ValueError it raises comes
         back as a :class:`DataError` that names the batch.
         """
         order = rng.permutation(self.n_batches)
         parts, got = [], 0
-        for b in order[:16]:
+        for b in order[:max_batches]:
             batch = self.batches[b]
             rows = batch.load()
             if check is not None:

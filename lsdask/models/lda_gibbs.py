@@ -7,9 +7,13 @@ settles with near-duplicate topics; token-level sampling explores first.
 start (with the exact serial sampler of the time) ending 0.021-0.033
 nats/token (100 sweeps) and 0.064-0.075 (300 sweeps) above its k-means++
 start on AP and 20 Newsgroups at K=100. The sampler runs
-in the driver on the initialization sample (whole tokens: counts are
-rounded); a token's draw costs its document's topics, and all K topics only
-for the small fraction of draws that fall in the prior's bucket
+in the driver on the whole corpus or, beyond ``config.GIBBS_SAMPLE_*``, a
+sample of it (whole tokens: counts are rounded). Over 20 Newsgroups at
+K=100, 1,000 sweeps over all 11,314 documents score -7.932 and -7.937
+nats/token on heldout documents (two seeds), over 10,000 of them -7.960 to
+-7.985 (three samples), and memoized VI keeps the difference. A
+token's draw costs its document's topics, and all K topics only for the
+small fraction of draws that fall in the prior's bucket
 (``lsdask.kernels.gibbs``).
 """
 
@@ -82,6 +86,20 @@ def gibbs_refusal(X: sp.csr_matrix, K: int) -> str | None:
             "int32 counts hold; use init='kmeans++' for documents this long."
         )
     return None
+
+
+def within_tokens(X: sp.csr_matrix, max_tokens: int, rng: np.random.Generator) -> sp.csr_matrix:
+    """``X``, or where its counts round to more than ``max_tokens`` tokens, the
+    documents of a random order up to the last that keeps the total within it
+    (at least one document), in their order in ``X``."""
+    X = sp.csr_matrix(X)
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    per_doc = np.bincount(rows, weights=np.rint(X.data), minlength=X.shape[0])
+    if per_doc.sum() <= max_tokens:
+        return X
+    order = rng.permutation(X.shape[0])
+    keep = max(1, int(np.searchsorted(np.cumsum(per_doc[order]), max_tokens, side="right")))
+    return X[np.sort(order[:keep])]
 
 
 def split_by_tokens(doc_ptr: np.ndarray, parts: int) -> np.ndarray:
