@@ -42,20 +42,7 @@ class DaskExecutor:
     """
 
     def __init__(self, client: Any = None, n_workers: int | None = None) -> None:
-        from distributed import Client
-
-        self._owned: list[Any] = []
-        if client is None:
-            cluster = start_local_cluster(n_workers or os.cpu_count() or 1)
-            client = Client(cluster)
-            self._owned = [client, cluster]
-        elif isinstance(client, str):
-            client = connect(client)
-            self._owned = [client]
-        self.client = client
-        link = getattr(client, "dashboard_link", None)
-        if link:
-            logger.info("Dask dashboard: %s", link)
+        self.client, self._owned = open_client(client, n_workers or os.cpu_count() or 1)
 
     @property
     def n_slots(self) -> int:
@@ -123,6 +110,28 @@ class DaskExecutor:
 
     def __repr__(self) -> str:
         return f"DaskExecutor({self.client!r})"
+
+
+def open_client(client: Any, n_workers: int) -> tuple[Any, list[Any]]:
+    """``(client, owned)``: ``client`` itself when it is a Client; for None, a
+    Client of a new LocalCluster of ``n_workers`` processes; for a string, a
+    Client of the scheduler at that address. ``owned``: what the caller
+    closes when done (the new client and cluster; nothing for a given Client)."""
+    from distributed import Client
+
+    if client is None:
+        logger.info("starting a Dask LocalCluster with %d worker processes", n_workers)
+        cluster = start_local_cluster(n_workers)
+        client = Client(cluster)
+        owned = [client, cluster]
+    elif isinstance(client, str):
+        logger.info("connecting to the Dask scheduler at %s", client)
+        client = connect(client)
+        owned = [client]
+    else:
+        return client, []
+    logger.info("Dask dashboard: %s", getattr(client, "dashboard_link", None))
+    return client, owned
 
 
 def connect(address: str) -> Any:

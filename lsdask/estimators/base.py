@@ -17,7 +17,7 @@ from scipy.special import logsumexp
 
 from lsdask import config
 from lsdask.estimators.learning import VariationalEstimator
-from lsdask.estimators.resume import check_resumed_model, open_resume
+from lsdask.estimators.resume import open_resume
 from lsdask.io.sources import as_batch_source
 from lsdask.learn import initial_stats
 from lsdask.models import MixtureModel, ObservationModel
@@ -154,13 +154,13 @@ class MixtureEstimatorBase(VariationalEstimator):
         rng = np.random.default_rng(self.random_state)
         source = as_batch_source(X, self.batch_size)
         observation = self._make_observation()
-        resumed = open_resume(self)
+        asked = {
+            "class": type(observation).__name__,
+            "dim": source.n_features,
+            "alpha": float(self.alpha),
+        }
+        resumed = open_resume(self, asked)
         if resumed is not None:
-            check_resumed_model(
-                resumed,
-                {"class": type(observation).__name__, "dim": source.n_features,
-                 "alpha": float(self.alpha)},
-            )  # fmt: skip
             model, sample = resumed["model"], None
         else:
             sample = source.sample(config.INIT_SAMPLE_ROWS, rng, check=observation.check_data)

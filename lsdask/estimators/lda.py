@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from lsdask import config
 from lsdask.estimators.learning import VariationalEstimator
-from lsdask.estimators.resume import check_resumed_model, open_resume
+from lsdask.estimators.resume import open_resume
 from lsdask.evaluate import (
     completion_score,
     document_completion_sums,
@@ -294,16 +294,10 @@ class LDA(VariationalEstimator):
         self._check_params()
         rng = np.random.default_rng(self.random_state)
         source, vocab = self._source(X)
-        resumed = open_resume(self)
+        asked = {"vocab_size": source.n_features, "alpha": float(self.alpha)}
+        asked["eta"] = float(self.eta)
+        resumed = open_resume(self, asked)
         if resumed is not None:
-            check_resumed_model(
-                resumed,
-                {
-                    "vocab_size": source.n_features,
-                    "alpha": float(self.alpha),
-                    "eta": float(self.eta),
-                },
-            )
             model, sample, counts = resumed["model"], None, None
         else:
             model = self._model(source.n_features)

@@ -18,8 +18,9 @@ from lsdask.models.config import model_from_config, model_to_config
 logger = logging.getLogger(__name__)
 
 
-def open_resume(estimator: Any) -> dict[str, Any] | None:
-    """The checkpoint to resume from, or None for a fresh run.
+def open_resume(estimator: Any, asked: dict[str, Any]) -> dict[str, Any] | None:
+    """The checkpoint to resume from, or None for a fresh run; one whose
+    model differs from ``asked`` (see :func:`check_resumed_model`) is refused.
 
     ``resume=True`` on an empty folder starts fresh (so a scheduled job can
     always pass it); ``resume=False`` refuses a folder that already holds a
@@ -83,6 +84,7 @@ def open_resume(estimator: Any) -> dict[str, Any] | None:
                 name, getattr(estimator, name, None), saved.get(name),
             )  # fmt: skip
     document["model"] = model_from_config(document["config"]["model"])
+    check_resumed_model(document, asked)
     return document
 
 

@@ -39,26 +39,14 @@ def dask_client(client: Any = None, n_workers: int | None = None) -> Iterator[An
     if isinstance(client, str) and client == "sync":
         yield "sync"
         return
-    if client is not None and not isinstance(client, str):
-        yield client
-        return
-    from distributed import Client
+    from lsdask.engine.dask_executor import open_client
 
-    from lsdask.engine.dask_executor import connect, start_local_cluster
-
-    if client is None:
-        n = DEFAULT_WORKERS if n_workers is None else int(n_workers)
-        if n < 1:
-            raise ValueError(f"n_workers must be a positive integer; got {n_workers!r}")
-        logger.info("starting a Dask LocalCluster with %d worker processes", n)
-        cluster = start_local_cluster(n)
-        owned: list[Any] = [Client(cluster), cluster]
-    else:
-        logger.info("connecting to the Dask scheduler at %s", client)
-        owned = [connect(client)]
-    logger.info("Dask dashboard: %s", getattr(owned[0], "dashboard_link", None))
+    n = DEFAULT_WORKERS if n_workers is None else int(n_workers)
+    if client is None and n < 1:
+        raise ValueError(f"n_workers must be a positive integer; got {n_workers!r}")
+    opened, owned = open_client(client, n)
     try:
-        yield owned[0]
+        yield opened
     finally:
         for obj in owned:
             obj.close()
