@@ -671,3 +671,30 @@ def test_csv_not_in_the_encoding_is_refused_naming_the_file(tmp_path):
     assert {"läuft", "café", "crème"} <= set(Corpus.open(tmp_path / "c").vocab)
     with pytest.raises(ValueError, match=r"encoding must name a text encoding.*'utf-9'"):
         ingest_table(path, tmp_path / "x", "body", encoding="utf-9", **ALL)
+
+
+def test_duplicate_ids_are_found_before_anything_is_written(tmp_path, monkeypatch):
+    """With a vocabulary to build, the first pass finds a repeated id and the
+    second (writing) pass never starts; with an imposed vocabulary (one
+    pass) the id is found at its end, and the corpus is not left behind."""
+    import lsdask.io.ingest_common as ingest_common
+
+    with open(tmp_path / "d.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["id", "body"], [1, "apple pie"], [2, "fig"], [1, "tart"]])
+    writes = []
+    original = ingest_common.Corpus.write
+
+    def recording(*args, **kwargs):
+        writes.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ingest_common.Corpus, "write", recording)
+    with pytest.raises(DataError, match=r"document id 1 appears 2 times"):
+        ingest_table(tmp_path / "d.csv", tmp_path / "c", "body", id_column="id", **ALL)
+    assert writes == []
+    with pytest.raises(DataError, match=r"document id 1 appears 2 times"):
+        ingest_table(
+            tmp_path / "d.csv", tmp_path / "c", "body", id_column="id",
+            vocab=["apple", "pie", "fig", "tart"],
+        )  # fmt: skip
+    assert writes == [1] and not (tmp_path / "c").exists()

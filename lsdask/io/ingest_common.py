@@ -249,12 +249,17 @@ def _ingest_texts(
     check_out_dir(out_dir, overwrite)
     tokenizer = tokenizer if tokenizer is not None else Tokenizer()
     total: int | None = None
+    own_ids = array("q")  # the documents' own ids (source.ids), checked distinct
     if vocab is None:
         builder = VocabularyBuilder(min_df, max_df, max_vocab)
-        for _, text in _progress(source.docs(), progress, "pass 1/2: counting words"):
+        for name, text in _progress(source.docs(), progress, "pass 1/2: counting words"):
             builder.add(tokenizer.tokens(text))
+            if source.ids:
+                own_ids.append(name)
         if builder.n_docs == 0:
             raise DataError(f"{source.where}: no documents found{source.hint()}")
+        if source.ids:  # before pass 2 writes anything
+            _check_distinct(own_ids, source.where)
         logger.info(
             "pass 1/2 over %s: %d documents, %d word types",
             source.where,
@@ -270,19 +275,19 @@ def _ingest_texts(
         vocab_from = f"imposed vocabulary ({vocab_from})"
     word_to_id = {w: i for i, w in enumerate(words)}
     counts = _Counts()
-    own_ids = array("q")  # the documents' own ids (source.ids), checked distinct at the end
+    check_ids = source.ids and vocab is not None  # one pass: checked at its end
 
     def documents() -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         desc = "pass 2/2: writing" if vocab is None else "writing"
         for i, (name, text) in enumerate(_progress(source.docs(), progress, desc, total)):
             ids, cnt, n_oov = encode(tokenizer.tokens(text), word_to_id, oov_types=counts.oov_words)
-            if source.ids:
+            if check_ids:
                 own_ids.append(name)
             counts.add(cnt, n_oov, None if source.ids else name)
             yield (name if source.ids else i), ids, cnt
         if counts.n_docs == 0:
             raise DataError(f"{source.where}: no documents found{source.hint()}")
-        if source.ids:
+        if check_ids:
             _check_distinct(own_ids, source.where)
 
     extra = {"tokenizer": tokenizer.settings()}
