@@ -381,3 +381,14 @@ def test_gibbs_start_samples_beyond_the_kmeans_sample_and_within_its_bounds(monk
     monkeypatch.setattr(lda_estimator, "initial_stats", recording_kmeans)
     lsdask.LDA(10, **kw).fit(frequencies)
     assert chosen == [50]
+
+
+def test_without_a_bar_the_sampler_logs_every_tenth_of_its_sweeps(caplog):
+    X, _ = make_bars_corpus(n_docs=40, doc_length=20, random_state=0)
+    with caplog.at_level("INFO", logger="lsdask.models.lda_gibbs"):
+        gibbs_sample(X, 5, 1.0, 0.1, 30, np.random.default_rng(0), progress=False)
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line.split(" in ")[0] for line in lines[:-1]] == [
+        f"Gibbs init: {n} of 30 sweeps" for n in range(3, 30, 3)
+    ]
+    assert lines[-1].startswith("Gibbs init: 30 sweeps over 40 documents")

@@ -94,11 +94,14 @@ def relative_change(new: float, old: float) -> float:
     return abs(new - old) / max(abs(old), 1e-300)
 
 
+def shows_bar(enabled: bool | None) -> bool:
+    """Whether :func:`progress_bar` draws a bar: as asked, else on a terminal."""
+    return sys.stderr.isatty() if enabled is None else bool(enabled)
+
+
 def progress_bar(total: int, desc: str, enabled: bool | None) -> Any:
     """A tqdm bar on a terminal (or when asked), else a no-op stand-in."""
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    if enabled:
+    if shows_bar(enabled):
         from tqdm.auto import tqdm
 
         return tqdm(total=total, desc=desc, leave=False)

@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lsdask.kernels.gibbs import apply_moves, sparse_gibbs_sweep
-from lsdask.learn.base import progress_bar
+from lsdask.learn.base import progress_bar, shows_bar
 
 logger = logging.getLogger(__name__)
 
@@ -180,8 +180,9 @@ def gibbs_sample(
     start = time.perf_counter()
     full_sums = 0
     bar = progress_bar(sweeps, "Gibbs init", progress)
+    log_every = 0 if shows_bar(progress) else max(1, sweeps // 10)  # no bar: log a tenth
     with ThreadPoolExecutor(max_workers=parts) as pool:
-        for _ in range(sweeps):
+        for sweep in range(sweeps):
             uniforms = rng.random(words.shape[0])
             done = [
                 pool.submit(r.sweep, words, z, word_total, alpha / K, eta, uniforms) for r in runs
@@ -190,6 +191,11 @@ def gibbs_sample(
             if parts > 1:
                 list(pool.map(lambda r: _take_in_moves(r, runs), runs))
             bar.update(1)
+            if log_every and (sweep + 1) % log_every == 0 and sweep + 1 < sweeps:
+                logger.info(
+                    "Gibbs init: %d of %d sweeps in %.1f s",
+                    sweep + 1, sweeps, time.perf_counter() - start,
+                )  # fmt: skip
     bar.close()
     logger.info(
         "Gibbs init: %d sweeps over %d documents (%d tokens, %d parts) in %.1f s; %.1f%% of "
