@@ -41,11 +41,12 @@ GIBBS_SWEEPS = 1_000
 #: documents drawn at random from up to ``GIBBS_SAMPLE_BATCHES`` batches up to
 #: those bounds. Measured on 20 Newsgroups at K = 100 (11,314 documents, 1.36M
 #: tokens; README, LDA section): 1,000 sweeps over all documents give topics
-#: 0.03-0.05 nats/token better on heldout documents than over a 10,000-document
-#: sample, and memoized VI keeps the difference. The bounds keep the sampler's
-#: memory (about 16 bytes per token, 4 per document and topic, 8 per word and
-#: topic) near 100 MiB and its time near two minutes (K = 100, two cores) on
-#: corpora far larger.
+#: 0.02-0.06 nats/token better on heldout documents than over a 10,000-document
+#: sample, and 0.02-0.04 better after a lap of memoized VI from them. On corpora far larger the
+#: bounds keep the memory that grows with the sample (16 bytes per token, 4 per
+#: document and topic: 84 MiB at K = 100) and the start's time (about two
+#: minutes at K = 100 on two cores) in check; the word-topic counts take 8 bytes
+#: per word and topic whatever the sample.
 GIBBS_SAMPLE_TOKENS = 4_000_000
 GIBBS_SAMPLE_DOCS = 50_000
 GIBBS_SAMPLE_BATCHES = 64

@@ -1,4 +1,4 @@
-"""LDA topics from collapsed Gibbs sampling on a sample of documents.
+"""LDA topics from collapsed Gibbs sampling on a corpus or a sample of it.
 
 A start for variational LDA (``LDA(init="gibbs")``): mean-field coordinate
 ascent keeps the basin it starts in, and from document seeds (k-means++) it
@@ -11,7 +11,8 @@ in the driver on the whole corpus or, beyond ``config.GIBBS_SAMPLE_*``, a
 sample of it (whole tokens: counts are rounded). Over 20 Newsgroups at
 K=100, 1,000 sweeps over all 11,314 documents score -7.932 and -7.937
 nats/token on heldout documents (two seeds), over 10,000 of them -7.960 to
--7.985 (three samples), and memoized VI keeps the difference. A
+-7.989 (four samples), and a lap of memoized VI keeps most of the
+difference (``pipelines/benchmarks/diag_lda_start.py --what sample``). A
 token's draw costs its document's topics, and all K topics only for the
 small fraction of draws that fall in the prior's bucket
 (``lsdask.kernels.gibbs``).
