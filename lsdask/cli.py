@@ -362,8 +362,8 @@ def _add_fit(sub: Any) -> None:
     )  # fmt: skip
     fit.add_argument(
         "--init", default="auto", metavar="{auto,kmeans++,random,gibbs,MODEL_DIR,FILE.npy}",
-        help="how the topics start: collapsed Gibbs sampling on a sample of up to 10,000 "
-        "documents (gibbs: slower to start, better topics), k-means++ seed documents, random "
+        help="how the topics start: collapsed Gibbs sampling on the corpus or a sample of it "
+        "(gibbs: slower to start, better topics), k-means++ seed documents, random "
         "ones, the topics of a saved model over the same vocabulary, or topic-word counts "
         "(K, V) saved with numpy.save; auto (default): gibbs where the counts are whole "
         "tokens, else kmeans++",
@@ -371,6 +371,11 @@ def _add_fit(sub: Any) -> None:
     fit.add_argument(
         "--gibbs-sweeps", type=_positive_int, default=config.GIBBS_SWEEPS, metavar="N",
         help=f"sweeps of the Gibbs start (--init gibbs or auto; default {config.GIBBS_SWEEPS})",
+    )  # fmt: skip
+    fit.add_argument(
+        "--gibbs-tokens", type=_positive_int, default=config.GIBBS_SAMPLE_TOKENS, metavar="N",
+        help="tokens the Gibbs start samples at most: the whole corpus when it holds fewer "
+        f"(default {config.GIBBS_SAMPLE_TOKENS:,}); its time and memory grow with it",
     )  # fmt: skip
     fit.add_argument("--overwrite", action="store_true", help="replace an existing MODEL_DIR")
     _add_checkpoints(
@@ -565,6 +570,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         resume=args.resume is not None,
         init=args.init,
         gibbs_sweeps=args.gibbs_sweeps,
+        gibbs_tokens=args.gibbs_tokens,
         batches_per_update=args.batches_per_update,
     )
     print(format_fit_report(result, title=f"lsdask fit {args.corpus}"))

@@ -761,10 +761,11 @@ def test_demo_on_local_cluster(tmp_path: Path, capsys) -> None:
 def test_fit_init_gibbs(bars_corpora: dict[str, Path], tmp_path: Path, capsys) -> None:
     out = tmp_path / "gibbs_model"
     args = ["fit", str(bars_corpora["train"]), "--topics", "10", "--laps", "1", "--init", "gibbs"]
-    assert main([*args, "--gibbs-sweeps", "5", "--out", str(out), "--sync"]) == 0
+    start = ["--gibbs-sweeps", "5", "--gibbs-tokens", "900"]
+    assert main([*args, *start, "--out", str(out), "--sync"]) == 0
     capsys.readouterr()
     model = load_lda(out)
-    assert (model.init, model.gibbs_sweeps) == ("gibbs", 5)
+    assert (model.init, model.gibbs_sweeps, model.gibbs_tokens) == ("gibbs", 5, 900)
     with pytest.raises(SystemExit):
         main([*args, "--gibbs-sweeps", "0", "--out", str(tmp_path / "m"), "--sync"])
     assert "--gibbs-sweeps" in capsys.readouterr().err

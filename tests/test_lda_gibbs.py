@@ -282,14 +282,17 @@ def test_init_gibbs_fit_is_seeded_and_beats_kmeans_start_after_one_lap():
     assert a.elbo_trace_[-1] > kmeans.elbo_trace_[-1]
 
 
-def test_gibbs_sweeps_is_checked_and_saved(tmp_path):
+def test_gibbs_sweeps_and_tokens_are_checked_and_saved(tmp_path):
     X, _ = make_bars_corpus(n_docs=50, doc_length=20, random_state=0)
     with pytest.raises(ValueError, match="gibbs_sweeps"):
         lsdask.LDA(10, init="gibbs", gibbs_sweeps=0, client="sync").fit(X)
-    model = lsdask.LDA(10, init="gibbs", gibbs_sweeps=3, n_laps=1, client="sync").fit(X)
+    with pytest.raises(ValueError, match="gibbs_tokens"):
+        lsdask.LDA(10, init="gibbs", gibbs_tokens=0, client="sync").fit(X)
+    kw = dict(init="gibbs", gibbs_sweeps=3, gibbs_tokens=500, n_laps=1, client="sync")
+    model = lsdask.LDA(10, **kw).fit(X)
     save_lda(model, tmp_path / "m")
     loaded = load_lda(tmp_path / "m")
-    assert (loaded.init, loaded.gibbs_sweeps) == ("gibbs", 3)
+    assert (loaded.init, loaded.gibbs_sweeps, loaded.gibbs_tokens) == ("gibbs", 3, 500)
     np.testing.assert_array_equal(loaded.components_, model.components_)
 
 
@@ -359,8 +362,7 @@ def test_gibbs_start_samples_beyond_the_kmeans_sample_and_within_its_bounds(monk
     kw = dict(n_laps=1, random_state=0, client="sync", gibbs_sweeps=2, batch_size=40)
     lsdask.LDA(10, **kw).fit(X)
     assert seen[-1].shape[0] == 300 and seen[-1].sum() == X.sum()
-    monkeypatch.setattr(config, "GIBBS_SAMPLE_TOKENS", 1000)
-    lsdask.LDA(10, init="gibbs", **kw).fit(X)
+    lsdask.LDA(10, init="gibbs", gibbs_tokens=1000, **kw).fit(X)
     assert 950 < seen[-1].sum() <= 1000  # documents of 20 tokens up to the bound
     monkeypatch.setattr(config, "GIBBS_SAMPLE_DOCS", 30)
     monkeypatch.setattr(config, "GIBBS_SAMPLE_BATCHES", 2)

@@ -68,8 +68,8 @@ class LDA(VariationalEstimator):
         of a sample (chosen by k-means++ under the KL divergence, or at random),
         each sample document counted in its nearest one's topic. ``"gibbs"``:
         ``gibbs_sweeps`` sweeps of collapsed Gibbs sampling over the whole
-        corpus, or a sample of it beyond 4M tokens or 50,000 documents
-        (``lsdask.config.GIBBS_SAMPLE_*``; in the driver, in two
+        corpus, or a sample of it beyond ``gibbs_tokens`` tokens or 50,000
+        documents (``lsdask.config.GIBBS_SAMPLE_DOCS``; in the driver, in two
         threads; counts rounded to whole tokens, so fractional counts such as
         frequencies are refused; per token, work in the document's topics, all
         K only for a small fraction of the draws): slower to start, but
@@ -89,6 +89,12 @@ class LDA(VariationalEstimator):
         measured at 10-17 s for AP (1,746 documents, K=100) and about a minute
         for 20 Newsgroups (11,314 documents) at K=400 on two cores,
         paid once per fit; fewer sweeps start sooner at worse topics.
+    gibbs_tokens : int
+        Tokens of the documents ``init="gibbs"`` samples at most (default
+        4,000,000, ``lsdask.config.GIBBS_SAMPLE_TOKENS``): the whole corpus
+        when it holds fewer, else whole documents drawn at random up to it.
+        The start's time and memory grow with it (about 16 bytes per token);
+        more documents give better topics (README, LDA section).
     restarts : bool
         Restart proposals in the local step (Sec. 5).
     max_local_iters : int
@@ -127,6 +133,7 @@ class LDA(VariationalEstimator):
         local_conv_thresh: float = 0.05,
         init: str = "auto",
         gibbs_sweeps: int = config.GIBBS_SWEEPS,
+        gibbs_tokens: int = config.GIBBS_SAMPLE_TOKENS,
         n_init: int = 1,
         svi_delay: float = 1.0,
         svi_kappa: float = 0.6,
@@ -152,6 +159,7 @@ class LDA(VariationalEstimator):
         self.local_conv_thresh = local_conv_thresh
         self.init = init
         self.gibbs_sweeps = gibbs_sweeps
+        self.gibbs_tokens = gibbs_tokens
         self.n_init = n_init
         self.svi_delay = svi_delay
         self.svi_kappa = svi_kappa
@@ -207,6 +215,7 @@ class LDA(VariationalEstimator):
         check_int("max_local_iters", self.max_local_iters, 1)
         check_positive_float("local_conv_thresh", self.local_conv_thresh)
         check_int("gibbs_sweeps", self.gibbs_sweeps, 1)
+        check_int("gibbs_tokens", self.gibbs_tokens, 1)
 
     def _source(self, X: Any) -> tuple[BatchSource, list[str] | None]:
         if _is_corpus_path(X) or type(X).__name__ == "Corpus":
@@ -279,7 +288,7 @@ class LDA(VariationalEstimator):
                 config.GIBBS_SAMPLE_DOCS, rng, check=model.check_data,
                 max_batches=config.GIBBS_SAMPLE_BATCHES,
             )  # fmt: skip
-            return within_tokens(as_csr_batch(sample), config.GIBBS_SAMPLE_TOKENS, rng), None
+            return within_tokens(as_csr_batch(sample), self.gibbs_tokens, rng), None
         sample = source.sample(config.INIT_SAMPLE_ROWS, rng, check=model.check_data)
         return as_csr_batch(sample), None
 

@@ -154,6 +154,7 @@ def fit_corpus_lda(
     resume: bool = False,
     init: Any = "auto",
     gibbs_sweeps: int = config.GIBBS_SWEEPS,
+    gibbs_tokens: int = config.GIBBS_SAMPLE_TOKENS,
     batches_per_update: int | None = None,
 ) -> dict[str, Any]:
     """Fit LDA on a Parquet corpus, score heldout documents, save the model.
@@ -210,6 +211,8 @@ def fit_corpus_lda(
         topics (``components_ - eta``; same vocabulary and K).
     gibbs_sweeps : int, default 1,000 (``lsdask.config.GIBBS_SWEEPS``)
         Collapsed Gibbs sweeps of ``init="gibbs"``.
+    gibbs_tokens : int, default 4,000,000 (``lsdask.config.GIBBS_SAMPLE_TOKENS``)
+        Tokens the Gibbs start samples at most (:class:`lsdask.LDA`).
 
     Returns
     -------
@@ -257,6 +260,7 @@ def fit_corpus_lda(
         resume=resume,
         init=_initial_topics(init, train, n_components),
         gibbs_sweeps=gibbs_sweeps,
+        gibbs_tokens=gibbs_tokens,
         batches_per_update=batches_per_update,
     )
     model._check_params()  # fail before starting a cluster ...
