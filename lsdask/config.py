@@ -37,19 +37,19 @@ INIT_SAMPLE_ROWS = 10_000
 GIBBS_SWEEPS = 1_000
 
 #: Documents LDA's Gibbs start samples: the whole corpus when it holds at most
-#: ``GIBBS_SAMPLE_TOKENS`` tokens and ``GIBBS_SAMPLE_DOCS`` documents, else
-#: documents drawn at random from up to ``GIBBS_SAMPLE_BATCHES`` batches up to
-#: those bounds. Measured on 20 Newsgroups at K = 100 (11,314 documents, 1.36M
+#: ``GIBBS_SAMPLE_TOKENS`` tokens (``LDA(gibbs_tokens=)``) and
+#: ``GIBBS_SAMPLE_DOCS`` documents, else whole documents drawn at random up to
+#: those bounds (from batches read in random order until they hold
+#: ``GIBBS_SAMPLE_DOCS``). Measured on 20 Newsgroups at K = 100 (11,314 documents, 1.36M
 #: tokens; README, LDA section): 1,000 sweeps over all documents give topics
 #: 0.02-0.06 nats/token better on heldout documents than over a 10,000-document
 #: sample, and 0.02-0.04 better after a lap of memoized VI from them. On corpora far larger the
 #: bounds keep the memory that grows with the sample (16 bytes per token, 4 per
-#: document and topic: 84 MiB at K = 100) and the start's time (about two
+#: document and topic: about 80 MiB at K = 100) and the start's time (about two
 #: minutes at K = 100 on two cores) in check; the word-topic counts take 8 bytes
 #: per word and topic whatever the sample.
 GIBBS_SAMPLE_TOKENS = 4_000_000
 GIBBS_SAMPLE_DOCS = 50_000
-GIBBS_SAMPLE_BATCHES = 64
 
 #: Default SVI learning-rate schedule rho_t = (delay + t) ** (-kappa).
 SVI_DELAY = 1.0

@@ -129,8 +129,9 @@ def open_client(client: Any, n_workers: int) -> tuple[Any, list[Any]]:
         client = connect(client)
         owned = [client]
     else:
-        return client, []
-    logger.info("Dask dashboard: %s", getattr(client, "dashboard_link", None))
+        owned = []
+    if getattr(client, "dashboard_link", None):
+        logger.info("Dask dashboard: %s", client.dashboard_link)
     return client, owned
 
 

@@ -88,7 +88,8 @@ class LDA(VariationalEstimator):
         Sweeps of ``init="gibbs"`` (default 1,000, ``lsdask.config.GIBBS_SWEEPS``):
         measured at 10-17 s for AP (1,746 documents, K=100) and about a minute
         for 20 Newsgroups (11,314 documents) at K=400 on two cores,
-        paid once per fit; fewer sweeps start sooner at worse topics.
+        paid once per fit (per start with ``n_init`` > 1); fewer sweeps start
+        sooner at worse topics.
     gibbs_tokens : int
         Tokens of the documents ``init="gibbs"`` samples at most (default
         4,000,000, ``lsdask.config.GIBBS_SAMPLE_TOKENS``): the whole corpus
@@ -285,8 +286,8 @@ class LDA(VariationalEstimator):
             return None, counts
         if self.init in ("gibbs", "auto"):  # the sampler takes a larger sample
             sample = source.sample(
-                config.GIBBS_SAMPLE_DOCS, rng, check=model.check_data,
-                max_batches=config.GIBBS_SAMPLE_BATCHES,
+                config.GIBBS_SAMPLE_DOCS, rng, check=model.check_data, max_batches=None,
+                oversample=1,
             )  # fmt: skip
             return within_tokens(as_csr_batch(sample), self.gibbs_tokens, rng), None
         sample = source.sample(config.INIT_SAMPLE_ROWS, rng, check=model.check_data)
@@ -303,8 +304,11 @@ class LDA(VariationalEstimator):
         self._check_params()
         rng = np.random.default_rng(self.random_state)
         source, vocab = self._source(X)
-        asked = {"vocab_size": source.n_features, "alpha": float(self.alpha)}
-        asked["eta"] = float(self.eta)
+        asked = {
+            "vocab_size": source.n_features,
+            "alpha": float(self.alpha),
+            "eta": float(self.eta),
+        }
         resumed = open_resume(self, asked)
         if resumed is not None:
             model, sample, counts = resumed["model"], None, None

@@ -146,11 +146,12 @@ class BatchSource:
         n_rows: int,
         rng: np.random.Generator,
         check: Callable[[Any], None] | None = None,
-        max_batches: int = 16,
+        max_batches: int | None = 16,
+        oversample: int = 4,
     ) -> Any:
-        """Up to ``n_rows`` rows drawn at random, read from at most
-        ``max_batches`` batches (chosen at random; reading stops once they hold
-        four times ``n_rows``).
+        """Up to ``n_rows`` rows drawn at random, read from batches chosen at
+        random: at most ``max_batches`` of them (None: no limit), and no more
+        once they hold ``oversample`` times ``n_rows``.
 
         ``check(rows)`` runs on every batch read; a ValueError it raises comes
         back as a :class:`DataError` that names the batch.
@@ -167,7 +168,7 @@ class BatchSource:
                     raise DataError(f"{batch.where}: {exc}") from exc
             parts.append(rows)
             got += rows.shape[0]
-            if got >= 4 * n_rows:
+            if got >= oversample * n_rows:
                 break
         data = sp.vstack(parts, format="csr") if sp.issparse(parts[0]) else np.concatenate(parts)
         if data.shape[0] > n_rows:

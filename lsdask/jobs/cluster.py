@@ -41,9 +41,11 @@ def dask_client(client: Any = None, n_workers: int | None = None) -> Iterator[An
         return
     from lsdask.engine.dask_executor import open_client
 
-    n = DEFAULT_WORKERS if n_workers is None else int(n_workers)
-    if client is None and n < 1:
-        raise ValueError(f"n_workers must be a positive integer; got {n_workers!r}")
+    n = DEFAULT_WORKERS
+    if client is None and n_workers is not None:
+        n = int(n_workers)
+        if n < 1:
+            raise ValueError(f"n_workers must be a positive integer; got {n_workers!r}")
     opened, owned = open_client(client, n)
     try:
         yield opened

@@ -11,8 +11,9 @@ in the driver on the whole corpus or, beyond ``config.GIBBS_SAMPLE_*``, a
 sample of it (whole tokens: counts are rounded). Over 20 Newsgroups at
 K=100, 1,000 sweeps over all 11,314 documents score -7.932 and -7.937
 nats/token on heldout documents (two seeds), over 10,000 of them -7.960 to
--7.989 (four samples), and a lap of memoized VI keeps most of the
-difference (``pipelines/benchmarks/diag_lda_start.py --what sample``). A
+-7.989 (four samples, two of them from
+``pipelines/benchmarks/diag_lda_start.py --what sample``), and a lap of
+memoized VI keeps most of the difference. A
 token's draw costs its document's topics, and all K topics only for the
 small fraction of draws that fall in the prior's bucket
 (``lsdask.kernels.gibbs``).
@@ -40,10 +41,16 @@ def tokens_of(X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
     X = sp.csr_matrix(X)
     repeats = np.rint(np.asarray(X.data, dtype=np.float64)).astype(np.int64)
     words = np.repeat(X.indices.astype(np.int32), repeats)
-    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-    per_doc = np.bincount(rows, weights=repeats, minlength=X.shape[0]).astype(np.int64)
-    doc_ptr = np.concatenate([[0], np.cumsum(per_doc)]).astype(np.int64)
+    doc_ptr = np.concatenate([[0], np.cumsum(tokens_per_doc(X))]).astype(np.int64)
     return doc_ptr, words
+
+
+def tokens_per_doc(X: sp.csr_matrix) -> np.ndarray:
+    """(n_docs,) int64: each document's tokens, counts rounded as in :func:`tokens_of`."""
+    X = sp.csr_matrix(X)
+    repeats = np.rint(np.asarray(X.data, dtype=np.float64))
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    return np.bincount(rows, weights=repeats, minlength=X.shape[0]).astype(np.int64)
 
 
 def random_start(X: sp.csr_matrix, K: int, rng: np.random.Generator):
@@ -94,8 +101,7 @@ def within_tokens(X: sp.csr_matrix, max_tokens: int, rng: np.random.Generator) -
     documents of a random order up to the last that keeps the total within it
     (at least one document), in their order in ``X``."""
     X = sp.csr_matrix(X)
-    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-    per_doc = np.bincount(rows, weights=np.rint(X.data), minlength=X.shape[0])
+    per_doc = tokens_per_doc(X)
     if per_doc.sum() <= max_tokens:
         return X
     order = rng.permutation(X.shape[0])
@@ -181,7 +187,7 @@ def gibbs_sample(
     start = time.perf_counter()
     full_sums = 0
     bar = progress_bar(sweeps, "Gibbs init", progress)
-    log_every = 0 if shows_bar(progress) else max(1, sweeps // 10)  # no bar: log a tenth
+    log_every = 0 if shows_bar(progress) else -(-sweeps // 10)  # no bar: every tenth
     with ThreadPoolExecutor(max_workers=parts) as pool:
         for sweep in range(sweeps):
             uniforms = rng.random(words.shape[0])
