@@ -20,7 +20,7 @@ from lsdask.evaluate import (
     top_word_ids,
     umass_coherence,
 )
-from lsdask.io.sources import BatchSource, as_batch_source
+from lsdask.io.sources import BatchSource, as_batch_source, rows_at_most
 from lsdask.learn import INIT_METHODS, initial_stats
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
@@ -257,9 +257,7 @@ class LDA(VariationalEstimator):
                 self.progress,
             ).topic_word  # fmt: skip
         elif counts is None:
-            if sample.shape[0] > config.INIT_SAMPLE_ROWS:  # "auto"'s sample, for k-means++
-                rows = rng.choice(sample.shape[0], size=config.INIT_SAMPLE_ROWS, replace=False)
-                sample = sample[np.sort(rows)]
+            sample = rows_at_most(sample, config.INIT_SAMPLE_ROWS, rng)  # "auto" read more
             seeds = MixtureModel(
                 Multinomial(lam=model.eta).with_data_defaults(sample),
                 model.n_components,

@@ -171,9 +171,14 @@ class BatchSource:
             if got >= oversample * n_rows:
                 break
         data = sp.vstack(parts, format="csr") if sp.issparse(parts[0]) else np.concatenate(parts)
-        if data.shape[0] > n_rows:
-            data = data[np.sort(rng.choice(data.shape[0], size=n_rows, replace=False))]
+        return rows_at_most(data, n_rows, rng)
+
+
+def rows_at_most(data: Any, n_rows: int, rng: np.random.Generator) -> Any:
+    """``data``, or ``n_rows`` of its rows drawn at random (kept in their order)."""
+    if data.shape[0] <= n_rows:
         return data
+    return data[np.sort(rng.choice(data.shape[0], size=n_rows, replace=False))]
 
 
 def _check_batch_size(batch_size: int | None) -> None:
