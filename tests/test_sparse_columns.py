@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy.special import digamma
 
-from lsdask.kernels.sparse_columns import add_entries, columns_unequal_to
-from lsdask.models.dirichlet_logs import SparseDirichletLogs
+from lsdask.kernels.sparse_columns import add_entries, entries_unequal_to, rows_to_columns
+from lsdask.models.dirichlet_logs import DirichletPosterior, SparseDirichletLogs
 from lsdask.models.special import dirichlet_expected_log, dirichlet_kl
 
 ETA = 0.1
@@ -21,36 +21,79 @@ def sparse_lam(rng, K, V, density):
     return ETA + words, words
 
 
-def test_columns_unequal_to_is_the_csr_of_the_transpose():
+def test_entries_unequal_to_is_the_csr_of_the_shifted_matrix():
     rng = np.random.default_rng(0)
-    A = np.where(rng.random((7, 11)) < 0.3, rng.normal(size=(7, 11)), 2.5)
+    A = np.where(rng.random((7, 11)) < 0.3, rng.normal(size=(7, 11)), 2.0)
     A[3, 4] = np.nan
-    indptr, rows, values = columns_unequal_to(A, 2.5)
+    for shift, b in ((0.0, 2.0), (0.5, 2.5)):
+        row_ptr, cols, values = entries_unequal_to(A, shift, b)
+        X = shift + A
+        for k in range(A.shape[0]):
+            expect = np.flatnonzero(~(X[k] == b))  # NaN counts as different
+            np.testing.assert_array_equal(cols[row_ptr[k] : row_ptr[k + 1]], expect)
+            np.testing.assert_array_equal(values[row_ptr[k] : row_ptr[k + 1]], X[k, expect])
+        assert row_ptr[-1] == np.count_nonzero(~(X == b))
+
+
+def test_entries_unequal_to_all_equal_and_empty():
+    row_ptr, cols, values = entries_unequal_to(np.full((3, 4), 1.0), 0.0, 1.0)
+    np.testing.assert_array_equal(row_ptr, np.zeros(4))
+    assert cols.size == values.size == 0
+    row_ptr, cols, _ = entries_unequal_to(np.zeros((3, 0)), 1.0, 1.0)
+    np.testing.assert_array_equal(row_ptr, [0, 0, 0, 0])
+
+
+def test_rows_to_columns_groups_the_same_entries_by_column():
+    rng = np.random.default_rng(5)
+    A = np.where(rng.random((6, 9)) < 0.4, rng.random((6, 9)) + 1.0, 0.0)
+    row_ptr, cols, values = entries_unequal_to(A, 0.0, 0.0)
+    indptr, rows, position = rows_to_columns(row_ptr, cols, A.shape[1])
+    by_column = np.empty_like(values)
+    by_column[position] = values
     for v in range(A.shape[1]):
-        expect = np.flatnonzero(~(A[:, v] == 2.5))  # NaN counts as different
-        got = rows[indptr[v] : indptr[v + 1]]
-        np.testing.assert_array_equal(got, expect)
-        np.testing.assert_array_equal(values[indptr[v] : indptr[v + 1]], A[expect, v])
-    assert indptr[-1] == np.count_nonzero(~(A == 2.5))
-
-
-def test_columns_unequal_to_all_equal_and_empty():
-    indptr, rows, values = columns_unequal_to(np.full((3, 4), 1.0), 1.0)
-    np.testing.assert_array_equal(indptr, np.zeros(5))
-    assert rows.size == values.size == 0
-    indptr, rows, _ = columns_unequal_to(np.zeros((3, 0)), 1.0)
-    np.testing.assert_array_equal(indptr, [0])
+        expect = np.flatnonzero(A[:, v])
+        np.testing.assert_array_equal(rows[indptr[v] : indptr[v + 1]], expect)
+        np.testing.assert_array_equal(by_column[indptr[v] : indptr[v + 1]], A[expect, v])
+    assert sorted(position) == list(range(values.size))
 
 
 @pytest.mark.parametrize("density", [0.0, 0.05, 0.5, 1.0])
-def test_rows_equal_dense_expected_log_bit_for_bit(density):
+def test_posterior_from_counts_equals_posterior_from_lambda(density):
+    rng = np.random.default_rng(6)
+    lam, words = sparse_lam(rng, 6, 40, density)
+    by_counts = DirichletPosterior.from_counts(words, ETA)
+    by_lam = DirichletPosterior.from_lam(lam, ETA)
+    np.testing.assert_array_equal(by_counts.lam, lam)  # lambda = ETA + words, as numpy rounds it
+    # the row sums differ in rounding only (sum_v words + V * ETA against sum_v lambda)
+    np.testing.assert_allclose(by_counts.logs.dense(), by_lam.logs.dense(), rtol=1e-14)
+    np.testing.assert_allclose(by_counts.topics, by_lam.topics, rtol=1e-14)
+    np.testing.assert_allclose(by_counts.topics, lam / lam.sum(axis=1, keepdims=True), rtol=1e-14)
+    assert by_counts.elbo_terms(words) == pytest.approx(by_lam.elbo_terms(words), rel=1e-14)
+
+
+def test_workers_copy_holds_expected_logs_only():
+    rng = np.random.default_rng(7)
+    _, words = sparse_lam(rng, 4, 20, 0.3)
+    post = DirichletPosterior.from_counts(words, ETA)
+    sent = post.for_workers()
+    np.testing.assert_array_equal(sent.logs.rows(np.arange(20)), post.logs.dense())
+    for attribute in ("lam", "topics"):
+        with pytest.raises(ValueError, match="E\\[log phi\\] only"):
+            getattr(sent, attribute)
+    with pytest.raises(ValueError, match="driver's posterior"):
+        sent.elbo_terms(words)
+
+
+@pytest.mark.parametrize("density", [0.0, 0.05, 0.5, 1.0])
+def test_rows_equal_dense_expected_log(density):
     rng = np.random.default_rng(1)
     lam, _ = sparse_lam(rng, 6, 40, density)
     logs = SparseDirichletLogs.from_concentrations(lam, ETA)
     dense = dirichlet_expected_log(lam).T
-    np.testing.assert_array_equal(logs.dense(), dense)
+    # the row sums are added in order, not pairwise as numpy does: equal to rounding
+    np.testing.assert_allclose(logs.dense(), dense, rtol=1e-14, atol=1e-14)
     words = np.array([39, 0, 7, 7, 21])
-    np.testing.assert_array_equal(logs.rows(words), dense[words])
+    np.testing.assert_array_equal(logs.rows(words), logs.dense()[words])
     assert logs.rows(np.array([], dtype=np.int64)).shape == (0, 6)
     assert logs.nnz == np.count_nonzero(lam != ETA)
     assert logs.shape == (40, 6)
@@ -68,10 +111,10 @@ def test_data_and_kl_equal_the_dense_formulas(density):
     rng = np.random.default_rng(3)
     lam, words = sparse_lam(rng, 5, 30, density)
     other = words + rng.random(words.shape) * (rng.random(words.shape) < 0.2)  # not lam - eta
-    logs = SparseDirichletLogs.from_concentrations(lam, ETA)
+    post = DirichletPosterior.from_lam(lam, ETA)
     E = dirichlet_expected_log(lam)
     for w in (words, other):
-        data, kl = logs.data_and_kl(w, lam)
+        data, kl = post.data_and_kl(w)
         assert data == pytest.approx(float(np.sum(w * E)), rel=1e-12, abs=1e-10)
         expect_kl = float(dirichlet_kl(lam, np.full(lam.shape[1], ETA), E).sum())
         assert kl == pytest.approx(expect_kl, rel=1e-12, abs=1e-10)
@@ -80,7 +123,7 @@ def test_data_and_kl_equal_the_dense_formulas(density):
 def test_base_value_is_digamma_of_the_prior_minus_the_row_term():
     lam = np.array([[ETA, 2.0, ETA], [ETA, ETA, ETA]])
     logs = SparseDirichletLogs.from_concentrations(lam, ETA)
-    np.testing.assert_array_equal(logs.base, digamma(ETA) - digamma(lam.sum(axis=1)))
+    np.testing.assert_allclose(logs.base, digamma(ETA) - digamma(lam.sum(axis=1)), rtol=1e-15)
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])

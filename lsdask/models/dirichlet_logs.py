@@ -4,27 +4,34 @@
 psi(sum_v lambda_kv)``. Wherever ``lambda_kv`` still equals the prior ``b``
 (no token of word v was ever given to topic k: most entries under the
 L-sparse step) this is ``psi(b) - psi(sum_v lambda_kv)``, the same for the
-whole row k. So only the other entries are stored, grouped by word:
+whole row k. So only the other entries are stored:
 
-- the driver computes one digamma per stored entry, not K x V of them, and
-  never transposes a K x V array;
-- the workers receive the stored entries (7 MB instead of 65 MB at K=400,
-  V=21k on 20 Newsgroups) and rebuild only their batch's rows, bit for bit
-  equal to the dense ``psi(lambda) - psi(sum lambda)``;
-- the ELBO's Dirichlet terms cost one lgamma per stored entry.
+- the driver finds them straight from the statistics ``S`` (``lambda = b +
+  S``) without building a K x V array, computes one digamma per stored
+  entry, and keeps them by topic (:class:`StoredConcentrations`) for the ELBO,
+  whose Dirichlet terms then cost one lgamma per stored entry and one pass
+  over ``S`` in memory order;
+- the workers receive them grouped by word (:class:`SparseDirichletLogs`:
+  7 MB instead of 65 MB at K=400, V=21k on 20 Newsgroups) and rebuild only
+  their batch's rows, bit for bit equal to the dense ``psi(lambda) -
+  psi(row sums)``;
+- the dense ``lambda`` is built only when asked for (fitted attributes,
+  topic inspection, saving).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy.special import digamma, gammaln
 
 from lsdask.kernels.sparse_columns import (
-    columns_unequal_to,
-    dirichlet_column_sums,
+    entries_unequal_to,
     fill_transposed_columns,
+    row_sums_at_entries,
+    rows_to_columns,
 )
 
 
@@ -32,9 +39,10 @@ from lsdask.kernels.sparse_columns import (
 class SparseDirichletLogs:
     """``E[log phi]`` (as a (V, K) matrix) of ``Dir(lambda_k)``, k = 1..K.
 
-    Build it with :meth:`from_concentrations`. ``base[k]`` is the value of
-    every entry of row k where ``lambda_kv == prior``; word v's other entries
-    are ``values[p]`` at topics ``topics[p]``, ``p in indptr[v]:indptr[v + 1]``.
+    Build it with :meth:`from_concentrations` (or through
+    :class:`DirichletPosterior`). ``base[k]`` is the value of every entry of
+    row k where ``lambda_kv == prior``; word v's other entries are
+    ``values[p]`` at topics ``topics[p]``, ``p in indptr[v]:indptr[v + 1]``.
     """
 
     base: np.ndarray  # (K,)
@@ -46,11 +54,7 @@ class SparseDirichletLogs:
     @classmethod
     def from_concentrations(cls, lam: np.ndarray, prior: float) -> SparseDirichletLogs:
         """From the concentrations ``lam`` (K, V); entries equal to ``prior`` are not stored."""
-        lam = np.ascontiguousarray(lam, dtype=np.float64)
-        indptr, topics, conc = columns_unequal_to(lam, float(prior))
-        row_term = digamma(lam.sum(axis=1))
-        base = digamma(np.full(lam.shape[0], float(prior))) - row_term
-        return cls(base, indptr, topics, digamma(conc) - row_term[topics], float(prior))
+        return DirichletPosterior.from_lam(lam, prior).logs
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -76,40 +80,93 @@ class SparseDirichletLogs:
         """The whole (V, K) matrix."""
         return self.rows(np.arange(self.shape[0]))
 
-    def data_and_kl(self, words: np.ndarray, lam: np.ndarray) -> tuple[float, float]:
-        """``sum_kv words_kv E[log phi_kv]`` and ``sum_k KL(Dir(lam_k) || Dir(prior))``.
-
-        ``lam`` (K, V) must be the concentrations this was built from; ``words``
-        (K, V) any statistics. O(K V) only in plain sums; one lgamma per stored entry.
-        """
-        lam = np.ascontiguousarray(lam, dtype=np.float64)
-        words = np.ascontiguousarray(words, dtype=np.float64)
-        b = self.prior
-        V = self.shape[0]
-        n, words_sum, words_elog, excess_elog, lgamma_sum = dirichlet_column_sums(
-            self.indptr, self.topics, self.values, lam, words, b
-        )
-        data = float(np.sum(self.base * (words.sum(axis=1) - words_sum) + words_elog))
-        log_norm_q = gammaln(lam.sum(axis=1)) - (lgamma_sum + (V - n) * gammaln(b))
-        log_norm_p = gammaln(V * b) - V * gammaln(b)
-        return data, float(np.sum(log_norm_q - log_norm_p + excess_elog))
-
 
 @dataclass(frozen=True)
-class DirichletPosterior:
-    """``q(phi_k) = Dir(lambda_k)`` for K topics (or clusters) over V words, and
-    its expected log stored sparsely by word (:class:`SparseDirichletLogs`)."""
+class StoredConcentrations:
+    """The entries of ``lambda`` (K, V) that differ from the prior, by topic
+    (CSR), with ``E[log phi]`` there and the row sums of ``lambda``: what the
+    driver needs for the ELBO and to rebuild ``lambda``."""
 
-    lam: np.ndarray | None  # (K, V); None in the copy sent to workers
+    row_ptr: np.ndarray  # (K + 1,) int64
+    cols: np.ndarray  # (nnz,) int32, increasing within a row
+    conc: np.ndarray  # (nnz,) lambda at the entries
+    elog: np.ndarray  # (nnz,) E[log phi] at the entries
+    row_sums: np.ndarray  # (K,) sum_v lambda_kv
+    prior: float
+    n_cols: int
+
+    def dense(self) -> np.ndarray:
+        """``lambda`` as a (K, V) array."""
+        K = self.row_sums.shape[0]
+        lam = np.full((K, self.n_cols), self.prior)
+        rows = np.repeat(np.arange(K), np.diff(self.row_ptr))
+        lam[rows, self.cols] = self.conc
+        return lam
+
+    def kl(self) -> float:
+        """``sum_k KL(Dir(lambda_k) || Dir(prior))``, one lgamma per stored entry."""
+        K = self.row_sums.shape[0]
+        V, b = self.n_cols, self.prior
+        rows = np.repeat(np.arange(K), np.diff(self.row_ptr))
+        n = np.diff(self.row_ptr).astype(np.float64)
+        lgamma_sum = np.bincount(rows, weights=gammaln(self.conc), minlength=K)
+        excess_elog = np.bincount(rows, weights=(self.conc - b) * self.elog, minlength=K)
+        log_norm_q = gammaln(self.row_sums) - (lgamma_sum + (V - n) * gammaln(b))
+        log_norm_p = gammaln(V * b) - V * gammaln(b)
+        return float(np.sum(log_norm_q - log_norm_p + excess_elog))
+
+    def data(self, words: np.ndarray, base: np.ndarray) -> float:
+        """``sum_kv words_kv E[log phi_kv]``, ``base[k]`` being E[log phi] off the entries."""
+        words = np.ascontiguousarray(words, dtype=np.float64)
+        total, at, weighted = row_sums_at_entries(self.row_ptr, self.cols, self.elog, words)
+        return float(np.sum(base * (total - at) + weighted))
+
+
+@dataclass(frozen=True, eq=False)
+class DirichletPosterior:
+    """``q(phi_k) = Dir(lambda_k)`` for K topics (or clusters) over V words: its
+    expected log stored sparsely by word (:class:`SparseDirichletLogs`, all a
+    worker receives) and, on the driver, its stored entries by topic
+    (:class:`StoredConcentrations`). Build it with :meth:`from_counts` or
+    :meth:`from_lam`."""
+
     logs: SparseDirichletLogs  # E[log phi] as a (V, K) matrix
+    stored: StoredConcentrations | None  # None in the copy sent to workers
+
+    @classmethod
+    def from_counts(cls, counts: np.ndarray, prior: float) -> DirichletPosterior:
+        """The posterior ``lambda = prior + counts`` (K, V), without building it."""
+        return cls._build(np.ascontiguousarray(counts, dtype=np.float64), float(prior), prior)
 
     @classmethod
     def from_lam(cls, lam: np.ndarray, prior: float) -> DirichletPosterior:
-        return cls(lam, SparseDirichletLogs.from_concentrations(lam, prior))
+        """The posterior of the concentrations ``lam`` (K, V); entries equal to
+        ``prior`` are not stored."""
+        return cls._build(np.ascontiguousarray(lam, dtype=np.float64), 0.0, prior)
+
+    @classmethod
+    def _build(cls, A: np.ndarray, shift: float, prior: float) -> DirichletPosterior:
+        b = float(prior)
+        K, V = A.shape
+        row_ptr, cols, conc = entries_unequal_to(A, shift, b)
+        row_sums = A.sum(axis=1) + shift * V  # sum_v lambda_kv, without building lambda
+        row_term = digamma(row_sums)
+        elog = digamma(conc) - np.repeat(row_term, np.diff(row_ptr))
+        indptr, topics, position = rows_to_columns(row_ptr, cols, V)
+        values = np.empty_like(elog)
+        values[position] = elog
+        base = digamma(np.full(K, b)) - row_term
+        logs = SparseDirichletLogs(base, indptr, topics, values, b)
+        return cls(logs, StoredConcentrations(row_ptr, cols, conc, elog, row_sums, b, V))
 
     def for_workers(self) -> DirichletPosterior:
         """What a local step reads: the stored entries of E[log phi] only."""
-        return DirichletPosterior(None, self.logs)
+        return DirichletPosterior(self.logs, None)
+
+    @cached_property
+    def lam(self) -> np.ndarray:
+        """The concentrations ``lambda`` (K, V), built at first access."""
+        return self._stored().dense()
 
     @property
     def E_log_phi_t(self) -> np.ndarray:
@@ -120,9 +177,23 @@ class DirichletPosterior:
     @property
     def topics(self) -> np.ndarray:
         """Point estimate ``E[phi_k]`` (K, V)."""
-        return self.lam / self.lam.sum(axis=1, keepdims=True)
+        return self.lam / self._stored().row_sums[:, None]
+
+    def data_and_kl(self, words: np.ndarray) -> tuple[float, float]:
+        """``sum_kv words_kv E[log phi_kv]`` and ``sum_k KL(q(phi_k) || p(phi_k))``
+        for statistics ``words`` (K, V)."""
+        stored = self._stored()
+        return stored.data(words, self.logs.base), stored.kl()
 
     def elbo_terms(self, words: np.ndarray) -> float:
         """``sum_kv words_kv E[log phi_kv] - sum_k KL(q(phi_k) || p(phi_k))``."""
-        data, kl = self.logs.data_and_kl(words, self.lam)
+        data, kl = self.data_and_kl(words)
         return data - kl
+
+    def _stored(self) -> StoredConcentrations:
+        if self.stored is None:
+            raise ValueError(
+                "this copy of the posterior holds E[log phi] only (as sent to the workers); "
+                "use the driver's posterior for lambda, topics or the ELBO"
+            )
+        return self.stored

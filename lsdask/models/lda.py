@@ -135,7 +135,7 @@ class LDAModel:
         return float(stats["N"].sum())
 
     def global_step(self, stats: SuffStats) -> DirichletPosterior:
-        return DirichletPosterior.from_lam(self.eta + as_dense(stats["words"]), self.eta)
+        return DirichletPosterior.from_counts(as_dense(stats["words"]), self.eta)
 
     def elbo(self, stats: SuffStats, glob: DirichletPosterior) -> float:
         return (

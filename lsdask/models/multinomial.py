@@ -105,7 +105,7 @@ class Multinomial(ObservationModel):
         return {"words": np.zeros((K, self.vocab_size))}
 
     def global_step(self, stats: SuffStats) -> DirichletPosterior:
-        return DirichletPosterior.from_lam(self.lam + as_dense(stats["words"]), self.lam)
+        return DirichletPosterior.from_counts(as_dense(stats["words"]), self.lam)
 
     def for_local_step(self, post: DirichletPosterior) -> DirichletPosterior:
         return post.for_workers()

@@ -1424,7 +1424,7 @@ def lap_anatomy(cfg: Config, est: Any, client: Any, corpus_path: str, L: int) ->
         client.submit(task, batch, fut, pure=False).result()
         times.append(time.perf_counter() - t0)
     out["task_roundtrip_s"] = min(times)
-    nbytes = int(getattr(sent.lam, "nbytes", 0) + sent.logs.nbytes)
+    nbytes = int(sent.logs.nbytes)  # the workers' copy holds E[log phi] only
     out["globals_mib"] = nbytes / 2**20
     waves = math.ceil(len(source.batches) / cfg.n_workers)
     driver = (
