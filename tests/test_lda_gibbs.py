@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import lsdask
-from lsdask.kernels.gibbs import apply_moves, sparse_gibbs_sweep
+from lsdask.kernels.gibbs import apply_moves, gibbs_sweep_moves, sparse_gibbs_sweep
 from lsdask.models.lda_gibbs import gibbs_sample, split_by_tokens, tokens_of, within_tokens
 from lsdask.persist import load_lda, save_lda
 from lsdask.synthetic import make_bars_corpus, match_topics
@@ -212,6 +212,38 @@ def test_split_by_tokens_balances_and_covers_every_document():
     for parts in (1, 3, 7, 20):  # more parts than documents: some are empty
         bounds = split_by_tokens(doc_ptr, parts)
         assert bounds[0] == 0 and bounds[-1] == 8 and np.all(np.diff(bounds) >= 0)
+
+
+def test_a_run_of_documents_records_its_moves_and_reads_its_own_uniforms():
+    """``gibbs_sweep_moves`` over documents 3..9 makes the draws of the serial
+    kernel over them (its uniforms start at the run's first token) and records
+    exactly the tokens whose topic changed."""
+    X, _ = make_bars_corpus(n_docs=12, doc_length=25, random_state=5)
+    K, rng = 6, np.random.default_rng(11)
+    doc_ptr, words = tokens_of(X)
+    z0 = rng.integers(K, size=words.shape[0]).astype(np.int32)
+    run = doc_ptr[3:10]
+    lo, hi = int(run[0]), int(run[-1])
+    uniforms = rng.random(words.shape[0])
+    states = []
+    for record in (False, True):
+        z = z0.copy()
+        ndk, nwk, nk = _counts(doc_ptr, words, z, K, X.shape[1])
+        word_total = nwk.sum(axis=1, dtype=np.int64)
+        if record:
+            moves = np.full((3, hi - lo), -1, dtype=np.int32)
+            _, n = gibbs_sweep_moves(
+                run, words, z, ndk[3:9], nwk, nk, word_total, 0.1, 0.1, uniforms[lo:hi], moves
+            )
+        else:
+            sparse_gibbs_sweep(run, words, z, ndk[3:9], nwk, nk, word_total, 0.1, 0.1, uniforms)
+        states.append((z, nwk))
+    np.testing.assert_array_equal(states[0][0], states[1][0])
+    np.testing.assert_array_equal(states[0][1], states[1][1])
+    z = states[1][0]
+    changed = np.flatnonzero(z != z0)
+    assert 0 < n == changed.size and np.all((changed >= lo) & (changed < hi))
+    np.testing.assert_array_equal(moves[:, :n], [words[changed], z0[changed], z[changed]])
 
 
 def test_one_part_is_the_exact_serial_sampler():

@@ -64,12 +64,32 @@ def sparse_gibbs_sweep(doc_ptr, words, z, ndk, nwk, nk, word_total, a, eta, unif
     ndk : int32 (n_docs, K); nwk : int32 (V, K); nk : int64 (K,)
     word_total : int64 (V,), ``nwk.sum(axis=1)``
     a : float, alpha / K; eta : float
-    uniforms : float64 (n_tokens,) in [0, 1)
+    uniforms : float64 (n_tokens,) in [0, 1), token i's at ``uniforms[i]``
 
     Returns
     -------
     int, how many draws summed the prior bucket over all K topics.
     """
+    no_moves = np.empty((3, 0), dtype=np.int32)
+    return _sweep(doc_ptr, words, z, ndk, nwk, nk, word_total, a, eta, uniforms, 0, no_moves)[0]
+
+
+@numba.njit(nogil=True, cache=True)
+def gibbs_sweep_moves(doc_ptr, words, z, ndk, nwk, nk, word_total, a, eta, uniforms, moves):
+    """:func:`sparse_gibbs_sweep` over the tokens ``doc_ptr[0]:doc_ptr[-1]``
+    (a run of documents; token i's uniform at ``uniforms[i - doc_ptr[0]]``),
+    recording every token that changed topic: ``moves[:, j]`` = (word, old
+    topic, new topic), j < the number returned. ``moves`` (3, at least the
+    run's tokens) int32. Returns ``(full sums, tokens moved)``."""
+    return _sweep(doc_ptr, words, z, ndk, nwk, nk, word_total, a, eta, uniforms, doc_ptr[0], moves)
+
+
+@numba.njit(nogil=True, cache=True)
+def _sweep(doc_ptr, words, z, ndk, nwk, nk, word_total, a, eta, uniforms, first, moves):
+    """The sweep; token i's uniform is ``uniforms[i - first]``; moves are
+    recorded when ``moves`` has room for them (not with a (3, 0) array)."""
+    record = moves.shape[1] > 0
+    n_moved = 0
     K = nk.shape[0]
     V_eta = nwk.shape[0] * eta
     inverse = np.empty(K)  # 1 / (n_k + V eta), kept current
@@ -113,7 +133,7 @@ def sparse_gibbs_sweep(doc_ptr, words, z, ndk, nwk, nk, word_total, a, eta, unif
                 doc_cumulative[j] = D
             bound = a * ((word_total[w] - 1) / (min_nk + V_eta) + eta * inverse_sum)
             bound *= 1.0 + _BOUND_MARGIN
-            u = uniforms[i] * (D + bound)
+            u = uniforms[i - first] * (D + bound)
             if u < D:
                 k = active[_invert(doc_cumulative, n_active, u)]
             else:
@@ -132,6 +152,11 @@ def sparse_gibbs_sweep(doc_ptr, words, z, ndk, nwk, nk, word_total, a, eta, unif
                 else:
                     target = (v - p_prior) / (1.0 - p_prior) * D
                     k = active[_invert(doc_cumulative, n_active, target)]
+            if record and k != z[i]:
+                moves[0, n_moved] = w
+                moves[1, n_moved] = z[i]
+                moves[2, n_moved] = k
+                n_moved += 1
             z[i] = k
             ndk[d, k] += 1
             nwk[w, k] += 1
@@ -143,7 +168,7 @@ def sparse_gibbs_sweep(doc_ptr, words, z, ndk, nwk, nk, word_total, a, eta, unif
                 active[n_active] = k
                 slot[k] = n_active
                 n_active += 1
-    return full_sums
+    return full_sums, n_moved
 
 
 @numba.njit(nogil=True, cache=True)

@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from lsdask.kernels.gibbs import apply_moves, sparse_gibbs_sweep
+from lsdask.kernels.gibbs import apply_moves, gibbs_sweep_moves
 from lsdask.learn.base import progress_bar, shows_bar
 
 logger = logging.getLogger(__name__)
@@ -129,24 +129,27 @@ class GibbsSample(NamedTuple):
 
 class _Part:
     """One run of documents swept in its own thread, with its own copy of the
-    topic-word and topic counts (the first part uses the shared arrays)."""
+    topic-word and topic counts (the first part uses the shared arrays) and
+    its own stream of uniforms (the first part draws from the caller's
+    generator, so one part makes the serial sampler's draws)."""
 
-    def __init__(self, doc_ptr, first, last, ndk, nwk, nk, copy):
+    def __init__(self, doc_ptr, first, last, ndk, nwk, nk, copy, rng):
         self.doc_ptr = doc_ptr[first : last + 1]
-        self.tokens = slice(int(doc_ptr[first]), int(doc_ptr[last]))
+        self.n_tokens = int(doc_ptr[last] - doc_ptr[first])
         self.ndk = ndk[first:last]
         self.nwk = nwk.copy() if copy else nwk
         self.nk = nk.copy() if copy else nk
+        self.rng = rng
+        self._moves = np.empty((3, max(1, self.n_tokens)), dtype=np.int32)
         self.moves: tuple[np.ndarray, ...] = ()  # (words, old topics, new topics) of the last sweep
 
-    def sweep(self, words, z, word_total, a, eta, uniforms):
-        before = z[self.tokens].copy()
-        full_sums = sparse_gibbs_sweep(
-            self.doc_ptr, words, z, self.ndk, self.nwk, self.nk, word_total, a, eta, uniforms
-        )
-        after = z[self.tokens]
-        moved = np.flatnonzero(before != after)
-        self.moves = (words[self.tokens][moved], before[moved], after[moved].copy())
+    def sweep(self, words, z, word_total, a, eta):
+        uniforms = self.rng.random(self.n_tokens)
+        full_sums, n = gibbs_sweep_moves(
+            self.doc_ptr, words, z, self.ndk, self.nwk, self.nk, word_total, a, eta, uniforms,
+            self._moves,
+        )  # fmt: skip
+        self.moves = (self._moves[0, :n], self._moves[1, :n], self._moves[2, :n])
         return full_sums
 
 
@@ -181,8 +184,10 @@ def gibbs_sample(
     doc_ptr, words, z, ndk, nwk, nk = random_start(X, K, rng)
     word_total = nwk.sum(axis=1, dtype=np.int64)
     bounds = split_by_tokens(doc_ptr, parts)
+    streams = [rng, *rng.spawn(parts - 1)]
     runs = [
-        _Part(doc_ptr, bounds[p], bounds[p + 1], ndk, nwk, nk, copy=p > 0) for p in range(parts)
+        _Part(doc_ptr, bounds[p], bounds[p + 1], ndk, nwk, nk, p > 0, streams[p])
+        for p in range(parts)
     ]
     start = time.perf_counter()
     full_sums = 0
@@ -190,10 +195,7 @@ def gibbs_sample(
     log_every = 0 if shows_bar(progress) else -(-sweeps // 10)  # no bar: every tenth
     with ThreadPoolExecutor(max_workers=parts) as pool:
         for sweep in range(sweeps):
-            uniforms = rng.random(words.shape[0])
-            done = [
-                pool.submit(r.sweep, words, z, word_total, alpha / K, eta, uniforms) for r in runs
-            ]
+            done = [pool.submit(r.sweep, words, z, word_total, alpha / K, eta) for r in runs]
             full_sums += sum(f.result() for f in done)
             if parts > 1:
                 list(pool.map(lambda r: _take_in_moves(r, runs), runs))
