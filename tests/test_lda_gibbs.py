@@ -215,7 +215,7 @@ def test_split_by_tokens_balances_and_covers_every_document():
 
 
 def test_a_run_of_documents_records_its_moves_and_reads_its_own_uniforms():
-    """``gibbs_sweep_moves`` over documents 3..9 makes the draws of the serial
+    """``gibbs_sweep_moves`` over documents 3 to 8 makes the draws of the serial
     kernel over them (its uniforms start at the run's first token) and records
     exactly the tokens whose topic changed."""
     X, _ = make_bars_corpus(n_docs=12, doc_length=25, random_state=5)
@@ -244,6 +244,33 @@ def test_a_run_of_documents_records_its_moves_and_reads_its_own_uniforms():
     changed = np.flatnonzero(z != z0)
     assert 0 < n == changed.size and np.all((changed >= lo) & (changed < hi))
     np.testing.assert_array_equal(moves[:, :n], [words[changed], z0[changed], z[changed]])
+
+
+def test_a_run_refuses_buffers_too_small_for_its_tokens():
+    X, _ = make_bars_corpus(n_docs=4, doc_length=10, random_state=6)
+    doc_ptr, words = tokens_of(X)
+    z = np.zeros(words.shape[0], dtype=np.int32)
+    ndk, nwk, nk = _counts(doc_ptr, words, z, 3, X.shape[1])
+    word_total = nwk.sum(axis=1, dtype=np.int64)
+    n = words.shape[0]
+    args = (doc_ptr, words, z, ndk, nwk, nk, word_total, 0.1, 0.1)
+    with pytest.raises(ValueError, match="fewer uniforms"):
+        gibbs_sweep_moves(*args, np.full(n - 1, 0.5), np.empty((3, n), dtype=np.int32))
+    with pytest.raises(ValueError, match="moves must be"):
+        gibbs_sweep_moves(*args, np.full(n, 0.5), np.empty((3, n - 1), dtype=np.int32))
+    _, moved = gibbs_sweep_moves(*args, np.full(n, 0.5), np.empty((3, 0), dtype=np.int32))
+    assert moved == 0  # (3, 0): nothing recorded
+
+
+def test_parts_work_with_any_bit_generator():
+    """The parts' own generators are seeded from the caller's, whatever its bit
+    generator (Philox cannot spawn)."""
+    X, _ = make_bars_corpus(n_docs=40, doc_length=20, random_state=7)
+    runs = [
+        gibbs_sample(X, 5, 1.0, 0.1, 3, np.random.Generator(np.random.Philox(key=1)), parts=2)
+        for _ in "ab"
+    ]
+    np.testing.assert_array_equal(runs[0].topic_word, runs[1].topic_word)
 
 
 def test_one_part_is_the_exact_serial_sampler():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from scipy.special import digamma
@@ -69,6 +71,21 @@ def test_posterior_from_counts_equals_posterior_from_lambda(density):
     np.testing.assert_allclose(by_counts.topics, by_lam.topics, rtol=1e-14)
     np.testing.assert_allclose(by_counts.topics, lam / lam.sum(axis=1, keepdims=True), rtol=1e-14)
     assert by_counts.elbo_terms(words) == pytest.approx(by_lam.elbo_terms(words), rel=1e-14)
+
+
+def test_posterior_pickles_and_survives_changes_to_its_statistics():
+    rng = np.random.default_rng(8)
+    lam, words = sparse_lam(rng, 5, 30, 0.2)
+    post = DirichletPosterior.from_counts(words, ETA)
+    before = words.copy()
+    elbo = post.elbo_terms(words)
+    words[:] = 7.0  # memoized VI updates its running total in place
+    np.testing.assert_array_equal(post.lam, lam)
+    for copy in (pickle.loads(pickle.dumps(post)), pickle.loads(pickle.dumps(post.for_workers()))):
+        np.testing.assert_array_equal(copy.logs.dense(), post.logs.dense())
+    assert pickle.loads(pickle.dumps(post)).elbo_terms(before) == elbo
+    with pytest.raises(TypeError, match="from_counts or from_lam"):
+        DirichletPosterior(lam, post.logs)  # the fields of older versions
 
 
 def test_workers_copy_holds_expected_logs_only():

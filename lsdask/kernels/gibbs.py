@@ -80,7 +80,13 @@ def gibbs_sweep_moves(doc_ptr, words, z, ndk, nwk, nk, word_total, a, eta, unifo
     (a run of documents; token i's uniform at ``uniforms[i - doc_ptr[0]]``),
     recording every token that changed topic: ``moves[:, j]`` = (word, old
     topic, new topic), j < the number returned. ``moves`` (3, at least the
-    run's tokens) int32. Returns ``(full sums, tokens moved)``."""
+    run's tokens) int32, or (3, 0) to record nothing. Returns ``(full sums,
+    tokens moved)``."""
+    n_tokens = doc_ptr[-1] - doc_ptr[0]
+    if uniforms.shape[0] < n_tokens:
+        raise ValueError("gibbs_sweep_moves: fewer uniforms than the run's tokens")
+    if moves.shape[0] != 3 or 0 < moves.shape[1] < n_tokens:
+        raise ValueError("gibbs_sweep_moves: moves must be (3, >= the run's tokens) or (3, 0)")
     return _sweep(doc_ptr, words, z, ndk, nwk, nk, word_total, a, eta, uniforms, doc_ptr[0], moves)
 
 

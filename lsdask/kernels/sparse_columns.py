@@ -1,4 +1,4 @@
-"""(K, V) matrices that are mostly one value, stored by column.
+"""(K, V) matrices that are mostly one value: their other entries, by row and by column.
 
 A topic model's posterior ``lambda`` (K x V) equals the prior ``eta`` wherever
 no token of word v was ever given to topic k; with the L-sparse local step

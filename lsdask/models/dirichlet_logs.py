@@ -133,6 +133,14 @@ class DirichletPosterior:
     logs: SparseDirichletLogs  # E[log phi] as a (V, K) matrix
     stored: StoredConcentrations | None  # None in the copy sent to workers
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.logs, SparseDirichletLogs) or not (
+            self.stored is None or isinstance(self.stored, StoredConcentrations)
+        ):
+            raise TypeError(
+                "DirichletPosterior(logs, stored): build it with from_counts or from_lam"
+            )
+
     @classmethod
     def from_counts(cls, counts: np.ndarray, prior: float) -> DirichletPosterior:
         """The posterior ``lambda = prior + counts`` (K, V), without building it."""
@@ -177,7 +185,7 @@ class DirichletPosterior:
     @property
     def topics(self) -> np.ndarray:
         """Point estimate ``E[phi_k]`` (K, V)."""
-        return self.lam / self._stored().row_sums[:, None]
+        return self.lam / self.lam.sum(axis=1, keepdims=True)
 
     def data_and_kl(self, words: np.ndarray) -> tuple[float, float]:
         """``sum_kv words_kv E[log phi_kv]`` and ``sum_k KL(q(phi_k) || p(phi_k))``

@@ -133,14 +133,15 @@ class _Part:
     its own stream of uniforms (the first part draws from the caller's
     generator, so one part makes the serial sampler's draws)."""
 
-    def __init__(self, doc_ptr, first, last, ndk, nwk, nk, copy, rng):
+    def __init__(self, doc_ptr, first, last, ndk, nwk, nk, copy, rng, record):
         self.doc_ptr = doc_ptr[first : last + 1]
         self.n_tokens = int(doc_ptr[last] - doc_ptr[first])
         self.ndk = ndk[first:last]
         self.nwk = nwk.copy() if copy else nwk
         self.nk = nk.copy() if copy else nk
         self.rng = rng
-        self._moves = np.empty((3, max(1, self.n_tokens)), dtype=np.int32)
+        # the moves are for the other parts: none to record when there are none
+        self._moves = np.empty((3, self.n_tokens if record else 0), dtype=np.int32)
         self.moves: tuple[np.ndarray, ...] = ()  # (words, old topics, new topics) of the last sweep
 
     def sweep(self, words, z, word_total, a, eta):
@@ -184,9 +185,14 @@ def gibbs_sample(
     doc_ptr, words, z, ndk, nwk, nk = random_start(X, K, rng)
     word_total = nwk.sum(axis=1, dtype=np.int64)
     bounds = split_by_tokens(doc_ptr, parts)
-    streams = [rng, *rng.spawn(parts - 1)]
+    # the other parts' generators are seeded from rng (Generator.spawn is not
+    # available for every bit generator)
+    streams = [rng]
+    if parts > 1:
+        seeds = np.random.SeedSequence(rng.integers(2**63, size=4)).spawn(parts - 1)
+        streams += [np.random.default_rng(s) for s in seeds]
     runs = [
-        _Part(doc_ptr, bounds[p], bounds[p + 1], ndk, nwk, nk, p > 0, streams[p])
+        _Part(doc_ptr, bounds[p], bounds[p + 1], ndk, nwk, nk, p > 0, streams[p], parts > 1)
         for p in range(parts)
     ]
     start = time.perf_counter()
