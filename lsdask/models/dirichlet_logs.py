@@ -95,19 +95,21 @@ class StoredConcentrations:
     prior: float
     n_cols: int
 
+    def entry_rows(self) -> np.ndarray:
+        """(nnz,) the row (topic) of each entry."""
+        return np.repeat(np.arange(self.row_sums.shape[0]), np.diff(self.row_ptr))
+
     def dense(self) -> np.ndarray:
         """``lambda`` as a (K, V) array."""
-        K = self.row_sums.shape[0]
-        lam = np.full((K, self.n_cols), self.prior)
-        rows = np.repeat(np.arange(K), np.diff(self.row_ptr))
-        lam[rows, self.cols] = self.conc
+        lam = np.full((self.row_sums.shape[0], self.n_cols), self.prior)
+        lam[self.entry_rows(), self.cols] = self.conc
         return lam
 
     def kl(self) -> float:
         """``sum_k KL(Dir(lambda_k) || Dir(prior))``, one lgamma per stored entry."""
         K = self.row_sums.shape[0]
         V, b = self.n_cols, self.prior
-        rows = np.repeat(np.arange(K), np.diff(self.row_ptr))
+        rows = self.entry_rows()
         n = np.diff(self.row_ptr).astype(np.float64)
         lgamma_sum = np.bincount(rows, weights=gammaln(self.conc), minlength=K)
         excess_elog = np.bincount(rows, weights=(self.conc - b) * self.elog, minlength=K)
@@ -155,7 +157,7 @@ class DirichletPosterior:
     @classmethod
     def _build(cls, A: np.ndarray, shift: float, prior: float) -> DirichletPosterior:
         b = float(prior)
-        K, V = A.shape
+        V = A.shape[1]
         row_ptr, cols, conc = entries_unequal_to(A, shift, b)
         row_sums = A.sum(axis=1) + shift * V  # sum_v lambda_kv, without building lambda
         row_term = digamma(row_sums)
@@ -163,7 +165,7 @@ class DirichletPosterior:
         indptr, topics, position = rows_to_columns(row_ptr, cols, V)
         values = np.empty_like(elog)
         values[position] = elog
-        base = digamma(np.full(K, b)) - row_term
+        base = digamma(b) - row_term
         logs = SparseDirichletLogs(base, indptr, topics, values, b)
         return cls(logs, StoredConcentrations(row_ptr, cols, conc, elog, row_sums, b, V))
 
