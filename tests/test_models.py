@@ -376,6 +376,27 @@ def test_sparse_block_keeps_the_nonzero_entries_and_adds_like_the_dense_array(rn
     np.testing.assert_array_equal(empty + other, other)
 
 
+def test_sparse_block_from_columns_keeps_what_np_nonzero_finds_in_its_order(rng):
+    from lsdask.models.stats import SparseBlock
+
+    cols = np.sort(rng.choice(1000, 60, replace=False))
+    block = rng.random((7, 60)) * (rng.random((7, 60)) < 0.2)
+    block[0, 3] = np.nan  # kept, as np.nonzero keeps it
+    block[2, 5] = -0.0  # a zero: dropped
+    block[4, :] = 0.0  # an empty row
+    got = SparseBlock.from_columns(cols, block, 1000)
+    rows, j = np.nonzero(block)
+    np.testing.assert_array_equal(got.rows, rows)
+    np.testing.assert_array_equal(got.cols, cols[j])
+    np.testing.assert_array_equal(got.values, block[rows, j])
+    assert got.rows.dtype == np.int32 and got.cols.dtype == np.int32
+    # a non-contiguous view reads the same entries
+    view = SparseBlock.from_columns(cols[::2], block[:, ::2], 1000)
+    rows, j = np.nonzero(block[:, ::2])
+    np.testing.assert_array_equal(view.values, block[:, ::2][rows, j])
+    np.testing.assert_array_equal(view.cols, cols[::2][j])
+
+
 def test_sparse_block_rejects_entries_outside_its_shape_and_mismatched_arrays():
     from lsdask.models.stats import SparseBlock
 
