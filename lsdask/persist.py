@@ -214,7 +214,8 @@ def check_save_target(path: str | os.PathLike[str], overwrite: bool = False) -> 
         )
     if not overwrite:
         raise FileExistsError(
-            f"a model already exists at {str(out)!r}; remove it or save with overwrite=True"
+            f"a model already exists at {str(out)!r}; pass overwrite=True (lsdask: "
+            "--overwrite) to replace it, or choose another path"
         )
 
 
