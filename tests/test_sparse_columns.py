@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
 
 import numpy as np
@@ -71,6 +72,41 @@ def test_posterior_from_counts_equals_posterior_from_lambda(density):
     np.testing.assert_allclose(by_counts.topics, by_lam.topics, rtol=1e-14)
     np.testing.assert_allclose(by_counts.topics, lam / lam.sum(axis=1, keepdims=True), rtol=1e-14)
     assert by_counts.elbo_terms(words) == pytest.approx(by_lam.elbo_terms(words), rel=1e-14)
+
+
+@pytest.mark.parametrize("threads", [2, 3, 8])
+def test_posterior_built_in_threads_equals_the_serial_build_bit_for_bit(monkeypatch, threads):
+    from lsdask.models import row_threads
+
+    rng = np.random.default_rng(9)
+    lam, words = sparse_lam(rng, 7, 50, 0.2)
+    words[2] = 0.0  # a topic with no entries: an empty row inside a block
+    lam[2] = ETA
+    serial = (DirichletPosterior.from_counts(words, ETA), DirichletPosterior.from_lam(lam, ETA))
+    monkeypatch.setattr(row_threads, "MIN_PARALLEL_SIZE", 0)  # split even this small matrix
+    assert len(row_threads.row_blocks(7, words.size, threads)) == min(threads, 7)
+    split = (
+        DirichletPosterior.from_counts(words, ETA, threads=threads),
+        DirichletPosterior.from_lam(lam, ETA, threads=threads),
+    )
+    for one, other in zip(serial, split, strict=True):
+        for part in ("row_ptr", "cols", "conc", "elog", "row_sums"):
+            got, expect = getattr(other.stored, part), getattr(one.stored, part)
+            assert got.dtype == expect.dtype
+            np.testing.assert_array_equal(got, expect)
+        for part in ("base", "indptr", "topics", "values"):
+            np.testing.assert_array_equal(getattr(other.logs, part), getattr(one.logs, part))
+        assert other.elbo_terms(words) == one.elbo_terms(words)
+
+
+def test_row_blocks_keep_small_arrays_in_one_block_and_cover_every_row():
+    from lsdask.models.row_threads import MIN_PARALLEL_SIZE, row_blocks
+
+    assert row_blocks(400, MIN_PARALLEL_SIZE - 1, 4) == [(0, 400)]
+    blocks = row_blocks(10, MIN_PARALLEL_SIZE, 4)
+    assert blocks[0][0] == 0 and blocks[-1][1] == 10 and len(blocks) == 4
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(blocks))
+    assert row_blocks(3, MIN_PARALLEL_SIZE, 8) == [(0, 1), (1, 2), (2, 3)]  # no empty block
 
 
 def test_posterior_pickles_and_survives_changes_to_its_statistics():

@@ -27,12 +27,14 @@ from functools import cached_property
 import numpy as np
 from scipy.special import digamma, gammaln
 
+from lsdask.kernels.preselect import stack_candidates
 from lsdask.kernels.sparse_columns import (
     entries_unequal_to,
     fill_transposed_columns,
     row_sums_at_entries,
     rows_to_columns,
 )
+from lsdask.models.row_threads import map_blocks, row_blocks
 
 
 @dataclass(frozen=True)
@@ -144,24 +146,52 @@ class DirichletPosterior:
             )
 
     @classmethod
-    def from_counts(cls, counts: np.ndarray, prior: float) -> DirichletPosterior:
-        """The posterior ``lambda = prior + counts`` (K, V), without building it."""
-        return cls._build(np.ascontiguousarray(counts, dtype=np.float64), float(prior), prior)
+    def from_counts(
+        cls, counts: np.ndarray, prior: float, threads: int | None = None
+    ) -> DirichletPosterior:
+        """The posterior ``lambda = prior + counts`` (K, V), without building it;
+        ``threads``: see :meth:`_build`."""
+        counts = np.ascontiguousarray(counts, dtype=np.float64)
+        return cls._build(counts, float(prior), prior, threads)
 
     @classmethod
-    def from_lam(cls, lam: np.ndarray, prior: float) -> DirichletPosterior:
+    def from_lam(
+        cls, lam: np.ndarray, prior: float, threads: int | None = None
+    ) -> DirichletPosterior:
         """The posterior of the concentrations ``lam`` (K, V); entries equal to
         ``prior`` are not stored."""
-        return cls._build(np.ascontiguousarray(lam, dtype=np.float64), 0.0, prior)
+        return cls._build(np.ascontiguousarray(lam, dtype=np.float64), 0.0, prior, threads)
 
     @classmethod
-    def _build(cls, A: np.ndarray, shift: float, prior: float) -> DirichletPosterior:
+    def _build(
+        cls, A: np.ndarray, shift: float, prior: float, threads: int | None = None
+    ) -> DirichletPosterior:
+        """The posterior of ``shift + A``; the passes over A (and the digamma of
+        its entries) run over blocks of rows in up to ``threads`` threads (default:
+        the usable cores, for arrays of 2M entries or more), with the serial
+        result bit for bit."""
         b = float(prior)
-        V = A.shape[1]
-        row_ptr, cols, conc = entries_unequal_to(A, shift, b)
-        row_sums = A.sum(axis=1) + shift * V  # sum_v lambda_kv, without building lambda
+        K, V = A.shape
+        blocks = row_blocks(K, A.size, threads)
+
+        def find_entries(start: int, stop: int) -> tuple:
+            rows = A[start:stop]
+            return entries_unequal_to(rows, shift, b), rows.sum(axis=1)
+
+        found = map_blocks(find_entries, blocks)
+        if len(found) == 1:
+            row_ptr, cols, conc = found[0][0]
+        else:
+            row_ptr, cols = stack_candidates([entries[:2] for entries, _ in found])
+            conc = np.concatenate([entries[2] for entries, _ in found])
+        row_sums = np.concatenate([sums for _, sums in found]) + shift * V  # without lambda
         row_term = digamma(row_sums)
-        elog = digamma(conc) - np.repeat(row_term, np.diff(row_ptr))
+        elog = np.empty_like(conc)
+        map_blocks(
+            lambda lo, hi: digamma(conc[lo:hi], out=elog[lo:hi]),
+            [(int(row_ptr[start]), int(row_ptr[stop])) for start, stop in blocks],
+        )
+        elog -= np.repeat(row_term, np.diff(row_ptr))
         indptr, topics, position = rows_to_columns(row_ptr, cols, V)
         values = np.empty_like(elog)
         values[position] = elog
