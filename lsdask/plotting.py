@@ -131,6 +131,22 @@ def plot_elbo_trace(
     return _save(fig, path)
 
 
+#: magnitudes within this relative distance of a vector's largest count as tied
+_PEAK_TIE_RTOL = 1e-6
+
+
+def _peak_signs(vectors: np.ndarray) -> np.ndarray:
+    """+1 or -1 per column of ``vectors``: the sign that makes the column's
+    largest-magnitude entry positive, the first of them where several tie.
+    Ties are taken within ``_PEAK_TIE_RTOL``: an eigenvector's entries carry
+    the rounding of the LAPACK build, and an exact rule would let that
+    rounding pick the sign (a symmetric pattern flips between machines)."""
+    mag = np.abs(vectors)
+    peak_row = np.argmax(mag >= mag.max(axis=0) * (1.0 - _PEAK_TIE_RTOL), axis=0)
+    peak = vectors[peak_row, np.arange(vectors.shape[1])]
+    return np.where(peak >= 0, 1.0, -1.0)
+
+
 def _eigen_tiles(
     cov: np.ndarray, weights: np.ndarray, n_clusters: int, n_vectors: int, patch_size: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -141,7 +157,7 @@ def _eigen_tiles(
     order : (R,) cluster indices, heaviest first (R = min(n_clusters, K))
     tiles : (R, V, patch_size, patch_size) eigenvectors, largest eigenvalue
         first (V = min(n_vectors, D)); each signed so that its
-        largest-magnitude pixel is positive
+        largest-magnitude pixel (the first of tied ones) is positive
     shares : (R, V) each eigenvalue's share of the cluster's total variance
     """
     K, D = cov.shape[0], cov.shape[1]
@@ -153,8 +169,7 @@ def _eigen_tiles(
         eigvals, eigvecs = np.linalg.eigh(0.5 * (cov[k] + cov[k].T))
         eigvals = np.clip(eigvals[::-1][:n_vec], 0.0, None)
         eigvecs = eigvecs[:, ::-1][:, :n_vec]
-        peak = eigvecs[np.argmax(np.abs(eigvecs), axis=0), np.arange(n_vec)]
-        eigvecs = eigvecs * np.where(peak >= 0, 1.0, -1.0)
+        eigvecs = eigvecs * _peak_signs(eigvecs)
         tiles[r] = eigvecs.T.reshape(n_vec, patch_size, patch_size)
         total = float(np.sum(np.clip(np.diag(cov[k]), 0.0, None))) or 1.0
         shares[r] = eigvals / total
