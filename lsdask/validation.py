@@ -7,6 +7,8 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 
 def check_int(name: str, value: Any, low: int, high: int | None = None, hint: str = "") -> int:
     """An integer in ``[low, high]`` (``high=None``: no upper bound)."""
@@ -40,3 +42,22 @@ def check_sparsity(sparsity: Any, upper: int | None) -> int | None:
     return check_int(
         "sparsity", sparsity, 1, upper, hint="Use sparsity=None for dense responsibilities."
     )
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """True or False (numpy's bools too); not a string such as ``"no"``."""
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
+def check_random_state(value: Any) -> None:
+    """None, an integer >= 0, or a numpy SeedSequence, BitGenerator or Generator:
+    what ``numpy.random.default_rng`` takes."""
+    try:
+        np.random.default_rng(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"random_state must be None, an integer >= 0 or a numpy Generator; got {value!r} "
+            f"({exc})"
+        ) from None

@@ -362,7 +362,7 @@ def test_truncated_parquet_file_is_named(tmp_path, rng):
         Corpus.open(tmp_path / "c", rescan=True)
 
 
-def test_missing_file_is_reported_and_rescan_drops_it(tmp_path, rng):
+def test_missing_file_is_reported_and_rescan_drops_it(tmp_path, rng, caplog):
     corpus = Corpus.write(
         tmp_path / "c", _random_counts(rng, 30, 5), VOCAB, docs_per_row_group=10, docs_per_file=10
     )
@@ -371,13 +371,45 @@ def test_missing_file_is_reported_and_rescan_drops_it(tmp_path, rng):
         corpus.batches[1].load()
     with pytest.raises(DataError, match=r"lists 1 file\(s\) that are gone \(parts/part-00001"):
         Corpus.open(tmp_path / "c")
-    rescanned = Corpus.open(tmp_path / "c", rescan=True)
+    n_tokens = corpus.batches[1].n_tokens
+    with caplog.at_level(logging.WARNING, logger="lsdask.io"):
+        rescanned = Corpus.open(tmp_path / "c", rescan=True)
     assert [b.file for b in rescanned.batches] == [
         "parts/part-00000.parquet",
         "parts/part-00002.parquet",
     ]
     assert rescanned.n_docs == 20
     assert Corpus.open(tmp_path / "c").n_docs == 20  # the rescanned manifest was saved
+    # not silent: a warning names the file and the documents that leave ...
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(
+        "1 part file(s) listed in its manifest are gone (parts/part-00001.parquet: 10 "
+        "documents): 10 of 30 documents are left out" in m
+        for m in warned
+    ), warned
+    # ... and the manifest keeps the record of what was removed, across rescans
+    manifest = json.loads((tmp_path / "c" / "manifest.json").read_text())
+    assert [(r["file"], r["n_docs"], r["n_tokens"]) for r in manifest["removed_parts"]] == [
+        ("parts/part-00001.parquet", 10, n_tokens)
+    ]
+    os.remove(tmp_path / "c" / "parts" / "part-00002.parquet")
+    Corpus.open(tmp_path / "c", rescan=True)
+    manifest = json.loads((tmp_path / "c" / "manifest.json").read_text())
+    assert [r["file"] for r in manifest["removed_parts"]] == [
+        "parts/part-00001.parquet",
+        "parts/part-00002.parquet",
+    ]
+
+
+@pytest.mark.parametrize("bad", [{"n_tokens": -100}, {"n_tokens": float("inf")}, {"n_docs": -1}])
+def test_manifest_with_negative_or_infinite_sizes_is_refused(tmp_path, rng, bad):
+    Corpus.write(tmp_path / "c", _random_counts(rng, 10, 5), VOCAB)
+    path = tmp_path / "c" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["batches"][0].update(bad)
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=r"batches\[0\] is .*'n_tokens': number >= 0"):
+        Corpus.open(tmp_path / "c")
 
 
 # --------------------------------------------------------------------------- open

@@ -698,3 +698,56 @@ def test_duplicate_ids_are_found_before_anything_is_written(tmp_path, monkeypatc
             vocab=["apple", "pie", "fig", "tart"],
         )  # fmt: skip
     assert writes == [1] and not (tmp_path / "c").exists()
+
+
+# --------------------------------------------------------------------------- unreadable files
+
+
+def _truncated_gz(path: Path, text: str) -> Path:
+    data = gzip.compress(text.encode())
+    path.write_bytes(data[: len(data) * 2 // 3])
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "ldac", "uci"])
+@pytest.mark.parametrize("damage", ["truncated", "not gzip"])
+def test_truncated_or_foreign_gz_input_is_named_and_leaves_nothing(tmp_path, fmt, damage):
+    rng = np.random.default_rng(3)
+    words = ["apple", "banana", "cherry", "date"]
+    n = 400
+    if fmt == "jsonl":
+        text = "".join(
+            json.dumps({"text": " ".join(rng.choice(words, 5))}) + "\n" for _ in range(n)
+        )
+    elif fmt == "csv":
+        text = "body\n" + "".join(" ".join(rng.choice(words, 5)) + "\n" for _ in range(n))
+    elif fmt == "ldac":
+        text = "".join(f"1 {rng.integers(4)}:{rng.integers(1, 9)}\n" for _ in range(n))
+    else:
+        text = f"{n}\n4\n{n}\n" + "".join(f"{d + 1} {rng.integers(1, 5)} 2\n" for d in range(n))
+    path = tmp_path / f"in.{fmt}.gz"
+    if damage == "truncated":
+        _truncated_gz(path, text)
+        match = r"in\.\w+\.gz, line \d+: could not be read \((EOFError|BadGzipFile|error)"
+    else:
+        path.write_text(text)  # plain text under a .gz name
+        match = r"in\.\w+\.gz, line 1: could not be read .*not gzip-compressed despite its \.gz"
+    (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
+    out = tmp_path / "c"
+    run = {
+        "jsonl": lambda: ingest_jsonl(path, out, ["text"], **ALL),
+        "csv": lambda: ingest_table(path, out, "body", format="csv", **ALL),
+        "ldac": lambda: import_ldac(path, tmp_path / "vocab.txt", out),
+        "uci": lambda: import_uci(path, tmp_path / "vocab.txt", out),
+    }[fmt]
+    with pytest.raises(DataError, match=match):
+        run()
+    assert not out.exists()
+
+
+def test_a_folder_given_as_an_input_file_is_named(ldac, tmp_path):
+    dat, _ = ldac
+    (tmp_path / "words").mkdir()
+    with pytest.raises(DataError, match=r"words: could not be read .*it is a folder"):
+        import_ldac(dat, tmp_path / "words", tmp_path / "c")
+    assert not (tmp_path / "c").exists()

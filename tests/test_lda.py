@@ -179,9 +179,35 @@ def test_lda_bad_input(corpus_data):
         lsdask.LDA(3, sparsity=0, client="sync").fit(X)
     with pytest.raises(ValueError, match="eta must be a positive finite number"):
         lsdask.LDA(3, eta=0, client="sync").fit(X)
+    with pytest.raises(ValueError, match="restarts must be True or False; got 'no'"):
+        lsdask.LDA(3, restarts="no", client="sync").fit(X)
+    with pytest.raises(ValueError, match="random_state must be None, an integer >= 0 or a numpy"):
+        lsdask.LDA(3, random_state="x", client="sync").fit(X)
     model = lsdask.LDA(3, n_laps=1, client="sync", batch_size=300).fit(X)
     with pytest.raises(ValueError, match="X has 10 words in its vocabulary, but this model"):
         model.transform(X[:, :10])
+    # the entry is named where a batch context is not: transform, score
+    row = int(np.searchsorted(bad.indptr, 5, side="right") - 1)
+    named = rf"document \(row\) {row}, word id {bad.indices[5]} has -2\.0 \(1 such entries"
+    with pytest.raises(ValueError, match=named):
+        model.transform(bad)
+    with pytest.raises(ValueError, match=named):
+        model.score(bad)
+
+
+def test_lda_refuses_documents_without_tokens(tmp_path):
+    from lsdask.io.corpus import Corpus
+    from lsdask.io.sources import DataError
+
+    empty = sp.csr_matrix((10, 50))
+    with pytest.raises(DataError, match=r"its 10 documents hold no tokens .* nothing to learn"):
+        lsdask.LDA(5, client="sync").fit(empty)
+    zeros = sp.csr_matrix((np.zeros(5), (np.arange(5), np.arange(5))), shape=(10, 50))
+    with pytest.raises(DataError, match=r"hold no tokens"):
+        lsdask.LDA(5, client="sync").fit(zeros)
+    Corpus.write(tmp_path / "c", empty, [f"w{i}" for i in range(50)])
+    with pytest.raises(DataError, match=r"Parquet corpus .*c: its 10 documents hold no tokens"):
+        lsdask.LDA(5, client="sync").fit(str(tmp_path / "c"))
 
 
 def test_init_from_topic_word_counts_starts_there(corpus_data):

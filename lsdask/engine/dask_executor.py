@@ -141,11 +141,12 @@ def connect(address: str) -> Any:
 
     try:
         return Client(address)
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, ValueError) as exc:  # ValueError: not an address
         raise ValueError(
-            f"could not connect to the Dask scheduler at {address!r} ({type(exc).__name__}: "
-            f"{exc}); check the address and that the scheduler runs, or start a local cluster "
-            "(client=None; lsdask: --workers N) or run in this process (client='sync'; --sync)"
+            f"client={address!r}: could not connect to a Dask scheduler at that address "
+            f"({type(exc).__name__}: {exc}); check the address and that the scheduler runs, "
+            "or start a local cluster (client=None; lsdask: --workers N) or run in this "
+            "process (client='sync'; --sync)"
         ) from None
 
 

@@ -20,13 +20,13 @@ from lsdask.evaluate import (
     top_word_ids,
     umass_coherence,
 )
-from lsdask.io.sources import BatchSource, as_batch_source, rows_at_most
+from lsdask.io.sources import BatchSource, CorpusRows, DataError, as_batch_source, rows_at_most
 from lsdask.learn import INIT_METHODS, initial_stats
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
 from lsdask.models.lda import LDAModel, LocalStepOptions, as_csr_batch
 from lsdask.models.lda_gibbs import gibbs_refusal, gibbs_sample, within_tokens
-from lsdask.validation import check_int, check_positive_float
+from lsdask.validation import check_bool, check_int, check_positive_float
 
 #: the ``init`` names LDA takes (besides an array of topic-word counts)
 LDA_INIT_METHODS = ("auto", *INIT_METHODS, "gibbs")
@@ -46,6 +46,23 @@ def _is_corpus_path(X: Any) -> bool:
         return False
     root = os.fspath(X)
     return not any(os.path.isfile(os.path.join(root, m)) for m in (".zarray", "zarr.json"))
+
+
+def _check_has_tokens(X: Any, source: BatchSource) -> None:
+    """A DataError if the documents to fit hold no tokens at all (every word list
+    empty, or every count 0): there is nothing to learn topics from."""
+    if isinstance(source.batches[0], CorpusRows):
+        total = sum(b.batch.n_tokens for b in source.batches)
+    elif sp.issparse(X) or isinstance(X, np.ndarray):
+        total = float(X.sum())
+    else:
+        return  # an out-of-core array: not read here (its batches are checked when read)
+    if total == 0:
+        raise DataError(
+            f"{source.description}: its {source.n_rows} documents hold no tokens (every word "
+            "list is empty or every count 0); there is nothing to learn topics from. Check "
+            "the ingest step (its vocabulary bounds may have pruned every word)."
+        )
 
 
 class LDA(VariationalEstimator):
@@ -217,6 +234,7 @@ class LDA(VariationalEstimator):
         check_positive_float("local_conv_thresh", self.local_conv_thresh)
         check_int("gibbs_sweeps", self.gibbs_sweeps, 1)
         check_int("gibbs_tokens", self.gibbs_tokens, 1)
+        check_bool("restarts", self.restarts)
 
     def _source(self, X: Any) -> tuple[BatchSource, list[str] | None]:
         if _is_corpus_path(X) or type(X).__name__ == "Corpus":
@@ -302,6 +320,7 @@ class LDA(VariationalEstimator):
         self._check_params()
         rng = np.random.default_rng(self.random_state)
         source, vocab = self._source(X)
+        _check_has_tokens(X, source)
         asked = {
             "vocab_size": source.n_features,
             "alpha": float(self.alpha),

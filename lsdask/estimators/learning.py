@@ -22,7 +22,13 @@ from lsdask.learn import ALGORITHMS, INIT_METHODS, MemoizedVI, StochasticVI
 from lsdask.learn.base import LearnResult
 from lsdask.learn.vb import FullBatchVB
 from lsdask.models.stats import SuffStats
-from lsdask.validation import check_choice, check_int, check_positive_float, check_sparsity
+from lsdask.validation import (
+    check_choice,
+    check_int,
+    check_positive_float,
+    check_random_state,
+    check_sparsity,
+)
 
 logger = logging.getLogger(__name__)
 _package_logger = logging.getLogger("lsdask")
@@ -54,6 +60,7 @@ class VariationalEstimator(Parameters):
         if self.n_workers is not None:
             check_int("n_workers", self.n_workers, 1)
         check_int("verbose", self.verbose, 0, 2)
+        check_random_state(self.random_state)
 
     def _check_init(self) -> None:
         check_choice("init", self.init, self.init_methods)

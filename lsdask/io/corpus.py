@@ -198,9 +198,10 @@ class Corpus:
         rescan : bool, default False
             Rebuild the batch list from the Parquet footers in ``parts/``: files
             not in the manifest become new batches (after the listed ones, by
-            name), files that are gone are dropped, files whose row groups
-            changed are re-read. The rebuilt manifest is saved (atomically)
-            when the directory is writable.
+            name), files that are gone are dropped (a warning names them and the
+            documents that leave; the manifest keeps them under
+            ``removed_parts``), files whose row groups changed are re-read. The
+            rebuilt manifest is saved (atomically) when the directory is writable.
 
         Raises
         ------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 from pathlib import Path
@@ -94,11 +95,14 @@ def _check_manifest(manifest: Any, path: Path) -> None:
             and isinstance(b.get("row_group"), int)
             and isinstance(b.get("n_docs"), int)
             and isinstance(b.get("n_tokens"), int | float)
+            and b["n_docs"] >= 0
+            and b["n_tokens"] >= 0
+            and math.isfinite(b["n_tokens"])
         )
         if not ok:
             raise DataError(
                 f"{path}: batches[{i}] is {b!r}; expected "
-                "{'file': str, 'row_group': int, 'n_docs': int, 'n_tokens': number}"
+                "{'file': str, 'row_group': int, 'n_docs': int >= 0, 'n_tokens': number >= 0}"
             )
         parts = Path(b["file"]).parts
         if len(parts) != 2 or parts[0] != PARTS_DIR or b["file"].startswith("/"):
@@ -178,6 +182,27 @@ def _rescan(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
             batches.extend(_file_row_groups(root, file))
             n_changed += file in listed
     gone = sorted(set(listed) - present)
+    removed = [
+        {
+            "file": f,
+            "n_docs": int(sum(b["n_docs"] for b in listed[f])),
+            "n_tokens": _as_number(sum(float(b["n_tokens"]) for b in listed[f])),
+            "noticed": _now(),
+        }
+        for f in gone
+    ]
+    if removed:
+        logger.warning(
+            "corpus %s: %d part file(s) listed in its manifest are gone (%s): %d of %d "
+            "documents are left out from now on, and the manifest records the files under "
+            "'removed_parts'. If that was not meant, restore the files from a backup.",
+            root,
+            len(gone),
+            ", ".join(f"{r['file']}: {r['n_docs']} documents" for r in removed[:5])
+            + (", ..." if len(removed) > 5 else ""),
+            sum(r["n_docs"] for r in removed),
+            sum(b["n_docs"] for b in manifest["batches"]),
+        )
     logger.info(
         "rescanned corpus %s: %d files (%d new, %d changed, %d gone), %d batches (was %d)",
         root,
@@ -189,6 +214,8 @@ def _rescan(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
         len(manifest["batches"]),
     )
     new = dict(manifest)
+    if removed:
+        new["removed_parts"] = list(manifest.get("removed_parts", [])) + removed
     new.update(
         batches=batches,
         n_docs=int(sum(b["n_docs"] for b in batches)),

@@ -16,6 +16,7 @@ import numpy as np
 
 from lsdask.io.corpus import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
 from lsdask.io.ingest_common import (
+    READ_ERRORS,
     PathLike,
     VocabArg,
     _Bag,
@@ -23,6 +24,8 @@ from lsdask.io.ingest_common import (
     _existing_file,
     _ingest_bags,
     _open_text,
+    numbered_lines,
+    read_error,
 )
 from lsdask.io.sources import DataError
 
@@ -36,6 +39,8 @@ def _read_word_list(path: Path) -> list[str]:
             lines = f.read().split("\n")
         except UnicodeDecodeError as exc:
             raise DataError(f"vocabulary file {path}: not valid UTF-8 ({exc})") from exc
+        except READ_ERRORS as exc:
+            raise read_error(path, None, exc) from exc
     if lines and not lines[-1].strip():
         lines.pop()
     first: dict[str, int] = {}
@@ -117,9 +122,12 @@ def _check_bag(ids: np.ndarray, cnt: np.ndarray, where: str, n_words: int, base:
 def _ldac_docs(path: Path, n_words: int) -> Iterator[_Bag]:
     with _open_text(path, "ascii") as f:
         try:
-            for lineno, line in enumerate(f, start=1):
-                if line.strip():
-                    yield _parse_ldac_line(line, f"{path}, line {lineno}", n_words)
+            for lineno, line in numbered_lines(f, path):
+                # blank lines are not documents: Blei's lda-c reads the counts with
+                # fscanf, which skips all white space (an empty document is "0")
+                if not line.strip():
+                    continue
+                yield _parse_ldac_line(line, f"{path}, line {lineno}", n_words)
         except UnicodeDecodeError as exc:
             raise DataError(f"{path}: not an ASCII LDA-C file ({exc})") from exc
 
@@ -190,8 +198,11 @@ def _uci_header(f: IO[str], path: Path) -> tuple[int, int, int, int]:
     values: list[int] = []
     lineno = 0
     while len(values) < 3:
-        line = f.readline()
         lineno += 1
+        try:
+            line = f.readline()
+        except READ_ERRORS as exc:
+            raise read_error(path, lineno, exc) from exc
         if not line:
             raise DataError(f"{path}: ends inside the header; expected D, W and NNZ lines")
         if not line.strip():
@@ -219,7 +230,7 @@ def _uci_docs(path: Path, n_words: int) -> Iterator[_Bag]:
         ids: list[int] = []
         cnt: list[float] = []
         lineno = header_lines
-        for lineno, line in enumerate(f, start=header_lines + 1):
+        for lineno, line in numbered_lines(f, path, start=header_lines + 1):
             parts = line.split()
             if not parts:
                 continue

@@ -17,6 +17,7 @@ import gzip
 import logging
 import os
 import sys
+import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -87,11 +88,60 @@ def not_text_error(where: str, encoding: str, exc: UnicodeDecodeError, data: byt
     )
 
 
+#: what reading an input file to its end can raise besides bad text: a truncated
+#: or foreign .gz (EOFError, gzip.BadGzipFile, zlib.error), a folder, no permission
+READ_ERRORS = (EOFError, zlib.error, OSError)
+
+
+def read_error(path: Path, lineno: int | None, exc: BaseException) -> DataError:
+    """The error for an input file that cannot be read (to its end), and how to fix it."""
+    where = f"{path}, line {lineno}" if lineno else f"{path}"
+    if isinstance(exc, IsADirectoryError):
+        hint = "it is a folder; pass the file inside it"
+    elif isinstance(exc, PermissionError):
+        hint = "this user may not read it; fix its permissions"
+    elif path.suffix == ".gz":
+        hint = (
+            "it is probably truncated, or not gzip-compressed despite its .gz name; "
+            "download or re-create it (or rename it without .gz if it is plain text)"
+        )
+    else:
+        hint = "it is probably truncated or damaged; download or re-create it"
+    return DataError(f"{where}: could not be read ({type(exc).__name__}: {exc}); {hint}")
+
+
+def open_input(path: Path, encoding: str | None = None):
+    """Open an input file (text with strict ``encoding``, else binary), transparently
+    decompressing ``.gz``; a folder or an unreadable file is a DataError."""
+    try:
+        if path.suffix == ".gz":
+            return gzip.open(path, "rb" if encoding is None else "rt", encoding=encoding)
+        return open(path, "rb") if encoding is None else open(path, encoding=encoding)
+    except FileNotFoundError:
+        raise
+    except READ_ERRORS as exc:
+        raise read_error(path, None, exc) from exc
+
+
+def numbered_lines(f: Any, path: Path, start: int = 1) -> Iterator[tuple[int, Any]]:
+    """``enumerate(f, start)``, with a read failure (a truncated .gz, ...) raised as a
+    DataError naming the file and the line it could not read."""
+    lines = iter(f)
+    lineno = start
+    while True:
+        try:
+            line = next(lines)
+        except StopIteration:
+            return
+        except READ_ERRORS as exc:
+            raise read_error(path, lineno, exc) from exc
+        yield lineno, line
+        lineno += 1
+
+
 def _open_text(path: Path, encoding: str):
     """Open a text file strictly decoded, transparently decompressing ``.gz``."""
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding=encoding)
-    return open(path, encoding=encoding)
+    return open_input(path, encoding)
 
 
 def _imposed_vocab(vocab: Sequence[str] | Corpus | PathLike) -> tuple[list[str], str]:

@@ -7,7 +7,6 @@ The public function :func:`ingest_table` (re-exported by
 from __future__ import annotations
 
 import csv
-import gzip
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,8 @@ from lsdask.io.ingest_common import (
     check_encoding,
     document_id,
     not_text_error,
+    numbered_lines,
+    open_input,
 )
 from lsdask.io.sources import DataError
 from lsdask.io.text import Tokenizer
@@ -40,7 +41,7 @@ def _missing_column(path: Path, column: str, names: list[str], option: str) -> D
 def _text_lines(f: Any, path: Path, encoding: str) -> Iterator[str]:
     """The lines of a binary file as text, or a DataError naming the first line
     that is not text in ``encoding``."""
-    for lineno, raw in enumerate(f, start=1):
+    for lineno, raw in numbered_lines(f, path):
         try:
             yield raw.decode(encoding)
         except UnicodeDecodeError as exc:
@@ -53,7 +54,7 @@ def _csv_docs(
     old_limit = csv.field_size_limit()
     csv.field_size_limit(max(old_limit, 2**31 - 1))  # long texts exceed the 128 KiB default
     try:
-        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
+        with open_input(path) as f:
             reader = csv.reader(_text_lines(f, path, encoding), delimiter=delimiter)
             try:
                 header = next(reader, None)

@@ -9,7 +9,6 @@ The public functions :func:`ingest_text_folder` and :func:`ingest_jsonl`
 from __future__ import annotations
 
 import fnmatch
-import gzip
 import json
 import logging
 import os
@@ -30,6 +29,8 @@ from lsdask.io.ingest_common import (
     check_encoding,
     document_id,
     not_text_error,
+    numbered_lines,
+    open_input,
 )
 from lsdask.io.sources import DataError
 from lsdask.io.text import Tokenizer
@@ -248,9 +249,8 @@ def _record_text(record: Any, fields: Sequence[str], where: str) -> str | None:
 def _jsonl_docs(path: Path, fields: Sequence[str], id_field: str | None) -> Iterator[_Doc]:
     n_records = n_without = 0
     first_keys: list[str] = []
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
+    with open_input(path) as f:
+        for lineno, raw in numbered_lines(f, path):
             where = f"{path}, line {lineno}"
             try:
                 line = raw.decode("utf-8")

@@ -47,8 +47,14 @@ def as_csr_batch(X) -> sp.csr_matrix:
     X = X if sp.issparse(X) else sp.csr_matrix(np.asarray(X))
     X = sp.csr_matrix(X)
     data = np.asarray(X.data, dtype=np.float64)
-    if data.size and (not np.all(np.isfinite(data)) or data.min() < 0):
-        raise ValueError("word counts must be finite and non-negative")
+    bad = ~(np.isfinite(data) & (data >= 0))
+    if bad.any():
+        i = int(np.argmax(bad))
+        row = int(np.searchsorted(X.indptr, i, side="right") - 1)
+        raise ValueError(
+            f"word counts must be finite and non-negative; document (row) {row}, word id "
+            f"{int(X.indices[i])} has {float(data[i])!r} ({int(bad.sum())} such entries in all)"
+        )
     return X
 
 
