@@ -526,6 +526,21 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     from lsdask.jobs.ingest import format_ingest_summary, run_ingest
 
     inputs = [getattr(args, dest) for dest, _ in _INGEST_INPUTS[args.kind]]
+    pruning = [
+        flag
+        for flag, value in (
+            ("--min-df", args.min_df),
+            ("--max-df", args.max_df),
+            ("--max-vocab", args.max_vocab),
+        )
+        if value is not None
+    ]
+    if args.vocab is not None and pruning:
+        raise ValueError(
+            f"{', '.join(pruning)} prune a vocabulary built from the data; with --vocab the "
+            "vocabulary is imposed as it is and they would do nothing. Drop them, or drop "
+            "--vocab to build a new vocabulary"
+        )
     options: dict[str, Any] = {
         "min_df": args.min_df,
         "max_df": args.max_df,
@@ -632,9 +647,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"lsdask: error: {err}", file=sys.stderr)
         return 2
     except FitInterrupted as stop:
+        started = getattr(args, "checkpoint", None)
+        how = (
+            f"the same command with --resume {started} in place of --checkpoint {started}"
+            if started is not None
+            else "the same command"
+        )
         print(
-            f"lsdask: stopped; checkpoint written to {stop.checkpoint}. "
-            "Continue with the same command and --resume DIR.",
+            f"lsdask: stopped; checkpoint written to {stop.checkpoint}. Continue with {how}.",
             file=sys.stderr,
         )
         return 130

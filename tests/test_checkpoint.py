@@ -250,6 +250,21 @@ def test_resume_refuses_another_model_or_data_and_leaves_the_checkpoint(tmp_path
     assert lsdask.LDA(4, **resume).fit(docs).n_laps_ == 3  # the same settings resume
 
 
+def test_resume_refuses_a_corpus_over_other_words_of_the_same_number(tmp_path, rng):
+    docs = _docs(rng, 200)
+    words = [f"w{i}" for i in range(60)]
+    Corpus.write(tmp_path / "a", docs, words, docs_per_row_group=100)
+    Corpus.write(tmp_path / "b", docs, words[::-1], docs_per_row_group=100)
+    ckpt = tmp_path / "ck"
+    kw = dict(client="sync", random_state=0, gibbs_sweeps=10, checkpoint_dir=str(ckpt))
+    lsdask.LDA(4, n_laps=1, **kw).fit(str(tmp_path / "a"))
+    before = _snapshot(ckpt)
+    with pytest.raises(ValueError, match=r"over another vocabulary than that of Parquet corpus"):
+        lsdask.LDA(4, n_laps=2, resume=True, **kw).fit(str(tmp_path / "b"))
+    assert _snapshot(ckpt) == before
+    assert lsdask.LDA(4, n_laps=2, resume=True, **kw).fit(str(tmp_path / "a")).n_laps_ == 2
+
+
 def test_checkpoints_are_not_written_into_other_folders(tmp_path, rng):
     X = _heavy_tailed(rng, n=300)
     kw = dict(n_laps=1, client="sync", random_state=0, batch_size=100)

@@ -651,6 +651,13 @@ def test_ingest_jsonl_table_with_imposed_vocab(tmp_path: Path, capsys) -> None:
     capsys.readouterr()
     assert Corpus.open(out2).vocab == ["cat", "zebra"]
     assert Corpus.open(out2).n_tokens == 2
+    # pruning options do nothing to an imposed vocabulary: refused, not ignored
+    out3 = tmp_path / "table3"
+    assert main(["ingest", "table", str(csv), "--out", str(out3), "--vocab", str(base),
+                 "--max-vocab", "10", "--min-df", "2"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "--min-df, --max-vocab prune a vocabulary built from the data; with --vocab" in err
+    assert not out3.exists()
 
 
 def test_ingest_ldac_and_uci(tmp_path: Path, capsys) -> None:

@@ -43,6 +43,8 @@ def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "stopped; checkpoint written to" in err and "Traceback" not in err
+    # the hint is a command that runs: --resume replaces --checkpoint (argparse refuses both)
+    assert f"with --resume {ckpt} in place of --checkpoint {ckpt}" in err
     state = CheckpointDir(ckpt).read()["state"]
     assert 1 <= state.lap < 200
     done = subprocess.run(

@@ -467,6 +467,20 @@ def test_imposed_corpus_vocabulary_for_new_text(text_folder, tmp_path, caplog):
     }
 
 
+def test_imposed_words_the_tokenizer_never_yields_are_warned_of(tmp_path, caplog):
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "a").write_text("Graphics cards and the graphics of games")
+    with caplog.at_level(logging.WARNING, logger="lsdask.io"):
+        ingest_text_folder(folder, tmp_path / "c", vocab=["Graphics", "games", "the", "cards"])
+    assert "1 of its 4 words hold capitals, but tokens are lowercased" in caplog.text
+    assert (
+        "1 of its 4 words are stopwords, which the tokenizer drops, so they never receive a "
+        "token (e.g. 'the')" in caplog.text
+    )
+    assert Corpus.open(tmp_path / "c").n_tokens == 2  # games, cards: Graphics never matches
+
+
 def _write_uci(tmp_path: Path, body: str, header=(4, 3, 4), name="docword.t.txt") -> Path:
     text = "\n".join(str(h) for h in header) + "\n" + body
     path = tmp_path / name

@@ -195,6 +195,22 @@ def test_lda_bad_input(corpus_data):
         model.score(bad)
 
 
+def test_a_corpus_over_other_words_of_the_same_number_is_refused(corpus_data, tmp_path):
+    from lsdask.io.corpus import Corpus
+
+    X, _ = corpus_data
+    V = X.shape[1]
+    Corpus.write(tmp_path / "a", X[:300], [f"w{i}" for i in range(V)])
+    Corpus.write(tmp_path / "b", X[300:400], [f"v{i}" for i in range(V)])
+    model = lsdask.LDA(3, n_laps=1, client="sync", gibbs_sweeps=10).fit(str(tmp_path / "a"))
+    match = rf"Parquet corpus .*b is over another vocabulary than this model's: {V} of its {V} "
+    for method in (model.transform, model.score, model.partial_fit):
+        with pytest.raises(ValueError, match=match + r".*--vocab TRAINING_CORPUS"):
+            method(str(tmp_path / "b"))
+    assert model.vocabulary_[0] == "w0"  # partial_fit did not take the other words in
+    model.partial_fit(X[400:450])  # a matrix carries no words: only its size is checked
+
+
 def test_lda_refuses_documents_without_tokens(tmp_path):
     from lsdask.io.corpus import Corpus
     from lsdask.io.sources import DataError

@@ -21,6 +21,7 @@ from lsdask.evaluate import (
     umass_coherence,
 )
 from lsdask.io.sources import BatchSource, CorpusRows, DataError, as_batch_source, rows_at_most
+from lsdask.io.vocabulary import vocabulary_difference, vocabulary_digest
 from lsdask.learn import INIT_METHODS, initial_stats
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
@@ -46,6 +47,19 @@ def _is_corpus_path(X: Any) -> bool:
         return False
     root = os.fspath(X)
     return not any(os.path.isfile(os.path.join(root, m)) for m in (".zarray", "zarr.json"))
+
+
+def _check_resumed_vocabulary(resumed: dict, digest: str | None, source: BatchSource) -> None:
+    """Refuse to resume a checkpoint written over other words than the corpus's
+    (same size, other words: its memo and topics would stand for the wrong words)."""
+    saved = resumed["config"]["params"].get("vocabulary_sha256")
+    if saved is not None and digest is not None and saved != digest:
+        raise ValueError(
+            f"checkpoint {resumed['path']} was written by a fit over another vocabulary than "
+            f"that of {source.description} (the same {source.n_features} ids, other words). "
+            "Resume over the vocabulary of the first corpus (ingest new documents with "
+            "`lsdask ingest ... --vocab FIRST_CORPUS`), or start a new checkpoint folder"
+        )
 
 
 def _check_has_tokens(X: Any, source: BatchSource) -> None:
@@ -326,8 +340,10 @@ class LDA(VariationalEstimator):
             "alpha": float(self.alpha),
             "eta": float(self.eta),
         }
+        self._vocabulary_sha256 = None if vocab is None else vocabulary_digest(vocab)
         resumed = open_resume(self, asked)
         if resumed is not None:
+            _check_resumed_vocabulary(resumed, self._vocabulary_sha256, source)
             model, sample, counts = resumed["model"], None, None
         else:
             model = self._model(source.n_features)
@@ -368,7 +384,7 @@ class LDA(VariationalEstimator):
             self.converged_ = False
         else:
             model, glob, total = self.model_, self.posterior_, self.stats_
-            self._check_vocab_size(source)
+            self._check_vocab(source, vocab)
             vocab = vocab or self.vocabulary_
         executor = self._executor(source)
         try:
@@ -397,17 +413,27 @@ class LDA(VariationalEstimator):
         self.vocabulary_ = vocab
 
     # -- inference ----------------------------------------------------------------
-    def _check_vocab_size(self, source: BatchSource) -> None:
+    def _check_vocab(self, source: BatchSource, vocab: list[str] | None) -> None:
+        """X must be over the fitted vocabulary: its size, and its words where both
+        X (a corpus) and the model (fitted on one) know them."""
         if source.n_features != self.model_.vocab_size:
             raise ValueError(
                 f"X has {source.n_features} words in its vocabulary, but this model was "
                 f"fitted with {self.model_.vocab_size}"
             )
+        known = getattr(self, "vocabulary_", None)
+        difference = None if vocab is None or known is None else vocabulary_difference(known, vocab)
+        if difference is not None:
+            raise ValueError(
+                f"{source.description} is over another vocabulary than this model's: "
+                f"{difference}. Encode the documents with the model's vocabulary (`lsdask "
+                "ingest ... --vocab TRAINING_CORPUS`; in Python vocab=the training corpus)"
+            )
 
     def _row_batches(self, X: Any) -> Iterator[sp.csr_matrix]:
         """X's documents batch by batch (one batch in memory at a time)."""
-        source, _ = self._source(X)
-        self._check_vocab_size(source)
+        source, vocab = self._source(X)
+        self._check_vocab(source, vocab)
         for batch in source.batches:
             yield as_csr_batch(batch.load())
 

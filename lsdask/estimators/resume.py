@@ -113,6 +113,8 @@ def checkpoint_params(estimator: Any) -> dict[str, Any]:
         "sparsity": estimator.sparsity,
         "batches_per_update": estimator.batches_per_update,
         "alpha": estimator.alpha,
+        # the words of the fit's vocabulary (LDA over a corpus; None otherwise)
+        "vocabulary_sha256": getattr(estimator, "_vocabulary_sha256", None),
     }
 
 

@@ -157,6 +157,21 @@ def _imposed_vocab(vocab: Sequence[str] | Corpus | PathLike) -> tuple[list[str],
     return words, f"list of {len(words)} words"
 
 
+def _warn_unreachable_words(words: Sequence[str], tokenizer: Tokenizer, where: str) -> None:
+    """Warn of imposed words the tokenizer never yields (capitals while it lowercases,
+    stopwords): their ids will hold no tokens, whatever the text."""
+    upper = [w for w in words if tokenizer.lowercase and w != w.lower()]
+    stop = [w for w in words if w.lower() in tokenizer.stopwords]
+    for found, why in ((upper, "hold capitals, but tokens are lowercased"),
+                       (stop, "are stopwords, which the tokenizer drops")):  # fmt: skip
+        if found:
+            logger.warning(
+                "the imposed vocabulary (%s): %d of its %d words %s, so they never "
+                "receive a token (e.g. %s); lowercase the vocabulary or change the tokenizer",
+                where, len(found), len(words), why, ", ".join(repr(w) for w in found[:5]),
+            )  # fmt: skip
+
+
 @dataclass
 class _Counts:
     """What pass 2 saw: documents, empty documents, dropped (out-of-vocabulary) tokens."""
@@ -321,6 +336,7 @@ def _ingest_texts(
         total, vocab_from = builder.n_docs, "vocabulary built from the data"
     else:
         words, vocab_from = _imposed_vocab(vocab)
+        _warn_unreachable_words(words, tokenizer, vocab_from)
         vocabulary = {"imposed": True, "from": vocab_from, "vocab_size": len(words)}
         vocab_from = f"imposed vocabulary ({vocab_from})"
     word_to_id = {w: i for i, w in enumerate(words)}

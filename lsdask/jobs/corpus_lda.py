@@ -32,6 +32,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from lsdask import config
+from lsdask.io.vocabulary import vocabulary_difference
 from lsdask.jobs.cluster import dask_client
 
 logger = logging.getLogger(__name__)
@@ -75,11 +76,11 @@ def _check_same_vocab(words: list[str] | None, corpus: Any, what: str, against: 
     """Raise if ``corpus`` is not over the vocabulary ``words`` (None: only sizes)."""
     if words is None:
         return
-    if corpus.vocab_size != len(words) or corpus.vocab != list(words):
+    difference = vocabulary_difference(words, corpus.vocab)
+    if difference is not None:
         raise ValueError(
-            f"{what} {corpus.path} has a different vocabulary ({corpus.vocab_size} words) "
-            f"than {against} ({len(words)} words); ingest it with the same vocabulary "
-            "(`lsdask ingest ... --vocab TRAINING_CORPUS`)"
+            f"{what} {corpus.path} has a different vocabulary than {against}: {difference}; "
+            "ingest it with the same vocabulary (`lsdask ingest ... --vocab TRAINING_CORPUS`)"
         )
 
 
