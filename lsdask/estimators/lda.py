@@ -369,7 +369,10 @@ class LDA(VariationalEstimator):
         ``elbo_trace_`` gains the ELBO of all documents taken in so far, which
         falls as documents are added (compare it per token). With the default
         client a call on one batch (an array of at most ``batch_size`` rows,
-        or a corpus of one row group) runs in this process.
+        or a corpus of one row group) runs in this process; a call on more
+        starts a LocalCluster and closes it when done (seconds each time), so
+        a stream of many calls should pass one ``client`` (a
+        ``distributed.Client``, kept open) or ``client="sync"``.
         """
         self._check_params()
         source, vocab = self._source(X)
