@@ -474,11 +474,17 @@ def test_imposed_words_the_tokenizer_never_yields_are_warned_of(tmp_path, caplog
     with caplog.at_level(logging.WARNING, logger="lsdask.io"):
         ingest_text_folder(folder, tmp_path / "c", vocab=["Graphics", "games", "the", "cards"])
     assert "1 of its 4 words hold capitals, but tokens are lowercased" in caplog.text
+    assert "not whole tokens" not in caplog.text  # each word is named once, for its reason
     assert (
         "1 of its 4 words are stopwords, which the tokenizer drops, so they never receive a "
         "token (e.g. 'the')" in caplog.text
     )
     assert Corpus.open(tmp_path / "c").n_tokens == 2  # games, cards: Graphics never matches
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="lsdask.io"):
+        ingest_text_folder(folder, tmp_path / "d", vocab=["games", "card game", "x", "cards"])
+    assert "2 of its 4 words are not whole tokens of its pattern" in caplog.text
+    assert "'card game', 'x'" in caplog.text
 
 
 def _write_uci(tmp_path: Path, body: str, header=(4, 3, 4), name="docword.t.txt") -> Path:

@@ -23,8 +23,8 @@ from lsdask.io.ingest_common import (
     _BagSource,
     _existing_file,
     _ingest_bags,
-    _open_text,
     numbered_lines,
+    open_input,
     read_error,
 )
 from lsdask.io.sources import DataError
@@ -34,7 +34,7 @@ from lsdask.io.sources import DataError
 
 def _read_word_list(path: Path) -> list[str]:
     """A vocabulary file: one word per line (surrounding spaces stripped)."""
-    with _open_text(path, "utf-8") as f:
+    with open_input(path, "utf-8") as f:
         try:
             lines = f.read().split("\n")
         except UnicodeDecodeError as exc:
@@ -120,7 +120,7 @@ def _check_bag(ids: np.ndarray, cnt: np.ndarray, where: str, n_words: int, base:
 
 
 def _ldac_docs(path: Path, n_words: int) -> Iterator[_Bag]:
-    with _open_text(path, "ascii") as f:
+    with open_input(path, "ascii") as f:
         try:
             for lineno, line in numbered_lines(f, path):
                 # blank lines are not documents: Blei's lda-c reads the counts with
@@ -219,7 +219,7 @@ def _uci_header(f: IO[str], path: Path) -> tuple[int, int, int, int]:
 
 def _uci_docs(path: Path, n_words: int) -> Iterator[_Bag]:
     """Documents of a UCI docword file, empty ones included, in docID order."""
-    with _open_text(path, "ascii") as f:
+    with open_input(path, "ascii") as f:
         n_docs, width, nnz, header_lines = _uci_header(f, path)
         if width != n_words:
             raise DataError(

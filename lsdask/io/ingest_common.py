@@ -139,11 +139,6 @@ def numbered_lines(f: Any, path: Path, start: int = 1) -> Iterator[tuple[int, An
         lineno += 1
 
 
-def _open_text(path: Path, encoding: str):
-    """Open a text file strictly decoded, transparently decompressing ``.gz``."""
-    return open_input(path, encoding)
-
-
 def _imposed_vocab(vocab: Sequence[str] | Corpus | PathLike) -> tuple[list[str], str]:
     """The words of an imposed vocabulary and a description of where they came from."""
     if isinstance(vocab, Corpus):
@@ -158,12 +153,25 @@ def _imposed_vocab(vocab: Sequence[str] | Corpus | PathLike) -> tuple[list[str],
 
 
 def _warn_unreachable_words(words: Sequence[str], tokenizer: Tokenizer, where: str) -> None:
-    """Warn of imposed words the tokenizer never yields (capitals while it lowercases,
-    stopwords): their ids will hold no tokens, whatever the text."""
-    upper = [w for w in words if tokenizer.lowercase and w != w.lower()]
-    stop = [w for w in words if w.lower() in tokenizer.stopwords]
+    """Warn of imposed words the tokenizer never yields (a word is a token only if
+    tokenizing it gives back the word itself): their ids will hold no tokens,
+    whatever the text. Each reason is named: capitals while it lowercases,
+    stopwords, or no match of its token pattern."""
+    upper: list[str] = []
+    stop: list[str] = []
+    other: list[str] = []
+    for w in words:
+        if tokenizer.tokens(w) == [w]:
+            continue
+        if tokenizer.lowercase and w != w.lower():
+            upper.append(w)
+        elif w.lower() in tokenizer.stopwords:
+            stop.append(w)
+        else:
+            other.append(w)
     for found, why in ((upper, "hold capitals, but tokens are lowercased"),
-                       (stop, "are stopwords, which the tokenizer drops")):  # fmt: skip
+                       (stop, "are stopwords, which the tokenizer drops"),
+                       (other, "are not whole tokens of its pattern")):  # fmt: skip
         if found:
             logger.warning(
                 "the imposed vocabulary (%s): %d of its %d words %s, so they never "

@@ -47,8 +47,8 @@ def as_csr_batch(X) -> sp.csr_matrix:
     X = X if sp.issparse(X) else sp.csr_matrix(np.asarray(X))
     X = sp.csr_matrix(X)
     data = np.asarray(X.data, dtype=np.float64)
-    bad = ~(np.isfinite(data) & (data >= 0))
-    if bad.any():
+    if data.size and (not np.isfinite(data).all() or data.min() < 0):  # every batch: fast
+        bad = ~(np.isfinite(data) & (data >= 0))
         i = int(np.argmax(bad))
         row = int(np.searchsorted(X.indptr, i, side="right") - 1)
         raise ValueError(
