@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from lsdask import config
+from lsdask.io.stopwords import ENGLISH_STOPWORDS
+from lsdask.io.text import DEFAULT_TOKEN_PATTERN, Tokenizer
 from lsdask.jobs.cluster import DEFAULT_WORKERS, describe_client
 from lsdask.jobs.patch_gmm import PATCH_ALPHA
 from lsdask.learn.state import FitInterrupted
@@ -80,7 +82,7 @@ def _count_or_fraction(text: str) -> int | float:
 def _field_list(text: str) -> list[str]:
     fields = [f.strip() for f in text.split(",") if f.strip()]
     if not fields:
-        raise argparse.ArgumentTypeError(f"expected comma-separated field names, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
     return fields
 
 
@@ -285,6 +287,21 @@ def _add_ingest(sub: Any) -> None:
             f"{config.DEFAULT_DOCS_PER_FILE:,}); retraining takes in or retires part files",
         )  # fmt: skip
         p.add_argument("--overwrite", action="store_true", help="replace an existing corpus")
+        if name in INGEST_DF_DEFAULTS:  # raw text: tokenizer options
+            p.add_argument(
+                "--stopwords", metavar="english|none|FILE",
+                help="words to drop: the built-in English list, none, or a file of one word a "
+                "line (default english; with --vocab CORPUS, that corpus's tokenizer)",
+            )  # fmt: skip
+            p.add_argument(
+                "--add-stopwords", type=_field_list, metavar="WORD,...",
+                help="comma-separated words to drop besides --stopwords",
+            )  # fmt: skip
+            p.add_argument(
+                "--token-pattern", metavar="REGEX",
+                help="regular expression of a token (default: words of two or more letters, "
+                f"{DEFAULT_TOKEN_PATTERN!r})",
+            )  # fmt: skip
         _add_verbose(p, argparse.SUPPRESS)
         return p
 
@@ -549,6 +566,8 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         "docs_per_file": args.docs_per_file,
         "overwrite": args.overwrite,
     }
+    if args.kind in INGEST_DF_DEFAULTS:
+        options["tokenizer"] = _tokenizer_from_args(args)
     if args.kind == "text":
         options.update(subset=args.subset, encoding=args.encoding, strip_headers=args.strip_headers)
     elif args.kind == "jsonl":
@@ -558,6 +577,36 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     summary = run_ingest(args.kind, inputs, args.out, options=options, vocab=args.vocab)
     print(format_ingest_summary(summary))
     return 0
+
+
+def _tokenizer_from_args(args: argparse.Namespace) -> Tokenizer | None:
+    """The tokenizer of ``--stopwords``, ``--add-stopwords`` and ``--token-pattern``;
+    None when none is given (the default, or the --vocab corpus's tokenizer)."""
+    if args.stopwords is None and args.add_stopwords is None and args.token_pattern is None:
+        return None
+    choice = "english" if args.stopwords is None else args.stopwords
+    if choice == "english":
+        stop: set[str] = set(ENGLISH_STOPWORDS)
+    elif choice == "none":
+        stop = set()
+    else:
+        path = Path(choice)
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"--stopwords: {choice!r} is not a file; expected english, none, or a file of "
+                "one word a line"
+            )
+        try:
+            stop = {w.strip() for w in path.read_text(encoding="utf-8").splitlines() if w.strip()}
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"--stopwords: {choice!r} is not UTF-8 text: {exc}") from exc
+    extra = set(args.add_stopwords or ())
+    if choice == "english" and not extra - stop:
+        stop_arg: Any = ENGLISH_STOPWORDS  # recorded as "english" in the manifest
+    else:
+        stop_arg = stop | extra
+    pattern = DEFAULT_TOKEN_PATTERN if args.token_pattern is None else args.token_pattern
+    return Tokenizer(pattern=pattern, stopwords=stop_arg or None)
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
@@ -618,6 +667,20 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
+class _TerseFormatter(logging.Formatter):
+    """``lsdask: warning: ...`` for warnings and errors, ``lsdask: ...`` for notices."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        kind = "warning: " if record.levelno >= logging.WARNING else ""
+        return f"lsdask: {kind}{record.getMessage()}"
+
+
+def _warnings_and_notices(record: logging.LogRecord) -> bool:
+    """What reaches stderr without -v: warnings, and the INFO lines logged with
+    ``extra=lsdask.config.NOTICE`` (the Dask dashboard's address)."""
+    return record.levelno >= logging.WARNING or getattr(record, "notice", False)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``lsdask`` command line; return the exit status.
 
@@ -629,17 +692,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     package_logger = logging.getLogger("lsdask")
     old_level = package_logger.level
-    # warnings always reach stderr (the package's NullHandler would swallow them);
-    # -v adds the INFO lines, with times
+    # warnings and notices always reach stderr (the package's NullHandler would
+    # swallow them); -v adds the INFO lines, with times
     handler = logging.StreamHandler(sys.stderr)
+    package_logger.setLevel(logging.INFO)
     if args.verbose:
         handler.setFormatter(
             logging.Formatter("%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
         )
-        package_logger.setLevel(logging.INFO)
     else:
-        handler.setFormatter(logging.Formatter("lsdask: warning: %(message)s"))
-        handler.setLevel(logging.WARNING)
+        handler.setFormatter(_TerseFormatter())
+        handler.addFilter(_warnings_and_notices)
     package_logger.addHandler(handler)
     try:
         return _COMMANDS[args.command](args)

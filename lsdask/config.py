@@ -54,3 +54,7 @@ GIBBS_SAMPLE_DOCS = 50_000
 #: Default SVI learning-rate schedule rho_t = (delay + t) ** (-kappa).
 SVI_DELAY = 1.0
 SVI_KAPPA = 0.6
+
+#: ``extra=`` of an INFO log record that the command line shows even without
+#: ``-v`` (the Dask dashboard's address): ``logger.info(..., extra=NOTICE)``.
+NOTICE = {"notice": True}

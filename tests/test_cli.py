@@ -627,6 +627,44 @@ def test_ingest_text_folder(tmp_path: Path, capsys) -> None:
     assert "sat" not in corpus.vocab  # in one document only: min_df 2
 
 
+def test_ingest_tokenizer_options(tmp_path: Path, capsys) -> None:
+    csv = tmp_path / "docs.csv"
+    csv.write_text("text\n" + "".join(f"{t}\n" for t in TEXTS))
+    stop = tmp_path / "stop.txt"
+    stop.write_text("the\nand\n\nwas\n")
+    out = tmp_path / "a"
+    assert main(["ingest", "table", str(csv), "--out", str(out), "--min-df", "1", "--max-df",
+                 "1.0", "--stopwords", str(stop), "--add-stopwords", "cat,dog"]) == 0  # fmt: skip
+    capsys.readouterr()
+    vocab = Corpus.open(out).vocab
+    assert "on" in vocab and "a" not in vocab  # not English stopwords: only the file's ...
+    assert not {"the", "and", "was", "cat", "dog"} & set(vocab)  # ... and the added words
+    tokenizer = Corpus.open(out).ingest_info["tokenizer"]
+    assert tokenizer["stopwords"] == ["and", "cat", "dog", "the", "was"]
+    # with --vocab CORPUS the corpus's tokenizer is taken: 'on' and 'with' are kept
+    assert main(["ingest", "table", str(csv), "--out", str(tmp_path / "b"), "--vocab",
+                 str(out)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert Corpus.open(tmp_path / "b").n_tokens == Corpus.open(out).n_tokens
+    out = tmp_path / "c"
+    assert main(["ingest", "table", str(csv), "--out", str(out), "--min-df", "1", "--max-df",
+                 "1.0", "--stopwords", "none", "--token-pattern", r"\b\w\b"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert Corpus.open(out).vocab == ["a"]  # one-letter words only, and no stopwords
+    assert main(["ingest", "table", str(csv), "--out", str(out), "--overwrite", "--min-df", "1",
+                 "--add-stopwords", "garden"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert "garden" not in Corpus.open(out).vocab and "the" not in Corpus.open(out).vocab
+    assert main(["ingest", "table", str(csv), "--out", str(tmp_path / "d"), "--stopwords",
+                 str(tmp_path / "missing.txt")]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "--stopwords: " in err and "is not a file; expected english, none" in err
+    assert main(["ingest", "table", str(csv), "--out", str(tmp_path / "d"), "--token-pattern",
+                 "(unclosed"]) == 2  # fmt: skip
+    assert "pattern must be a valid regular expression" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
+
+
 def test_ingest_jsonl_table_with_imposed_vocab(tmp_path: Path, capsys) -> None:
     jsonl = tmp_path / "docs.jsonl"
     jsonl.write_text("".join(f'{{"title": "t{i}", "body": "{t}"}}\n' for i, t in enumerate(TEXTS)))
@@ -658,6 +696,21 @@ def test_ingest_jsonl_table_with_imposed_vocab(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert "--min-df, --max-vocab prune a vocabulary built from the data; with --vocab" in err
     assert not out3.exists()
+
+
+def test_stderr_without_verbose_holds_warnings_and_notices_only(tmp_path: Path, capsys) -> None:
+    """Without -v a warning reads ``lsdask: warning: ...`` and INFO lines stay out
+    (the notice of the Dask dashboard: ``test_demo_on_local_cluster``)."""
+    csv = tmp_path / "docs.csv"
+    csv.write_text("id,text\n1,the cat and the zebra\n")
+    vocab_txt = tmp_path / "v.txt"
+    vocab_txt.write_text("cat\nZebra\n")
+    assert main(["ingest", "table", str(csv), "--out", str(tmp_path / "c"),
+                 "--vocab", str(vocab_txt)]) == 0  # fmt: skip
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lsdask: warning: "), lines
+    assert "'Zebra'" in lines[0]
+    assert "wrote corpus" not in lines[0]  # an INFO line
 
 
 def test_ingest_ldac_and_uci(tmp_path: Path, capsys) -> None:
@@ -753,6 +806,9 @@ def test_demo_on_local_cluster(tmp_path: Path, capsys) -> None:
     assert code == 0, captured.err
     out = captured.out
     assert "local Dask cluster of 2 workers" in out
+    # the dashboard's address is a notice, not a warning; other INFO lines stay out
+    assert captured.err.count("lsdask: Dask dashboard: http") == 1, captured.err
+    assert "warning: Dask" not in captured.err and "starting a Dask" not in captured.err
     assert "heldout log-likelihood per patch, L=4 vs dense" in out
     assert "9,387 train patches" in out and "9,387 heldout patches" in out
     assert "heaviest 5 clusters" in out

@@ -487,6 +487,31 @@ def test_imposed_words_the_tokenizer_never_yields_are_warned_of(tmp_path, caplog
     assert "'card game', 'x'" in caplog.text
 
 
+def test_new_text_on_a_corpus_vocabulary_takes_that_corpus_tokenizer(tmp_path, caplog):
+    """Retraining data ingested with ``vocab=`` a corpus is cut into words as that
+    corpus's text was: its tokenizer comes from the corpus's manifest."""
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "a").write_text("The cat and the dog; the cat purred")
+    (folder / "b").write_text("The dog barked at the cat")
+    mine = Tokenizer(stopwords={"and", "at"}, pattern=r"(?u)\b\w+\b")
+    base = ingest_text_folder(folder, tmp_path / "base", tokenizer=mine, min_df=1, max_df=1.0)
+    assert Tokenizer.from_settings(Corpus.open(base["path"]).ingest_info["tokenizer"]) == mine
+    assert "the" in Corpus.open(base["path"]).vocab  # kept by this tokenizer, not the default
+    ingest_text_folder(folder, tmp_path / "new", vocab=tmp_path / "base")
+    new = Corpus.open(tmp_path / "new")
+    assert new.n_tokens == Corpus.open(base["path"]).n_tokens == 12  # nothing out of vocabulary
+    assert Tokenizer.from_settings(new.ingest_info["tokenizer"]) == mine
+    # a different tokenizer, given on purpose, is used, with a warning
+    with caplog.at_level(logging.WARNING, logger="lsdask.io"):
+        ingest_text_folder(folder, tmp_path / "o", vocab=tmp_path / "base", tokenizer=Tokenizer())
+    assert "is not the one corpus" in caplog.text and "Pass no tokenizer" in caplog.text
+    assert Corpus.open(tmp_path / "o").n_tokens == 7  # the default drops 'the', 'and', 'at'
+    # a word list carries no tokenizer: the default
+    ingest_text_folder(folder, tmp_path / "list", vocab=["the", "cat"])
+    assert Corpus.open(tmp_path / "list").n_tokens == 3  # 'the' is a default stopword
+
+
 def _write_uci(tmp_path: Path, body: str, header=(4, 3, 4), name="docword.t.txt") -> Path:
     text = "\n".join(str(h) for h in header) + "\n" + body
     path = tmp_path / name

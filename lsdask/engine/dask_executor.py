@@ -26,6 +26,8 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lsdask.config import NOTICE
+
 logger = logging.getLogger(__name__)
 
 
@@ -130,8 +132,8 @@ def open_client(client: Any, n_workers: int) -> tuple[Any, list[Any]]:
         owned = [client]
     else:
         owned = []
-    if getattr(client, "dashboard_link", None):
-        logger.info("Dask dashboard: %s", client.dashboard_link)
+    if owned and getattr(client, "dashboard_link", None):  # a client of our own: say where
+        logger.info("Dask dashboard: %s", client.dashboard_link, extra=NOTICE)
     return client, owned
 
 

@@ -152,6 +152,33 @@ def _imposed_vocab(vocab: Sequence[str] | Corpus | PathLike) -> tuple[list[str],
     return words, f"list of {len(words)} words"
 
 
+def _tokenizer_for(tokenizer: Tokenizer | None, vocab: VocabArg) -> Tokenizer:
+    """The tokenizer of an ingest: the one given; else, with a corpus's vocabulary
+    imposed, the tokenizer that corpus was ingested with (its manifest records
+    it), so that new text at retraining time is cut into words as the training
+    text was; else the default. A given tokenizer other than the corpus's is
+    kept, with a warning."""
+    corpus = None
+    if isinstance(vocab, Corpus):
+        corpus = vocab
+    elif isinstance(vocab, str | os.PathLike):
+        corpus = Corpus.open(vocab)
+    recorded = None if corpus is None else corpus.ingest_info.get("tokenizer")
+    if recorded is None:
+        return tokenizer if tokenizer is not None else Tokenizer()
+    theirs = Tokenizer.from_settings(recorded)
+    if tokenizer is None:
+        logger.info("tokenizing as corpus %s was: %r", corpus.path, theirs)
+        return theirs
+    if tokenizer != theirs:
+        logger.warning(
+            "the tokenizer %r is not the one corpus %s was ingested with, %r: the same text "
+            "gives other words here than there. Pass no tokenizer to use the corpus's",
+            tokenizer, corpus.path, theirs,
+        )  # fmt: skip
+    return tokenizer
+
+
 def _warn_unreachable_words(words: Sequence[str], tokenizer: Tokenizer, where: str) -> None:
     """Warn of imposed words the tokenizer never yields (a word is a token only if
     tokenizing it gives back the word itself): their ids will hold no tokens,
@@ -320,7 +347,7 @@ def _ingest_texts(
 ) -> dict[str, Any]:
     """Two passes over raw text: document frequencies, then encode and write."""
     check_out_dir(out_dir, overwrite)
-    tokenizer = tokenizer if tokenizer is not None else Tokenizer()
+    tokenizer = _tokenizer_for(tokenizer, vocab)
     total: int | None = None
     own_ids = array("q")  # the documents' own ids (source.ids), checked distinct
     if vocab is None:

@@ -146,7 +146,10 @@ def ingest_text_folder(
         20 Newsgroups', which otherwise become the most frequent "words".
     tokenizer : Tokenizer, optional
         Default ``Tokenizer()`` (lower case, words of >= 2 letters, English
-        stopwords removed).
+        stopwords removed); with ``vocab`` a corpus, the tokenizer that corpus
+        was ingested with (recorded in its manifest), so that new documents
+        are cut into words as its own were. A tokenizer given that differs from
+        the corpus's is used, with a warning.
     vocab : list of str, Corpus, corpus path, or None
         Vocabulary to impose; ``None`` builds one from the data with
         ``min_df``, ``max_df`` and ``max_vocab`` (see

@@ -119,6 +119,24 @@ class Tokenizer:
             stop = sorted(self.stopwords)
         return {"lowercase": self.lowercase, "pattern": self.pattern, "stopwords": stop}
 
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> Tokenizer:
+        """The tokenizer whose :meth:`settings` these are (as a corpus manifest
+        records them under ``ingest.tokenizer``)."""
+        stop = settings.get("stopwords", "english")
+        if stop == "english":
+            stop = ENGLISH_STOPWORDS
+        return cls(
+            lowercase=settings.get("lowercase", True),
+            pattern=settings.get("pattern", DEFAULT_TOKEN_PATTERN),
+            stopwords=stop,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tokenizer) and self.settings() == other.settings()
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __repr__(self) -> str:
         s = self.settings()
         stop = s["stopwords"] if not isinstance(s["stopwords"], list) else len(s["stopwords"])

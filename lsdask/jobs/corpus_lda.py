@@ -273,8 +273,6 @@ def fit_corpus_lda(
     trace = HeldoutTrace(held, alpha) if held is not None and held.n_docs else None
     with dask_client(client, n_workers) as shared:
         link = getattr(shared, "dashboard_link", None)
-        if link:
-            logger.warning("Dask dashboard: %s", link)
         model.set_params(client=shared)
         start = time.perf_counter()
         try:
