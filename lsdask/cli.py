@@ -338,7 +338,10 @@ def _add_ingest(sub: Any) -> None:
 
 
 #: ``--min-df``/``--max-df`` defaults shown by ``lsdask ingest KIND --help``
-INGEST_DF_DEFAULTS = {kind: {"min_df": 5, "max_df": 0.5} for kind in ("text", "jsonl", "table")}
+INGEST_DF_DEFAULTS = {
+    kind: {"min_df": config.DEFAULT_MIN_DF, "max_df": config.DEFAULT_MAX_DF}
+    for kind in ("text", "jsonl", "table")
+}
 
 
 def _add_fit(sub: Any) -> None:
@@ -543,21 +546,6 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     from lsdask.jobs.ingest import format_ingest_summary, run_ingest
 
     inputs = [getattr(args, dest) for dest, _ in _INGEST_INPUTS[args.kind]]
-    pruning = [
-        flag
-        for flag, value in (
-            ("--min-df", args.min_df),
-            ("--max-df", args.max_df),
-            ("--max-vocab", args.max_vocab),
-        )
-        if value is not None
-    ]
-    if args.vocab is not None and pruning:
-        raise ValueError(
-            f"{', '.join(pruning)} prune a vocabulary built from the data; with --vocab the "
-            "vocabulary is imposed as it is and they would do nothing. Drop them, or drop "
-            "--vocab to build a new vocabulary"
-        )
     options: dict[str, Any] = {
         "min_df": args.min_df,
         "max_df": args.max_df,

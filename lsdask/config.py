@@ -19,6 +19,12 @@ DEFAULT_BATCH_SIZE = 10_000
 DEFAULT_DOCS_PER_ROW_GROUP = 1000
 DEFAULT_DOCS_PER_FILE = 100_000
 
+#: Vocabulary pruning of text ingestion when no vocabulary is imposed: drop
+#: words in fewer than ``DEFAULT_MIN_DF`` documents or in more than a
+#: ``DEFAULT_MAX_DF`` share of them (``min_df``/``max_df``, ``--min-df``/``--max-df``).
+DEFAULT_MIN_DF = 5
+DEFAULT_MAX_DF = 0.5
+
 #: Sparsity levels at or below this use the insertion top-L selection;
 #: above it a stable sort is faster.
 TOPL_INSERTION_MAX = 32

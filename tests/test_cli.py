@@ -694,7 +694,8 @@ def test_ingest_jsonl_table_with_imposed_vocab(tmp_path: Path, capsys) -> None:
     assert main(["ingest", "table", str(csv), "--out", str(out3), "--vocab", str(base),
                  "--max-vocab", "10", "--min-df", "2"]) == 2  # fmt: skip
     err = capsys.readouterr().err
-    assert "--min-df, --max-vocab prune a vocabulary built from the data; with --vocab" in err
+    assert "min_df, max_vocab prune a vocabulary built from the data, but vocab= imposes" in err
+    assert "(--vocab on the command line), so they would do nothing" in err
     assert not out3.exists()
 
 
@@ -851,6 +852,7 @@ def test_ingest_keeps_the_records_own_ids(tmp_path: Path, capsys) -> None:
 def test_ingest_help_shows_the_functions_defaults() -> None:
     import inspect
 
+    from lsdask import config
     from lsdask.cli import INGEST_DF_DEFAULTS
     from lsdask.io import ingest
 
@@ -861,8 +863,9 @@ def test_ingest_help_shows_the_functions_defaults() -> None:
         params = inspect.signature(function).parameters
         shown = INGEST_DF_DEFAULTS.get(kind, {"min_df": "none", "max_df": "none"})
         for name in ("min_df", "max_df"):
-            default = params[name].default
-            assert shown[name] == ("none" if default is None else default), (kind, name)
+            assert params[name].default is None, (kind, name)  # None: the defaults shown
+        if kind in INGEST_DF_DEFAULTS:
+            assert shown == {"min_df": config.DEFAULT_MIN_DF, "max_df": config.DEFAULT_MAX_DF}
 
 
 def test_out_dot_is_a_path_with_a_name(tmp_path, monkeypatch, capsys) -> None:

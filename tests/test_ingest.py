@@ -399,6 +399,18 @@ def test_ldac_round_trip(ldac, tmp_path):
     assert "batches: 1 row group\n" in format_ingest_summary(pruned)
 
 
+def test_pruning_options_with_an_imposed_vocabulary_are_refused(ldac, text_folder, tmp_path):
+    """They would do nothing to an imposed vocabulary: an error, not silence."""
+    with pytest.raises(ValueError, match=r"^min_df prune a vocabulary built from the data, but"):
+        import_ldac(*ldac, tmp_path / "a", vocab=["apple", "date"], min_df=2)
+    with pytest.raises(ValueError, match=r"^max_df, max_vocab prune .* Drop them, or drop vocab"):
+        ingest_text_folder(text_folder, tmp_path / "b", vocab=["apple"], max_df=0.9, max_vocab=3)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    # the defaults (None) stand for 5 documents and half of them when a vocabulary is built
+    with pytest.raises(ValueError, match=r"max_df=0\.5 allows .* 4 documents, but min_df=5"):
+        ingest_text_folder(text_folder, tmp_path / "c")
+
+
 @pytest.mark.parametrize(
     ("line", "match"),
     [

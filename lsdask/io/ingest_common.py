@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from lsdask.config import DEFAULT_MAX_DF, DEFAULT_MIN_DF
 from lsdask.io.corpus import Corpus, check_out_dir
 from lsdask.io.sources import DataError
 from lsdask.io.text import Tokenizer, VocabularyBuilder, encode, select_vocabulary
@@ -150,6 +151,18 @@ def _imposed_vocab(vocab: Sequence[str] | Corpus | PathLike) -> tuple[list[str],
     if not words:
         raise ValueError("vocab is empty; pass None to build the vocabulary from the data")
     return words, f"list of {len(words)} words"
+
+
+def _check_pruning(vocab: VocabArg, min_df: Any, max_df: Any, max_vocab: Any) -> None:
+    """With an imposed vocabulary the pruning options would do nothing: refuse them."""
+    given = [n for n, v in (("min_df", min_df), ("max_df", max_df), ("max_vocab", max_vocab))
+             if v is not None]  # fmt: skip
+    if vocab is not None and given:
+        raise ValueError(
+            f"{', '.join(given)} prune a vocabulary built from the data, but vocab= imposes "
+            "one as it is (--vocab on the command line), so they would do nothing. Drop "
+            f"{'it' if len(given) == 1 else 'them'}, or drop vocab to build a new vocabulary"
+        )
 
 
 def _tokenizer_for(tokenizer: Tokenizer | None, vocab: VocabArg) -> Tokenizer:
@@ -347,11 +360,16 @@ def _ingest_texts(
 ) -> dict[str, Any]:
     """Two passes over raw text: document frequencies, then encode and write."""
     check_out_dir(out_dir, overwrite)
+    _check_pruning(vocab, min_df, max_df, max_vocab)
     tokenizer = _tokenizer_for(tokenizer, vocab)
     total: int | None = None
     own_ids = array("q")  # the documents' own ids (source.ids), checked distinct
     if vocab is None:
-        builder = VocabularyBuilder(min_df, max_df, max_vocab)
+        builder = VocabularyBuilder(
+            DEFAULT_MIN_DF if min_df is None else min_df,
+            DEFAULT_MAX_DF if max_df is None else max_df,
+            max_vocab,
+        )
         for name, text in _progress(source.docs(), progress, "pass 1/2: counting words"):
             builder.add(tokenizer.tokens(text))
             if source.ids:
@@ -427,6 +445,7 @@ def _bag_vocabulary(
 ) -> tuple[list[str], np.ndarray | None, dict[str, Any], str]:
     """The corpus words and the map from file word ids to them (None: identity)."""
     n_file = len(source.words)
+    _check_pruning(vocab, min_df, max_df, max_vocab)
     if vocab is not None:
         words, vocab_from = _imposed_vocab(vocab)
         to_id = {w: i for i, w in enumerate(words)}

@@ -114,8 +114,8 @@ def ingest_text_folder(
     strip_headers: bool = False,
     tokenizer: Tokenizer | None = None,
     vocab: VocabArg = None,
-    min_df: int | float = 5,
-    max_df: int | float = 0.5,
+    min_df: int | float | None = None,
+    max_df: int | float | None = None,
     max_vocab: int | None = None,
     docs_per_row_group: int = DEFAULT_DOCS_PER_ROW_GROUP,
     docs_per_file: int = DEFAULT_DOCS_PER_FILE,
@@ -155,7 +155,10 @@ def ingest_text_folder(
         ``min_df``, ``max_df`` and ``max_vocab`` (see
         :class:`~lsdask.io.text.VocabularyBuilder`).
     min_df, max_df, max_vocab
-        Vocabulary pruning when ``vocab`` is None.
+        Vocabulary pruning when ``vocab`` is None; ``None`` means
+        :data:`~lsdask.config.DEFAULT_MIN_DF` (5 documents),
+        :data:`~lsdask.config.DEFAULT_MAX_DF` (half of them) and no cap. With
+        ``vocab`` they must be None: an imposed vocabulary is taken as it is.
     docs_per_row_group, docs_per_file, overwrite
         As in :meth:`Corpus.write <lsdask.io.corpus.Corpus.write>`.
     progress : bool or None
@@ -301,8 +304,8 @@ def ingest_jsonl(
     id_field: str | None = None,
     tokenizer: Tokenizer | None = None,
     vocab: VocabArg = None,
-    min_df: int | float = 5,
-    max_df: int | float = 0.5,
+    min_df: int | float | None = None,
+    max_df: int | float | None = None,
     max_vocab: int | None = None,
     docs_per_row_group: int = DEFAULT_DOCS_PER_ROW_GROUP,
     docs_per_file: int = DEFAULT_DOCS_PER_FILE,

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from lsdask.config import DEFAULT_MAX_DF, DEFAULT_MIN_DF
 from lsdask.io.stopwords import ENGLISH_STOPWORDS
 
 logger = logging.getLogger(__name__)
@@ -189,8 +190,8 @@ def select_vocabulary(
     doc_freq: Sequence[int] | np.ndarray,
     n_docs: int,
     *,
-    min_df: int | float = 5,
-    max_df: int | float = 0.5,
+    min_df: int | float = DEFAULT_MIN_DF,
+    max_df: int | float = DEFAULT_MAX_DF,
     max_vocab: int | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Choose the words to keep from their document frequencies.
@@ -285,8 +286,8 @@ class VocabularyBuilder:
 
     def __init__(
         self,
-        min_df: int | float = 5,
-        max_df: int | float = 0.5,
+        min_df: int | float = DEFAULT_MIN_DF,
+        max_df: int | float = DEFAULT_MAX_DF,
         max_vocab: int | None = None,
     ) -> None:
         self.min_df = _check_df("min_df", min_df, minimum=0)
