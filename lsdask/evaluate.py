@@ -29,9 +29,14 @@ def split_documents(
 
     Documents with a single word type keep it in A (nothing to predict).
     ``random_state`` may be a Generator, drawn from row by row: splitting
-    consecutive batches with one Generator splits them as their stack.
+    consecutive batches with one Generator splits them as their stack. A
+    row's word types are split in word-id order, whatever order its entries
+    are stored in, and a word stored twice counts once (its counts summed).
     """
     X = sp.csr_matrix(X)
+    if not X.has_canonical_format:  # sorted, no duplicates: the split sees word types
+        X = X.copy()
+        X.sum_duplicates()
     rng = np.random.default_rng(random_state)
     in_a = np.zeros(X.nnz, dtype=bool)
     for d in range(X.shape[0]):

@@ -101,7 +101,7 @@ def save_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
     ------
     TypeError
         If ``model`` is not an :class:`lsdask.LDA`.
-    RuntimeError
+    lsdask.validation.NotFittedError
         If the model is not fitted.
     FileExistsError
         If ``path`` exists and ``overwrite`` is false, or it is not a model
@@ -120,6 +120,13 @@ def save_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
     out = Path(path)
     check_save_target(out, overwrite)
     params = model.get_params(deep=False)
+    # the model as fitted, whatever set_params changed since
+    fitted_model = model.model_
+    params.update(
+        n_components=int(fitted_model.n_components),
+        alpha=float(fitted_model.alpha),
+        eta=float(fitted_model.eta),
+    )
     init_counts = model._init_counts(None)  # an array init travels in arrays.npz
     if init_counts is not None:
         params["init"] = INIT_IN_ARRAYS

@@ -58,7 +58,7 @@ def save_gmm(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
     ------
     TypeError
         If ``model`` is not a GaussianMixture.
-    RuntimeError
+    lsdask.validation.NotFittedError
         If it is not fitted.
     FileExistsError
         If ``path`` exists and ``overwrite`` is false, or it is not a model directory.

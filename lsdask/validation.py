@@ -10,6 +10,11 @@ from typing import Any
 import numpy as np
 
 
+class NotFittedError(ValueError, AttributeError):
+    """A fitted attribute or method used before ``fit`` (as scikit-learn's, a
+    ValueError and an AttributeError)."""
+
+
 def check_int(name: str, value: Any, low: int, high: int | None = None, hint: str = "") -> int:
     """An integer in ``[low, high]`` (``high=None``: no upper bound)."""
     ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -21,10 +26,13 @@ def check_int(name: str, value: Any, low: int, high: int | None = None, hint: st
     return int(value)
 
 
-def check_positive_float(name: str, value: Any, hint: str = "") -> float:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0
+def check_positive_float(name: str, value: Any, hint: str = "", *, zero: bool = False) -> float:
+    """``value`` as a float if it is a finite number > 0 (>= 0 with ``zero``)."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    ok = ok and (value >= 0 if zero else value > 0)
     if not ok or value != value or value == float("inf"):
-        raise ValueError(f"{name} must be a positive finite number; got {value!r}. {hint}".strip())
+        what = "a finite number >= 0" if zero else "a positive finite number"
+        raise ValueError(f"{name} must be {what}; got {value!r}. {hint}".strip())
     return float(value)
 
 

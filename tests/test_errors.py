@@ -123,7 +123,9 @@ def test_multinomial_rejects_negative_counts(rng):
 
 
 def test_unfitted_model():
-    with pytest.raises(RuntimeError, match="not fitted yet; call fit"):
+    from lsdask.validation import NotFittedError
+
+    with pytest.raises(NotFittedError, match="not fitted yet; call fit"):
         lsdask.GaussianMixture(2).predict(np.ones((3, 2)))
 
 

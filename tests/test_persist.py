@@ -101,7 +101,7 @@ def test_round_trip_other_algorithms(bars, tmp_path: Path, algorithm: str) -> No
 def test_partial_fit_only_model_round_trip(bars, tmp_path: Path) -> None:
     model = lsdask.LDA(5, sparsity=2, batch_size=100, random_state=1, client="sync")
     model.partial_fit(bars[0])
-    assert not hasattr(model, "lap_trace_")
+    assert len(model.lap_trace_) == len(model.time_trace_) == len(model.elbo_trace_) == 1
     loaded = load_lda(save_lda(model, tmp_path / "p"), client="sync")
     _assert_same(model, loaded, bars[1])
 
@@ -124,7 +124,9 @@ def test_overwrite(fitted: lsdask.LDA, bars, tmp_path: Path) -> None:
 
 
 def test_save_errors(bars, tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError, match="not fitted"):
+    from lsdask.validation import NotFittedError
+
+    with pytest.raises(NotFittedError, match="not fitted"):
         save_lda(lsdask.LDA(3), tmp_path / "m")
     with pytest.raises(TypeError, match=r"save_lda saves an lsdask\.LDA; got GaussianMixture"):
         save_lda(lsdask.GaussianMixture(2), tmp_path / "m")

@@ -34,7 +34,9 @@ def test_round_trip_is_exact(X, tmp_path, covariance_type, algorithm):
 
 def test_bad_targets_and_folders(X, tmp_path):
     model = lsdask.GaussianMixture(2, n_laps=1, client="sync", random_state=0)
-    with pytest.raises(RuntimeError):
+    from lsdask.validation import NotFittedError
+
+    with pytest.raises(NotFittedError, match="not fitted yet"):
         save_gmm(model, tmp_path / "m")
     model.fit(X)
     with pytest.raises(TypeError, match=r"save_gmm saves an lsdask\.GaussianMixture; got LDA"):

@@ -39,7 +39,8 @@ class MixtureEstimatorBase(VariationalEstimator):
     n_laps : int
         Maximum passes over the data.
     tol : float
-        Relative ELBO change between laps below which memo and vb stop.
+        Relative ELBO change between laps below which memo and vb stop (0:
+        never before ``n_laps``).
     batch_size : int or None
         Rows per batch; default the Zarr chunk rows (one chunk per batch), a
         dask array's row chunks, or 10,000 for in-memory arrays.

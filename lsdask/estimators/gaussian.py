@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from lsdask.estimators.base import MixtureEstimatorBase
+from lsdask.estimators.params import read_only
 from lsdask.models import DiagGaussian, FullGaussian, MixtureModel, ZeroMeanGaussian
 from lsdask.validation import check_choice, check_positive_float
 
@@ -108,12 +109,12 @@ class GaussianMixture(MixtureEstimatorBase):
     def _set_fitted(self, model: MixtureModel) -> None:
         post = self.posterior_.obs
         if self.covariance_type == "diag":
-            self.covariances_ = post.variances
+            self.covariances_ = read_only(post.variances)
             self.precisions_ = 1.0 / post.variances
         else:
-            self.covariances_ = post.covariances
+            self.covariances_ = read_only(post.covariances)
             self.precisions_ = np.linalg.inv(post.covariances)
         if self.covariance_type == "zero-mean":
             self.means_ = np.zeros((self.n_components, self.n_features_in_))
         else:
-            self.means_ = post.means
+            self.means_ = read_only(post.means)

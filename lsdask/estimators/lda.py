@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +13,7 @@ import scipy.sparse as sp
 
 from lsdask import config
 from lsdask.estimators.learning import VariationalEstimator
+from lsdask.estimators.params import read_only
 from lsdask.estimators.resume import open_resume
 from lsdask.evaluate import (
     completion_score,
@@ -367,22 +369,28 @@ class LDA(VariationalEstimator):
         ``partial_fit`` calls) and the topics are updated once. Documents are
         counted once per call: do not pass the same documents twice.
         ``elbo_trace_`` gains the ELBO of all documents taken in so far, which
-        falls as documents are added (compare it per token). With the default
+        falls as documents are added (compare it per token); ``lap_trace_``
+        repeats ``n_laps_`` (an update is no lap) and ``time_trace_`` adds the
+        call's seconds. With the default
         client a call on one batch (an array of at most ``batch_size`` rows,
         or a corpus of one row group) runs in this process; a call on more
         starts a LocalCluster and closes it when done (seconds each time), so
         a stream of many calls should pass one ``client`` (a
         ``distributed.Client``, kept open) or ``client="sync"``.
         """
+        started = time.perf_counter()
         self._check_params()
         source, vocab = self._source(X)
         if not hasattr(self, "posterior_"):
+            _check_has_tokens(X, source)  # the first call starts the topics from X
             rng = np.random.default_rng(self.random_state)
             model = self._model(source.n_features)
             sample, counts = self._init_inputs(model, source, rng)
             glob = model.global_step(self._initial_stats(model, sample, rng, counts, source.n_rows))
             total = model.empty_stats()
             self.elbo_trace_ = np.zeros(0)
+            self.lap_trace_ = np.zeros(0)
+            self.time_trace_ = np.zeros(0)
             self.n_laps_ = 0
             self.converged_ = False
         else:
@@ -402,17 +410,29 @@ class LDA(VariationalEstimator):
                 executor.close()
         total = total + sum_stats(fresh)
         glob = model.global_step(total)
+        # one entry per update in every trace; a partial_fit is no lap: n_laps_ stays
         self.elbo_trace_ = np.append(self.elbo_trace_, model.elbo(total, glob))
+        self.lap_trace_ = np.append(self._trace("lap_trace_"), self.n_laps_)
+        times = self._trace("time_trace_")
+        before = float(times[np.isfinite(times)][-1]) if np.isfinite(times).any() else 0.0
+        self.time_trace_ = np.append(times, before + time.perf_counter() - started)
         self.n_features_in_ = source.n_features
         self._set_fitted(model, glob, total, vocab)
         return self
+
+    def _trace(self, name: str) -> np.ndarray:
+        """A trace of the fit so far; one saved without it (older model folders)
+        comes back padded with nan to the ELBO trace's length before this update."""
+        n = len(self.elbo_trace_) - 1
+        trace = np.asarray(getattr(self, name, np.zeros(0)), dtype=np.float64)
+        return np.concatenate([trace, np.full(max(n - len(trace), 0), np.nan)])[:n]
 
     def _set_fitted(self, model: LDAModel, glob, stats: SuffStats, vocab) -> None:
         self.model_ = model
         self.posterior_ = glob
         self.stats_ = stats
-        self.components_ = glob.lam
-        self.topic_word_ = glob.topics
+        self.components_ = read_only(glob.lam)
+        self.topic_word_ = read_only(glob.topics)
         self.vocabulary_ = vocab
 
     # -- inference ----------------------------------------------------------------
@@ -440,6 +460,16 @@ class LDA(VariationalEstimator):
         for batch in source.batches:
             yield as_csr_batch(batch.load())
 
+    def fit_transform(self, X: Any, y: Any = None) -> sp.csr_matrix:
+        """``fit(X)``, then ``transform(X)``: X's document-topic weights."""
+        return self.fit(X).transform(X)
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        """The names of transform's columns, ``lda0 .. lda{K-1}`` (scikit-learn's
+        convention for LatentDirichletAllocation)."""
+        self._check_fitted()
+        return np.array([f"lda{k}" for k in range(self.model_.n_components)], dtype=object)
+
     def transform(self, X: Any) -> sp.csr_matrix:
         """Document-topic weights ``E[pi_d]`` over the topics each document uses.
 
@@ -457,13 +487,15 @@ class LDA(VariationalEstimator):
 
     @property
     def topics_per_document(self) -> int:
-        """The most topics :meth:`transform` keeps per document: L, at most K."""
-        K = self.n_components
+        """The most topics :meth:`transform` keeps per document: L, at most K
+        (the fitted K: a new ``n_components`` counts from the next ``fit``)."""
+        K = self.model_.n_components if hasattr(self, "model_") else self.n_components
         return K if self.sparsity is None else min(int(self.sparsity), K)
 
     def _transform_batch(self, X: sp.csr_matrix) -> sp.csr_matrix:
         _, doc_topic, _ = self.model_.doc_topic_step(X, self.posterior_, self.sparsity)
-        theta = doc_topic + self.model_.alpha / self.n_components
+        K = self.model_.n_components  # as fitted, whatever set_params said since
+        theta = doc_topic + self.model_.alpha / K
         top = np.argsort(-theta, axis=1, kind="stable")[:, : self.topics_per_document]
         vals = np.take_along_axis(theta, top, axis=1)
         used = np.take_along_axis(doc_topic, top, axis=1) > self.model_.options.eps
@@ -471,7 +503,7 @@ class LDA(VariationalEstimator):
         sums = vals.sum(axis=1, keepdims=True)
         vals = np.divide(vals, sums, out=np.zeros_like(vals), where=sums > 0)
         indptr = np.concatenate([[0], np.cumsum(used.sum(axis=1))])
-        out = sp.csr_matrix((vals[used], top[used], indptr), shape=(X.shape[0], self.n_components))
+        out = sp.csr_matrix((vals[used], top[used], indptr), shape=(X.shape[0], K))
         out.sort_indices()
         return out
 
@@ -488,8 +520,10 @@ class LDA(VariationalEstimator):
         return completion_score(loglik, tokens)
 
     def top_words(self, n: int = 10) -> list[list[str]]:
-        """Each topic's n most probable words (word ids as strings without a vocabulary)."""
+        """Each topic's n most probable words (word ids as strings without a
+        vocabulary), at most the vocabulary's size."""
         self._check_fitted()
+        n = check_int("n", n, 1)
         ids = top_word_ids(self.topic_word_, n)
         vocab = self.vocabulary_
         return [[vocab[i] if vocab is not None else str(i) for i in row] for row in ids]
@@ -497,4 +531,5 @@ class LDA(VariationalEstimator):
     def coherence(self, X: Any, n: int = 10) -> np.ndarray:
         """UMass coherence of each topic's top n words over documents X (Eq. 13)."""
         self._check_fitted()
+        n = check_int("n", n, 1)
         return umass_coherence(self.topic_word_, self._row_batches(X), n)

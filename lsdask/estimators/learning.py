@@ -23,6 +23,7 @@ from lsdask.learn.base import LearnResult
 from lsdask.learn.vb import FullBatchVB
 from lsdask.models.stats import SuffStats
 from lsdask.validation import (
+    NotFittedError,
     check_choice,
     check_int,
     check_positive_float,
@@ -47,7 +48,7 @@ class VariationalEstimator(Parameters):
         self._check_init()
         check_int("n_laps", self.n_laps, 1)
         check_int("n_init", self.n_init, 1)
-        check_positive_float("tol", self.tol)
+        check_positive_float("tol", self.tol, "0 never stops before n_laps.", zero=True)
         if self.batch_size is not None:
             check_int("batch_size", self.batch_size, 1, hint="Use None for the store's chunks.")
         if self.batches_per_update is not None:
@@ -165,8 +166,17 @@ class VariationalEstimator(Parameters):
                 stop_requested=stop_requested,
             )  # fmt: skip
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle without a live ``client`` (a ``distributed.Client`` or executor
+        cannot travel): it unpickles with ``client=None``; ``"sync"`` and
+        scheduler addresses are kept."""
+        state = self.__dict__.copy()
+        if not (self.client is None or isinstance(self.client, str)):
+            state["client"] = None
+        return state
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "posterior_"):
-            raise RuntimeError(
+            raise NotFittedError(
                 f"This {type(self).__name__} is not fitted yet; call fit(X) before using it."
             )

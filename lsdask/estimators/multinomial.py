@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lsdask.estimators.base import MixtureEstimatorBase
+from lsdask.estimators.params import read_only
 from lsdask.models import MixtureModel, Multinomial
 from lsdask.validation import check_positive_float
 
@@ -79,4 +80,4 @@ class MultinomialMixture(MixtureEstimatorBase):
         return Multinomial(lam=check_positive_float("lam", self.lam))
 
     def _set_fitted(self, model: MixtureModel) -> None:
-        self.components_ = self.posterior_.obs.topics
+        self.components_ = read_only(self.posterior_.obs.topics)

@@ -12,7 +12,18 @@ import copy
 import inspect
 from typing import Any, TypeVar
 
+import numpy as np
+
 E = TypeVar("E", bound="Parameters")
+
+
+def read_only(array: Any) -> Any:
+    """A read-only view of a fitted array that aliases the model's state, so that
+    an in-place edit (``components_ /= ...``) fails instead of changing the
+    model behind its back; edit a copy."""
+    view = np.asarray(array).view()
+    view.flags.writeable = False
+    return view
 
 
 class Parameters:

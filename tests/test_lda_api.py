@@ -1,0 +1,129 @@
+"""LDA's estimator conventions: the fitted state against later parameters,
+pickling, read-only fitted arrays, scoring invariants, small API checks."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import lsdask
+from lsdask.io.sources import DataError
+from lsdask.persist import load_lda, save_lda
+from lsdask.validation import NotFittedError
+from tests.test_lda import _corpus
+
+
+@pytest.fixture(scope="module")
+def docs() -> sp.csr_matrix:
+    X, _ = _corpus(np.random.default_rng(7), n_docs=240, K=5, V=80, length=40)
+    return X
+
+
+@pytest.fixture(scope="module")
+def fitted(docs) -> lsdask.LDA:
+    return lsdask.LDA(5, sparsity=3, n_laps=3, client="sync", random_state=0).fit(docs[:200])
+
+
+def test_parameters_changed_after_fit_leave_the_fitted_model_as_it_was(fitted, docs, tmp_path):
+    """set_params(n_components=...) counts from the next fit: transform keeps the
+    fitted K (it built a CSR of K=2 columns holding topic ids up to 4, whose
+    toarray() crashed the process), and save/load keeps the fitted K, alpha, eta."""
+    model = pickle.loads(pickle.dumps(fitted))
+    before = model.transform(docs[200:])
+    model.set_params(n_components=2, alpha=3.0, eta=0.7)
+    after = model.transform(docs[200:])
+    after.check_format(full_check=True)
+    assert after.shape == (40, 5) and model.topics_per_document == 3
+    assert (after != before).nnz == 0
+    save_lda(model, tmp_path / "m")
+    loaded = load_lda(tmp_path / "m", client="sync")
+    assert (loaded.n_components, loaded.alpha, loaded.eta) == (5, 0.5, 0.1)
+    assert (loaded.transform(docs[200:]) != before).nnz == 0
+
+
+def test_fitted_arrays_are_read_only_views(fitted, docs):
+    """components_ is the model's lambda: an in-place edit (components_ /= ...)
+    used to change what a saved and reloaded model computes; now it fails."""
+    assert not fitted.components_.flags.writeable and not fitted.topic_word_.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        fitted.components_ /= fitted.components_.sum(axis=1, keepdims=True)
+    np.testing.assert_array_equal(fitted.components_, fitted.posterior_.lam)
+    normalized = fitted.components_ / fitted.components_.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(normalized.sum(axis=1), 1.0)  # a copy is free to change
+    gmm = lsdask.GaussianMixture(
+        2, sparsity=1, n_laps=2, covariance_type="diag", client="sync", random_state=0
+    )
+    gmm.fit(np.random.default_rng(0).normal(size=(60, 3)))
+    assert not gmm.means_.flags.writeable and not gmm.covariances_.flags.writeable
+
+
+def test_a_model_fitted_on_a_dask_client_pickles_without_it(docs, dask_client):
+    model = lsdask.LDA(5, sparsity=3, n_laps=2, client=dask_client, random_state=0)
+    model.fit(docs[:200])
+    copy = pickle.loads(pickle.dumps(model))
+    assert copy.client is None and model.client is dask_client
+    assert (copy.transform(docs[200:]) != model.transform(docs[200:])).nnz == 0
+    assert pickle.loads(pickle.dumps(lsdask.LDA(5, client="sync"))).client == "sync"
+
+
+def test_score_does_not_depend_on_how_the_matrix_is_stored(fitted, docs):
+    """The heldout split is over word types in id order: entries stored in
+    another order, or a word stored twice, score as the canonical matrix."""
+    X = sp.csr_matrix(docs[200:])
+    reference = fitted.score(X)
+    rows = []
+    for d in range(X.shape[0]):
+        lo, hi = X.indptr[d], X.indptr[d + 1]
+        rows.append((X.indices[lo:hi][::-1], X.data[lo:hi][::-1]))
+    reversed_ = sp.csr_matrix(
+        (np.concatenate([r[1] for r in rows]), np.concatenate([r[0] for r in rows]), X.indptr),
+        shape=X.shape,
+    )
+    assert not reversed_.has_sorted_indices
+    assert fitted.score(reversed_) == reference
+    # each entry stored as two halves: the same counts, twice the entries
+    doubled = sp.csr_matrix(
+        (np.repeat(X.data / 2, 2), np.repeat(X.indices, 2), X.indptr * 2), shape=X.shape
+    )
+    assert doubled.nnz == 2 * X.nnz
+    assert fitted.score(doubled) == pytest.approx(reference, rel=1e-12)
+    assert not reversed_.has_canonical_format  # the caller's matrix is not changed
+
+
+def test_small_api(fitted, docs):
+    np.testing.assert_array_equal(fitted.get_feature_names_out(), [f"lda{k}" for k in range(5)])
+    model = lsdask.LDA(5, sparsity=3, n_laps=3, client="sync", random_state=0)
+    T = model.fit_transform(docs[:200])
+    assert (T != fitted.transform(docs[:200])).nnz == 0
+    for bad in (0, -1, 2.5):
+        with pytest.raises(ValueError, match=r"^n must be"):
+            fitted.top_words(bad)
+    assert len(fitted.top_words(10_000)[0]) == 80  # at most the vocabulary
+    unfitted = lsdask.LDA(5)
+    with pytest.raises(NotFittedError, match="not fitted yet; call fit"):
+        unfitted.transform(docs)
+    assert issubclass(NotFittedError, ValueError) and issubclass(NotFittedError, AttributeError)
+    assert not hasattr(unfitted, "components_")
+
+
+def test_tol_zero_runs_every_lap(docs):
+    model = lsdask.LDA(5, n_laps=4, tol=0, client="sync", random_state=0, init="kmeans++")
+    model.fit(docs[:200])
+    assert model.n_laps_ == 4 and not model.converged_
+    with pytest.raises(ValueError, match=r"tol must be a finite number >= 0; got -1"):
+        lsdask.LDA(5, tol=-1, client="sync").fit(docs[:200])
+
+
+def test_partial_fit_keeps_the_traces_in_step_and_checks_its_first_documents(fitted, docs):
+    model = pickle.loads(pickle.dumps(fitted))
+    n = len(model.elbo_trace_)
+    model.partial_fit(docs[200:220])
+    model.partial_fit(docs[220:240])
+    assert len(model.elbo_trace_) == len(model.lap_trace_) == len(model.time_trace_) == n + 2
+    np.testing.assert_array_equal(model.lap_trace_[n:], [model.n_laps_] * 2)
+    assert np.all(np.diff(model.time_trace_[n - 1 :]) >= 0)
+    with pytest.raises(DataError, match=r"hold no tokens"):
+        lsdask.LDA(5, client="sync").partial_fit(sp.csr_matrix((4, 80)))
