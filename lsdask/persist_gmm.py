@@ -73,8 +73,9 @@ def save_gmm(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
     model._check_fitted()
     out = Path(path)
     check_save_target(out, overwrite)
+    fitted = {"n_components": model.model_.n_components, "alpha": model.model_.alpha}
     params = {
-        name: _json_value(name, value)
+        name: _json_value(name, fitted.get(name, value))
         for name, value in model.get_params(deep=False).items()
         if name not in NOT_SAVED
     }

@@ -127,3 +127,19 @@ def test_partial_fit_keeps_the_traces_in_step_and_checks_its_first_documents(fit
     assert np.all(np.diff(model.time_trace_[n - 1 :]) >= 0)
     with pytest.raises(DataError, match=r"hold no tokens"):
         lsdask.LDA(5, client="sync").partial_fit(sp.csr_matrix((4, 80)))
+
+
+def test_a_mixture_keeps_its_fitted_k_after_set_params(tmp_path):
+    from lsdask.persist_gmm import load_gmm, save_gmm
+
+    X = np.random.default_rng(1).normal(size=(90, 3))
+    gmm = lsdask.GaussianMixture(4, sparsity=2, n_laps=2, client="sync", random_state=0).fit(X)
+    before = gmm.predict_proba(X)
+    gmm.set_params(n_components=2, alpha=7.0)
+    after = gmm.predict_proba(X)
+    after.check_format(full_check=True)
+    assert after.shape == (90, 4) and (after != before).nnz == 0
+    save_gmm(gmm, tmp_path / "g")
+    loaded = load_gmm(tmp_path / "g", client="sync")
+    assert (loaded.n_components, loaded.alpha) == (4, 1.0)
+    assert (loaded.predict_proba(X) != before).nnz == 0

@@ -196,8 +196,9 @@ class MixtureEstimatorBase(VariationalEstimator):
     def predict_proba(self, X: Any) -> Any:
         """Responsibilities: a scipy CSR matrix (n, K) with at most L entries per
         row when ``sparsity`` is set, else a dense array."""
+        self._check_fitted()
         parts = []
-        K = self.n_components
+        K = self.model_.n_components  # as fitted, whatever set_params said since
         for rows in self._blocks(X):
             out = self.model_.responsibilities(rows, self.posterior_, self.sparsity)
             if self.sparsity is None:
