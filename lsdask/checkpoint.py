@@ -97,6 +97,7 @@ class CheckpointDir:
                 "config": config,
                 "state": state.to_json(),
                 "memo": {k: f for k, f in zip(keys, memo.files(), strict=True) if f is not None},
+                "keys": list(keys),  # the batch list that state.order indexes
                 "has_init": init_stats is not None,
             }
             _write_text_atomic(tmp / "state.json", json.dumps(document, indent=1))
@@ -114,7 +115,8 @@ class CheckpointDir:
 
     def read(self, path: Path | None = None) -> dict[str, Any]:
         """The latest checkpoint (or ``path``) as a dict with ``state`` a LearnState,
-        ``init_stats`` (or None), ``memo`` (key -> file), ``config``."""
+        ``init_stats`` (or None), ``memo`` (key -> file), ``keys`` (the batch list
+        of the run), ``config``."""
         path = path or self.latest()
         if path is None:
             raise FileNotFoundError(f"checkpoint folder {self.root}: holds no checkpoint yet")
@@ -138,5 +140,6 @@ class CheckpointDir:
             "config": document["config"],
             "state": LearnState.from_json(document["state"]),
             "memo": document["memo"],
+            "keys": document.get("keys"),  # None in checkpoints before it was kept
             "init_stats": load_stats(path / "init.npz") if document.get("has_init") else None,
         }

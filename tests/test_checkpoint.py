@@ -96,6 +96,59 @@ def test_stop_mid_lap_then_resume_equals_uninterrupted(tmp_path, rng):
         (folder.root / "LATEST").unlink()
 
 
+def test_a_lap_stopped_midway_goes_on_over_a_changed_batch_list(tmp_path, rng):
+    """Stopped in lap 2, then a batch removed and two added before the resume (a
+    rescanned corpus): the lap goes on by batch key, visits the new batches and
+    not the removed one. (The order used to index the old list: an IndexError
+    after a removal, new batches skipped after an addition.)"""
+    import dataclasses
+
+    X = _heavy_tailed(rng, n=1400)
+    batches = as_batch_source(X, 100).batches  # 14 batches
+    old, extra = batches[:12], batches[12:]
+    model = MixtureModel(FullGaussian().with_data_defaults(X), 5, 1.0)
+    init = initial_stats(model, X[:1200], "kmeans++", np.random.default_rng(1))
+    learner = MemoizedVI(n_laps=2, tol=1e-15, batches_per_update=2)
+    folder = CheckpointDir(tmp_path / "ckpt")
+
+    def writer(keys):
+        return lambda state, memo, init_stats: folder.write(
+            state, memo, keys, {"model": {}, "params": {}}, init_stats
+        )
+
+    old_keys = [b.key for b in old]
+    calls = iter(range(10_000))
+    with pytest.raises(FitInterrupted):
+        learner.run(
+            model, SerialExecutor(), old, model.global_step(init), np.random.default_rng(2), 3,
+            memo=DiskMemo(folder.memo_folder, len(old)), init_stats=init,
+            checkpoint=writer(old_keys), stop_requested=lambda: next(calls) >= 8,
+        )  # fmt: skip
+    saved = folder.read()
+    assert saved["state"].lap == 1 and saved["keys"] == old_keys
+    stopped_at = saved["state"].position
+    new = [b for b in old if b.key != old_keys[saved["state"].order[0]]]  # a visited one goes
+    new += [dataclasses.replace(b, key=f"new {i}") for i, b in enumerate(extra)]
+    new_keys = [b.key for b in new]
+    state = saved["state"]
+    state.rekey(saved["keys"], new_keys)
+    assert state.position == stopped_at - 1 and sorted(state.order) == list(range(len(new)))
+    assert state.order[-2:] == [new_keys.index("new 0"), new_keys.index("new 1")]
+    memo = DiskMemo(folder.memo_folder, len(new), [saved["memo"].get(k) for k in new_keys])
+    rest = learner.run(
+        model, SerialExecutor(), new, None, np.random.default_rng(99), 3, memo=memo,
+        state=state, init_stats=saved["init_stats"], checkpoint=writer(new_keys),
+    )  # fmt: skip
+    assert rest.n_laps == 2
+    assert model.row_count(rest.stats) == pytest.approx(len(new) * 100, rel=1e-12)
+    assert all(memo.has(b) for b in range(len(new)))
+    # an older checkpoint, without the batch list: the lap starts over
+    state = folder.read()["state"]
+    state.order, state.position = [3, 1, 2], 2
+    state.rekey(None, new_keys)
+    assert (state.order, state.position) == (None, 0)
+
+
 def test_retraining_takes_in_added_and_removed_files(tmp_path, rng):
     path = tmp_path / "corpus"
     X = _docs(rng, 600)

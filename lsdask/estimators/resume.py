@@ -144,6 +144,7 @@ def checkpointing(
             "resuming %s: %d batches with memo, %d new, %d removed",
             resumed["path"].name, len(keys) - new, new, removed,
         )  # fmt: skip
+        resumed["state"].rekey(resumed.get("keys"), keys)
     memo = DiskMemo(folder.memo_folder, len(keys), files)
     config = {"model": model_to_config(model), "params": checkpoint_params(estimator)}
 

@@ -49,3 +49,22 @@ class LearnState:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LearnState:
         return cls(**data)
+
+    def rekey(self, old_keys: list[str] | None, new_keys: list[str]) -> None:
+        """Carry the lap under way over to another batch list (a corpus rescanned
+        between a stop and its resume): ``order`` holds positions in
+        ``old_keys``. The lap's visited batches stay visited, removed ones leave,
+        and new ones join the rest of the lap. Without ``old_keys`` (an older
+        checkpoint) the lap starts over, from the memo as it is."""
+        if self.order is None or old_keys == new_keys:
+            return
+        if old_keys is None:
+            self.order, self.position = None, 0
+            return
+        index = {k: i for i, k in enumerate(new_keys)}
+        moved = [index.get(old_keys[b]) for b in self.order]
+        done = [i for i in moved[: self.position] if i is not None]
+        rest = [i for i in moved[self.position :] if i is not None]
+        seen = set(done) | set(rest)
+        self.order = done + rest + [i for i in range(len(new_keys)) if i not in seen]
+        self.position = len(done)
