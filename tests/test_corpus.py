@@ -523,6 +523,30 @@ def test_rescan_rejects_a_foreign_parquet_file(tmp_path):
         Corpus.open(tmp_path / "c", rescan=True)
 
 
+def test_rescan_refuses_a_part_written_over_another_vocabulary(tmp_path, rng):
+    """Part files carry the SHA-256 of the words their ids index: one written over
+    another vocabulary (ingested without --vocab, then copied in) is refused,
+    where before its ids were read as the corpus's words."""
+    import shutil
+
+    X = _random_counts(rng, 12, 5)
+    Corpus.write(tmp_path / "c", X, VOCAB, docs_per_row_group=6, docs_per_file=6)
+    Corpus.write(tmp_path / "o", X, VOCAB[::-1], docs_per_row_group=6)
+    Corpus.write(tmp_path / "s", X[:6], VOCAB, docs_per_row_group=6)
+    shutil.copy(tmp_path / "s/parts/part-00000.parquet", tmp_path / "c/parts/new.parquet")
+    assert Corpus.open(tmp_path / "c", rescan=True).n_docs == 18  # the same words: taken in
+    shutil.copy(tmp_path / "o/parts/part-00000.parquet", tmp_path / "c/parts/bad.parquet")
+    manifest = (tmp_path / "c" / "manifest.json").read_bytes()
+    with pytest.raises(DataError, match=r"file parts/bad.parquet: was written over another "
+                       r"vocabulary .* --vocab .*c; in Python"):  # fmt: skip
+        Corpus.open(tmp_path / "c", rescan=True)
+    assert (tmp_path / "c" / "manifest.json").read_bytes() == manifest
+    meta = pq.read_schema(tmp_path / "c/parts/part-00000.parquet").metadata
+    from lsdask.io.vocabulary import vocabulary_digest
+
+    assert meta[b"lsdask.vocabulary_sha256"] == vocabulary_digest(VOCAB).encode()
+
+
 def test_batch_without_vocab_size_checks_only_negative_ids(small_corpus):
     b = small_corpus.batches[0]
     loose = CorpusBatch(b.path, b.file, b.row_group, b.n_docs, b.n_tokens)

@@ -81,6 +81,7 @@ from lsdask.io.corpus_write import (
     check_out_dir,
 )
 from lsdask.io.sources import DataError
+from lsdask.io.vocabulary import vocabulary_digest
 
 logger = logging.getLogger(__name__)
 
@@ -231,7 +232,7 @@ class Corpus:
                 f"vocab_size {manifest['vocab_size']}; the two do not belong together"
             )
         if rescan:
-            rescanned = _rescan(root, manifest)
+            rescanned = _rescan(root, manifest, vocabulary_digest(vocab))
             if rescanned["batches"] != manifest["batches"]:
                 _save_rescanned(root, rescanned)
             manifest = rescanned
@@ -321,6 +322,7 @@ class Corpus:
                 tmp / PARTS_DIR,
                 lambda i: f"part-{i:05d}.parquet",
                 per_file // rows,
+                vocabulary_digest(words),
             )
             info = ingest_info() if callable(ingest_info) else ingest_info
             manifest = _make_manifest(len(words), entries, rows, info)
@@ -378,7 +380,9 @@ class Corpus:
         rows = int(manifest.get("docs_per_row_group", DEFAULT_DOCS_PER_ROW_GROUP))
         try:
             groups = _doc_groups(docs, self.vocab_size, rows, _next_doc_id(root, manifest))
-            entries = _write_groups(groups, root / PARTS_DIR, lambda i: tmp_name, None)
+            entries = _write_groups(
+                groups, root / PARTS_DIR, lambda i: tmp_name, None, vocabulary_digest(self.vocab)
+            )
             if not entries:
                 logger.info("append to corpus %s: no documents, nothing written", root)
                 return []

@@ -27,6 +27,7 @@ from lsdask.io.corpus_write import (
     MANIFEST_NAME,
     PARTS_DIR,
     VERSION,
+    VOCAB_DIGEST_KEY,
     VOCAB_NAME,
     _as_number,
     _now,
@@ -123,8 +124,10 @@ def _parquet_files(root: Path) -> list[str]:
     )
 
 
-def _file_row_groups(root: Path, file: str) -> list[dict[str, Any]]:
-    """Batch entries of one Parquet file from its footer (and its counts column)."""
+def _file_row_groups(root: Path, file: str, vocab_digest: str) -> list[dict[str, Any]]:
+    """Batch entries of one Parquet file from its footer (and its counts column);
+    a file stamped with another vocabulary than ``vocab_digest`` is refused
+    (files of other tools carry no stamp and are taken as they are)."""
     where = f"corpus {root}, file {file}"
     try:
         with pq.ParquetFile(str(root / file)) as f:
@@ -132,6 +135,14 @@ def _file_row_groups(root: Path, file: str) -> list[dict[str, Any]]:
             if any(c not in names for c in COLUMNS):
                 raise DataError(
                     f"{where}: has columns {names}; a corpus file needs {list(COLUMNS)}"
+                )
+            stamp = (f.schema_arrow.metadata or {}).get(VOCAB_DIGEST_KEY)
+            if stamp is not None and stamp.decode() != vocab_digest:
+                raise DataError(
+                    f"{where}: was written over another vocabulary than the corpus's "
+                    f"{VOCAB_NAME}, so its word ids would be read as other words. Ingest its "
+                    f"documents with the corpus's vocabulary (lsdask ingest ... --vocab {root}; "
+                    "in Python vocab=the corpus) and put that part file in place of this one"
                 )
             entries = []
             for g in range(f.num_row_groups):
@@ -164,8 +175,9 @@ def _footer_sizes(root: Path, file: str) -> list[tuple[int, int]]:
     return [(g, n) for g, n in sizes if n > 0]
 
 
-def _rescan(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    """Rebuild the batch list from the Parquet files present in ``parts/``."""
+def _rescan(root: Path, manifest: dict[str, Any], vocab_digest: str) -> dict[str, Any]:
+    """Rebuild the batch list from the Parquet files present in ``parts/`` (new
+    and changed files checked against the vocabulary's ``vocab_digest``)."""
     listed: dict[str, list[dict[str, Any]]] = {}
     for b in manifest["batches"]:
         listed.setdefault(b["file"], []).append(b)
@@ -179,7 +191,7 @@ def _rescan(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
         if [(b["row_group"], b["n_docs"]) for b in old] == _footer_sizes(root, file):
             batches.extend(old)
         else:
-            batches.extend(_file_row_groups(root, file))
+            batches.extend(_file_row_groups(root, file, vocab_digest))
             n_changed += file in listed
     gone = sorted(set(listed) - present)
     removed = [

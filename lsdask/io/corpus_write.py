@@ -221,16 +221,25 @@ def _group_table(group: DocBatch) -> pa.Table:
     )
 
 
+#: Parquet key-value metadata of a part file: the SHA-256 of the vocabulary its
+#: word ids index (``lsdask.io.vocabulary.vocabulary_digest``), so that a part
+#: written over other words is refused when a rescan takes it in.
+VOCAB_DIGEST_KEY = b"lsdask.vocabulary_sha256"
+
+
 def _write_groups(
     groups: Iterable[DocBatch],
     parts_dir: Path,
     file_name: Callable[[int], str],
     groups_per_file: int | None,
+    vocab_digest: str,
 ) -> list[dict[str, Any]]:
-    """Write row groups to Parquet files, ``groups_per_file`` per file (None: one file).
+    """Write row groups to Parquet files, ``groups_per_file`` per file (None: one file),
+    each stamped with ``vocab_digest``.
 
     Returns the manifest batch entries; ``file_name(i)`` names the i-th file.
     """
+    schema = SCHEMA.with_metadata({VOCAB_DIGEST_KEY: vocab_digest.encode()})
     entries: list[dict[str, Any]] = []
     writer: pq.ParquetWriter | None = None
     name, in_file, file_index = "", 0, -1
@@ -241,7 +250,7 @@ def _write_groups(
                     writer.close()
                 file_index += 1
                 name, in_file = file_name(file_index), 0
-                writer = pq.ParquetWriter(str(parts_dir / name), SCHEMA)
+                writer = pq.ParquetWriter(str(parts_dir / name), schema)
             writer.write_table(_group_table(group), row_group_size=max(group.n_docs, 1))
             entries.append(
                 {
