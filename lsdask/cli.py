@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -708,7 +709,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"lsdask: stopped; checkpoint written to {stop.checkpoint}. Continue with {how}.",
             file=sys.stderr,
         )
-        return 130
+        # as a shell reports a process ended by the signal: 143 for SIGTERM, 130 for Ctrl-C
+        return 128 + (stop.signal or signal.SIGINT)
     except KeyboardInterrupt:
         print("lsdask: interrupted", file=sys.stderr)
         return 130

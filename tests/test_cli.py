@@ -559,6 +559,28 @@ def test_transform_command(saved_model: Path, bars_corpora: dict[str, Path], tmp
         np.testing.assert_allclose(got, row.toarray().ravel(), rtol=1e-6, atol=1e-7)
 
 
+def test_transform_and_topics_take_in_part_files_added_since(
+    saved_model: Path, bars_corpora: dict[str, Path], tmp_path: Path, capsys
+) -> None:
+    """As fit does, the other commands rescan the corpus (they warned that new
+    parts were ignored and pointed at Corpus.open(rescan=True), out of a CLI
+    user's reach)."""
+    import shutil
+
+    corpus = tmp_path / "c"
+    shutil.copytree(bars_corpora["heldout"], corpus)
+    first = sorted((corpus / "parts").iterdir())[0]
+    shutil.copy(first, corpus / "parts" / "zz-new.parquet")  # a partition dropped in
+    out = tmp_path / "w.parquet"
+    assert main(["transform", str(saved_model), str(corpus), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "of 80 documents in 6 row groups" in captured.out, captured.out
+    assert "ignored" not in captured.err
+    assert pq.ParquetFile(out).metadata.num_rows == 80
+    assert main(["topics", str(saved_model), "--corpus", str(corpus)]) == 0
+    assert "ignored" not in capsys.readouterr().err
+
+
 def test_transform_errors(saved_model: Path, bars_corpora: dict[str, Path], tmp_path: Path,
                           capsys) -> None:  # fmt: skip
     out = tmp_path / "w.parquet"

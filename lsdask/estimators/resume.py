@@ -13,6 +13,7 @@ from typing import Any
 
 from lsdask.checkpoint import CheckpointDir
 from lsdask.learn.memo_store import DiskMemo
+from lsdask.learn.state import FitInterrupted
 from lsdask.models.config import model_from_config, model_to_config
 
 logger = logging.getLogger(__name__)
@@ -157,8 +158,10 @@ def checkpointing(
 @contextlib.contextmanager
 def stop_on_signals(enabled: bool) -> Iterator[Callable[[], bool]]:
     """While active, the first SIGINT or SIGTERM only sets a flag that the
-    learner checks after each wave (a second SIGINT interrupts at once)."""
+    learner checks after each wave (a second SIGINT interrupts at once); the
+    :class:`FitInterrupted` it then raises carries the signal's number."""
     requested = threading.Event()
+    received: list[int] = []
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield requested.is_set
         return
@@ -169,11 +172,15 @@ def stop_on_signals(enabled: bool) -> Iterator[Callable[[], bool]]:
         logger.warning(
             "signal %d: stopping after the current batches, writing a checkpoint", signum
         )
+        received.append(signum)
         requested.set()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield requested.is_set
+    except FitInterrupted as stop:
+        stop.signal = received[0] if received else None
+        raise
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)

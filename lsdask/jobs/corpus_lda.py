@@ -59,15 +59,17 @@ WEIGHTS_SCHEMA = pa.schema(
 )
 
 
-def _open_corpus(corpus: Any, what: str, *, rescan: bool = False) -> Any:
+def _open_corpus(corpus: Any, what: str) -> Any:
     """A :class:`~lsdask.io.corpus.Corpus` from a Corpus or a path, naming ``what``
-    on errors; ``rescan`` takes in part files added or removed since it was written."""
+    on errors; a path is rescanned, as LDA.fit and score do: part files added or
+    removed since it was written are taken in (every command sees the same
+    documents)."""
     from lsdask.io.corpus import Corpus
 
     if isinstance(corpus, Corpus):
         return corpus
     try:
-        return Corpus.open(corpus, rescan=rescan)
+        return Corpus.open(corpus, rescan=True)
     except FileNotFoundError as exc:
         raise FileNotFoundError(f"{what}: {exc}") from exc
 
@@ -239,7 +241,7 @@ def fit_corpus_lda(
     from lsdask.persist import check_save_target, save_lda
     from lsdask.plotting import plot_elbo_trace
 
-    train = _open_corpus(corpus, "corpus", rescan=True)  # as LDA.fit: new or removed parts
+    train = _open_corpus(corpus, "corpus")
     held = None if heldout is None else _open_corpus(heldout, "heldout")
     if held is not None:
         _check_same_vocab(train.vocab, held, "heldout corpus", f"the training corpus {train.path}")

@@ -12,6 +12,7 @@ class FitInterrupted(Exception):
     def __init__(self, checkpoint: Any) -> None:
         super().__init__(f"stopped on request; checkpoint written to {checkpoint}")
         self.checkpoint = checkpoint
+        self.signal: int | None = None  # the signal that asked for the stop, where one did
 
 
 @dataclass
