@@ -47,7 +47,8 @@ def test_resumed_run_equals_uninterrupted_on_local_cluster(tmp_path, rng, dask_c
     ckpt = str(tmp_path / "ckpt")
     first = lsdask.GaussianMixture(6, n_laps=2, checkpoint_dir=ckpt, **kw)
     first.fit(str(tmp_path / "x.zarr"))
-    resumed = lsdask.GaussianMixture(6, n_laps=6, checkpoint_dir=ckpt, resume=True, **kw)
+    # the first run finished its 2 laps: a resume makes n_laps more
+    resumed = lsdask.GaussianMixture(6, n_laps=4, checkpoint_dir=ckpt, resume=True, **kw)
     resumed.fit(str(tmp_path / "x.zarr"))
     assert resumed.n_laps_ == whole.n_laps_ == 6
     np.testing.assert_allclose(resumed.elbo_trace_, whole.elbo_trace_, rtol=1e-10)
@@ -147,6 +148,24 @@ def test_a_lap_stopped_midway_goes_on_over_a_changed_batch_list(tmp_path, rng):
     state.order, state.position = [3, 1, 2], 2
     state.rekey(None, new_keys)
     assert (state.order, state.position) == (None, 0)
+
+
+def test_a_finished_run_resumed_makes_n_laps_more_whatever_their_number(tmp_path, rng):
+    """After a run of 2 laps, resuming with n_laps=3 makes 3 more (5 in all): the
+    checkpoint says the run had made the laps it was to make. (It used to
+    compare with the new n_laps: 3 meant 3 in all, 1 meant 1 more.)"""
+    path = tmp_path / "corpus"
+    Corpus.write(path, _docs(rng, 200), [f"w{i}" for i in range(60)], docs_per_row_group=100)
+    kw = dict(sparsity=3, random_state=0, client="sync", checkpoint_dir=str(tmp_path / "ck"),
+              resume=True, tol=0, init="kmeans++")  # fmt: skip
+    assert lsdask.LDA(4, n_laps=2, **kw).fit(str(path)).n_laps_ == 2
+    assert CheckpointDir(tmp_path / "ck").read()["state"].target_laps == 2
+    assert lsdask.LDA(4, n_laps=3, **kw).fit(str(path)).n_laps_ == 5
+    assert lsdask.LDA(4, n_laps=1, **kw).fit(str(path)).n_laps_ == 6
+    # a checkpoint written before target_laps was kept: compared with n_laps, as before
+    state = CheckpointDir(tmp_path / "ck").read()["state"]
+    state.target_laps = None
+    assert state.finished(6) and not state.finished(7)
 
 
 def test_retraining_takes_in_added_and_removed_files(tmp_path, rng):
@@ -292,7 +311,7 @@ def test_resume_refuses_another_model_or_data_and_leaves_the_checkpoint(tmp_path
     lda = dict(n_laps=1, client="sync", random_state=0, batch_size=100, gibbs_sweeps=10)
     lsdask.LDA(4, checkpoint_dir=str(ckpt), **lda).fit(docs)
     before = _snapshot(ckpt)
-    resume = dict(checkpoint_dir=str(ckpt), resume=True, **{**lda, "n_laps": 3})
+    resume = dict(checkpoint_dir=str(ckpt), resume=True, **{**lda, "n_laps": 2})  # 2 more
     with pytest.raises(
         ValueError, match=r"vocab_size 60 \(asked 50\).*--vocab of the first corpus"
     ):
@@ -315,7 +334,7 @@ def test_resume_refuses_a_corpus_over_other_words_of_the_same_number(tmp_path, r
     with pytest.raises(ValueError, match=r"over another vocabulary than that of Parquet corpus"):
         lsdask.LDA(4, n_laps=2, resume=True, **kw).fit(str(tmp_path / "b"))
     assert _snapshot(ckpt) == before
-    assert lsdask.LDA(4, n_laps=2, resume=True, **kw).fit(str(tmp_path / "a")).n_laps_ == 2
+    assert lsdask.LDA(4, n_laps=2, resume=True, **kw).fit(str(tmp_path / "a")).n_laps_ == 3
 
 
 def test_checkpoints_are_not_written_into_other_folders(tmp_path, rng):

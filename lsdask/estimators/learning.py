@@ -154,8 +154,9 @@ class VariationalEstimator(Parameters):
             return learner.run(model, executor, source.batches, glob, rng, self.sparsity, callback)
         learner = MemoizedVI(self.n_laps, self.tol, self.batches_per_update, progress=self.progress)
         state = None if resumed is None else resumed["state"]
-        if state is not None and (state.converged or state.lap >= self.n_laps):
-            # a finished run taken up again (new data, say): n_laps more laps
+        if state is not None and state.finished(self.n_laps):
+            # a finished run taken up again (new data, say): n_laps more laps; a
+            # stopped one goes on towards n_laps in all, as if never stopped
             learner.n_laps = state.lap + self.n_laps
             state.converged = False
         memo, write = checkpointing(self, model, source.batches, resumed)

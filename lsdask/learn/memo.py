@@ -134,6 +134,7 @@ class MemoizedVI:
                 rng_state=rng.bit_generator.state, elbo_trace=list(result.elbo_trace),
                 lap_trace=list(result.lap_trace), time_trace=list(result.time_trace),
                 lap_elbos=list(lap_elbos), converged=result.converged,
+                target_laps=self.n_laps,
             )  # fmt: skip
 
         for lap in range(state.lap + 1, self.n_laps + 1):

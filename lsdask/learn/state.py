@@ -32,6 +32,10 @@ class LearnState:
         The numpy Generator's bit-generator state after ``order`` was drawn.
     elbo_trace, lap_trace, time_trace, lap_elbos : lists of float
     converged : bool
+    target_laps : int or None
+        The laps the run was to make (its ``n_laps``): a run resumed after
+        reaching them is a finished one taken up again (None in checkpoints
+        written before it was kept).
     """
 
     lap: int = 0
@@ -43,6 +47,13 @@ class LearnState:
     time_trace: list[float] = field(default_factory=list)
     lap_elbos: list[float] = field(default_factory=list)
     converged: bool = False
+    target_laps: int | None = None
+
+    def finished(self, n_laps: int) -> bool:
+        """Whether the run had ended (converged, or made the laps it was to make;
+        ``n_laps``, the laps now asked for, where the checkpoint does not say)."""
+        target = self.target_laps if self.target_laps is not None else n_laps
+        return self.converged or self.lap >= target
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
