@@ -547,6 +547,25 @@ def test_rescan_refuses_a_part_written_over_another_vocabulary(tmp_path, rng):
     assert meta[b"lsdask.vocabulary_sha256"] == vocabulary_digest(VOCAB).encode()
 
 
+def test_rescan_warns_of_a_new_part_whose_doc_ids_meet_anothers(tmp_path, rng, caplog):
+    import shutil
+
+    X = _random_counts(rng, 12, 5)
+    Corpus.write(tmp_path / "c", X, VOCAB, docs_per_row_group=6, docs_per_file=6)
+    Corpus.write(tmp_path / "o", [(100 + i, [1], [2.0]) for i in range(3)], VOCAB)
+    shutil.copy(tmp_path / "o/parts/part-00000.parquet", tmp_path / "c/parts/own-ids.parquet")
+    with caplog.at_level(logging.WARNING, logger="lsdask.io"):
+        assert Corpus.open(tmp_path / "c", rescan=True).n_docs == 15
+    assert "doc_ids" not in caplog.text  # 100..102: new ids
+    shutil.copy(tmp_path / "c/parts/part-00001.parquet", tmp_path / "c/parts/again.parquet")
+    with caplog.at_level(logging.WARNING, logger="lsdask.io"):
+        assert Corpus.open(tmp_path / "c", rescan=True).n_docs == 21
+    assert (
+        "new part parts/again.parquet holds doc_ids 6..11, and parts/part-00001.parquet holds "
+        "6..11: if these are the same documents they are now counted twice" in caplog.text
+    )
+
+
 def test_batch_without_vocab_size_checks_only_negative_ids(small_corpus):
     b = small_corpus.batches[0]
     loose = CorpusBatch(b.path, b.file, b.row_group, b.n_docs, b.n_tokens)

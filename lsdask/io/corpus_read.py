@@ -193,6 +193,9 @@ def _rescan(root: Path, manifest: dict[str, Any], vocab_digest: str) -> dict[str
         else:
             batches.extend(_file_row_groups(root, file, vocab_digest))
             n_changed += file in listed
+    new_files = [f for f in order if f not in listed]
+    if new_files:
+        _warn_of_shared_doc_ids(root, new_files, order)
     gone = sorted(set(listed) - present)
     removed = [
         {
@@ -237,22 +240,53 @@ def _rescan(root: Path, manifest: dict[str, Any], vocab_digest: str) -> dict[str
     return new
 
 
+def _doc_id_range(root: Path, file: str) -> tuple[int, int] | None:
+    """Smallest and largest doc_id of a part file, from the Parquet row-group
+    statistics where present, else the column itself; None when it holds none."""
+    meta = pq.ParquetFile(root / file).metadata
+    col = meta.schema.to_arrow_schema().get_field_index("doc_id")
+    lo, hi = None, None
+    for rg in range(meta.num_row_groups):
+        if meta.row_group(rg).num_rows == 0:
+            continue
+        stats = meta.row_group(rg).column(col).statistics
+        if stats is None or not stats.has_min_max:
+            ids = pq.read_table(root / file, columns=["doc_id"]).column(0).to_numpy()
+            return (int(ids.min()), int(ids.max())) if ids.size else None
+        lo = int(stats.min) if lo is None else min(lo, int(stats.min))
+        hi = int(stats.max) if hi is None else max(hi, int(stats.max))
+    return None if lo is None else (lo, hi)
+
+
 def _next_doc_id(root: Path, manifest: dict[str, Any]) -> int:
-    """One more than the largest doc_id of the listed files (0 for an empty corpus),
-    from the Parquet row-group statistics where present, else the column itself."""
-    largest = -1
-    for file in sorted({b["file"] for b in manifest["batches"]}):
-        meta = pq.ParquetFile(root / file).metadata
-        col = meta.schema.to_arrow_schema().get_field_index("doc_id")
-        for rg in range(meta.num_row_groups):
-            stats = meta.row_group(rg).column(col).statistics
-            if stats is not None and stats.has_min_max:
-                largest = max(largest, int(stats.max))
-            else:
-                ids = pq.read_table(root / file, columns=["doc_id"]).column(0).to_numpy()
-                largest = max(largest, int(ids.max()) if ids.size else -1)
+    """One more than the largest doc_id of the listed files (0 for an empty corpus)."""
+    ranges = [_doc_id_range(root, f) for f in sorted({b["file"] for b in manifest["batches"]})]
+    return max((r[1] for r in ranges if r is not None), default=-1) + 1
+
+
+def _warn_of_shared_doc_ids(root: Path, new_files: list[str], files: list[str]) -> None:
+    """Warn where a new part's doc_id range meets another part's: the same
+    documents dropped in twice, or new ones numbered from 0 again (ingested
+    apart, then copied in), which transform's output cannot tell apart."""
+    ranges = {f: _doc_id_range(root, f) for f in files}
+    for f in new_files:
+        mine = ranges[f]
+        if mine is None:
+            continue
+        for g in files:
+            theirs = ranges[g]
+            if g == f or theirs is None or (g in new_files and files.index(g) > files.index(f)):
+                continue
+            if mine[0] <= theirs[1] and theirs[0] <= mine[1]:
+                logger.warning(
+                    "corpus %s: new part %s holds doc_ids %d..%d, and %s holds %d..%d: if these "
+                    "are the same documents they are now counted twice, and the doc_ids of "
+                    "transform's output do not tell the two apart. Give new documents their "
+                    "own ids (lsdask ingest jsonl/table --id), or add them with "
+                    "Corpus.append, which numbers them after the corpus's largest doc_id",
+                    root, f, mine[0], mine[1], g, theirs[0], theirs[1],
+                )  # fmt: skip
                 break
-    return largest + 1
 
 
 def _check_files(root: Path, manifest: dict[str, Any]) -> None:
