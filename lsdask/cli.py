@@ -259,7 +259,13 @@ def _add_ingest(sub: Any) -> None:
         p = kinds.add_parser(name, help=help_text, description=help_text)
         for dest, what in _INGEST_INPUTS[name]:
             p.add_argument(dest, type=Path, metavar=dest.upper(), help=what)
-        p.add_argument("--out", type=_out_path, required=True, help="corpus directory to write")
+        target = p.add_mutually_exclusive_group(required=True)
+        target.add_argument("--out", type=_out_path, help="corpus directory to write")
+        target.add_argument(
+            "--append-to", type=Path, metavar="CORPUS",
+            help="add the documents to an existing corpus as a new part file: its "
+            "vocabulary and tokenizer, doc_ids after its largest (retraining data)",
+        )  # fmt: skip
         # as in the ingest functions' signatures (a test checks); LDA-C/UCI keep every word
         defaults = INGEST_DF_DEFAULTS.get(name, {"min_df": "none", "max_df": "none"})
         p.add_argument(
@@ -563,7 +569,13 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         options.update(text_fields=args.fields, id_field=args.id)
     elif args.kind == "table":
         options.update(text_column=args.column, id_column=args.id, encoding=args.encoding)
-    summary = run_ingest(args.kind, inputs, args.out, options=options, vocab=args.vocab)
+    appending = args.append_to is not None
+    if appending and args.overwrite:
+        raise ValueError("--overwrite replaces a corpus; --append-to adds to one: drop one of them")
+    summary = run_ingest(
+        args.kind, inputs, args.append_to if appending else args.out, options=options,
+        vocab=args.vocab, append=appending,
+    )  # fmt: skip
     print(format_ingest_summary(summary))
     return 0
 

@@ -687,6 +687,48 @@ def test_ingest_tokenizer_options(tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "d").exists()
 
 
+def test_ingest_append_to_a_corpus(tmp_path: Path, capsys, caplog) -> None:
+    """Retraining data added to a corpus from the command line: its vocabulary and
+    tokenizer, a new part, doc_ids after the corpus's (ingesting apart and copying
+    the part in numbered them from 0 again)."""
+    csv = tmp_path / "docs.csv"
+    csv.write_text("text\n" + "".join(f"{t}\n" for t in TEXTS))
+    corpus = tmp_path / "c"
+    assert main(["ingest", "table", str(csv), "--out", str(corpus), "--min-df", "1",
+                 "--max-df", "1.0", "--add-stopwords", "garden"]) == 0  # fmt: skip
+    capsys.readouterr()
+    new = tmp_path / "new.csv"
+    new.write_text("text\nthe cat in the garden\na red dog and a zebra\n")
+    with caplog.at_level(logging.WARNING, logger="lsdask.io"):
+        assert main(["ingest", "table", str(new), "--append-to", str(corpus)]) == 0
+    out = capsys.readouterr().out
+    assert f"appended to corpus: {corpus}, as parts/part-00001.parquet" in out
+    assert "the corpus now holds 6 documents" in out and "documents: 2 (0 empty)" in out
+    assert "doc_ids" not in caplog.text  # no clash with the corpus's own ids
+    grown = Corpus.open(corpus)
+    X, ids = read_all(grown, return_doc_ids=True)
+    np.testing.assert_array_equal(ids, np.arange(6))
+    words = grown.vocab
+    assert "garden" not in words  # the corpus's own stopwords, inherited
+    assert {words[i] for i in X[4].indices} == {"cat"}  # 'zebra' is outside the vocabulary
+    assert {words[i] for i in X[5].indices} == {"red", "dog"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "docs.csv", "new.csv"]
+    # errors leave the corpus as it was
+    before = (corpus / "manifest.json").read_bytes()
+    assert main(["ingest", "table", str(new), "--append-to", str(corpus), "--min-df", "1"]) == 2
+    assert "min_df prune a vocabulary built from the data" in capsys.readouterr().err
+    assert main(["ingest", "table", str(new), "--append-to", str(corpus), "--vocab",
+                 str(corpus)]) == 2  # fmt: skip
+    assert "drop --vocab" in capsys.readouterr().err
+    assert main(["ingest", "table", str(tmp_path / "missing.csv"), "--append-to",
+                 str(corpus)]) == 2  # fmt: skip
+    capsys.readouterr()
+    assert (corpus / "manifest.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "docs.csv", "new.csv"]
+    with pytest.raises(SystemExit):
+        main(["ingest", "table", str(new), "--append-to", str(corpus), "--out", str(corpus)])
+
+
 def test_ingest_jsonl_table_with_imposed_vocab(tmp_path: Path, capsys) -> None:
     jsonl = tmp_path / "docs.jsonl"
     jsonl.write_text("".join(f'{{"title": "t{i}", "body": "{t}"}}\n' for i, t in enumerate(TEXTS)))

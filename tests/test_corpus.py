@@ -566,6 +566,24 @@ def test_rescan_warns_of_a_new_part_whose_doc_ids_meet_anothers(tmp_path, rng, c
     )
 
 
+def test_append_corpus_numbers_after_the_largest_id_or_keeps_own_ids(tmp_path, rng):
+    X = _random_counts(rng, 9, 5)
+    c = Corpus.write(tmp_path / "c", X[:5], VOCAB, docs_per_row_group=2)
+    Corpus.write(tmp_path / "n", X[5:], VOCAB, docs_per_row_group=3)
+    added = c.append_corpus(Corpus.open(tmp_path / "n"))
+    assert [b.n_docs for b in added] == [2, 2]  # the corpus's own row-group size, not 3
+    Y, ids = read_all(Corpus.open(tmp_path / "c"), return_doc_ids=True)
+    np.testing.assert_array_equal(ids, np.arange(9))
+    np.testing.assert_allclose(Y.toarray(), X.toarray())
+    Corpus.write(tmp_path / "k", [(50, [0], [1.0]), (70, [2], [2.0])], VOCAB)
+    c.append_corpus(Corpus.open(tmp_path / "k"), keep_ids=True)
+    assert list(read_all(c, return_doc_ids=True)[1][-2:]) == [50, 70]
+    Corpus.write(tmp_path / "o", X[:2], VOCAB[::-1])
+    with pytest.raises(ValueError, match=r"over another vocabulary than corpus .*--append-to"):
+        c.append_corpus(Corpus.open(tmp_path / "o"))
+    assert c.n_docs == 11
+
+
 def test_batch_without_vocab_size_checks_only_negative_ids(small_corpus):
     b = small_corpus.batches[0]
     loose = CorpusBatch(b.path, b.file, b.row_group, b.n_docs, b.n_tokens)

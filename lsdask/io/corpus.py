@@ -41,7 +41,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,7 @@ from lsdask.io.corpus_write import (
     check_out_dir,
 )
 from lsdask.io.sources import DataError
-from lsdask.io.vocabulary import vocabulary_digest
+from lsdask.io.vocabulary import vocabulary_difference, vocabulary_digest
 
 logger = logging.getLogger(__name__)
 
@@ -413,6 +413,36 @@ class Corpus:
             len(entries),
         )
         return self._batches[-len(entries) :]
+
+    def append_corpus(
+        self, other: Corpus, *, keep_ids: bool = False, file_name: str | None = None
+    ) -> list[CorpusBatch]:
+        """Add the documents of ``other``, a corpus over this one's vocabulary
+        (ingested with ``vocab=`` this corpus), as one new part file, row group
+        by row group (bounded memory). They are numbered after this corpus's
+        largest doc_id, so that ids stay unique, unless ``keep_ids`` (ids of
+        their own, e.g. ingested with ``id_field``). Returns the new batches.
+        """
+        difference = vocabulary_difference(self.vocab, other.vocab)
+        if difference is not None:
+            raise ValueError(
+                f"corpus {other.path} is over another vocabulary than corpus {self.path}: "
+                f"{difference}. Ingest its documents with vocab={self.path} (lsdask ingest "
+                f"... --append-to {self.path})"
+            )
+        first = _next_doc_id(Path(self._path), _read_manifest(Path(self._path)))
+
+        def documents() -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+            i = first
+            for batch in other.batches:
+                rows = batch.load()
+                for d in range(rows.n_docs):
+                    lo, hi = rows.indptr[d], rows.indptr[d + 1]
+                    doc_id = int(rows.doc_ids[d]) if keep_ids else i
+                    yield doc_id, rows.word_ids[lo:hi], rows.counts[lo:hi]
+                    i += 1
+
+        return self.append(documents(), file_name=file_name)
 
 
 def read_all(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,16 @@ def run_ingest(
     options: Mapping[str, Any] | None = None,
     vocab: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
+    append: bool = False,
 ) -> dict[str, Any]:
     """Ingest ``inputs`` into the corpus ``out_dir`` with the ``kind`` function.
+
+    With ``append``, ``out_dir`` is an existing corpus that gains the documents
+    as one new part file (:meth:`~lsdask.io.corpus.Corpus.append_corpus`):
+    encoded over its vocabulary by the tokenizer it was ingested with, and
+    numbered after its largest doc_id (unless they bring ids of their own).
+    They are ingested into a hidden sibling folder first, so a failure leaves
+    the corpus as it was.
 
     Parameters
     ----------
@@ -129,6 +138,8 @@ def run_ingest(
             f"({', '.join(INGEST_KINDS[kind])}); got {len(inputs)}"
         )
     kwargs = {k: v for k, v in (options or {}).items() if v is not None}
+    if append:
+        return _append(functions[kind], inputs, out_dir, kwargs, vocab, progress)
     imposed = read_vocab_arg(vocab)
     if imposed is not None:
         kwargs["vocab"] = imposed
@@ -136,10 +147,51 @@ def run_ingest(
     return functions[kind](*inputs, out_dir, progress=progress, **kwargs)
 
 
+def _append(
+    function: Any,
+    inputs: list[str | os.PathLike[str]],
+    corpus_dir: str | os.PathLike[str],
+    kwargs: dict[str, Any],
+    vocab: Any,
+    progress: bool | None,
+) -> dict[str, Any]:
+    """``run_ingest(..., append=True)``: ingest beside the corpus, then append."""
+    from lsdask.io.atomic import remove_tree
+    from lsdask.io.corpus import Corpus
+
+    if vocab is not None:
+        raise ValueError(
+            "appending to a corpus imposes that corpus's vocabulary; drop --vocab (vocab=)"
+        )
+    target = Corpus.open(corpus_dir)
+    root = Path(target.path)
+    staging = root.parent / f".{root.name}.append-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    logger.info("ingest %s -> new part of corpus %s", [str(p) for p in inputs], target.path)
+    try:
+        summary = function(*inputs, staging, progress=progress, vocab=target, **kwargs)
+        keep_ids = bool(kwargs.get("id_field") or kwargs.get("id_column"))
+        added = target.append_corpus(Corpus.open(staging), keep_ids=keep_ids)
+    finally:
+        remove_tree(staging)
+    summary.update(
+        path=str(target.path),
+        appended_part=added[0].file if added else None,
+        corpus_docs=target.n_docs,
+        n_batches=len(added),
+    )
+    return summary
+
+
 def format_ingest_summary(summary: Mapping[str, Any]) -> str:
     """Readable lines of an ingest summary."""
-    lines = [
-        f"corpus: {summary['path']}",
+    lines = [f"corpus: {summary['path']}"]
+    if "appended_part" in summary:
+        part = summary["appended_part"] or "nothing (no documents)"
+        lines = [
+            f"appended to corpus: {summary['path']}, as {part} (the corpus now holds "
+            f"{summary['corpus_docs']:,} documents)"
+        ]
+    lines += [
         f"documents: {summary['n_docs']:,} ({summary['n_empty_docs']:,} empty)",
         f"tokens: {summary['n_tokens']:,}",
         f"vocabulary: {summary['vocab_size']:,} words",
