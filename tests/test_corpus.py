@@ -584,6 +584,24 @@ def test_append_corpus_numbers_after_the_largest_id_or_keeps_own_ids(tmp_path, r
     assert c.n_docs == 11
 
 
+def test_rescan_rereads_a_part_replaced_in_place(tmp_path, rng, caplog):
+    """Same row groups of the same sizes, other documents: the manifest's sizes
+    used to stay as they were (only row-group document counts were compared)."""
+    import shutil
+
+    c = Corpus.write(tmp_path / "c", _random_counts(rng, 6, 5), VOCAB, docs_per_row_group=3)
+    heavier = sp.csr_matrix(_random_counts(rng, 6, 5).toarray() * 7 + 1)
+    Corpus.write(tmp_path / "h", heavier, VOCAB, docs_per_row_group=3)
+    shutil.copy(tmp_path / "h/parts/part-00000.parquet", tmp_path / "c/parts/part-00000.parquet")
+    with caplog.at_level(logging.INFO, logger="lsdask.io"):
+        fresh = Corpus.open(tmp_path / "c", rescan=True)
+    assert "(0 new, 1 changed, 0 gone)" in caplog.text
+    assert fresh.n_tokens == heavier.sum() != c.n_tokens
+    assert [b.n_tokens for b in fresh.batches] == [heavier[:3].sum(), heavier[3:].sum()]
+    # an unchanged corpus rescans to the same batches
+    assert Corpus.open(tmp_path / "c", rescan=True).batches == fresh.batches
+
+
 def test_batch_without_vocab_size_checks_only_negative_ids(small_corpus):
     b = small_corpus.batches[0]
     loose = CorpusBatch(b.path, b.file, b.row_group, b.n_docs, b.n_tokens)

@@ -152,6 +152,9 @@ def _file_row_groups(root: Path, file: str, vocab_digest: str) -> list[dict[str,
                 counts = _single_array(f.read_row_group(g, columns=["counts"]).column(0))
                 tokens = pc.sum(counts.flatten()).as_py() or 0
                 entries.append({"file": file, "row_group": g, "n_docs": n, "n_tokens": tokens})
+        size = (root / file).stat().st_size
+        for e in entries:
+            e["file_bytes"] = size
     except (pa.ArrowException, OSError) as exc:
         raise DataError(
             f"{where}: could not read the Parquet file ({type(exc).__name__}: {exc}); it is "
@@ -175,6 +178,13 @@ def _footer_sizes(root: Path, file: str) -> list[tuple[int, int]]:
     return [(g, n) for g, n in sizes if n > 0]
 
 
+def _same_size(root: Path, file: str, listed: list[dict[str, Any]]) -> bool:
+    """Whether ``file`` still has the size its manifest entries recorded (entries
+    of manifests written before sizes were kept record none: taken as the same)."""
+    recorded = {b.get("file_bytes") for b in listed} - {None}
+    return not recorded or recorded == {(root / file).stat().st_size}
+
+
 def _rescan(root: Path, manifest: dict[str, Any], vocab_digest: str) -> dict[str, Any]:
     """Rebuild the batch list from the Parquet files present in ``parts/`` (new
     and changed files checked against the vocabulary's ``vocab_digest``)."""
@@ -188,7 +198,9 @@ def _rescan(root: Path, manifest: dict[str, Any], vocab_digest: str) -> dict[str
     n_changed = 0
     for file in order:
         old = listed.get(file, [])
-        if [(b["row_group"], b["n_docs"]) for b in old] == _footer_sizes(root, file):
+        if [(b["row_group"], b["n_docs"]) for b in old] == _footer_sizes(root, file) and (
+            _same_size(root, file, old)
+        ):
             batches.extend(old)
         else:
             batches.extend(_file_row_groups(root, file, vocab_digest))

@@ -264,6 +264,8 @@ def _write_groups(
     finally:
         if writer is not None:
             writer.close()
+    for e in entries:  # the file's size: a rescan tells a replaced file by it
+        e["file_bytes"] = (parts_dir / Path(e["file"]).name).stat().st_size
     return entries
 
 
