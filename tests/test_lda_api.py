@@ -143,3 +143,32 @@ def test_a_mixture_keeps_its_fitted_k_after_set_params(tmp_path):
     loaded = load_gmm(tmp_path / "g", client="sync")
     assert (loaded.n_components, loaded.alpha) == (4, 1.0)
     assert (loaded.predict_proba(X) != before).nnz == 0
+
+
+def test_a_matrix_fit_takes_the_words_of_its_columns(docs, tmp_path):
+    words = [f"word{i}" for i in range(80)]
+    model = lsdask.LDA(5, sparsity=3, n_laps=2, client="sync", random_state=0)
+    model.fit(docs[:200], vocabulary=np.array(words))
+    assert model.vocabulary_ == words
+    assert all(w.startswith("word") for w in model.top_words(3)[0])
+    loaded = load_lda(save_lda(model, tmp_path / "m"), client="sync")
+    assert loaded.top_words(3) == model.top_words(3)
+    with pytest.raises(ValueError, match=r"over another vocabulary than this model's"):
+        model.partial_fit(docs[200:], vocabulary=words[::-1])
+    model.partial_fit(docs[200:], vocabulary=words)  # the same words, or none, go on
+    model.partial_fit(docs[200:])
+    with pytest.raises(ValueError, match=r"vocabulary has 79 words, but X has 80 columns"):
+        lsdask.LDA(5, client="sync").fit(docs, vocabulary=words[:79])
+    with pytest.raises(ValueError, match=r"vocabulary\[0\] and vocabulary\[1\] are both 'a'"):
+        lsdask.LDA(5, client="sync").fit(docs, vocabulary=["a"] * 80)
+    with pytest.raises(TypeError, match="got a string"):
+        lsdask.LDA(5, client="sync").fit(docs, vocabulary="abc")
+    T = lsdask.LDA(5, n_laps=2, client="sync", random_state=0).fit_transform(
+        docs[:200], vocabulary=words
+    )
+    assert T.shape == (200, 5)
+    from lsdask.io.corpus import Corpus
+
+    Corpus.write(tmp_path / "c", docs[:50], words)
+    with pytest.raises(ValueError, match=r"vocabulary= is given, but Parquet corpus .* differ"):
+        lsdask.LDA(5, client="sync").fit(str(tmp_path / "c"), vocabulary=words[::-1])

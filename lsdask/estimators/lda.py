@@ -64,6 +64,24 @@ def _check_resumed_vocabulary(resumed: dict, digest: str | None, source: BatchSo
         )
 
 
+def _check_words(vocabulary: Any, n_features: int) -> list[str]:
+    """``vocabulary=`` of a matrix: one distinct string per column."""
+    if isinstance(vocabulary, str):
+        raise TypeError("vocabulary must be a sequence of words, one per column; got a string")
+    words = [str(w) for w in vocabulary]
+    if len(words) != n_features:
+        raise ValueError(
+            f"vocabulary has {len(words)} words, but X has {n_features} columns; give one "
+            "word per column (e.g. CountVectorizer.get_feature_names_out())"
+        )
+    seen: dict[str, int] = {}
+    for i, w in enumerate(words):
+        if w in seen:
+            raise ValueError(f"vocabulary[{seen[w]}] and vocabulary[{i}] are both {w!r}")
+        seen[w] = i
+    return words
+
+
 def _check_has_tokens(X: Any, source: BatchSource) -> None:
     """A DataError if the documents to fit hold no tokens at all (every word list
     empty, or every count 0): there is nothing to learn topics from."""
@@ -252,12 +270,23 @@ class LDA(VariationalEstimator):
         check_int("gibbs_tokens", self.gibbs_tokens, 1)
         check_bool("restarts", self.restarts)
 
-    def _source(self, X: Any) -> tuple[BatchSource, list[str] | None]:
+    def _source(self, X: Any, vocabulary: Any = None) -> tuple[BatchSource, list[str] | None]:
+        """X's batches and words: a corpus's own, or ``vocabulary`` for a matrix."""
         if _is_corpus_path(X) or type(X).__name__ == "Corpus":
             from lsdask.io.sources import corpus_source
 
-            return corpus_source(X)
-        return as_batch_source(X, self.batch_size), None
+            source, words = corpus_source(X)
+            if vocabulary is not None and list(vocabulary) != words:
+                raise ValueError(
+                    f"vocabulary= is given, but {source.description} has words of its own, "
+                    "which differ; a corpus needs no vocabulary argument"
+                )
+            return source, words
+        source = as_batch_source(X, self.batch_size)
+        if vocabulary is None:
+            return source, None
+        words = _check_words(vocabulary, source.n_features)
+        return source, words
 
     def _model(self, vocab_size: int) -> LDAModel:
         options = LocalStepOptions(
@@ -326,16 +355,21 @@ class LDA(VariationalEstimator):
         return as_csr_batch(sample), None
 
     # -- fitting ----------------------------------------------------------------
-    def fit(self, X: Any, y: Any = None, *, callback: Any = None) -> LDA:
+    def fit(self, X: Any, y: Any = None, *, callback: Any = None, vocabulary: Any = None) -> LDA:
         """Learn topics from a Parquet corpus (path or Corpus), a scipy sparse
         matrix or a dense array of word counts (documents x vocabulary).
+
+        ``vocabulary``, for a matrix: the word of each column (e.g. a
+        CountVectorizer's ``get_feature_names_out()``, or gensim's ``id2word``
+        in id order), kept as ``vocabulary_`` for ``top_words`` and checked
+        against later inputs; a corpus brings its own.
 
         ``callback``, if given, is called after every lap with the run's
         :class:`lsdask.learn.base.LearnResult` so far (e.g. to score heldout
         documents with ``result.globals.topics``)."""
         self._check_params()
         rng = np.random.default_rng(self.random_state)
-        source, vocab = self._source(X)
+        source, vocab = self._source(X, vocabulary)
         _check_has_tokens(X, source)
         asked = {
             "vocab_size": source.n_features,
@@ -361,13 +395,14 @@ class LDA(VariationalEstimator):
         self._set_fitted(model, result.globals, result.stats, vocab)
         return self
 
-    def partial_fit(self, X: Any, y: Any = None) -> LDA:
+    def partial_fit(self, X: Any, y: Any = None, *, vocabulary: Any = None) -> LDA:
         """Take in new documents: one streaming update (Broderick et al. 2013).
 
         Every batch of X runs the local step against the current topics; their
         statistics are added to those accumulated so far (by ``fit`` or earlier
         ``partial_fit`` calls) and the topics are updated once. Documents are
         counted once per call: do not pass the same documents twice.
+        ``vocabulary`` names a matrix's columns, as in :meth:`fit`.
         ``elbo_trace_`` gains the ELBO of all documents taken in so far, which
         falls as documents are added (compare it per token); ``lap_trace_``
         repeats ``n_laps_`` (an update is no lap) and ``time_trace_`` adds the
@@ -380,7 +415,7 @@ class LDA(VariationalEstimator):
         """
         started = time.perf_counter()
         self._check_params()
-        source, vocab = self._source(X)
+        source, vocab = self._source(X, vocabulary)
         if not hasattr(self, "posterior_"):
             _check_has_tokens(X, source)  # the first call starts the topics from X
             rng = np.random.default_rng(self.random_state)
@@ -460,9 +495,9 @@ class LDA(VariationalEstimator):
         for batch in source.batches:
             yield as_csr_batch(batch.load())
 
-    def fit_transform(self, X: Any, y: Any = None) -> sp.csr_matrix:
-        """``fit(X)``, then ``transform(X)``: X's document-topic weights."""
-        return self.fit(X).transform(X)
+    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> sp.csr_matrix:
+        """``fit(X, **fit_params)``, then ``transform(X)``: X's document-topic weights."""
+        return self.fit(X, **fit_params).transform(X)
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         """The names of transform's columns, ``lda0 .. lda{K-1}`` (scikit-learn's
