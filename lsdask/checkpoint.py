@@ -85,6 +85,8 @@ class CheckpointDir:
     ) -> Path:
         """Write a checkpoint of ``state`` atomically and make it the latest."""
         name = f"ckpt-{state.lap:05d}-{state.position:06d}-{uuid.uuid4().hex[:6]}"
+        for stale in self.root.glob(".tmp-ckpt-*"):  # of a writer killed mid-write
+            shutil.rmtree(stale, ignore_errors=True)
         tmp = self.root / f".tmp-{name}"
         tmp.mkdir()
         try:

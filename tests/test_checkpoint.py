@@ -92,6 +92,10 @@ def test_stop_mid_lap_then_resume_equals_uninterrupted(tmp_path, rng):
         )  # fmt: skip
         np.testing.assert_allclose(rest.elbo_trace, whole.elbo_trace, rtol=1e-10)
         assert rest.stats.allclose(whole.stats, rtol=1e-10, atol=1e-10)
+        # a writer killed mid-write (SIGKILL) left its temporary folder: the next write clears it
+        (folder.root / ".tmp-ckpt-00001-000002-abcdef").mkdir(exist_ok=True)
+        write(saved["state"], memo, None)
+        assert not list(folder.root.glob(".tmp-*"))
         for path in folder.root.glob("ckpt-*"):
             shutil.rmtree(path)
         (folder.root / "LATEST").unlink()
