@@ -55,7 +55,7 @@ VOCAB_NAME = "vocab.txt"
 STATS_FIELDS = ("words", "H", "alloc", "N", "n_docs")
 #: Optional traces, stored when the model has them (``partial_fit`` alone
 #: sets only ``elbo_trace_``).
-TRACE_FIELDS = ("lap_trace_", "time_trace_")
+TRACE_FIELDS = ("lap_trace_", "time_trace_", "size_trace_")
 
 
 def _json_value(name: str, value: Any) -> Any:

@@ -179,15 +179,26 @@ def test_retraining_takes_in_added_and_removed_files(tmp_path, rng):
                  docs_per_file=200)  # fmt: skip
     ckpt = str(tmp_path / "ckpt")
     kw = dict(sparsity=3, random_state=0, client="sync", checkpoint_dir=ckpt, resume=True)
-    lsdask.LDA(4, n_laps=2, **kw).fit(str(path))
+    n_first = len(lsdask.LDA(4, n_laps=2, **kw).fit(str(path)).elbo_trace_)
     # nightly: one file removed, one added
     parts = sorted((path / "parts").glob("*.parquet"))
     os.remove(parts[0])
     corpus = Corpus.open(path, rescan=True)
-    corpus.append(_docs(rng, 150))
+    new = _docs(rng, 150)
+    corpus.append(new)
+    first_tokens = float(X.sum())
     model = lsdask.LDA(4, n_laps=1, **kw).fit(str(path))
     corpus = Corpus.open(path)
     assert model.n_laps_ == 3
+    # the data each ELBO was over: the first corpus; from the resume on, the memo
+    # without the removed file, growing as the new file's batches are visited
+    sizes = model.size_trace_
+    assert len(sizes) == len(model.elbo_trace_) > n_first
+    np.testing.assert_allclose(sizes[:n_first], first_tokens, rtol=1e-9)
+    kept = first_tokens - float(X[:200].sum())
+    # its first update visited an old batch or one of the new file's two
+    assert sizes[n_first] in (kept, kept + float(new[:100].sum()), kept + float(new[100:].sum()))
+    assert sizes[-1] == pytest.approx(corpus.n_tokens, rel=1e-9)
     assert model.stats_["n_docs"][0] == corpus.n_docs == 600 - 200 + 150
     # after one full lap the statistics are exactly the memo of the new file set
     saved = CheckpointDir(ckpt).read()

@@ -172,3 +172,23 @@ def test_a_matrix_fit_takes_the_words_of_its_columns(docs, tmp_path):
     Corpus.write(tmp_path / "c", docs[:50], words)
     with pytest.raises(ValueError, match=r"vocabulary= is given, but Parquet corpus .* differ"):
         lsdask.LDA(5, client="sync").fit(str(tmp_path / "c"), vocabulary=words[::-1])
+
+
+@pytest.mark.parametrize("algorithm", ["memo", "svi", "vb"])
+def test_every_algorithm_traces_the_data_size_of_each_elbo(docs, algorithm):
+    model = lsdask.LDA(5, n_laps=2, algorithm=algorithm, client="sync", random_state=0,
+                       batch_size=100, init="kmeans++")  # fmt: skip
+    model.fit(docs[:200])
+    assert len(model.size_trace_) == len(model.elbo_trace_) == len(model.lap_trace_)
+    np.testing.assert_allclose(model.size_trace_[-1], docs[:200].sum(), rtol=1e-9)
+
+
+def test_elbo_per_token_divides_by_the_tokens_of_each_update():
+    from types import SimpleNamespace
+
+    from lsdask.jobs.corpus_lda import _elbo_per_token
+
+    model = SimpleNamespace(elbo_trace_=np.array([-10.0, -20.0, -30.0, -40.0]),
+                            size_trace_=np.array([np.nan, 4.0, 5.0]))  # fmt: skip
+    # values the size trace does not reach (or holds nan for): the corpus's tokens now (10)
+    np.testing.assert_allclose(_elbo_per_token(model, 10.0), [-1.0, -2.0, -7.5, -8.0])

@@ -404,7 +404,8 @@ class LDA(VariationalEstimator):
         counted once per call: do not pass the same documents twice.
         ``vocabulary`` names a matrix's columns, as in :meth:`fit`.
         ``elbo_trace_`` gains the ELBO of all documents taken in so far, which
-        falls as documents are added (compare it per token); ``lap_trace_``
+        falls as documents are added (compare it per token: ``size_trace_``
+        gains their tokens); ``lap_trace_``
         repeats ``n_laps_`` (an update is no lap) and ``time_trace_`` adds the
         call's seconds. With the default
         client a call on one batch (an array of at most ``batch_size`` rows,
@@ -426,6 +427,7 @@ class LDA(VariationalEstimator):
             self.elbo_trace_ = np.zeros(0)
             self.lap_trace_ = np.zeros(0)
             self.time_trace_ = np.zeros(0)
+            self.size_trace_ = np.zeros(0)
             self.n_laps_ = 0
             self.converged_ = False
         else:
@@ -448,6 +450,7 @@ class LDA(VariationalEstimator):
         # one entry per update in every trace; a partial_fit is no lap: n_laps_ stays
         self.elbo_trace_ = np.append(self.elbo_trace_, model.elbo(total, glob))
         self.lap_trace_ = np.append(self._trace("lap_trace_"), self.n_laps_)
+        self.size_trace_ = np.append(self._trace("size_trace_"), model.data_size(total))
         times = self._trace("time_trace_")
         before = float(times[np.isfinite(times)][-1]) if np.isfinite(times).any() else 0.0
         self.time_trace_ = np.append(times, before + time.perf_counter() - started)

@@ -132,6 +132,7 @@ class VariationalEstimator(Parameters):
         self.elbo_trace_ = np.asarray(best.elbo_trace)
         self.lap_trace_ = np.asarray(best.lap_trace)
         self.time_trace_ = np.asarray(best.time_trace)
+        self.size_trace_ = np.asarray(best.size_trace, dtype=np.float64)
         self.n_laps_ = best.n_laps
         self.converged_ = best.converged
         self.n_features_in_ = source.n_features

@@ -59,6 +59,16 @@ WEIGHTS_SCHEMA = pa.schema(
 )
 
 
+def _elbo_per_token(model: Any, n_tokens: float) -> np.ndarray:
+    """The ELBO trace per token of the data each value was over (a resumed run
+    that took in or dropped documents changed it); ``n_tokens`` where the trace
+    of sizes does not reach back (models saved before it was kept)."""
+    sizes = np.asarray(getattr(model, "size_trace_", []), dtype=np.float64)
+    sizes = np.concatenate([np.full(len(model.elbo_trace_) - len(sizes), np.nan), sizes])
+    sizes = np.where(np.isfinite(sizes) & (sizes > 0), sizes, max(n_tokens, 1.0))
+    return np.asarray(model.elbo_trace_) / sizes
+
+
 def _open_corpus(corpus: Any, what: str) -> Any:
     """A :class:`~lsdask.io.corpus.Corpus` from a Corpus or a path, naming ``what``
     on errors; a path is rescanned, as LDA.fit and score do: part files added or
@@ -314,10 +324,10 @@ def fit_corpus_lda(
     if out_dir is not None:
         result["model_dir"] = str(save_lda(model, out_dir, overwrite=overwrite))
         label = "dense" if sparsity is None else f"L={sparsity}"
-        n_tokens = max(train.n_tokens, 1.0)
+        per_token = _elbo_per_token(model, train.n_tokens)
         result["elbo_plot"] = str(
             plot_elbo_trace(
-                {label: (model.lap_trace_, model.elbo_trace_ / n_tokens)},
+                {label: (model.lap_trace_, per_token)},
                 Path(out_dir) / "elbo.png",
                 title=f"LDA K={n_components}, {algorithm}, {train.n_docs:,} documents",
                 ylabel="ELBO per training token",
@@ -327,7 +337,7 @@ def fit_corpus_lda(
         result["time_plots"].append(
             str(
                 plot_elbo_trace(
-                    {label: (model.time_trace_, model.elbo_trace_ / n_tokens)},
+                    {label: (model.time_trace_, per_token)},
                     Path(out_dir) / "elbo_time.png",
                     title=title,
                     ylabel="ELBO per training token",

@@ -24,7 +24,9 @@ class LearnResult:
 
     ``elbo_trace`` has one value per global update (per batch visit when one
     batch is visited per update); ``lap_trace`` the lap (fractional) of each
-    value and ``time_trace`` the seconds since the start.
+    value, ``time_trace`` the seconds since the start and ``size_trace`` the
+    data the ELBO was over (``model.data_size``: tokens of LDA, rows of a
+    mixture), which changes when retraining takes in or drops batches.
     """
 
     globals: Any
@@ -32,6 +34,7 @@ class LearnResult:
     elbo_trace: list[float] = field(default_factory=list)
     lap_trace: list[float] = field(default_factory=list)
     time_trace: list[float] = field(default_factory=list)
+    size_trace: list[float] = field(default_factory=list)
     n_laps: int = 0
     converged: bool = False
     memo: list[SuffStats | None] | None = None
@@ -46,8 +49,9 @@ class Trace:
         self.t0 = time.perf_counter()
         self.visited = 0
 
-    def record(self, elbo: float, n_visited: int) -> None:
+    def record(self, elbo: float, n_visited: int, size: float) -> None:
         self.visited += n_visited
+        self.result.size_trace.append(float(size))
         self.result.elbo_trace.append(float(elbo))
         self.result.lap_trace.append(self.visited / self.n_batches)
         self.result.time_trace.append(time.perf_counter() - self.t0)

@@ -118,11 +118,15 @@ class MemoizedVI:
         result = LearnResult(glob, total, memo=memo.as_list() if hasattr(memo, "as_list") else None)
         result.elbo_trace, result.lap_trace = list(state.elbo_trace), list(state.lap_trace)
         result.time_trace = list(state.time_trace)
+        # checkpoints from before the size trace: nan where it was not kept
+        result.size_trace = [np.nan] * (len(state.elbo_trace) - len(state.size_trace))
+        result.size_trace += list(state.size_trace)
         t0 = time.perf_counter() - (state.time_trace[-1] if state.time_trace else 0.0)
         lap_elbos = list(state.lap_elbos)
         result.n_laps, result.converged = state.lap, state.converged
 
         def record(elbo: float, laps: float) -> None:
+            result.size_trace.append(model.data_size(total))
             result.elbo_trace.append(float(elbo))
             result.lap_trace.append(laps)
             result.time_trace.append(time.perf_counter() - t0)
@@ -133,6 +137,7 @@ class MemoizedVI:
                 order=None if order is None else [int(b) for b in order],
                 rng_state=rng.bit_generator.state, elbo_trace=list(result.elbo_trace),
                 lap_trace=list(result.lap_trace), time_trace=list(result.time_trace),
+                size_trace=list(result.size_trace),
                 lap_elbos=list(lap_elbos), converged=result.converged,
                 target_laps=self.n_laps,
             )  # fmt: skip

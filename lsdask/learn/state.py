@@ -30,7 +30,7 @@ class LearnState:
         Visiting order of the lap under way.
     rng_state : dict
         The numpy Generator's bit-generator state after ``order`` was drawn.
-    elbo_trace, lap_trace, time_trace, lap_elbos : lists of float
+    elbo_trace, lap_trace, time_trace, size_trace, lap_elbos : lists of float
     converged : bool
     target_laps : int or None
         The laps the run was to make (its ``n_laps``): a run resumed after
@@ -45,6 +45,7 @@ class LearnState:
     elbo_trace: list[float] = field(default_factory=list)
     lap_trace: list[float] = field(default_factory=list)
     time_trace: list[float] = field(default_factory=list)
+    size_trace: list[float] = field(default_factory=list)
     lap_elbos: list[float] = field(default_factory=list)
     converged: bool = False
     target_laps: int | None = None

@@ -83,7 +83,8 @@ class StochasticVI:
                 scaled = batch * scale
                 state = scaled if state is None else state * (1.0 - rho) + scaled * rho
                 glob = model.global_step(state)
-                trace.record(finite_or_raise(model.elbo(scaled, glob), "ELBO estimate"), len(wave))
+                elbo = finite_or_raise(model.elbo(scaled, glob), "ELBO estimate")
+                trace.record(elbo, len(wave), model.data_size(scaled))
                 t += 1
                 bar.update(len(wave))
             bar.close()

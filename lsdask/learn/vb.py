@@ -49,7 +49,7 @@ class FullBatchVB:
             total = executor.map_sum(task, handles, executor.broadcast(model.for_local_step(glob)))
             glob = model.global_step(total)
             elbo = finite_or_raise(model.elbo(total, glob), "ELBO")
-            trace.record(elbo, len(handles))
+            trace.record(elbo, len(handles), model.data_size(total))
             result.globals, result.stats, result.n_laps = glob, total, lap
             done, change = check_lap_converged(result.elbo_trace, self.tol, lap, min_laps=2)
             logger.info("vb lap %d: ELBO %.6e (relative change %.3g)", lap, elbo, change)

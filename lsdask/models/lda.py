@@ -140,6 +140,10 @@ class LDAModel:
         """Word tokens summarized in the statistics."""
         return float(stats["N"].sum())
 
+    def data_size(self, stats: SuffStats) -> float:
+        """What the ELBO is reported per: tokens."""
+        return self.token_count(stats)
+
     def global_step(self, stats: SuffStats) -> DirichletPosterior:
         return DirichletPosterior.from_counts(as_dense(stats["words"]), self.eta)
 

@@ -181,6 +181,10 @@ class MixtureModel:
         """Observations summarized in the statistics (responsibilities sum to one)."""
         return float(stats["N"].sum())
 
+    def data_size(self, stats: SuffStats) -> float:
+        """What the ELBO is reported per: observations."""
+        return self.row_count(stats)
+
     def global_step(self, stats: SuffStats) -> MixtureGlobals:
         """Optimal ``q(pi), q(phi)`` given whole-data statistics."""
         alloc = self.allocation
