@@ -385,7 +385,7 @@ def test_fit_command(bars_corpora: dict[str, Path], tmp_path: Path, capsys) -> N
     text = captured.out
     assert "data: 200 documents, 10,000 tokens, V=25" in text
     assert "model: LDA, K=10, L=4, algorithm=memo" in text
-    assert "laps: 2" in text and "seconds: " in text and "final ELBO: " in text
+    assert "laps: 2 (" in text and "seconds: " in text and "final ELBO: " in text
     assert "heldout document completion: " in text and "(40 documents of" in text
     assert "top 8 words of the first 10 topics:" in text
     topic_lines = [line for line in text.splitlines() if line.startswith("    ")]

@@ -52,7 +52,7 @@ def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path):
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert f"laps: {state.lap + 1}" in done.stdout
+    assert f"laps: {state.lap + 1}, 1 this run (" in done.stdout
 
 
 def test_ctrl_c_to_the_process_group_stops_a_cluster_fit_with_a_checkpoint(tmp_path):

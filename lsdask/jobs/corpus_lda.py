@@ -59,6 +59,16 @@ WEIGHTS_SCHEMA = pa.schema(
 )
 
 
+def _laps_in_checkpoint(checkpoint_dir: Any) -> int:
+    """Laps made so far by the run a resume continues (0 without a checkpoint)."""
+    from lsdask.checkpoint import CheckpointDir
+
+    if checkpoint_dir is None or not Path(checkpoint_dir).is_dir():
+        return 0
+    folder = CheckpointDir(checkpoint_dir)
+    return 0 if folder.latest() is None else int(folder.read()["state"].lap)
+
+
 def _elbo_per_token(model: Any, n_tokens: float) -> np.ndarray:
     """The ELBO trace per token of the data each value was over (a resumed run
     that took in or dropped documents changed it); ``n_tokens`` where the trace
@@ -278,6 +288,7 @@ def fit_corpus_lda(
     )
     model._check_params()  # fail before starting a cluster ...
     model._init_counts(train.vocab_size)  # ... also for init counts of the wrong shape
+    laps_before = _laps_in_checkpoint(checkpoint_dir) if resume else 0
     logger.info(
         "fitting LDA K=%d, L=%s (%s) on %s: %d documents, %d batches",
         n_components, sparsity, algorithm, train.path, train.n_docs, len(train.batches),
@@ -304,6 +315,7 @@ def fit_corpus_lda(
         "L": sparsity,
         "algorithm": algorithm,
         "laps": int(model.n_laps_),
+        "laps_this_run": int(model.n_laps_) - laps_before,
         "converged": bool(model.converged_),
         "seconds": seconds,
         "elbo_final": float(model.elbo_trace_[-1]),
@@ -318,8 +330,8 @@ def fit_corpus_lda(
         "dashboard": None if client == "sync" else link,
     }
     logger.info(
-        "LDA: %d laps in %.1f s, final ELBO %.6g, heldout %s",
-        result["laps"], seconds, result["elbo_final"], score,
+        "LDA: %d laps in all, %d in %.1f s this run; final ELBO %.6g, heldout %s",
+        result["laps"], result["laps_this_run"], seconds, result["elbo_final"], score,
     )  # fmt: skip
     if out_dir is not None:
         result["model_dir"] = str(save_lda(model, out_dir, overwrite=overwrite))
@@ -396,8 +408,11 @@ def format_fit_report(result: dict[str, Any], *, title: str | None = None) -> st
         f"V={result['vocab_size']:,} ({result['corpus']})"
     )
     lines.append(f"model: LDA, K={result['K']}, L={L}, algorithm={result['algorithm']}")
+    this_run = result.get("laps_this_run", result["laps"])
+    resumed = f", {this_run} this run" if this_run != result["laps"] else ""
     lines.append(
-        f"laps: {result['laps']} ({'converged' if result['converged'] else 'not converged'})"
+        f"laps: {result['laps']}{resumed} "
+        f"({'converged' if result['converged'] else 'not converged'})"
     )
     lines.append(f"seconds: {result['seconds']:.1f}")
     lines.append(
