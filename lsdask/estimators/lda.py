@@ -121,13 +121,13 @@ class LDA(VariationalEstimator):
         ``gibbs_sweeps`` sweeps of collapsed Gibbs sampling over the whole
         corpus, or a sample of it beyond ``gibbs_tokens`` tokens or 50,000
         documents (``lsdask.config.GIBBS_SAMPLE_DOCS``; in the driver, in two
-        threads; counts rounded to whole tokens, so fractional counts such as
-        frequencies are refused; per token, work in the document's topics, all
+        threads; counts rounded to whole tokens, and refused where rounding
+        loses more than half their total or leaves fewer tokens than topics,
+        as with frequencies; per token, work in the document's topics, all
         K only for a small fraction of the draws): slower to start, but
         memoized VI from it ends at better topics (see the README's LDA
-        section). ``"auto"`` (default): ``"gibbs"`` where the sample's counts
-        are whole tokens (at least as many as topics), else ``"kmeans++"``
-        (logged). An array:
+        section). ``"auto"`` (default): ``"gibbs"`` where it is not refused,
+        else ``"kmeans++"`` (logged). An array:
         topic-word counts to start from, ``q(phi_k) = Dir(eta + init[k])``,
         e.g. ``components_ - eta`` of another fit or another tool's topic-word
         counts (non-negative and finite; a row of zeros starts at the prior).
