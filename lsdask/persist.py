@@ -119,8 +119,9 @@ def save_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
     model._check_fitted()
     out = Path(path)
     check_save_target(out, overwrite)
-    params = model.get_params(deep=False)
-    # the model as fitted, whatever set_params changed since
+    params = model._params_as_fitted()
+    # the model as fitted, whatever set_params changed since (also for models fitted
+    # before the parameters of the fit were recorded)
     fitted_model = model.model_
     params.update(
         n_components=int(fitted_model.n_components),
@@ -404,6 +405,7 @@ def load_lda(path: str | os.PathLike[str], *, client: Any = None) -> Any:
         # keep the saved lambda, which is what the saved model used.
         glob = DirichletPosterior.from_lam(lam, lda_model.eta)
     model._set_fitted(lda_model, glob, stats, vocab)
+    model._record_fit_params()
     model.elbo_trace_ = arrays["elbo_trace_"]
     for name in TRACE_FIELDS:
         if name in arrays:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from lsdask.estimators.params import read_only
 from lsdask.persist import (
     NOT_SAVED,
     PARAMS_NAME,
@@ -73,10 +74,9 @@ def save_gmm(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
     model._check_fitted()
     out = Path(path)
     check_save_target(out, overwrite)
-    fitted = {"n_components": model.model_.n_components, "alpha": model.model_.alpha}
-    params = {
-        name: _json_value(name, fitted.get(name, value))
-        for name, value in model.get_params(deep=False).items()
+    params = {  # the fit's (set_params may have changed them since)
+        name: _json_value(name, value)
+        for name, value in model._params_as_fitted().items()
         if name not in NOT_SAVED
     }
     obs = model.posterior_.obs
@@ -147,7 +147,8 @@ def load_gmm(path: str | os.PathLike[str], *, client: Any = None) -> Any:
         raise ValueError(f"{where}: theta has shape {globals_.theta.shape}, expected ({K},)")
     estimator.model_ = model
     estimator.posterior_ = globals_
-    estimator.weights_ = model.allocation.mean_weights(globals_.theta)
+    estimator.weights_ = read_only(model.allocation.mean_weights(globals_.theta))
+    estimator._record_fit_params()
     for name in _TRACES:
         if name in arrays:
             setattr(estimator, name, arrays[name])

@@ -233,7 +233,9 @@ def test_checkpoint_folder_errors(tmp_path, rng):
     X = _heavy_tailed(rng, n=300)
     kw = dict(n_laps=1, client="sync", random_state=0, batch_size=100)
     lsdask.GaussianMixture(3, checkpoint_dir=str(tmp_path / "c"), **kw).fit(X)
-    with pytest.raises(ValueError, match="already holds a checkpoint; pass resume=True"):
+    with pytest.raises(
+        ValueError, match=r"already holds a checkpoint; pass resume=True \(--resume DIR in place"
+    ):
         lsdask.GaussianMixture(3, checkpoint_dir=str(tmp_path / "c"), **kw).fit(X)
     with pytest.raises(ValueError, match="has n_components=3; got n_components=4"):
         lsdask.GaussianMixture(4, checkpoint_dir=str(tmp_path / "c"), resume=True, **kw).fit(X)

@@ -323,6 +323,12 @@ def test_fit_and_report_non_patch_rows(tmp_path: Path, rng: np.random.Generator)
     assert result["clusters_plot"] is None
     assert_png(result["elbo_plot"])
     assert "no heldout data" in format_report(result)
+    # heldout rows of another width: refused before the fit (it failed after every lap,
+    # naming "X", and the fitted model was not saved)
+    with pytest.raises(ValueError, match=r"^heldout has 4 features per row, but the training"):
+        fit_and_report(X, tmp_path / "b", heldout=np.zeros((5, 4)), n_components=2,
+                       n_laps=200, client="sync")  # fmt: skip
+    assert not (tmp_path / "b").exists()
 
 
 def test_pipeline_on_synthetic_images(pipeline_module, tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -120,6 +122,11 @@ def test_zarr_dask_and_numpy_inputs_agree(rng, tmp_path):
     for other in (b, c, d):
         np.testing.assert_allclose(other.elbo_trace_, a.elbo_trace_, rtol=1e-12)
     np.testing.assert_allclose(b.score_samples(str(tmp_path / "x.zarr")), a.score_samples(X))
+    filtered = da.from_array(X, chunks=(300, 3))
+    filtered = filtered[filtered[:, 0] > 0]  # chunks of unknown size
+    with pytest.raises(ValueError, match=r"unknown size .* call X.compute_chunk_sizes\(\)"):
+        lsdask.GaussianMixture(3, **kw).fit(filtered)
+    c.predict(filtered.compute_chunk_sizes())
 
 
 def test_sklearn_conventions(rng):
@@ -162,3 +169,18 @@ def test_same_seed_same_result_and_other_seed_differs(rng):
     c = lsdask.GaussianMixture(4, random_state=6, **kw).fit(X)
     np.testing.assert_array_equal(a.elbo_trace_, b.elbo_trace_)
     assert not np.array_equal(a.elbo_trace_, c.elbo_trace_)
+
+
+def test_zero_mean_model_warns_of_data_far_from_centered(rng, caplog):
+    """The default zero-mean model on clusters along a line through the origin fit
+    them with an adjusted Rand index of 0.002, without a word."""
+    X = np.concatenate([rng.normal(c, 1, size=(100, 2)) for c in (10, -10, 20)])
+    with caplog.at_level(logging.WARNING, logger="lsdask.models"):
+        lsdask.GaussianMixture(3, n_laps=1, client="sync", random_state=0).fit(X)
+    assert "covariance_type='zero-mean' models rows centered at 0" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="lsdask.models"):
+        lsdask.GaussianMixture(3, n_laps=1, client="sync", random_state=0).fit(X - X.mean(0))
+        lsdask.GaussianMixture(3, n_laps=1, client="sync", random_state=0,
+                               covariance_type="full").fit(X)  # fmt: skip
+    assert "zero-mean" not in caplog.text

@@ -129,6 +129,41 @@ def test_partial_fit_keeps_the_traces_in_step_and_checks_its_first_documents(fit
         lsdask.LDA(5, client="sync").partial_fit(sp.csr_matrix((4, 80)))
 
 
+def test_inference_checks_a_sparsity_changed_after_fit(fitted, docs):
+    """predict_proba with sparsity=4 on a fitted K=3 mixture indexed past the end
+    in the kernel (a segmentation fault); 0 gave a bare ZeroDivisionError."""
+    X = np.random.default_rng(3).normal(size=(50, 2))
+    gmm = lsdask.GaussianMixture(3, sparsity=2, n_laps=2, client="sync", random_state=0).fit(X)
+    for bad, match in ((4, r"sparsity must be an integer in \[1, 3\]; got 4"), (0, r"got 0"),
+                       (-1, r"got -1")):  # fmt: skip
+        gmm.set_params(sparsity=bad)
+        with pytest.raises(ValueError, match=match):
+            gmm.predict_proba(X)
+    gmm.set_params(sparsity=3)
+    np.testing.assert_allclose(gmm.predict_proba(X).sum(axis=1), 1.0)
+    gmm.set_params(sparsity=None)
+    assert gmm.predict_proba(X).shape == (50, 3)
+    assert not gmm.weights_.flags.writeable  # score reads it: no silent edits
+    model = pickle.loads(pickle.dumps(fitted))
+    model.set_params(sparsity=0)
+    with pytest.raises(ValueError, match=r"sparsity must be"):
+        model.transform(docs[:5])
+
+
+def test_a_mixture_saves_the_covariance_type_it_was_fitted_with(tmp_path):
+    """save_gmm stored covariance_type from set_params: load_gmm then failed with
+    an AttributeError ('WishartPosterior' object has no attribute 'variances')."""
+    from lsdask.persist_gmm import load_gmm, save_gmm
+
+    X = np.random.default_rng(2).normal(size=(80, 3))
+    gmm = lsdask.GaussianMixture(3, n_laps=2, client="sync", random_state=0).fit(X)
+    gmm.set_params(covariance_type="diag", n_laps=9)
+    loaded = load_gmm(save_gmm(gmm, tmp_path / "g"), client="sync")
+    assert loaded.covariance_type == "zero-mean" and loaded.n_laps == 2
+    np.testing.assert_array_equal(loaded.predict(X), gmm.predict(X))
+    assert not loaded.weights_.flags.writeable
+
+
 def test_a_mixture_keeps_its_fitted_k_after_set_params(tmp_path):
     from lsdask.persist_gmm import load_gmm, save_gmm
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -130,11 +131,15 @@ def test_save_errors(bars, tmp_path: Path) -> None:
         save_lda(lsdask.LDA(3), tmp_path / "m")
     with pytest.raises(TypeError, match=r"save_lda saves an lsdask\.LDA; got GaussianMixture"):
         save_lda(lsdask.GaussianMixture(2), tmp_path / "m")
-    model = _fit(bars[0], n_laps=1)
-    model.random_state = np.random.default_rng(0)
+    # the parameters saved are the fit's: one fitted with a Generator cannot be saved
+    model = _fit(bars[0], n_laps=1, random_state=np.random.default_rng(0))
     with pytest.raises(ValueError, match="cannot save parameter random_state"):
         save_lda(model, tmp_path / "m")
-    model.random_state = 0
+    model = _fit(bars[0], n_laps=1)
+    model.random_state = np.random.default_rng(0)  # set after the fit: the fit's 0 is saved
+    save_lda(model, tmp_path / "ok")
+    assert load_lda(tmp_path / "ok").random_state == 0
+    shutil.rmtree(tmp_path / "ok")
     model.vocabulary_ = ["a\nb", *VOCAB[1:]]
     with pytest.raises(ValueError, match=r"vocabulary_\[0\].*line break"):
         save_lda(model, tmp_path / "m")

@@ -17,10 +17,12 @@ from scipy.special import logsumexp
 
 from lsdask import config
 from lsdask.estimators.learning import VariationalEstimator
+from lsdask.estimators.params import read_only
 from lsdask.estimators.resume import open_resume
 from lsdask.io.sources import as_batch_source
 from lsdask.learn import initial_stats
 from lsdask.models import MixtureModel, ObservationModel
+from lsdask.validation import check_sparsity
 
 logger = logging.getLogger(__name__)
 
@@ -177,8 +179,9 @@ class MixtureEstimatorBase(VariationalEstimator):
         )
         self.model_ = model
         self.posterior_ = result.globals
-        self.weights_ = model.allocation.mean_weights(result.globals.theta)
+        self.weights_ = read_only(model.allocation.mean_weights(result.globals.theta))
         self._set_fitted(model)
+        self._record_fit_params()
         return self
 
     # inference -----------------------------------------------------------------
@@ -199,16 +202,17 @@ class MixtureEstimatorBase(VariationalEstimator):
         self._check_fitted()
         parts = []
         K = self.model_.n_components  # as fitted, whatever set_params said since
+        L = check_sparsity(self.sparsity, K)  # may change after fit; at most the fitted K
         for rows in self._blocks(X):
-            out = self.model_.responsibilities(rows, self.posterior_, self.sparsity)
-            if self.sparsity is None:
+            out = self.model_.responsibilities(rows, self.posterior_, L)
+            if L is None:
                 parts.append(out)
             else:
                 resp, idx = out
                 n, L = resp.shape
                 indptr = np.arange(0, n * L + 1, L)
                 parts.append(sp.csr_matrix((resp.ravel(), idx.ravel(), indptr), shape=(n, K)))
-        return np.concatenate(parts) if self.sparsity is None else sp.vstack(parts, format="csr")
+        return np.concatenate(parts) if L is None else sp.vstack(parts, format="csr")
 
     def predict(self, X: Any) -> np.ndarray:
         """Most responsible cluster of each row."""

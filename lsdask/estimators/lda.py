@@ -29,7 +29,7 @@ from lsdask.learn.tasks import LocalStepTask
 from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
 from lsdask.models.lda import LDAModel, LocalStepOptions, as_csr_batch
 from lsdask.models.lda_gibbs import gibbs_refusal, gibbs_sample, within_tokens
-from lsdask.validation import check_bool, check_int, check_positive_float
+from lsdask.validation import check_bool, check_int, check_positive_float, check_sparsity
 
 #: the ``init`` names LDA takes (besides an array of topic-word counts)
 LDA_INIT_METHODS = ("auto", *INIT_METHODS, "gibbs")
@@ -393,6 +393,7 @@ class LDA(VariationalEstimator):
             callback,
         )
         self._set_fitted(model, result.globals, result.stats, vocab)
+        self._record_fit_params()
         return self
 
     def partial_fit(self, X: Any, y: Any = None, *, vocabulary: Any = None) -> LDA:
@@ -417,6 +418,7 @@ class LDA(VariationalEstimator):
         started = time.perf_counter()
         self._check_params()
         source, vocab = self._source(X, vocabulary)
+        first = not hasattr(self, "posterior_")
         if not hasattr(self, "posterior_"):
             _check_has_tokens(X, source)  # the first call starts the topics from X
             rng = np.random.default_rng(self.random_state)
@@ -456,6 +458,8 @@ class LDA(VariationalEstimator):
         self.time_trace_ = np.append(times, before + time.perf_counter() - started)
         self.n_features_in_ = source.n_features
         self._set_fitted(model, glob, total, vocab)
+        if first:
+            self._record_fit_params()
         return self
 
     def _trace(self, name: str) -> np.ndarray:
@@ -531,7 +535,8 @@ class LDA(VariationalEstimator):
         return K if self.sparsity is None else min(int(self.sparsity), K)
 
     def _transform_batch(self, X: sp.csr_matrix) -> sp.csr_matrix:
-        _, doc_topic, _ = self.model_.doc_topic_step(X, self.posterior_, self.sparsity)
+        L = check_sparsity(self.sparsity, None)  # may change after fit
+        _, doc_topic, _ = self.model_.doc_topic_step(X, self.posterior_, L)
         K = self.model_.n_components  # as fitted, whatever set_params said since
         theta = doc_topic + self.model_.alpha / K
         top = np.argsort(-theta, axis=1, kind="stable")[:, : self.topics_per_document]

@@ -168,6 +168,15 @@ class VariationalEstimator(Parameters):
                 stop_requested=stop_requested,
             )  # fmt: skip
 
+    def _record_fit_params(self) -> None:
+        """Keep the parameters of the fit that made the fitted model: set_params
+        may change them afterwards, and a saved model must record the fit's."""
+        self._fit_params = {k: v for k, v in self.get_params(deep=False).items() if k != "client"}
+
+    def _params_as_fitted(self) -> dict[str, Any]:
+        """The parameters, those of the fit where recorded (see _record_fit_params)."""
+        return {**self.get_params(deep=False), **getattr(self, "_fit_params", {})}
+
     def __getstate__(self) -> dict[str, Any]:
         """Pickle without a live ``client`` (a ``distributed.Client`` or executor
         cannot travel): it unpickles with ``client=None``; ``"sync"`` and

@@ -62,7 +62,8 @@ def open_resume(estimator: Any, asked: dict[str, Any]) -> dict[str, Any] | None:
     if not estimator.resume:
         raise ValueError(
             f"checkpoint_dir {str(folder.root)!r} already holds a checkpoint; pass resume=True "
-            "to continue it, or choose an empty folder"
+            "(--resume DIR in place of --checkpoint DIR on the command line) to continue it, "
+            "or choose an empty folder"
         )
     document = folder.read()
     saved = document["config"]["params"]

@@ -258,6 +258,11 @@ def as_batch_source(X: Any, batch_size: int | None = None) -> BatchSource:
     if isinstance(X, str | os.PathLike) or type(X).__module__.startswith("zarr"):
         return zarr_source(X, batch_size)
     if type(X).__module__.startswith("dask"):
+        if any(c != c for c in X.chunks[0]):  # nan: sizes known only once computed
+            raise ValueError(
+                "X (dask array) has chunks of unknown size (e.g. after boolean indexing); "
+                "call X.compute_chunk_sizes() first, or write it to Zarr"
+            )
         _check_shape(X.shape, X.dtype, "X (dask array)")
         if batch_size is not None:
             X = X.rechunk({0: batch_size, 1: -1})

@@ -232,7 +232,13 @@ def fit_and_report(
             raise FileNotFoundError(
                 f"heldout: no Zarr array at {str(heldout)!r} (the path does not exist)"
             )
-        n_heldout = _n_rows(heldout)
+        n_heldout, n_features = _heldout_shape(heldout)
+        if n_heldout and n_features != train_source.n_features:
+            raise ValueError(
+                f"heldout has {n_features} features per row, but the training data has "
+                f"{train_source.n_features}; score the model on rows of the same kind (the "
+                "same patch size and channels)"
+            )
     if n_heldout == 0:
         heldout = None
     if not isinstance(n_top, int) or n_top < 1:
@@ -349,22 +355,22 @@ def _warm_up(
     logger.info("warm-up fits took %.1f s", time.perf_counter() - start)
 
 
-def _n_rows(X: Any) -> int:
-    """Rows of a Zarr path/array, dask or numpy array, without reading the data."""
+def _heldout_shape(X: Any) -> tuple[int, int]:
+    """(rows, features) of a Zarr path/array, dask or numpy array, without reading the data."""
     if isinstance(X, str | os.PathLike):
         import zarr
 
         try:
-            return int(zarr.open_array(str(X), mode="r").shape[0])
+            shape = zarr.open_array(str(X), mode="r").shape
         except Exception as exc:
             raise ValueError(f"heldout: {str(X)!r} is not a readable Zarr array: {exc}") from exc
-    shape = getattr(X, "shape", None)
-    if shape is None:
-        X = np.asarray(X)
-        shape = X.shape
+    else:
+        shape = getattr(X, "shape", None)
+        if shape is None:
+            shape = np.asarray(X).shape
     if len(shape) != 2:
         raise ValueError(f"heldout must be 2-D (rows, features); got shape {tuple(shape)}")
-    return int(shape[0])
+    return int(shape[0]), int(shape[1])
 
 
 def _draw(result: dict[str, Any], train: Any, out_dir: Path, patch_size: int | None) -> dict:

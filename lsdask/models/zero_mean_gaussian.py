@@ -8,6 +8,7 @@ Posterior ``nu_k = nu + N_k``, ``B_k = B + S_k``. Point estimate
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -33,6 +34,8 @@ from lsdask.models.special import LOG_2PI, logdet_spd, wishart_expectations, wis
 from lsdask.models.stats import SuffStats
 from lsdask.models.workspace import Workspace, take
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class WishartPosterior:
@@ -50,6 +53,30 @@ class WishartPosterior:
     def covariances(self) -> np.ndarray:
         D = self.B.shape[-1]
         return self.B / (self.nu - D - 1.0)[:, None, None]
+
+
+#: The sample's mean, measured in the rows' root-mean-square distance from it,
+#: beyond which the zero-mean model is warned to be the wrong one.
+NOT_CENTERED = 0.5
+
+
+def _warn_if_not_centered(X: np.ndarray) -> None:
+    """Warn when rows are far from centered at 0: every cluster of this model is
+    centered there (image patches with their mean removed), so such data (e.g.
+    clusters along a line through the origin) cannot be told apart."""
+    if X.shape[0] < 2:
+        return
+    mean = X.mean(axis=0)
+    spread = float(np.sqrt(((X - mean) ** 2).sum(axis=1).mean()))
+    offset = float(np.linalg.norm(mean))
+    if offset > NOT_CENTERED * spread:
+        logger.warning(
+            "covariance_type='zero-mean' models rows centered at 0 (as image patches with "
+            "their mean removed), but the sample's mean lies %.3g from 0, %.2g times the rows' "
+            "spread around it; for data that is not centered pass covariance_type='full' or "
+            "'diag' (or subtract the mean)",
+            offset, offset / spread if spread > 0 else float("inf"),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -87,6 +114,7 @@ class ZeroMeanGaussian(ObservationModel):
                 f"nu must be > D + 1 = {D + 1} for a finite prior mean covariance; got {nu}"
             )
         scale = default_scale(X, centered=False) if self.prior_scale is None else self.prior_scale
+        _warn_if_not_centered(X)
         return replace(self, nu=nu, prior_scale=float(scale), dim=D)
 
     # prior --------------------------------------------------------------
