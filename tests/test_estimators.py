@@ -184,3 +184,26 @@ def test_zero_mean_model_warns_of_data_far_from_centered(rng, caplog):
         lsdask.GaussianMixture(3, n_laps=1, client="sync", random_state=0,
                                covariance_type="full").fit(X)  # fmt: skip
     assert "zero-mean" not in caplog.text
+
+
+def test_scikit_learn_members_of_the_gaussian_mixture(rng):
+    X = np.concatenate([rng.normal(-4, 1, size=(200, 2)), rng.normal(4, 0.5, size=(100, 2))])
+    kw = dict(covariance_type="full", sparsity=1, n_laps=5, client="sync", random_state=0)
+    gmm = lsdask.GaussianMixture(2, **kw)
+    labels = gmm.fit_predict(X)
+    np.testing.assert_array_equal(labels, gmm.predict(X))
+    assert gmm.lower_bound_ == gmm.elbo_trace_[-1] and gmm.n_iter_ == gmm.n_laps_
+    assert not hasattr(lsdask.GaussianMixture(2), "lower_bound_")  # NotFittedError
+    P = gmm.predict_proba(X)
+    assert P.has_canonical_format and (P.data > 0).all()  # no stored zeros, sorted columns
+    S, z = gmm.sample(40_000, random_state=1)
+    assert S.shape == (40_000, 2) and set(np.unique(z)) <= {0, 1}
+    mean = gmm.weights_ @ gmm.means_  # the mixture's mean and each cluster's share
+    np.testing.assert_allclose(S.mean(axis=0), mean, atol=0.05)
+    np.testing.assert_allclose(np.bincount(z, minlength=2) / 40_000, gmm.weights_, atol=0.01)
+    k = int(np.argmax(gmm.weights_))
+    np.testing.assert_allclose(np.cov(S[z == k].T), gmm.covariances_[k], atol=0.06)
+    diag = lsdask.GaussianMixture(2, **{**kw, "covariance_type": "diag"}).fit(X)
+    assert diag.sample(5, random_state=0)[0].shape == (5, 2)
+    with pytest.raises(ValueError, match=r"X: the data has no rows; give at least one"):
+        gmm.predict(np.zeros((0, 2)))

@@ -211,8 +211,27 @@ class MixtureEstimatorBase(VariationalEstimator):
                 resp, idx = out
                 n, L = resp.shape
                 indptr = np.arange(0, n * L + 1, L)
-                parts.append(sp.csr_matrix((resp.ravel(), idx.ravel(), indptr), shape=(n, K)))
+                block = sp.csr_matrix((resp.ravel(), idx.ravel(), indptr), shape=(n, K))
+                block.eliminate_zeros()  # canonical: no stored zeros, columns sorted
+                block.sort_indices()
+                parts.append(block)
         return np.concatenate(parts) if L is None else sp.vstack(parts, format="csr")
+
+    def fit_predict(self, X: Any, y: Any = None, **fit_params: Any) -> np.ndarray:
+        """``fit(X, **fit_params)``, then ``predict(X)``."""
+        return self.fit(X, **fit_params).predict(X)
+
+    @property
+    def lower_bound_(self) -> float:
+        """The final ELBO (scikit-learn's name; ``elbo_trace_[-1]``)."""
+        self._check_fitted()
+        return float(self.elbo_trace_[-1])
+
+    @property
+    def n_iter_(self) -> int:
+        """Laps run (scikit-learn's name; ``n_laps_``)."""
+        self._check_fitted()
+        return int(self.n_laps_)
 
     def predict(self, X: Any) -> np.ndarray:
         """Most responsible cluster of each row."""

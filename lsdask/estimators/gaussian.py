@@ -9,7 +9,7 @@ import numpy as np
 from lsdask.estimators.base import MixtureEstimatorBase
 from lsdask.estimators.params import read_only
 from lsdask.models import DiagGaussian, FullGaussian, MixtureModel, ZeroMeanGaussian
-from lsdask.validation import check_choice, check_positive_float
+from lsdask.validation import check_choice, check_int, check_positive_float
 
 COVARIANCE_TYPES = ("zero-mean", "full", "diag")
 
@@ -105,6 +105,21 @@ class GaussianMixture(MixtureEstimatorBase):
         if kind == "full":
             return FullGaussian(nu=self.nu, prior_scale=self.prior_scale)
         return DiagGaussian(prior_scale=self.prior_scale)
+
+    def sample(self, n_samples: int = 1, random_state: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """Draw ``n_samples`` rows from the fitted mixture (at ``weights_``,
+        ``means_``, ``covariances_``); returns ``(X, labels)`` as scikit-learn's."""
+        self._check_fitted()
+        n = check_int("n_samples", n_samples, 1)
+        rng = np.random.default_rng(random_state)
+        labels = rng.choice(len(self.weights_), size=n, p=self.weights_ / self.weights_.sum())
+        X = np.empty((n, self.n_features_in_))
+        for k in np.unique(labels):
+            rows = labels == k
+            cov = self.covariances_[k]
+            cov = np.diag(cov) if cov.ndim == 1 else cov
+            X[rows] = rng.multivariate_normal(self.means_[k], cov, size=int(rows.sum()))
+        return X, labels
 
     def _set_fitted(self, model: MixtureModel) -> None:
         post = self.posterior_.obs

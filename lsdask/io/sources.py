@@ -193,7 +193,7 @@ def _check_shape(shape: tuple, dtype: Any, what: str) -> None:
     if len(shape) != 2:
         raise DataError(f"{what}: expected a 2-D array (rows, features); got shape {shape}")
     if shape[0] == 0:
-        raise DataError(f"{what}: the data has no rows; nothing to learn from")
+        raise DataError(f"{what}: the data has no rows; give at least one")
     if shape[1] == 0:
         raise DataError(f"{what}: the data has no features (0 columns)")
     if np.dtype(dtype).kind not in "biuf":
