@@ -147,9 +147,12 @@ def test_a_lap_stopped_midway_goes_on_over_a_changed_batch_list(tmp_path, rng):
     assert rest.n_laps == 2
     assert model.row_count(rest.stats) == pytest.approx(len(new) * 100, rel=1e-12)
     assert all(memo.has(b) for b in range(len(new)))
-    # an older checkpoint, without the batch list: the lap starts over
+    # an older checkpoint, without the batch list: as many batches are taken as the
+    # same ones (as before keys were kept), another number starts the lap over
     state = folder.read()["state"]
-    state.order, state.position = [3, 1, 2], 2
+    state.order, state.position = [2, 0, 1], 2
+    state.rekey(None, ["a", "b", "c"])
+    assert (state.order, state.position) == ([2, 0, 1], 2)
     state.rekey(None, new_keys)
     assert (state.order, state.position) == (None, 0)
 

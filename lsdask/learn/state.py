@@ -68,11 +68,13 @@ class LearnState:
         between a stop and its resume): ``order`` holds positions in
         ``old_keys``. The lap's visited batches stay visited, removed ones leave,
         and new ones join the rest of the lap. Without ``old_keys`` (an older
-        checkpoint) the lap starts over, from the memo as it is."""
+        checkpoint) the list is taken as unchanged while it has as many batches,
+        and otherwise the lap starts over, from the memo as it is."""
         if self.order is None or old_keys == new_keys:
             return
         if old_keys is None:
-            self.order, self.position = None, 0
+            if len(self.order) != len(new_keys):
+                self.order, self.position = None, 0
             return
         index = {k: i for i, k in enumerate(new_keys)}
         moved = [index.get(old_keys[b]) for b in self.order]
