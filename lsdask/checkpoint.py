@@ -85,7 +85,8 @@ class CheckpointDir:
     ) -> Path:
         """Write a checkpoint of ``state`` atomically and make it the latest."""
         name = f"ckpt-{state.lap:05d}-{state.position:06d}-{uuid.uuid4().hex[:6]}"
-        for stale in self.root.glob(".tmp-ckpt-*"):  # of a writer killed mid-write
+        # one writer per folder (a fit): temporary folders left are of a writer killed mid-write
+        for stale in self.root.glob(".tmp-ckpt-*"):
             shutil.rmtree(stale, ignore_errors=True)
         tmp = self.root / f".tmp-{name}"
         tmp.mkdir()
@@ -115,7 +116,14 @@ class CheckpointDir:
         logger.info("checkpoint written: %s (lap %d, position %d)", name, state.lap, state.position)
         return self.root / name
 
-    def read(self, path: Path | None = None) -> dict[str, Any]:
+    def read_state(self) -> LearnState | None:
+        """The latest checkpoint's progress alone (no statistics read); None if none."""
+        path = self.latest()
+        if path is None:
+            return None
+        return self.read(path, with_init=False)["state"]
+
+    def read(self, path: Path | None = None, *, with_init: bool = True) -> dict[str, Any]:
         """The latest checkpoint (or ``path``) as a dict with ``state`` a LearnState,
         ``init_stats`` (or None), ``memo`` (key -> file), ``keys`` (the batch list
         of the run), ``config``."""
@@ -143,5 +151,7 @@ class CheckpointDir:
             "state": LearnState.from_json(document["state"]),
             "memo": document["memo"],
             "keys": document.get("keys"),  # None in checkpoints before it was kept
-            "init_stats": load_stats(path / "init.npz") if document.get("has_init") else None,
+            "init_stats": (
+                load_stats(path / "init.npz") if with_init and document.get("has_init") else None
+            ),
         }

@@ -581,33 +581,49 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _tokenizer_from_args(args: argparse.Namespace) -> Tokenizer | None:
-    """The tokenizer of ``--stopwords``, ``--add-stopwords`` and ``--token-pattern``;
-    None when none is given (the default, or the --vocab corpus's tokenizer)."""
+    """The tokenizer of ``--stopwords``, ``--add-stopwords`` and ``--token-pattern``,
+    changing the tokenizer of the ``--append-to``/``--vocab`` corpus where there is
+    one (else the default); None when no option is given (then the ingest takes
+    that corpus's tokenizer itself)."""
     if args.stopwords is None and args.add_stopwords is None and args.token_pattern is None:
         return None
-    choice = "english" if args.stopwords is None else args.stopwords
-    if choice == "english":
-        stop: set[str] = set(ENGLISH_STOPWORDS)
-    elif choice == "none":
+    base = _corpus_tokenizer(args) or Tokenizer()
+    if args.stopwords is None:
+        stop = set(base.stopwords)
+    elif args.stopwords == "english":
+        stop = set(ENGLISH_STOPWORDS)
+    elif args.stopwords == "none":
         stop = set()
     else:
-        path = Path(choice)
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"--stopwords: {choice!r} is not a file; expected english, none, or a file of "
-                "one word a line"
-            )
-        try:
-            stop = {w.strip() for w in path.read_text(encoding="utf-8").splitlines() if w.strip()}
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"--stopwords: {choice!r} is not UTF-8 text: {exc}") from exc
-    extra = set(args.add_stopwords or ())
-    if choice == "english" and not extra - stop:
-        stop_arg: Any = ENGLISH_STOPWORDS  # recorded as "english" in the manifest
-    else:
-        stop_arg = stop | extra
-    pattern = DEFAULT_TOKEN_PATTERN if args.token_pattern is None else args.token_pattern
-    return Tokenizer(pattern=pattern, stopwords=stop_arg or None)
+        stop = _read_stopwords(Path(args.stopwords))
+    stop |= {w.lower() for w in args.add_stopwords or ()}
+    # the built-in list is recorded as "english" in the manifest
+    stop_arg: Any = ENGLISH_STOPWORDS if stop == set(ENGLISH_STOPWORDS) else stop or None
+    pattern = base.pattern if args.token_pattern is None else args.token_pattern
+    return Tokenizer(lowercase=base.lowercase, pattern=pattern, stopwords=stop_arg)
+
+
+def _corpus_tokenizer(args: argparse.Namespace) -> Tokenizer | None:
+    """The tokenizer the ``--append-to`` or ``--vocab`` corpus was ingested with."""
+    from lsdask.io.corpus import Corpus
+
+    path = args.append_to if args.append_to is not None else args.vocab
+    if path is None or not Path(path).is_dir():
+        return None
+    settings = Corpus.open(path).ingest_info.get("tokenizer")
+    return None if settings is None else Tokenizer.from_settings(settings)
+
+
+def _read_stopwords(path: Path) -> set[str]:
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"--stopwords: {str(path)!r} is not a file; expected english, none, or a file of "
+            "one word a line"
+        )
+    try:
+        return {w.strip() for w in path.read_text(encoding="utf-8").splitlines() if w.strip()}
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"--stopwords: {str(path)!r} is not UTF-8 text: {exc}") from exc
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:

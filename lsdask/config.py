@@ -25,6 +25,11 @@ DEFAULT_DOCS_PER_FILE = 100_000
 DEFAULT_MIN_DF = 5
 DEFAULT_MAX_DF = 0.5
 
+#: The zero-mean Gaussian warns when its initialization sample's mean lies
+#: farther from 0 than this many times the rows' root-mean-square distance
+#: from that mean (data that is not centered, as its model assumes).
+ZERO_MEAN_OFFSET_WARNING = 0.5
+
 #: Sparsity levels at or below this use the insertion top-L selection;
 #: above it a stable sort is faster.
 TOPL_INSERTION_MAX = 32

@@ -53,8 +53,8 @@ VOCAB_NAME = "vocab.txt"
 
 #: Fields of ``stats_``, stored as ``stats_<name>`` in ``arrays.npz``.
 STATS_FIELDS = ("words", "H", "alloc", "N", "n_docs")
-#: Optional traces, stored when the model has them (``partial_fit`` alone
-#: sets only ``elbo_trace_``).
+#: Optional traces, stored when the model has them (models saved before a
+#: trace was kept lack it).
 TRACE_FIELDS = ("lap_trace_", "time_trace_", "size_trace_")
 
 
@@ -128,7 +128,7 @@ def save_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
         alpha=float(fitted_model.alpha),
         eta=float(fitted_model.eta),
     )
-    init_counts = model._init_counts(None)  # an array init travels in arrays.npz
+    init_counts = model._init_counts(None, params["init"])  # an array travels in arrays.npz
     if init_counts is not None:
         params["init"] = INIT_IN_ARRAYS
     params = {

@@ -693,7 +693,7 @@ def test_ingest_tokenizer_options(tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "d").exists()
 
 
-def test_ingest_append_to_a_corpus(tmp_path: Path, capsys, caplog) -> None:
+def test_ingest_append_to_a_corpus(tmp_path: Path, capsys) -> None:
     """Retraining data added to a corpus from the command line: its vocabulary and
     tokenizer, a new part, doc_ids after the corpus's (ingesting apart and copying
     the part in numbered them from 0 again)."""
@@ -705,12 +705,10 @@ def test_ingest_append_to_a_corpus(tmp_path: Path, capsys, caplog) -> None:
     capsys.readouterr()
     new = tmp_path / "new.csv"
     new.write_text("text\nthe cat in the garden\na red dog and a zebra\n")
-    with caplog.at_level(logging.WARNING, logger="lsdask.io"):
-        assert main(["ingest", "table", str(new), "--append-to", str(corpus)]) == 0
+    assert main(["ingest", "table", str(new), "--append-to", str(corpus)]) == 0
     out = capsys.readouterr().out
     assert f"appended to corpus: {corpus}, as parts/part-00001.parquet" in out
     assert "the corpus now holds 6 documents" in out and "documents: 2 (0 empty)" in out
-    assert "doc_ids" not in caplog.text  # no clash with the corpus's own ids
     grown = Corpus.open(corpus)
     X, ids = read_all(grown, return_doc_ids=True)
     np.testing.assert_array_equal(ids, np.arange(6))
@@ -718,6 +716,15 @@ def test_ingest_append_to_a_corpus(tmp_path: Path, capsys, caplog) -> None:
     assert "garden" not in words  # the corpus's own stopwords, inherited
     assert {words[i] for i in X[4].indices} == {"cat"}  # 'zebra' is outside the vocabulary
     assert {words[i] for i in X[5].indices} == {"red", "dog"}
+    # --add-stopwords adds to the corpus's own tokenizer ('garden' stays a stopword)
+    more = tmp_path / "more.csv"
+    more.write_text("text\nred garden cat\n")
+    assert main(["ingest", "table", str(more), "--append-to", str(corpus), "--add-stopwords",
+                 "Cat"]) == 0  # fmt: skip
+    capsys.readouterr()
+    last = read_all(Corpus.open(corpus))[-1]
+    assert {words[i] for i in last.indices} == {"red"}
+    more.unlink()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "docs.csv", "new.csv"]
     # errors leave the corpus as it was
     before = (corpus / "manifest.json").read_bytes()
@@ -765,7 +772,7 @@ def test_ingest_jsonl_table_with_imposed_vocab(tmp_path: Path, capsys) -> None:
                  "--max-vocab", "10", "--min-df", "2"]) == 2  # fmt: skip
     err = capsys.readouterr().err
     assert "min_df, max_vocab prune a vocabulary built from the data, but vocab= imposes" in err
-    assert "(--vocab on the command line), so they would do nothing" in err
+    assert "(--vocab or --append-to on the command line), so they would do nothing" in err
     assert not out3.exists()
 
 

@@ -538,7 +538,8 @@ def test_rescan_refuses_a_part_written_over_another_vocabulary(tmp_path, rng):
     shutil.copy(tmp_path / "o/parts/part-00000.parquet", tmp_path / "c/parts/bad.parquet")
     manifest = (tmp_path / "c" / "manifest.json").read_bytes()
     with pytest.raises(DataError, match=r"file parts/bad.parquet: was written over another "
-                       r"vocabulary .* --vocab .*c; in Python"):  # fmt: skip
+                       r"vocabulary .* Remove it and add its documents with lsdask ingest \.\.\. "
+                       r"--append-to .*c \(in Python"):  # fmt: skip
         Corpus.open(tmp_path / "c", rescan=True)
     assert (tmp_path / "c" / "manifest.json").read_bytes() == manifest
     meta = pq.read_schema(tmp_path / "c/parts/part-00000.parquet").metadata
@@ -578,10 +579,18 @@ def test_append_corpus_numbers_after_the_largest_id_or_keeps_own_ids(tmp_path, r
     Corpus.write(tmp_path / "k", [(50, [0], [1.0]), (70, [2], [2.0])], VOCAB)
     c.append_corpus(Corpus.open(tmp_path / "k"), keep_ids=True)
     assert list(read_all(c, return_doc_ids=True)[1][-2:]) == [50, 70]
+    # own ids already in the corpus are refused; ids between them are not
+    Corpus.write(tmp_path / "dup", [(60, [0], [1.0]), (70, [1], [1.0])], VOCAB)
+    with pytest.raises(
+        ValueError, match=r"1 of the documents to append have doc_ids that .*e\.g\. 70"
+    ):
+        c.append_corpus(Corpus.open(tmp_path / "dup"), keep_ids=True)
+    Corpus.write(tmp_path / "between", [(55, [0], [1.0]), (65, [1], [1.0])], VOCAB)
+    c.append_corpus(Corpus.open(tmp_path / "between"), keep_ids=True)
     Corpus.write(tmp_path / "o", X[:2], VOCAB[::-1])
     with pytest.raises(ValueError, match=r"over another vocabulary than corpus .*--append-to"):
         c.append_corpus(Corpus.open(tmp_path / "o"))
-    assert c.n_docs == 11
+    assert c.n_docs == 13
 
 
 def test_rescan_rereads_a_part_replaced_in_place(tmp_path, rng, caplog):

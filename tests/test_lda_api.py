@@ -38,9 +38,11 @@ def test_parameters_changed_after_fit_leave_the_fitted_model_as_it_was(fitted, d
     after.check_format(full_check=True)
     assert after.shape == (40, 5) and model.topics_per_document == 3
     assert (after != before).nnz == 0
+    model.set_params(init=np.ones((2, 80)))  # the fit's init ("auto") is what is saved
     save_lda(model, tmp_path / "m")
     loaded = load_lda(tmp_path / "m", client="sync")
     assert (loaded.n_components, loaded.alpha, loaded.eta) == (5, 0.5, 0.1)
+    assert loaded.init == "auto"
     assert (loaded.transform(docs[200:]) != before).nnz == 0
 
 
@@ -198,6 +200,14 @@ def test_a_matrix_fit_takes_the_words_of_its_columns(docs, tmp_path):
         lsdask.LDA(5, client="sync").fit(docs, vocabulary=["a"] * 80)
     with pytest.raises(TypeError, match="got a string"):
         lsdask.LDA(5, client="sync").fit(docs, vocabulary="abc")
+    # gensim's id2word: a mapping from column to word (iterating it gives the ids)
+    id2word = {i: w for i, w in reversed(list(enumerate(words)))}
+    mapped = lsdask.LDA(5, n_laps=1, client="sync", random_state=0)
+    assert mapped.fit(docs[:50], vocabulary=id2word).vocabulary_ == words
+    with pytest.raises(ValueError, match=r"map the columns 0, 1, \.\.\., V-1 to words"):
+        lsdask.LDA(5, client="sync").fit(docs, vocabulary={i + 1: w for i, w in enumerate(words)})
+    with pytest.raises(TypeError, match=r"vocabulary\[0\] is 0, not a word"):
+        lsdask.LDA(5, client="sync").fit(docs, vocabulary=list(range(80)))
     T = lsdask.LDA(5, n_laps=2, client="sync", random_state=0).fit_transform(
         docs[:200], vocabulary=words
     )
@@ -211,11 +221,21 @@ def test_a_matrix_fit_takes_the_words_of_its_columns(docs, tmp_path):
 
 @pytest.mark.parametrize("algorithm", ["memo", "svi", "vb"])
 def test_every_algorithm_traces_the_data_size_of_each_elbo(docs, algorithm):
+    """Documents of different lengths: SVI's size is its estimate of the whole
+    data from the batch's rows (exact for memo and vb)."""
+    X = sp.vstack([docs[:100], docs[100:200] * 3], format="csr")
     model = lsdask.LDA(5, n_laps=2, algorithm=algorithm, client="sync", random_state=0,
-                       batch_size=100, init="kmeans++")  # fmt: skip
-    model.fit(docs[:200])
+                       batch_size=50, init="kmeans++")  # fmt: skip
+    model.fit(X)
     assert len(model.size_trace_) == len(model.elbo_trace_) == len(model.lap_trace_)
-    np.testing.assert_allclose(model.size_trace_[-1], docs[:200].sum(), rtol=1e-9)
+    if algorithm == "svi":
+        # each update's estimate: its batch's tokens times 200 / 50 documents
+        batch_tokens = {float(X[i : i + 50].sum()) * 4 for i in range(0, 200, 50)}
+        assert {float(s) for s in np.round(model.size_trace_, 6)} <= {
+            round(t, 6) for t in batch_tokens
+        }
+    else:
+        np.testing.assert_allclose(model.size_trace_[-1], X.sum(), rtol=1e-9)
 
 
 def test_elbo_per_token_divides_by_the_tokens_of_each_update():

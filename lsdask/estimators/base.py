@@ -223,9 +223,9 @@ class MixtureEstimatorBase(VariationalEstimator):
 
     @property
     def lower_bound_(self) -> float:
-        """The final ELBO (scikit-learn's name; ``elbo_trace_[-1]``)."""
+        """The final ELBO per row, as scikit-learn's (``elbo_trace_[-1]`` is the total)."""
         self._check_fitted()
-        return float(self.elbo_trace_[-1])
+        return float(self.elbo_trace_[-1] / self.size_trace_[-1])
 
     @property
     def n_iter_(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from lsdask.evaluate import (
 from lsdask.io.sources import BatchSource, CorpusRows, DataError, as_batch_source, rows_at_most
 from lsdask.io.vocabulary import vocabulary_difference, vocabulary_digest
 from lsdask.learn import INIT_METHODS, initial_stats
+from lsdask.learn.base import padded_trace
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
 from lsdask.models.lda import LDAModel, LocalStepOptions, as_csr_batch
@@ -65,10 +66,26 @@ def _check_resumed_vocabulary(resumed: dict, digest: str | None, source: BatchSo
 
 
 def _check_words(vocabulary: Any, n_features: int) -> list[str]:
-    """``vocabulary=`` of a matrix: one distinct string per column."""
+    """``vocabulary=`` of a matrix: one distinct string per column, as a sequence
+    or a mapping from column to word (gensim's ``Dictionary``/``id2word``)."""
     if isinstance(vocabulary, str):
         raise TypeError("vocabulary must be a sequence of words, one per column; got a string")
-    words = [str(w) for w in vocabulary]
+    if isinstance(vocabulary, Mapping) or hasattr(vocabulary, "id2token"):
+        keys = sorted(vocabulary.keys())
+        if keys != list(range(len(keys))):
+            raise ValueError(
+                "vocabulary as a mapping must map the columns 0, 1, ..., V-1 to words; its "
+                f"keys run from {keys[0] if keys else None} to {keys[-1] if keys else None} "
+                f"with {len(keys)} of them"
+            )
+        vocabulary = [vocabulary[k] for k in keys]
+    words = list(vocabulary)
+    bad = next((i for i, w in enumerate(words) if not isinstance(w, str)), None)
+    if bad is not None:
+        raise TypeError(
+            f"vocabulary[{bad}] is {words[bad]!r}, not a word (str); give the words of the "
+            "columns, not their ids"
+        )
     if len(words) != n_features:
         raise ValueError(
             f"vocabulary has {len(words)} words, but X has {n_features} columns; give one "
@@ -232,17 +249,19 @@ class LDA(VariationalEstimator):
             super()._check_init()
         # an array is checked once, against the data's vocabulary (_init_counts)
 
-    def _init_counts(self, vocab_size: int | None) -> np.ndarray | None:
-        """``init`` as float64 topic-word counts (K, V), checked; None for a method name."""
-        if isinstance(self.init, str):
+    def _init_counts(self, vocab_size: int | None, init: Any = None) -> np.ndarray | None:
+        """``init`` (default ``self.init``) as float64 topic-word counts (K, V),
+        checked; None for a method name."""
+        init = self.init if init is None else init
+        if isinstance(init, str):
             return None
         expected = f"(n_components, V) = ({self.n_components}, {vocab_size or 'V'})"
         try:
-            counts = np.array(self.init.toarray() if sp.issparse(self.init) else self.init, float)
+            counts = np.array(init.toarray() if sp.issparse(init) else init, float)
         except (TypeError, ValueError) as exc:
             raise ValueError(
                 f"init must be {lda_init_names()} or an array of topic-word counts of shape "
-                f"{expected}; got {type(self.init).__name__} ({exc})"
+                f"{expected}; got {type(init).__name__} ({exc})"
             ) from None
         if counts.ndim != 2 or (
             vocab_size is not None and counts.shape != (self.n_components, vocab_size)
@@ -419,7 +438,7 @@ class LDA(VariationalEstimator):
         self._check_params()
         source, vocab = self._source(X, vocabulary)
         first = not hasattr(self, "posterior_")
-        if not hasattr(self, "posterior_"):
+        if first:
             _check_has_tokens(X, source)  # the first call starts the topics from X
             rng = np.random.default_rng(self.random_state)
             model = self._model(source.n_features)
@@ -463,11 +482,9 @@ class LDA(VariationalEstimator):
         return self
 
     def _trace(self, name: str) -> np.ndarray:
-        """A trace of the fit so far; one saved without it (older model folders)
-        comes back padded with nan to the ELBO trace's length before this update."""
-        n = len(self.elbo_trace_) - 1
-        trace = np.asarray(getattr(self, name, np.zeros(0)), dtype=np.float64)
-        return np.concatenate([trace, np.full(max(n - len(trace), 0), np.nan)])[:n]
+        """A trace of the fit before this update (nan where a model saved before
+        it was kept does not reach back)."""
+        return padded_trace(getattr(self, name, None), len(self.elbo_trace_) - 1)
 
     def _set_fitted(self, model: LDAModel, glob, stats: SuffStats, vocab) -> None:
         self.model_ = model

@@ -160,6 +160,13 @@ class VariationalEstimator(Parameters):
             # stopped one goes on towards n_laps in all, as if never stopped
             learner.n_laps = state.lap + self.n_laps
             state.converged = False
+        elif state is not None and self.n_laps <= state.lap:
+            logger.warning(
+                "resuming a run stopped after %d laps with n_laps=%d (laps in all for a "
+                "stopped run): no lap is left to make, so the rest of the lap under way is "
+                "not visited either; ask for more laps to go on",
+                state.lap, self.n_laps,
+            )  # fmt: skip
         memo, write = checkpointing(self, model, source.batches, resumed)
         with stop_on_signals(True) as stop_requested:
             return learner.run(

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from lsdask.io.atomic import remove_tree, replace_dir
@@ -53,6 +54,7 @@ from lsdask.io.corpus_batch import COLUMNS, SCHEMA, CorpusBatch, DocBatch
 from lsdask.io.corpus_read import (
     _check_files,
     _check_new_part,
+    _doc_id_range,
     _next_doc_id,
     _next_part_name,
     _read_manifest,
@@ -430,7 +432,11 @@ class Corpus:
                 f"{difference}. Ingest its documents with vocab={self.path} (lsdask ingest "
                 f"... --append-to {self.path})"
             )
-        first = _next_doc_id(Path(self._path), _read_manifest(Path(self._path)))
+        root = Path(self._path)
+        manifest = _read_manifest(root)
+        first = _next_doc_id(root, manifest)
+        if keep_ids:
+            _check_ids_are_new(root, manifest, other)
 
         def documents() -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
             i = first
@@ -443,6 +449,33 @@ class Corpus:
                     i += 1
 
         return self.append(documents(), file_name=file_name)
+
+
+def _check_ids_are_new(root: Path, manifest: dict[str, Any], other: Corpus) -> None:
+    """Refuse documents whose own doc_ids are already in the corpus (the id
+    columns are read only for parts whose id range meets theirs)."""
+    new = np.concatenate(
+        [_doc_ids(Path(other.path), f) for f in sorted({b.file for b in other.batches})]
+    )
+    if new.size == 0:
+        return
+    lo, hi = int(new.min()), int(new.max())
+    for file in sorted({b["file"] for b in manifest["batches"]}):
+        theirs = _doc_id_range(root, file)
+        if theirs is None or theirs[1] < lo or hi < theirs[0]:
+            continue
+        shared = np.intersect1d(new, _doc_ids(root, file))
+        if shared.size:
+            raise ValueError(
+                f"{shared.size} of the documents to append have doc_ids that corpus {root}'s "
+                f"{file} already holds (e.g. {int(shared[0])}): doc_ids must stay unique. "
+                "Give them ids the corpus does not use, or let them be numbered after its "
+                "largest (no id option)"
+            )
+
+
+def _doc_ids(root: Path, file: str) -> np.ndarray:
+    return pq.read_table(root / file, columns=["doc_id"]).column(0).to_numpy()
 
 
 def read_all(

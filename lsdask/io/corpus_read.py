@@ -140,9 +140,9 @@ def _file_row_groups(root: Path, file: str, vocab_digest: str) -> list[dict[str,
             if stamp is not None and stamp.decode() != vocab_digest:
                 raise DataError(
                     f"{where}: was written over another vocabulary than the corpus's "
-                    f"{VOCAB_NAME}, so its word ids would be read as other words. Ingest its "
-                    f"documents with the corpus's vocabulary (lsdask ingest ... --vocab {root}; "
-                    "in Python vocab=the corpus) and put that part file in place of this one"
+                    f"{VOCAB_NAME}, so its word ids would be read as other words. Remove it and "
+                    f"add its documents with lsdask ingest ... --append-to {root} (in Python "
+                    "Corpus.append_corpus of a corpus ingested with vocab=this one)"
                 )
             entries = []
             for g in range(f.num_row_groups):
@@ -294,8 +294,9 @@ def _warn_of_shared_doc_ids(root: Path, new_files: list[str], files: list[str]) 
                     "corpus %s: new part %s holds doc_ids %d..%d, and %s holds %d..%d: if these "
                     "are the same documents they are now counted twice, and the doc_ids of "
                     "transform's output do not tell the two apart. Give new documents their "
-                    "own ids (lsdask ingest jsonl/table --id), or add them with "
-                    "Corpus.append, which numbers them after the corpus's largest doc_id",
+                    "own ids (lsdask ingest jsonl/table --id), or add them with lsdask ingest "
+                    "... --append-to (Corpus.append_corpus), which numbers them after the "
+                    "corpus's largest doc_id",
                     root, f, mine[0], mine[1], g, theirs[0], theirs[1],
                 )  # fmt: skip
                 break

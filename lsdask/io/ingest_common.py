@@ -160,7 +160,8 @@ def _check_pruning(vocab: VocabArg, min_df: Any, max_df: Any, max_vocab: Any) ->
     if vocab is not None and given:
         raise ValueError(
             f"{', '.join(given)} prune a vocabulary built from the data, but vocab= imposes "
-            "one as it is (--vocab on the command line), so they would do nothing. Drop "
+            "one as it is (--vocab or --append-to on the command line), so they would do "
+            "nothing. Drop "
             f"{'it' if len(given) == 1 else 'them'}, or drop vocab to build a new vocabulary"
         )
 

@@ -65,16 +65,17 @@ def _laps_in_checkpoint(checkpoint_dir: Any) -> int:
 
     if checkpoint_dir is None or not Path(checkpoint_dir).is_dir():
         return 0
-    folder = CheckpointDir(checkpoint_dir)
-    return 0 if folder.latest() is None else int(folder.read()["state"].lap)
+    state = CheckpointDir(checkpoint_dir).read_state()
+    return 0 if state is None else int(state.lap)
 
 
 def _elbo_per_token(model: Any, n_tokens: float) -> np.ndarray:
     """The ELBO trace per token of the data each value was over (a resumed run
     that took in or dropped documents changed it); ``n_tokens`` where the trace
     of sizes does not reach back (models saved before it was kept)."""
-    sizes = np.asarray(getattr(model, "size_trace_", []), dtype=np.float64)
-    sizes = np.concatenate([np.full(len(model.elbo_trace_) - len(sizes), np.nan), sizes])
+    from lsdask.learn.base import padded_trace
+
+    sizes = padded_trace(getattr(model, "size_trace_", None), len(model.elbo_trace_))
     sizes = np.where(np.isfinite(sizes) & (sizes > 0), sizes, max(n_tokens, 1.0))
     return np.asarray(model.elbo_trace_) / sizes
 

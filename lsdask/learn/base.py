@@ -40,6 +40,13 @@ class LearnResult:
     memo: list[SuffStats | None] | None = None
 
 
+def padded_trace(values: Any, n: int) -> np.ndarray:
+    """The last ``n`` values of a trace as float64, nan in front where it does not
+    reach back that far (a trace kept only since a later version)."""
+    trace = np.asarray([] if values is None else values, dtype=np.float64)[-n:] if n else []
+    return np.concatenate([np.full(n - len(trace), np.nan), trace])
+
+
 class Trace:
     """Accumulates the per-update traces and logs one line per lap."""
 

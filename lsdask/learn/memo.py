@@ -36,6 +36,7 @@ from lsdask.learn.base import (
     finite_or_raise,
     lap_order,
     log_lap,
+    padded_trace,
     progress_bar,
     waves,
 )
@@ -119,8 +120,7 @@ class MemoizedVI:
         result.elbo_trace, result.lap_trace = list(state.elbo_trace), list(state.lap_trace)
         result.time_trace = list(state.time_trace)
         # checkpoints from before the size trace: nan where it was not kept
-        result.size_trace = [np.nan] * (len(state.elbo_trace) - len(state.size_trace))
-        result.size_trace += list(state.size_trace)
+        result.size_trace = list(padded_trace(state.size_trace, len(state.elbo_trace)))
         t0 = time.perf_counter() - (state.time_trace[-1] if state.time_trace else 0.0)
         lap_elbos = list(state.lap_elbos)
         result.n_laps, result.converged = state.lap, state.converged

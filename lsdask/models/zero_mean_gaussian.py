@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from lsdask import config
 from lsdask.kernels import (
     dense_weighted_rows,
     outer_features_into,
@@ -55,11 +56,6 @@ class WishartPosterior:
         return self.B / (self.nu - D - 1.0)[:, None, None]
 
 
-#: The sample's mean, measured in the rows' root-mean-square distance from it,
-#: beyond which the zero-mean model is warned to be the wrong one.
-NOT_CENTERED = 0.5
-
-
 def _warn_if_not_centered(X: np.ndarray) -> None:
     """Warn when rows are far from centered at 0: every cluster of this model is
     centered there (image patches with their mean removed), so such data (e.g.
@@ -69,7 +65,7 @@ def _warn_if_not_centered(X: np.ndarray) -> None:
     mean = X.mean(axis=0)
     spread = float(np.sqrt(((X - mean) ** 2).sum(axis=1).mean()))
     offset = float(np.linalg.norm(mean))
-    if offset > NOT_CENTERED * spread:
+    if offset > config.ZERO_MEAN_OFFSET_WARNING * spread:
         logger.warning(
             "covariance_type='zero-mean' models rows centered at 0 (as image patches with "
             "their mean removed), but the sample's mean lies %.3g from 0, %.2g times the rows' "
