@@ -373,3 +373,26 @@ def test_checkpoints_are_not_written_into_other_folders(tmp_path, rng):
     # a new or empty folder is fine, with resume=True too (a scheduled job's first night)
     lsdask.GaussianMixture(3, checkpoint_dir=str(tmp_path / "new"), resume=True, **kw).fit(X)
     assert (tmp_path / "new" / "LATEST").exists()
+
+
+def test_a_stopped_run_resumed_with_no_laps_left_says_so(tmp_path, rng, caplog):
+    """A run stopped after 3 of its 10 laps, resumed with n_laps=2 (laps in all for
+    a stopped run): nothing is left to make, and a warning says so."""
+    import json
+    import logging
+
+    X = _heavy_tailed(rng, n=300)
+    kw = dict(client="sync", random_state=0, batch_size=100, checkpoint_dir=str(tmp_path / "c"))
+    lsdask.GaussianMixture(3, n_laps=3, **kw).fit(X)
+    latest = CheckpointDir(tmp_path / "c").latest() / "state.json"
+    document = json.loads(latest.read_text())
+    document["state"]["target_laps"] = 10  # as if stopped by a signal after lap 3
+    latest.write_text(json.dumps(document))
+    with caplog.at_level(logging.WARNING, logger="lsdask"):
+        model = lsdask.GaussianMixture(3, n_laps=2, resume=True, **kw).fit(X)
+    assert model.n_laps_ == 3
+    assert "resuming a run stopped after 3 laps with n_laps=2" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="lsdask"):
+        assert lsdask.GaussianMixture(3, n_laps=5, resume=True, **kw).fit(X).n_laps_ == 5
+    assert "no lap is left" not in caplog.text
