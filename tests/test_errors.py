@@ -134,3 +134,14 @@ def test_lda_on_a_path_that_is_no_corpus_names_the_corpus(tmp_path, name):
     (tmp_path / "plain_folder").mkdir()
     with pytest.raises((FileNotFoundError, DataError), match=r"corpus.*lsdask ingest"):
         lsdask.LDA(3, client="sync").fit(tmp_path / name)
+
+
+def test_a_zarr_array_in_memory_is_refused_with_what_to_do():
+    import zarr
+
+    z = zarr.create_array(zarr.storage.MemoryStore(), shape=(50, 3), chunks=(25, 3), dtype="f8")
+    z[:] = np.random.default_rng(0).normal(size=(50, 3))
+    with pytest.raises(ValueError, match=r"a Zarr array in a MemoryStore, .* pass the path, or "
+                       r"pass its values \(X\[:\]\)"):  # fmt: skip
+        lsdask.GaussianMixture(2, client="sync").fit(z)
+    lsdask.GaussianMixture(2, n_laps=1, client="sync").fit(z[:])  # as the message says

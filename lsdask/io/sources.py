@@ -227,7 +227,12 @@ def zarr_source(array_or_path: Any, batch_size: int | None = None) -> BatchSourc
         array = array_or_path
         store = str(array.store.root / array.path) if hasattr(array.store, "root") else None
         if store is None:
-            raise DataError("X: only Zarr arrays on a local or file-system store are supported")
+            raise DataError(
+                f"X: a Zarr array in a {type(array.store).__name__}, which the batch tasks "
+                "cannot open again by path; only arrays in a local folder store are read "
+                "batch by batch. Write it to a folder (zarr.create_array(path, ...)) and pass "
+                "the path, or pass its values (X[:]) if they fit in memory"
+            )
     _check_shape(array.shape, array.dtype, f"X (Zarr array {store!r})")
     size = batch_size or int(array.chunks[0])
     ranges = _ranges(array.shape[0], size)
