@@ -253,10 +253,10 @@ def plot_covariance_eigenvectors(
     rows, n_vec = tiles.shape[:2]
 
     tile = 0.8  # inches per tile
-    width, height = 1.3 + n_vec * tile, 0.75 + rows * tile
+    width, height = 1.3 + n_vec * tile, 0.9 + rows * tile
     fig = _new_figure(width, height)
     grid = fig.add_gridspec(rows, n_vec, left=1.2 / width, right=0.99,
-                            top=1 - 0.6 / height, bottom=0.1 / height,
+                            top=1 - 0.75 / height, bottom=0.1 / height,
                             wspace=0.08, hspace=0.12)  # fmt: skip
     for r, k in enumerate(order):
         for c in range(n_vec):
@@ -282,7 +282,8 @@ def plot_covariance_eigenvectors(
                 color="tab:orange",
             )
     fig.suptitle(
-        f"Leading covariance eigenvectors of the {rows} heaviest of {K} clusters "
+        # two lines: one was cut off at the figure's width
+        f"Leading covariance eigenvectors of the\n{rows} heaviest of {K} clusters "
         "(% = share of variance)",
         y=1 - 0.12 / height,
         va="top",
