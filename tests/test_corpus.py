@@ -258,6 +258,15 @@ def test_bad_write_parameters(tmp_path, kwargs, match):
         Corpus.write(tmp_path / "c", [], VOCAB, **kwargs)
 
 
+def test_docs_per_file_rounded_to_whole_row_groups_is_said(tmp_path, rng, caplog):
+    with caplog.at_level(logging.WARNING, logger="lsdask.io"):
+        c = Corpus.write(tmp_path / "c", _random_counts(rng, 25, 5), VOCAB,
+                         docs_per_row_group=4, docs_per_file=10)  # fmt: skip
+    assert "docs_per_file (10) is not a multiple of docs_per_row_group (4)" in caplog.text
+    assert "so 8 documents (2 row groups) each" in caplog.text
+    assert len({b.file for b in c.batches}) == 4  # 8 + 8 + 8 + 1 documents
+
+
 @pytest.mark.parametrize(
     ("vocab", "match"),
     [(["a", "b", "a"], r"vocab\[2\] is 'a', which is also vocab\[0\]"), (["a", "b\nc"], "line")],

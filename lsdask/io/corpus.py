@@ -311,6 +311,12 @@ class Corpus:
                 f"docs_per_file ({per_file}) must be at least docs_per_row_group ({rows}); "
                 "a file holds whole row groups"
             )
+        if per_file % rows:
+            logger.warning(
+                "docs_per_file (%d) is not a multiple of docs_per_row_group (%d): a file holds "
+                "whole row groups, so %d documents (%d row groups) each",
+                per_file, rows, per_file // rows * rows, per_file // rows,
+            )  # fmt: skip
         words = _check_vocab(vocab)
         out = Path(os.path.abspath(os.fspath(out_dir)))
         _check_target(out, overwrite)
