@@ -19,7 +19,12 @@ from lsdask.cli import main
 from lsdask.io.corpus import Corpus, read_all
 from lsdask.io.patches import write_patch_store
 from lsdask.jobs.bars_lda import format_bars_report, run_bars_demo
-from lsdask.jobs.corpus_lda import split_corpus, topic_report, transform_corpus
+from lsdask.jobs.corpus_lda import (
+    format_transform_summary,
+    split_corpus,
+    topic_report,
+    transform_corpus,
+)
 from lsdask.jobs.patch_gmm import fit_and_report, format_report
 from lsdask.persist import load_lda
 from lsdask.synthetic import make_bars_corpus
@@ -541,6 +546,8 @@ def test_transform_command(saved_model: Path, bars_corpora: dict[str, Path], tmp
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "of 40 documents in 3 row groups" in captured.out
+    one = {"L": 4, "K": 10, "n_docs": 1, "n_batches": 1, "path": "w.parquet", "seconds": 0.1}
+    assert " in 1 row group to w.parquet" in format_transform_summary(one)  # not "1 row groups"
     assert sorted(p.name for p in out.parent.iterdir()) == ["weights.parquet"]
     f = pq.ParquetFile(out)
     assert f.num_row_groups == 3  # one per corpus batch (15 + 15 + 10 documents)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from lsdask.jobs.cluster import dask_client
+from lsdask.jobs.wording import plural
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +190,8 @@ def format_bars_report(result: dict[str, Any], *, title: str | None = None) -> s
     )
     lines.append(f"model: LDA, K={result['K']}, L={L}, alpha={result['alpha']:g}")
     lines.append(
-        f"fit: {result['laps']} laps ({'converged' if result['converged'] else 'not converged'})"
+        f"fit: {plural(result['laps'], 'lap')} "
+        f"({'converged' if result['converged'] else 'not converged'})"
         f" in {result['seconds']:.1f} s, final ELBO {result['elbo_final']:.1f} "
         f"({result['elbo_final'] / max(result['n_tokens'], 1.0):.4f} per token)"
     )

@@ -34,6 +34,7 @@ import scipy.sparse as sp
 from lsdask import config
 from lsdask.io.vocabulary import vocabulary_difference
 from lsdask.jobs.cluster import dask_client
+from lsdask.jobs.wording import plural
 
 logger = logging.getLogger(__name__)
 
@@ -622,7 +623,7 @@ def format_transform_summary(result: dict[str, Any]) -> str:
     """One line describing a :func:`transform_corpus` result."""
     return (
         f"wrote top-{result['L']} topic weights (K={result['K']}) of {result['n_docs']:,} "
-        f"documents in {result['n_batches']} row groups to {result['path']} "
+        f"documents in {plural(result['n_batches'], 'row group')} to {result['path']} "
         f"({result['seconds']:.1f} s)"
     )
 

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lsdask.jobs.wording import plural
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["INGEST_KINDS", "format_ingest_summary", "read_vocab_arg", "run_ingest"]
@@ -195,7 +197,7 @@ def format_ingest_summary(summary: Mapping[str, Any]) -> str:
         f"documents: {summary['n_docs']:,} ({summary['n_empty_docs']:,} empty)",
         f"tokens: {summary['n_tokens']:,}",
         f"vocabulary: {summary['vocab_size']:,} words",
-        f"batches: {summary['n_batches']:,} row group{'' if summary['n_batches'] == 1 else 's'}",
+        f"batches: {plural(summary['n_batches'], 'row group')}",
     ]
     if summary.get("oov_tokens"):
         why = (

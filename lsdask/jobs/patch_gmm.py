@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from lsdask.jobs.cluster import dask_client
+from lsdask.jobs.wording import plural
 
 logger = logging.getLogger(__name__)
 
@@ -470,10 +471,6 @@ def run_demo(
     return result
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def format_report(result: dict[str, Any], *, title: str | None = None) -> str:
     """Readable multi-line summary of a :func:`fit_and_report` result."""
     lines = []
@@ -483,9 +480,9 @@ def format_report(result: dict[str, Any], *, title: str | None = None) -> str:
     if patches:
         lines.append(
             f"data: {patches['train']['n_patches']:,} train patches "
-            f"({_plural(patches['train']['n_images'], 'image')}), "
+            f"({plural(patches['train']['n_images'], 'image')}), "
             f"{patches['heldout']['n_patches']:,} heldout patches "
-            f"({_plural(patches['heldout']['n_images'], 'image')}), D={result['n_features']}"
+            f"({plural(patches['heldout']['n_images'], 'image')}), D={result['n_features']}"
         )
         lines.append(f"      store: {Path(patches['train']['path']).parent}")
     else:
@@ -546,6 +543,6 @@ def format_patches_summary(summary: dict[str, dict[str, Any]]) -> str:
     """One line per split of a :func:`prepare_patches` summary."""
     return "\n".join(
         f"{split:<8} {summary[split]['n_patches']:>10,} patches from "
-        f"{_plural(summary[split]['n_images'], 'image')}: {summary[split]['path']}"
+        f"{plural(summary[split]['n_images'], 'image')}: {summary[split]['path']}"
         for split in ("train", "heldout")
     )
