@@ -606,12 +606,12 @@ def _tokenizer_from_args(args: argparse.Namespace) -> Tokenizer | None:
 def _corpus_tokenizer(args: argparse.Namespace) -> Tokenizer | None:
     """The tokenizer the ``--append-to`` or ``--vocab`` corpus was ingested with."""
     from lsdask.io.corpus import Corpus
+    from lsdask.io.ingest_common import recorded_tokenizer
 
     path = args.append_to if args.append_to is not None else args.vocab
     if path is None or not Path(path).is_dir():
         return None
-    settings = Corpus.open(path).ingest_info.get("tokenizer")
-    return None if settings is None else Tokenizer.from_settings(settings)
+    return recorded_tokenizer(Corpus.open(path))
 
 
 def _read_stopwords(path: Path) -> set[str]:

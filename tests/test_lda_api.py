@@ -50,11 +50,10 @@ def test_fitted_arrays_are_read_only_views(fitted, docs):
     """components_ is the model's lambda: an in-place edit (components_ /= ...)
     used to change what a saved and reloaded model computes; now it fails."""
     assert not fitted.components_.flags.writeable and not fitted.topic_word_.flags.writeable
+    before = np.array(fitted.posterior_.lam)
     with pytest.raises(ValueError, match="read-only"):
         fitted.components_ /= fitted.components_.sum(axis=1, keepdims=True)
-    np.testing.assert_array_equal(fitted.components_, fitted.posterior_.lam)
-    normalized = fitted.components_ / fitted.components_.sum(axis=1, keepdims=True)
-    np.testing.assert_allclose(normalized.sum(axis=1), 1.0)  # a copy is free to change
+    np.testing.assert_array_equal(fitted.posterior_.lam, before)  # the model is untouched
     gmm = lsdask.GaussianMixture(
         2, sparsity=1, n_laps=2, covariance_type="diag", client="sync", random_state=0
     )
@@ -108,7 +107,6 @@ def test_small_api(fitted, docs):
     with pytest.raises(NotFittedError, match="not fitted yet; call fit"):
         unfitted.transform(docs)
     assert issubclass(NotFittedError, ValueError) and issubclass(NotFittedError, AttributeError)
-    assert not hasattr(unfitted, "components_")
 
 
 def test_tol_zero_runs_every_lap(docs):

@@ -209,8 +209,8 @@ class MixtureEstimatorBase(VariationalEstimator):
                 parts.append(out)
             else:
                 resp, idx = out
-                n, L = resp.shape
-                indptr = np.arange(0, n * L + 1, L)
+                n, width = resp.shape
+                indptr = np.arange(0, n * width + 1, width)
                 block = sp.csr_matrix((resp.ravel(), idx.ravel(), indptr), shape=(n, K))
                 block.eliminate_zeros()  # canonical: no stored zeros, columns sorted
                 block.sort_indices()

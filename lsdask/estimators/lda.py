@@ -541,7 +541,8 @@ class LDA(VariationalEstimator):
         an empty row. A corpus is read batch by batch.
         """
         self._check_fitted()
-        parts = [self._transform_batch(rows) for rows in self._row_batches(X)]
+        L = check_sparsity(self.sparsity, None)  # may change after fit
+        parts = [self._transform_batch(rows, L) for rows in self._row_batches(X)]
         return sp.vstack(parts, format="csr")
 
     @property
@@ -551,8 +552,7 @@ class LDA(VariationalEstimator):
         K = self.model_.n_components if hasattr(self, "model_") else self.n_components
         return K if self.sparsity is None else min(int(self.sparsity), K)
 
-    def _transform_batch(self, X: sp.csr_matrix) -> sp.csr_matrix:
-        L = check_sparsity(self.sparsity, None)  # may change after fit
+    def _transform_batch(self, X: sp.csr_matrix, L: int | None) -> sp.csr_matrix:
         _, doc_topic, _ = self.model_.doc_topic_step(X, self.posterior_, L)
         K = self.model_.n_components  # as fitted, whatever set_params said since
         theta = doc_topic + self.model_.alpha / K

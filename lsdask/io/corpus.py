@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from lsdask.io.atomic import remove_tree, replace_dir
@@ -55,6 +54,7 @@ from lsdask.io.corpus_read import (
     _check_files,
     _check_new_part,
     _doc_id_range,
+    _doc_ids,
     _next_doc_id,
     _next_part_name,
     _read_manifest,
@@ -387,7 +387,9 @@ class Corpus:
         tmp = root / PARTS_DIR / tmp_name
         rows = int(manifest.get("docs_per_row_group", DEFAULT_DOCS_PER_ROW_GROUP))
         try:
-            groups = _doc_groups(docs, self.vocab_size, rows, _next_doc_id(root, manifest))
+            # only a matrix's rows are numbered here (every part's footer is read for it)
+            first = _next_doc_id(root, manifest) if sp.issparse(docs) else 0
+            groups = _doc_groups(docs, self.vocab_size, rows, first)
             entries = _write_groups(
                 groups, root / PARTS_DIR, lambda i: tmp_name, None, vocabulary_digest(self.vocab)
             )
@@ -440,9 +442,9 @@ class Corpus:
             )
         root = Path(self._path)
         manifest = _read_manifest(root)
-        first = _next_doc_id(root, manifest)
         if keep_ids:
             _check_ids_are_new(root, manifest, other)
+        first = 0 if keep_ids else _next_doc_id(root, manifest)
 
         def documents() -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
             i = first
@@ -478,10 +480,6 @@ def _check_ids_are_new(root: Path, manifest: dict[str, Any], other: Corpus) -> N
                 "Give them ids the corpus does not use, or let them be numbered after its "
                 "largest (no id option)"
             )
-
-
-def _doc_ids(root: Path, file: str) -> np.ndarray:
-    return pq.read_table(root / file, columns=["doc_id"]).column(0).to_numpy()
 
 
 def read_all(

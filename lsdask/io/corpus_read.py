@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -263,11 +264,16 @@ def _doc_id_range(root: Path, file: str) -> tuple[int, int] | None:
             continue
         stats = meta.row_group(rg).column(col).statistics
         if stats is None or not stats.has_min_max:
-            ids = pq.read_table(root / file, columns=["doc_id"]).column(0).to_numpy()
+            ids = _doc_ids(root, file)
             return (int(ids.min()), int(ids.max())) if ids.size else None
         lo = int(stats.min) if lo is None else min(lo, int(stats.min))
         hi = int(stats.max) if hi is None else max(hi, int(stats.max))
     return None if lo is None else (lo, hi)
+
+
+def _doc_ids(root: Path, file: str) -> np.ndarray:
+    """The doc_id column of a part file."""
+    return pq.read_table(root / file, columns=["doc_id"]).column(0).to_numpy()
 
 
 def _next_doc_id(root: Path, manifest: dict[str, Any]) -> int:
@@ -281,13 +287,16 @@ def _warn_of_shared_doc_ids(root: Path, new_files: list[str], files: list[str]) 
     documents dropped in twice, or new ones numbered from 0 again (ingested
     apart, then copied in), which transform's output cannot tell apart."""
     ranges = {f: _doc_id_range(root, f) for f in files}
+    position = {f: i for i, f in enumerate(files)}
+    fresh = set(new_files)
     for f in new_files:
         mine = ranges[f]
         if mine is None:
             continue
         for g in files:
             theirs = ranges[g]
-            if g == f or theirs is None or (g in new_files and files.index(g) > files.index(f)):
+            # another part, listed or new before this one (a pair is told once)
+            if g == f or theirs is None or (g in fresh and position[g] > position[f]):
                 continue
             if mine[0] <= theirs[1] and theirs[0] <= mine[1]:
                 logger.warning(

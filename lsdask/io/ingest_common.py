@@ -166,21 +166,28 @@ def _check_pruning(vocab: VocabArg, min_df: Any, max_df: Any, max_vocab: Any) ->
         )
 
 
-def _tokenizer_for(tokenizer: Tokenizer | None, vocab: VocabArg) -> Tokenizer:
+def _opened(vocab: VocabArg) -> Sequence[str] | Corpus | None:
+    """``vocab=`` with a corpus path opened once (its words and its tokenizer are
+    both read from it)."""
+    return Corpus.open(vocab) if isinstance(vocab, str | os.PathLike) else vocab
+
+
+def recorded_tokenizer(corpus: Corpus) -> Tokenizer | None:
+    """The tokenizer ``corpus`` was ingested with (its manifest records it), or
+    None for a corpus written without one (bag-of-words imports, other tools)."""
+    settings = corpus.ingest_info.get("tokenizer")
+    return None if settings is None else Tokenizer.from_settings(settings)
+
+
+def _tokenizer_for(tokenizer: Tokenizer | None, vocab: Sequence[str] | Corpus | None) -> Tokenizer:
     """The tokenizer of an ingest: the one given; else, with a corpus's vocabulary
-    imposed, the tokenizer that corpus was ingested with (its manifest records
-    it), so that new text at retraining time is cut into words as the training
-    text was; else the default. A given tokenizer other than the corpus's is
-    kept, with a warning."""
-    corpus = None
-    if isinstance(vocab, Corpus):
-        corpus = vocab
-    elif isinstance(vocab, str | os.PathLike):
-        corpus = Corpus.open(vocab)
-    recorded = None if corpus is None else corpus.ingest_info.get("tokenizer")
-    if recorded is None:
+    imposed, the tokenizer that corpus was ingested with, so that new text at
+    retraining time is cut into words as the training text was; else the
+    default. A given tokenizer other than the corpus's is kept, with a warning."""
+    theirs = recorded_tokenizer(vocab) if isinstance(vocab, Corpus) else None
+    if theirs is None:
         return tokenizer if tokenizer is not None else Tokenizer()
-    theirs = Tokenizer.from_settings(recorded)
+    corpus = vocab
     if tokenizer is None:
         logger.info("tokenizing as corpus %s was: %r", corpus.path, theirs)
         return theirs
@@ -362,6 +369,7 @@ def _ingest_texts(
     """Two passes over raw text: document frequencies, then encode and write."""
     check_out_dir(out_dir, overwrite)
     _check_pruning(vocab, min_df, max_df, max_vocab)
+    vocab = _opened(vocab)
     tokenizer = _tokenizer_for(tokenizer, vocab)
     total: int | None = None
     own_ids = array("q")  # the documents' own ids (source.ids), checked distinct
