@@ -163,7 +163,7 @@ class LDA(VariationalEstimator):
         4,000,000, ``lsdask.config.GIBBS_SAMPLE_TOKENS``): the whole corpus
         when it holds fewer, else whole documents drawn at random up to it.
         The start's time and memory grow with it (about 16 bytes per token);
-        more documents give better topics (README, LDA section).
+        more documents give better topics (pipelines/benchmarks/README_lda.md, History).
     restarts : bool
         Restart proposals in the local step (Sec. 5).
     max_local_iters : int
