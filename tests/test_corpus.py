@@ -532,6 +532,44 @@ def test_rescan_rejects_a_foreign_parquet_file(tmp_path):
         Corpus.open(tmp_path / "c", rescan=True)
 
 
+@pytest.mark.parametrize(
+    ("column", "values", "message"),
+    [
+        ("counts", pa.array([[1.0], [-5.0]], pa.list_(pa.float64())), r"count -5\.0 of word id 1"),
+        ("counts", pa.array([[1.0], [np.nan]], pa.list_(pa.float64())), r"count nan"),
+        ("counts", pa.array([[1.0], [1e300]], pa.list_(pa.float64())), r"count 1e\+300 .* at most"),
+        ("counts", pa.array([1.0, 2.0], pa.float32()), r"column counts has type float"),
+        ("doc_id", pa.array(["a", "b"]), r"column doc_id has type string"),
+        (
+            "doc_id",
+            pa.array([0, 2**64 - 1], pa.uint64()),
+            r"column doc_id \(uint64\) holds a value",
+        ),
+    ],
+)
+def test_rescan_refuses_a_bad_part_and_leaves_the_manifest_as_it_was(
+    tmp_path, column, values, message
+):
+    """A new part with bad documents is refused when the rescan meets it, naming
+    the file and row group, and the manifest is not rewritten: before, its token
+    count (negative, nan, 1e300) was saved, and every later open failed on the
+    manifest even after the file was removed."""
+    Corpus.write(tmp_path / "c", [(0, [1], [1.0])], VOCAB)
+    columns = {
+        "doc_id": pa.array([10, 11], pa.int64()),
+        "word_ids": _ids([[0], [1]]),
+        "counts": _counts([[1.0], [2.0]]),
+    }
+    columns[column] = values
+    pq.write_table(pa.table(columns), tmp_path / "c" / "parts" / "bad.parquet")
+    manifest = (tmp_path / "c" / "manifest.json").read_bytes()
+    with pytest.raises(DataError, match=r"file parts/bad.parquet, row group 0: .*" + message):
+        Corpus.open(tmp_path / "c", rescan=True)
+    assert (tmp_path / "c" / "manifest.json").read_bytes() == manifest
+    os.remove(tmp_path / "c" / "parts" / "bad.parquet")
+    assert Corpus.open(tmp_path / "c", rescan=True).n_tokens == 1.0
+
+
 def test_rescan_refuses_a_part_written_over_another_vocabulary(tmp_path, rng):
     """Part files carry the SHA-256 of the words their ids index: one written over
     another vocabulary (ingested without --vocab, then copied in) is refused,

@@ -34,6 +34,11 @@ SCHEMA = pa.schema(
 )
 
 
+#: The largest count a corpus holds: counts are stored as float32 (a float64
+#: column of another tool is read as it is, within the same bound).
+MAX_COUNT = float(np.finfo(np.float32).max)
+
+
 # --------------------------------------------------------------------------- batches
 
 
@@ -148,11 +153,12 @@ class DocBatch:
                 )
         if counts.size:
             low_c, high_c = counts.min(), counts.max()
-            if not (low_c >= 0 and high_c < np.inf):
-                pos = int(np.flatnonzero(~((counts >= 0) & (counts < np.inf)))[0])
+            if not (low_c >= 0 and high_c <= MAX_COUNT):
+                pos = int(np.flatnonzero(~((counts >= 0) & (counts <= MAX_COUNT)))[0])
                 raise DataError(
                     f"{where}: {self._name(pos)}: count {float(counts[pos])} of word id "
-                    f"{int(ids[pos])}; counts must be finite and >= 0. Fix or drop the document."
+                    f"{int(ids[pos])}; counts must be finite, >= 0 and at most {MAX_COUNT:.4g} "
+                    "(the largest float32, the corpus's count type). Fix or drop the document."
                 )
         self._check_distinct(where)
 
@@ -213,7 +219,13 @@ def _doc_id_array(column: pa.ChunkedArray, where: str) -> np.ndarray:
             "null doc_id; every document needs an integer doc_id"
         )
     if array.type != pa.int64():
-        array = array.cast(pa.int64())
+        try:
+            array = array.cast(pa.int64())
+        except pa.ArrowInvalid as exc:
+            raise DataError(
+                f"{where}: column doc_id ({array.type}) holds a value outside int64 ({exc}); "
+                "doc_ids must fit in int64"
+            ) from exc
     return array.to_numpy(zero_copy_only=True)
 
 

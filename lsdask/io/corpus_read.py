@@ -19,10 +19,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lsdask.io.corpus_batch import COLUMNS, _single_array
+from lsdask.io.corpus_batch import COLUMNS, DocBatch
 from lsdask.io.corpus_write import (
     FORMAT,
     MANIFEST_NAME,
@@ -125,10 +124,14 @@ def _parquet_files(root: Path) -> list[str]:
     )
 
 
-def _file_row_groups(root: Path, file: str, vocab_digest: str) -> list[dict[str, Any]]:
-    """Batch entries of one Parquet file from its footer (and its counts column);
-    a file stamped with another vocabulary than ``vocab_digest`` is refused
-    (files of other tools carry no stamp and are taken as they are)."""
+def _file_row_groups(
+    root: Path, file: str, vocab_digest: str, vocab_size: int
+) -> list[dict[str, Any]]:
+    """Batch entries of one new or changed Parquet file, every row group read and
+    checked as a batch task would (so a bad file is refused here, naming its row
+    group and document, before its token counts reach the manifest); a file
+    stamped with another vocabulary than ``vocab_digest`` is refused (files of
+    other tools carry no stamp and are taken as they are)."""
     where = f"corpus {root}, file {file}"
     try:
         with pq.ParquetFile(str(root / file)) as f:
@@ -150,9 +153,11 @@ def _file_row_groups(root: Path, file: str, vocab_digest: str) -> list[dict[str,
                 n = f.metadata.row_group(g).num_rows
                 if n == 0:
                     continue
-                counts = _single_array(f.read_row_group(g, columns=["counts"]).column(0))
-                tokens = pc.sum(counts.flatten()).as_py() or 0
-                entries.append({"file": file, "row_group": g, "n_docs": n, "n_tokens": tokens})
+                table = f.read_row_group(g, columns=list(COLUMNS))
+                batch = DocBatch.from_arrow(table, f"{where}, row group {g}", vocab_size)
+                entries.append(
+                    {"file": file, "row_group": g, "n_docs": n, "n_tokens": batch.n_tokens}
+                )
         size = (root / file).stat().st_size
         for e in entries:
             e["file_bytes"] = size
@@ -204,7 +209,7 @@ def _rescan(root: Path, manifest: dict[str, Any], vocab_digest: str) -> dict[str
         ):
             batches.extend(old)
         else:
-            batches.extend(_file_row_groups(root, file, vocab_digest))
+            batches.extend(_file_row_groups(root, file, vocab_digest, manifest["vocab_size"]))
             n_changed += file in listed
     new_files = [f for f in order if f not in listed]
     if new_files:
