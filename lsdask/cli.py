@@ -27,6 +27,7 @@ import argparse
 import logging
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -241,7 +242,7 @@ def _add_checkpoints(parser: Any, resume_help: str) -> None:
 _INGEST_INPUTS: dict[str, tuple[tuple[str, str], ...]] = {
     "text": (("path_or_tar", "folder or .tar/.tar.gz archive of text files"),),
     "jsonl": (("path", "JSON lines file (.jsonl[.gz])"),),
-    "table": (("path", "CSV (.csv/.tsv[.gz]) or Parquet file"),),
+    "table": (("path", "CSV (.csv/.tsv[.gz]) or Parquet file, or a folder of Parquet files"),),
     "ldac": (("dat", "LDA-C .dat file"), ("vocab_file", "vocabulary, one word per line")),
     "uci": (("docword", "docword.*.txt[.gz]"), ("vocab_file", "vocab.*.txt, one word a line")),
 }
@@ -336,6 +337,11 @@ def _add_ingest(sub: Any) -> None:
     table.add_argument(
         "--encoding", default="utf-8", help="text encoding of a CSV file (default utf-8)"
     )
+    table.add_argument(
+        "--format", choices=("csv", "parquet"),
+        help="the file's format (default: from its suffix, .csv/.tsv/.parquet)",
+    )  # fmt: skip
+    table.add_argument("--delimiter", help="CSV field delimiter (default , and a tab for .tsv)")
     table.add_argument(
         "--id", metavar="COLUMN",
         help="column of distinct integer ids to keep as doc_id (default: the row number)",
@@ -568,7 +574,10 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     elif args.kind == "jsonl":
         options.update(text_fields=args.fields, id_field=args.id)
     elif args.kind == "table":
-        options.update(text_column=args.column, id_column=args.id, encoding=args.encoding)
+        options.update(
+            text_column=args.column, id_column=args.id, encoding=args.encoding,
+            format=args.format, delimiter=args.delimiter,
+        )  # fmt: skip
     appending = args.append_to is not None
     if appending and args.overwrite:
         raise ValueError("--overwrite replaces a corpus; --append-to adds to one: drop one of them")
@@ -698,6 +707,16 @@ def _warnings_and_notices(record: logging.LogRecord) -> bool:
     return record.levelno >= logging.WARNING or getattr(record, "notice", False)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised wherever the command is, so that it unwinds as on Ctrl-C:
+    writers remove their temporary outputs (a fit with a checkpoint folder
+    catches SIGTERM itself, to write a checkpoint first)."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``lsdask`` command line; return the exit status.
 
@@ -721,6 +740,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler.setFormatter(_TerseFormatter())
         handler.addFilter(_warnings_and_notices)
     package_logger.addHandler(handler)
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    old_sigterm = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     try:
         return _COMMANDS[args.command](args)
     except (ValueError, FileNotFoundError, FileExistsError) as err:
@@ -739,9 +760,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         # as a shell reports a process ended by the signal: 143 for SIGTERM, 130 for Ctrl-C
         return 128 + (stop.signal or signal.SIGINT)
+    except Terminated:
+        print("lsdask: terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("lsdask: interrupted", file=sys.stderr)
         return 130
     finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, old_sigterm)
         package_logger.removeHandler(handler)
         package_logger.setLevel(old_level)

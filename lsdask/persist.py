@@ -27,14 +27,13 @@ import json
 import logging
 import os
 import shutil
-import uuid
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lsdask.io.atomic import replace_dir
+from lsdask.io.atomic import replace_dir, temp_sibling
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +184,7 @@ def write_model_dir(
     UTF-8 text) into a temporary folder beside ``out``, then put it in place of
     ``out`` (checked again just before): a failed save leaves nothing behind."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    tmp = temp_sibling(out)
     try:
         tmp.mkdir()
         with open(tmp / ARRAYS_NAME, "wb") as f:

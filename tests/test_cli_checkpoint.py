@@ -99,3 +99,32 @@ def test_resume_takes_in_part_files_removed_from_the_corpus(tmp_path):
     assert main([*argv[:-4], "--laps", "2", "--gibbs-sweeps", "10", "--resume",
                  str(tmp_path / "ck")]) == 0  # fmt: skip
     assert Corpus.open(tmp_path / "c").n_docs == 200
+
+
+def test_sigterm_during_an_ingest_leaves_no_temporary_folder(tmp_path):
+    """SIGTERM used to kill an ingest outright, leaving its half-written
+    ``.OUT.tmp-*`` folder (gigabytes, for good); now the command unwinds as on
+    Ctrl-C and exits with 143."""
+    import json
+    import string
+
+    rng = np.random.default_rng(0)
+    letters = np.array(list(string.ascii_lowercase))
+    words = ["".join(w) for w in letters[rng.integers(0, 26, (2000, 6))]]
+    with open(tmp_path / "docs.jsonl", "w") as f:
+        for doc in rng.integers(0, 2000, (200_000, 12)).tolist():
+            f.write(json.dumps({"text": " ".join(words[i] for i in doc)}) + "\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lsdask", "ingest", "jsonl", str(tmp_path / "docs.jsonl"),
+         "--out", str(tmp_path / "c")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and not list(tmp_path.glob(".c.tmp-*")):
+        time.sleep(0.05)
+    assert list(tmp_path.glob(".c.tmp-*")), "the ingest wrote no temporary folder"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert err.strip().endswith("lsdask: terminated (SIGTERM)") and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]

@@ -679,3 +679,30 @@ def test_append_after_removing_a_file_keeps_doc_ids_unique(tmp_path):
     corpus.append(X[:2])
     _, ids = read_all(Corpus.open(tmp_path / "c"), return_doc_ids=True)
     assert sorted(ids.tolist()) == [2, 3, 4, 5, 6, 7]
+
+
+def test_a_writer_removes_the_temporaries_of_a_stopped_writer_of_the_same_output(tmp_path, caplog):
+    """A writer killed outright (SIGKILL, a lost machine) leaves its temporary
+    folder; the next write of the same output removes those of this host whose
+    process is gone, and leaves those of running processes and other hosts."""
+    from lsdask.io.atomic import _host
+
+    dead = subprocess_pid_that_exited()
+    stale = tmp_path / f".c.tmp-{_host()}-{dead}-0123abcd"
+    live = tmp_path / f".c.tmp-{_host()}-{os.getpid()}-0123abcd"
+    other_host = tmp_path / f".c.tmp-elsewhere-{dead}-0123abcd"
+    for folder in (stale, live, other_host):
+        (folder / "parts").mkdir(parents=True)
+    with caplog.at_level(logging.WARNING, logger="lsdask.io.atomic"):
+        Corpus.write(tmp_path / "c", [(0, [1], [1.0])], VOCAB)
+    assert f"removing {stale}, left behind by a writer of {tmp_path / 'c'}" in caplog.text
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["c", live.name, other_host.name])
+
+
+def subprocess_pid_that_exited() -> int:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return int(proc.stdout)

@@ -1,16 +1,21 @@
-"""Replacing output folders atomically, shared by every writer of stores.
+"""Replacing outputs atomically, shared by every writer of stores.
 
-A writer builds its output in a temporary sibling folder and, once complete,
-calls :func:`replace_dir`: an existing output is first renamed aside, the new
-one renamed into place, and only then is the old one deleted, so a failure at
-any point leaves either the old or the new output, never half of one.
+A writer builds its output in a temporary sibling (:func:`temp_sibling`) and,
+once complete, calls :func:`replace_dir` (or ``os.replace`` for a file): an
+existing output is first renamed aside, the new one renamed into place, and
+only then is the old one deleted, so a failure at any point leaves either the
+old or the new output, never half of one. A writer killed outright (SIGKILL, a
+lost machine) cannot clean up: the next writer of the same output removes the
+temporaries of processes of this host that are no longer running.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
+import socket
 import uuid
 from pathlib import Path
 
@@ -23,6 +28,44 @@ def remove_tree(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
         if path.exists():
             logger.warning("could not remove temporary directory %s", path)
+
+
+def _host() -> str:
+    """This machine's name, as it may stand in a file name."""
+    return re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname())[:32] or "host"
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process: it exists
+        return True
+    return True
+
+
+def temp_sibling(out: Path, kind: str = "tmp") -> Path:
+    """A fresh hidden name beside ``out`` for building it:
+    ``.<name>.<kind>-<host>-<pid>-<hex>``. Temporaries that an earlier writer of
+    ``out`` on this host left behind (its process is gone) are removed first, with
+    a warning; those of running processes, or of other hosts sharing the folder,
+    are left alone."""
+    host, name = _host(), re.escape(out.name)
+    stale = re.compile(rf"^\.{name}\.{re.escape(kind)}-{re.escape(host)}-(\d+)-[0-9a-f]{{8}}$")
+    if out.parent.is_dir():
+        for entry in out.parent.iterdir():
+            match = stale.match(entry.name)
+            if match and not _running(int(match.group(1))):
+                logger.warning(
+                    "removing %s, left behind by a writer of %s that was stopped (process %s)",
+                    entry, out, match.group(1),
+                )  # fmt: skip
+                if entry.is_dir():
+                    remove_tree(entry)
+                else:
+                    entry.unlink(missing_ok=True)
+    return out.with_name(f".{out.name}.{kind}-{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
 def replace_dir(new_dir: Path, out_dir: Path) -> None:

@@ -40,7 +40,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from lsdask.io.atomic import remove_tree, replace_dir
+from lsdask.io.atomic import remove_tree, replace_dir, temp_sibling
 from lsdask.io.corpus_batch import COLUMNS, SCHEMA, CorpusBatch, DocBatch
 from lsdask.io.corpus_read import (
     _check_files,
@@ -321,7 +320,7 @@ class Corpus:
         out = Path(os.path.abspath(os.fspath(out_dir)))
         _check_target(out, overwrite)
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        tmp = temp_sibling(out)
         try:
             (tmp / PARTS_DIR).mkdir(parents=True)
             _write_vocab(tmp / VOCAB_NAME, words)
@@ -383,15 +382,14 @@ class Corpus:
         manifest = _read_manifest(root)
         name = file_name if file_name is not None else _next_part_name(root, manifest)
         final = _check_new_part(root, manifest, name)
-        tmp_name = f".{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp = root / PARTS_DIR / tmp_name
+        tmp = temp_sibling(root / PARTS_DIR / name)
         rows = int(manifest.get("docs_per_row_group", DEFAULT_DOCS_PER_ROW_GROUP))
         try:
             # only a matrix's rows are numbered here (every part's footer is read for it)
             first = _next_doc_id(root, manifest) if sp.issparse(docs) else 0
             groups = _doc_groups(docs, self.vocab_size, rows, first)
             entries = _write_groups(
-                groups, root / PARTS_DIR, lambda i: tmp_name, None, vocabulary_digest(self.vocab)
+                groups, root / PARTS_DIR, lambda i: tmp.name, None, vocabulary_digest(self.vocab)
             )
             if not entries:
                 logger.info("append to corpus %s: no documents, nothing written", root)

@@ -15,7 +15,6 @@ import json
 import logging
 import operator
 import os
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from lsdask import config
+from lsdask.io.atomic import temp_sibling
 from lsdask.io.corpus_batch import SCHEMA, DocBatch
 from lsdask.io.sources import DataError
 
@@ -286,7 +286,7 @@ def _json_default(x: Any) -> Any:
 def _write_json_atomic(path: Path, obj: Mapping[str, Any]) -> None:
     """Write JSON to a temporary file in the same folder, flush to disk, rename."""
     text = json.dumps(obj, indent=1, default=_json_default, ensure_ascii=False)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    tmp = temp_sibling(path)
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text + "\n")

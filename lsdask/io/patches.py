@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from lsdask.io.atomic import remove_tree, replace_dir
+from lsdask.io.atomic import remove_tree, replace_dir, temp_sibling
 
 logger = logging.getLogger(__name__)
 
@@ -381,7 +381,8 @@ def write_patch_store(
     Images are processed one at a time and their patches are appended to the
     arrays chunk by chunk, so memory stays bounded whatever the number of
     images. The store is built in a temporary sibling directory
-    (``<out_dir>.tmp-<pid>``) and renamed to ``out_dir`` only when complete; an
+    (``.<name>.tmp-<host>-<pid>-<hex>``, see :func:`lsdask.io.atomic.temp_sibling`)
+    and renamed to ``out_dir`` only when complete; an
     existing patch store at ``out_dir`` is replaced only then (a folder holding
     anything else is refused before any work). On any error the temporary
     directory is removed, ``out_dir`` is left as it was, and the error is
@@ -484,8 +485,7 @@ def write_patch_store(
             f"{' and '.join(STORE_ENTRIES)}: choose a new or empty folder, or a previous store."
         )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp_dir = out_dir.with_name(f"{out_dir.name}.tmp-{os.getpid()}")
-    remove_tree(tmp_dir)
+    tmp_dir = temp_sibling(out_dir)
 
     dim = patch_size * patch_size
     splits = ("train", "heldout")

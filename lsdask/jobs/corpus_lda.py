@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from lsdask import config
+from lsdask.io.atomic import temp_sibling
 from lsdask.io.vocabulary import vocabulary_difference
 from lsdask.jobs.cluster import dask_client
 from lsdask.jobs.wording import plural
@@ -592,7 +592,7 @@ def transform_corpus(
             f"{str(out)!r} exists; remove it or pass overwrite=True (lsdask: --overwrite)"
         )
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    tmp = temp_sibling(out)
     start = time.perf_counter()
     n_docs = 0
     try:

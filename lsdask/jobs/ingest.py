@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -158,7 +157,7 @@ def _append(
     progress: bool | None,
 ) -> dict[str, Any]:
     """``run_ingest(..., append=True)``: ingest beside the corpus, then append."""
-    from lsdask.io.atomic import remove_tree
+    from lsdask.io.atomic import remove_tree, temp_sibling
     from lsdask.io.corpus import Corpus
 
     if vocab is not None:
@@ -167,7 +166,7 @@ def _append(
         )
     target = Corpus.open(corpus_dir)
     root = Path(target.path)
-    staging = root.parent / f".{root.name}.append-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    staging = temp_sibling(root, "append")
     logger.info("ingest %s -> new part of corpus %s", [str(p) for p in inputs], target.path)
     try:
         summary = function(*inputs, staging, progress=progress, vocab=target, **kwargs)
