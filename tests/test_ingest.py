@@ -363,6 +363,67 @@ def test_bad_tables_are_named(tmp_path):
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        # an unquoted comma: the text after it was dropped without a word
+        ("id,body\n1,apples and pears, then more fruit\n2,bananas\n", r"line 2: the row has 3 "
+         r"fields but the header has 2\. A field holding the delimiter ',' must be quoted"),
+        # a quote left open: the rest of the file became one document
+        ("id,body\n1,\"hello world\n2,big cats\n3,small dogs\n", r"lines 2-4: malformed CSV "
+         r"\(unexpected end of data\); a quoted field must end with a quote"),
+    ],
+)  # fmt: skip
+def test_csv_rows_that_lose_or_merge_documents_are_refused(tmp_path, text, match):
+    (tmp_path / "d.csv").write_text(text, encoding="utf-8")
+    with pytest.raises(DataError, match=r"d\.csv, " + match):
+        ingest_table(tmp_path / "d.csv", tmp_path / "c", "body", **ALL)
+    assert _files(tmp_path) == ["d.csv"]
+
+
+def test_csv_header_hints_bom_delimiter_and_encoding(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_bytes("body,id\napple pie\t1\n".encode("utf-8-sig").replace(b"\t", b","))
+    assert ingest_table(path, tmp_path / "bom", "body", **ALL)["n_tokens"] == 2  # BOM dropped
+    path.write_text("body;id\napple pie;1\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"is the delimiter another than ','\? .*--delimiter"):
+        ingest_table(path, tmp_path / "c", "body", **ALL)
+    assert ingest_table(path, tmp_path / "semi", "body", delimiter=";", **ALL)["n_docs"] == 1
+    path.write_text("body,id\napple pie,1\n", encoding="utf-16")
+    with pytest.raises(ValueError, match=r"'utf-16': CSV files are read line by line.*iconv"):
+        ingest_table(path, tmp_path / "c", "body", encoding="utf-16", **ALL)
+    (tmp_path / "d.txt").write_text("body\napple pie\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"format='csv' or format='parquet' \(lsdask: --format"):
+        ingest_table(tmp_path / "d.txt", tmp_path / "c", "body", **ALL)
+    assert ingest_table(tmp_path / "d.txt", tmp_path / "txt", "body", format="csv", **ALL)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_folder_of_parquet_files_and_other_string_types_are_read(tmp_path):
+    """A dataset folder as Spark or Dask writes it (partition subfolders, _SUCCESS,
+    hidden checksums), dictionary-encoded (pandas categorical) and string-view
+    text columns."""
+    folder = tmp_path / "ds.parquet"
+    (folder / "year=2020").mkdir(parents=True)
+    texts = ["apple pie here", "banana split there", "cherry tart", "apple crumble"]
+    pq.write_table(pa.table({"body": texts[:2]}), folder / "year=2020" / "part-0.parquet")
+    body = pa.array(texts[2:]).dictionary_encode()
+    pq.write_table(pa.table({"body": body}), folder / "part-1.parquet")
+    (folder / "_SUCCESS").write_text("")
+    (folder / ".part-1.parquet.crc").write_text("junk")
+    pq.write_table(pa.table({"x": [1]}), folder / "_metadata.parquet")
+    ingest_table(folder, tmp_path / "c", "body", **ALL)
+    assert _bags(Corpus.open(tmp_path / "c")) == _expected(texts[2:] + texts[:2])
+    if hasattr(pa, "string_view"):
+        table = pa.table({"body": pa.array(texts, pa.string_view())})
+        pq.write_table(table, tmp_path / "view.parquet")
+        ingest_table(tmp_path / "view.parquet", tmp_path / "v", "body", **ALL)
+        assert _bags(Corpus.open(tmp_path / "v")) == _expected(texts)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match=r"empty: a folder without Parquet files"):
+        ingest_table(tmp_path / "empty", tmp_path / "e", "body", format="parquet", **ALL)
+
+
 # --------------------------------------------------------------------------- bags of words
 
 

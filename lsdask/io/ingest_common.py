@@ -79,6 +79,19 @@ def check_encoding(encoding: Any) -> str:
     return encoding
 
 
+def check_line_encoding(encoding: Any) -> str:
+    """``check_encoding`` for files split into lines as bytes before decoding
+    (CSV): an encoding whose characters take 2 or 4 bytes is refused."""
+    name = codecs.lookup(check_encoding(encoding)).name
+    if name.startswith(("utf-16", "utf-32")):
+        raise ValueError(
+            f"encoding {encoding!r}: CSV files are read line by line, which an encoding of "
+            "2 or 4 bytes per character does not allow; convert the file to UTF-8 first "
+            f"(e.g. iconv -f {name.upper()} -t UTF-8 in.csv > out.csv)"
+        )
+    return encoding
+
+
 def not_text_error(where: str, encoding: str, exc: UnicodeDecodeError, data: bytes) -> DataError:
     """The error for bytes that are not text in ``encoding``, and how to fix it."""
     bad = data[exc.start : exc.start + 4]

@@ -22,7 +22,7 @@ from lsdask.io.ingest_common import (
     _existing_file,
     _ingest_texts,
     _TextSource,
-    check_encoding,
+    check_line_encoding,
     document_id,
     not_text_error,
     numbered_lines,
@@ -36,6 +36,18 @@ def _missing_column(path: Path, column: str, names: list[str], option: str) -> D
     return DataError(
         f"{path}: no column {column!r}; the columns are {names}. Pass {option} one of them."
     )
+
+
+def _missing_csv_column(
+    path: Path, column: str, names: list[str], delimiter: str, option: str
+) -> DataError:
+    error = _missing_column(path, column, names, option)
+    if len(names) == 1 and any(c in names[0] for c in ",;\t|" if c != delimiter):
+        return DataError(
+            f"{error} The header is one field: is the delimiter another than {delimiter!r}? "
+            "Pass it: delimiter= (lsdask: --delimiter)."
+        )
+    return error
 
 
 def _text_lines(f: Any, path: Path, encoding: str) -> Iterator[str]:
@@ -55,20 +67,34 @@ def _csv_docs(
     csv.field_size_limit(max(old_limit, 2**31 - 1))  # long texts exceed the 128 KiB default
     try:
         with open_input(path) as f:
-            reader = csv.reader(_text_lines(f, path, encoding), delimiter=delimiter)
+            # strict: a quote left open is an error, not the rest of the file in one field
+            reader = csv.reader(_text_lines(f, path, encoding), delimiter=delimiter, strict=True)
             try:
                 header = next(reader, None)
                 if header is None:
                     raise DataError(f"{path}: the file is empty; expected a header row")
+                if header and header[0].startswith("\ufeff"):  # a byte order mark (Excel)
+                    header[0] = header[0][1:]
                 if column not in header:
-                    raise _missing_column(path, column, header, _TEXT_OPTION)
+                    raise _missing_csv_column(path, column, header, delimiter, _TEXT_OPTION)
                 if id_column is not None and id_column not in header:
-                    raise _missing_column(path, id_column, header, _ID_OPTION)
+                    raise _missing_csv_column(path, id_column, header, delimiter, _ID_OPTION)
                 j = header.index(column)
                 i = None if id_column is None else header.index(id_column)
-                for row in reader:
+                while True:
+                    first = reader.line_num + 1  # the line the record starts on
+                    row = next(reader, None)
+                    if row is None:
+                        break
                     if not row:
                         continue
+                    if len(row) > len(header):
+                        raise DataError(
+                            f"{path}, line {reader.line_num}: the row has {len(row)} fields but "
+                            f"the header has {len(header)}. A field holding the delimiter "
+                            f'{delimiter!r} must be quoted ("...", a quote inside doubled); '
+                            "fix the row or the file's writer"
+                        )
                     if len(row) <= max(j, i or 0):
                         raise DataError(
                             f"{path}, line {reader.line_num}: the row has {len(row)} fields; "
@@ -79,12 +105,53 @@ def _csv_docs(
                         name = document_id(row[i], f"{path}, line {reader.line_num}", id_column)
                     yield name, row[j]
             except csv.Error as exc:
-                raise DataError(f"{path}, line {reader.line_num}: malformed CSV ({exc})") from exc
+                last = reader.line_num
+                span = f"line {first}" if first >= last else f"lines {first}-{last}"
+                raise DataError(
+                    f"{path}, {span}: malformed CSV ({exc}); a quoted field must end with a "
+                    'quote, and a quote inside it is doubled ("")'
+                ) from exc
     finally:
         csv.field_size_limit(old_limit)
 
 
+def _parquet_parts(folder: Path) -> list[Path]:
+    """The Parquet files of a dataset folder (as Spark, Dask or pyarrow write
+    them, partition subfolders included), in sorted order; names starting with
+    "." or "_" (``_SUCCESS``, ``_metadata``, checksums) are skipped."""
+    return sorted(
+        p
+        for p in folder.rglob("*")
+        if p.suffix in (".parquet", ".pq")
+        and p.is_file()
+        and not any(part.startswith((".", "_")) for part in p.relative_to(folder).parts)
+    )
+
+
+def _is_text_type(kind: pa.DataType) -> bool:
+    """Strings, large strings, string views, or a dictionary of strings (pandas'
+    categorical)."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    is_view = getattr(pa.types, "is_string_view", lambda _: False)
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or is_view(kind)
+
+
 def _parquet_docs(
+    path: Path, column: str, batch_rows: int, id_column: str | None
+) -> Iterator[_Doc]:
+    """The documents of a Parquet file, or of every file of a dataset folder in turn."""
+    if not path.is_dir():
+        yield from _parquet_file_docs(path, column, batch_rows, id_column)
+        return
+    files = _parquet_parts(path)
+    if not files:
+        raise DataError(f"{path}: a folder without Parquet files (*.parquet)")
+    for file in files:
+        yield from _parquet_file_docs(file, column, batch_rows, id_column)
+
+
+def _parquet_file_docs(
     path: Path, column: str, batch_rows: int, id_column: str | None
 ) -> Iterator[_Doc]:
     try:
@@ -93,7 +160,7 @@ def _parquet_docs(
             if column not in names:
                 raise _missing_column(path, column, names, _TEXT_OPTION)
             kind = f.schema_arrow.field(column).type
-            if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            if not _is_text_type(kind):
                 raise DataError(f"{path}: column {column!r} has type {kind}; expected strings")
             columns = [column]
             if id_column is not None:
@@ -128,11 +195,13 @@ _TABLE_FORMATS.update({".parquet": ("parquet", ""), ".pq": ("parquet", "")})
 def _table_format(path: Path, fmt: str | None, delimiter: str | None) -> tuple[str, str]:
     suffix = Path(path.name.removesuffix(".gz")).suffix.lower()
     guess = _TABLE_FORMATS.get(suffix)
+    if guess is None and path.is_dir() and _parquet_parts(path):
+        guess = ("parquet", "")  # a dataset folder written by Spark, Dask or pyarrow
     if fmt is None:
         if guess is None:
             raise ValueError(
                 f"cannot tell the format of {str(path)!r} from its suffix {suffix!r}; pass "
-                "format='csv' or format='parquet'"
+                "format='csv' or format='parquet' (lsdask: --format csv|parquet)"
             )
         fmt = guess[0]
     if fmt not in ("csv", "parquet"):
@@ -167,8 +236,12 @@ def ingest_table(
     ----------
     path : str or os.PathLike
         A CSV file (``.csv``, ``.tsv``, optionally ``.gz``; read with the
-        :mod:`csv` module, streaming, with a header row) or a Parquet file
-        (``.parquet``; read ``batch_rows`` rows at a time).
+        :mod:`csv` module, streaming, with a header row; a row with more
+        fields than the header, or a quote left open, is an error naming the
+        line), a Parquet file (``.parquet``; read ``batch_rows`` rows at a
+        time), or a folder of Parquet files (a dataset as Spark, Dask or
+        pyarrow write it: its ``*.parquet`` files in sorted order, names
+        starting with "." or "_" skipped).
     out_dir : str or os.PathLike
     text_column : str
         The column holding the text; empty or null cells give empty documents.
@@ -182,7 +255,9 @@ def ingest_table(
         CSV field delimiter; default ``","`` (tab for ``.tsv``).
     encoding : str, default "utf-8"
         CSV text encoding; bytes that are not text in it stop the ingest with
-        an error naming the file and line (nothing is written).
+        an error naming the file and line (nothing is written). A byte order
+        mark before the header is dropped. UTF-16 and UTF-32 are refused (the
+        file is split into lines before decoding): convert such files to UTF-8.
     batch_rows : int, default 10000
         Rows per Parquet read.
     **other
@@ -195,9 +270,14 @@ def ingest_table(
         is not a string column, or a CSV row is malformed (naming the line).
     """
     p = _existing_file(path, "path")
-    check_encoding(encoding)
     fmt, sep = _table_format(p, format, delimiter)
     if fmt == "csv":
+        check_line_encoding(encoding)
+        if p.is_dir():
+            raise DataError(
+                f"{p}: a folder; a CSV input is one file (a folder of Parquet files "
+                "is read as one table)"
+            )
 
         def docs() -> Iterator[_Doc]:
             return _csv_docs(p, text_column, sep, encoding, id_column)
