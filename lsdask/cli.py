@@ -124,6 +124,8 @@ def _client_from_args(args: argparse.Namespace) -> tuple[Any, int | None]:
 def _out_path(text: str) -> Path:
     """An output path; ``.`` or ``..`` made absolute, so that it has a name
     (outputs are written under a temporary sibling name, then renamed)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; name the output")
     path = Path(text)
     return path.resolve() if path.name in ("", ".", "..") else path
 

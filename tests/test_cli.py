@@ -783,6 +783,23 @@ def test_ingest_jsonl_table_with_imposed_vocab(tmp_path: Path, capsys) -> None:
     assert not out3.exists()
 
 
+def test_ingest_table_format_and_delimiter_options(tmp_path: Path, capsys) -> None:
+    """The messages pointed to format=/delimiter=, which only Python could pass."""
+    txt = tmp_path / "docs.txt"
+    txt.write_text("text;id\nthe cat and the zebra;1\nzebra cat;2\n")
+    assert main(["ingest", "table", str(txt), "--out", str(tmp_path / "a")]) == 2
+    assert "(lsdask: --format csv|parquet)" in capsys.readouterr().err
+    assert main(["ingest", "table", str(txt), "--format", "csv", "--out", str(tmp_path / "b"),
+                 "--min-df", "1", "--max-df", "1.0"]) == 2  # fmt: skip
+    assert "is the delimiter another than ','? Pass it" in capsys.readouterr().err
+    semicolons = ["--format", "csv", "--delimiter", ";", "--min-df", "1", "--max-df", "1.0"]
+    assert main(["ingest", "table", str(txt), "--out", str(tmp_path / "c"), *semicolons]) == 0
+    assert Corpus.open(tmp_path / "c").vocab == ["cat", "zebra"]
+    with pytest.raises(SystemExit):
+        main(["ingest", "table", str(txt), "--out", ""])
+    assert "argument --out: an empty path" in capsys.readouterr().err
+
+
 def test_stderr_without_verbose_holds_warnings_and_notices_only(tmp_path: Path, capsys) -> None:
     """Without -v a warning reads ``lsdask: warning: ...`` and INFO lines stay out
     (the notice of the Dask dashboard: ``test_demo_on_local_cluster``)."""

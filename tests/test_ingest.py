@@ -278,6 +278,24 @@ def _write_jsonl(path: Path, lines: list[str]) -> Path:
     return path
 
 
+def test_inputs_that_raised_bare_errors_are_named(tmp_path, text_folder):
+    """Each of these ended in a traceback from deep inside (EOFError from
+    tarfile, RecursionError from json, UnicodeEncodeError writing vocab.txt)."""
+    tar = _make_tar(tmp_path / "news.tar.gz", {"a/1": "Hockey goalie scores " * 50})
+    (tmp_path / "cut.tar.gz").write_bytes(tar.read_bytes()[:60])
+    with pytest.raises(DataError, match=r"tar archive .*cut\.tar\.gz: could not be read"):
+        ingest_text_folder(tmp_path / "cut.tar.gz", tmp_path / "c", **ALL)
+    path = _write_jsonl(tmp_path / "deep.jsonl", ['{"text": "fine words"}', "[" * 100_000])
+    with pytest.raises(DataError, match=r"deep\.jsonl, line 2: JSON nested too deeply"):
+        ingest_jsonl(path, tmp_path / "c", **ALL)
+    path = _write_jsonl(tmp_path / "s.jsonl", ['{"text": "ab\\ud800cd and more"}'])
+    with pytest.raises(ValueError, match=r"holds '\\ud800', a lone UTF-16 surrogate"):
+        ingest_jsonl(path, tmp_path / "c", tokenizer=Tokenizer(pattern=r"[^ ]+"), **ALL)
+    with pytest.raises(ValueError, match=r"is inside the input folder .* would read the corpus"):
+        ingest_text_folder(text_folder, text_folder / "corpus", **ALL)
+    assert not (tmp_path / "c").exists() and not (text_folder / "corpus").exists()
+
+
 def test_jsonl_round_trip(tmp_path):
     records = [
         {"title": "Sparse topics", "abstract": "Topic models with sparse posteriors", "id": 1},
@@ -480,8 +498,11 @@ def test_pruning_options_with_an_imposed_vocabulary_are_refused(ldac, text_folde
         ("2 1:1 x:2", r"line 2: malformed pair 'x:2'; expected 'id:count'"),
         ("1 1-2", r"line 2: malformed pair '1-2'"),
         ("2 1:1 1:2", r"line 2: word id 1 is listed twice"),
-        ("1 1:-3", r"line 2: count -3\.0; counts must be finite and >= 0"),
+        ("1 1:-3", r"line 2: count -3\.0; counts must be finite, >= 0"),
         ("one 1:1", r"line 2: expected 'N id:count id:count \.\.\.'"),
+        # were an OverflowError and a message naming no line
+        ("1 99999999999999999999:1", r"line 2: word id 99999999999999999999 is outside"),
+        ("1 1:1e39", r"line 2: count 1e\+39; counts must be finite, >= 0 and at most 3\.403e\+38"),
     ],
 )
 def test_bad_ldac_lines_are_named(ldac, tmp_path, line, match):
@@ -619,7 +640,15 @@ def test_uci_round_trip_with_empty_documents(tmp_path, uci_vocab, name):
         ("1 1 2\n2 3 1\n", (4, 3, 4), r"header says NNZ=4 entries but the file has 2"),
         ("2 1 2\n1 3 1\n", (4, 3, 2), r"line 5: docID 1 after docID 2; lines must be grouped"),
         ("1 1 2\n", (4, 5, 1), r"the header says W=5 words but the vocabulary file has 3"),
-        ("1 4 2\n", (4, 3, 1), r"lines 4-4 \(docID 1\): word id 4 is outside \[1, 4\)"),
+        ("1 4 2\n", (4, 3, 1), r"line 4: word id 4 is outside \[1, 4\)"),
+        ("1 99999999999999999999 2\n", (4, 3, 1), r"line 4: word id 99999999999999999999 is out"),
+        # a wrong D wrote empty documents for hours (2.1 GB after 10 minutes)
+        (
+            "1 1 2\n",
+            (99999999999999, 3, 1),
+            r"the header says D=99999999999999 documents but "
+            r"NNZ=1 entries, so at least 99999999999998 documents would be empty",
+        ),
         ("9 1 2\n", (4, 3, 1), r"line 4: docID 9 is outside \[1, 4\]"),
         ("1 1\n", (4, 3, 1), r"line 4: expected 'docID wordID count'; found '1 1'"),
         ("1 2 1\n1 2 3\n", (4, 3, 2), r"lines 4-5 \(docID 1\): word id 2 is listed twice"),
@@ -641,6 +670,22 @@ def test_bad_vocabulary_files_are_named(ldac):
     vocab.write_text("apple\n\nbanana\n")
     with pytest.raises(DataError, match=r"vocab\.txt, line 2: empty line"):
         import_ldac(dat, vocab, dat.parent / "c")
+    vocab.write_text("\ufeffapple\nbanana\ncherry\ndate\n", encoding="utf-8")  # a BOM
+    import_ldac(dat, vocab, dat.parent / "bom")
+    assert Corpus.open(dat.parent / "bom").vocab[0] == "apple"
+
+
+def test_a_vocab_file_option_is_read_as_vocabulary_files_are(ldac, tmp_path):
+    """--vocab FILE named neither the file nor the line of a repeated word, and
+    kept a byte order mark and spaces as parts of words."""
+    from lsdask.jobs.ingest import read_vocab_arg
+
+    path = tmp_path / "words.txt"
+    path.write_text("\ufeffapple \nbanana\napple\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"words\.txt, line 3: 'apple' repeats line 1"):
+        read_vocab_arg(path)
+    path.write_text("\ufeffapple \nbanana\x0cpie\n", encoding="utf-8")
+    assert read_vocab_arg(path) == ["apple", "banana\x0cpie"]
 
 
 # --------------------------------------------------------------------------- real data

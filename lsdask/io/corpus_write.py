@@ -68,6 +68,16 @@ def _check_vocab(vocab: Sequence[str]) -> list[str]:
             raise ValueError(
                 f"vocab[{i}] is {w!r}, which is also vocab[{first[w]}]; words must be distinct"
             )
+        if not w.isascii():
+            try:
+                w.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(
+                    f"vocab[{i}] is {w!r}, which holds {w[exc.start]!r}, a lone UTF-16 "
+                    "surrogate that no UTF-8 file can hold (in JSON, an escape such as "
+                    "\\ud800 without its pair); fix the input, or use a token pattern that "
+                    "does not match it"
+                ) from None
         first[w] = i
     return words
 

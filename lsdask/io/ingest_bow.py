@@ -15,6 +15,7 @@ from typing import IO, Any
 import numpy as np
 
 from lsdask.io.corpus import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
+from lsdask.io.corpus_batch import MAX_COUNT
 from lsdask.io.ingest_common import (
     READ_ERRORS,
     PathLike,
@@ -31,8 +32,13 @@ from lsdask.io.sources import DataError
 
 # --------------------------------------------------------------------------- bags of words
 
+#: a UCI header may say more documents D than hold entries (the rest are empty
+#: documents), but not more empty ones than this and than entries: a D far beyond
+#: NNZ is a wrong header, which would otherwise write empty documents for hours
+MAX_EMPTY_UCI_DOCS = 100_000
 
-def _read_word_list(path: Path) -> list[str]:
+
+def read_word_list(path: Path) -> list[str]:
     """A vocabulary file: one word per line (surrounding spaces stripped)."""
     with open_input(path, "utf-8") as f:
         try:
@@ -43,6 +49,8 @@ def _read_word_list(path: Path) -> list[str]:
             raise read_error(path, None, exc) from exc
     if lines and not lines[-1].strip():
         lines.pop()
+    if lines and lines[0].startswith("\ufeff"):  # a byte order mark (Windows editors)
+        lines[0] = lines[0][1:]
     first: dict[str, int] = {}
     for i, line in enumerate(lines):
         word = line.strip()
@@ -83,6 +91,12 @@ def _parse_ldac_line(line: str, where: str, n_words: int) -> _Bag:
     except ValueError:
         bad = next(p for p in pairs if not _is_pair(p))
         raise DataError(f"{where}: malformed pair {bad!r}; expected 'id:count'") from None
+    except OverflowError:
+        bad = next(p for p in pairs if not -(2**63) <= int(p.partition(":")[0]) < 2**63)
+        raise DataError(
+            f"{where}: word id {bad.partition(':')[0]} is outside [0, {n_words}), the range "
+            f"of the {n_words}-word vocabulary file"
+        ) from None
     return _check_bag(ids, cnt, where, n_words, base=0)
 
 
@@ -105,9 +119,12 @@ def _check_bag(ids: np.ndarray, cnt: np.ndarray, where: str, n_words: int, base:
             f"{where}: word id {bad} is outside [{base}, {n_words + base}), the range of the "
             f"{n_words}-word vocabulary file"
         )
-    if cnt.size and not (cnt.min() >= 0 and cnt.max() < np.inf):
-        bad_count = cnt[~((cnt >= 0) & (cnt < np.inf))][0]
-        raise DataError(f"{where}: count {float(bad_count)}; counts must be finite and >= 0")
+    if cnt.size and not (cnt.min() >= 0 and cnt.max() <= MAX_COUNT):
+        bad_count = cnt[~((cnt >= 0) & (cnt <= MAX_COUNT))][0]
+        raise DataError(
+            f"{where}: count {float(bad_count)}; counts must be finite, >= 0 and at most "
+            f"{MAX_COUNT:.4g} (the largest float32, the corpus's count type)"
+        )
     order = np.argsort(ids, kind="stable")
     ids, cnt = ids[order], cnt[order]
     repeated = np.flatnonzero(np.diff(ids) == 0)
@@ -177,7 +194,7 @@ def import_ldac(
     """
     dat = _existing_file(dat_path, "dat_path")
     vocab_file = _existing_file(vocab_path, "vocab_path")
-    file_words = _read_word_list(vocab_file)
+    file_words = read_word_list(vocab_file)
     info = {"format": "ldac", "source": str(dat), "vocab_file": str(vocab_file)}
     return _ingest_bags(
         _BagSource(lambda: _ldac_docs(dat, len(file_words)), file_words, info, f"LDA-C {dat}"),
@@ -225,6 +242,13 @@ def _uci_docs(path: Path, n_words: int) -> Iterator[_Bag]:
             raise DataError(
                 f"{path}: the header says W={width} words but the vocabulary file has {n_words}"
             )
+        if n_docs - nnz > max(nnz, MAX_EMPTY_UCI_DOCS):
+            # every document with words holds at least one of the NNZ entries
+            raise DataError(
+                f"{path}: the header says D={n_docs} documents but NNZ={nnz} entries, so at "
+                f"least {n_docs - nnz} documents would be empty; the header is probably wrong "
+                "(its lines are D, W, NNZ). Fix D."
+            )
         empty: _Bag = (np.empty(0, np.int64), np.empty(0, np.float64))
         current, first_line, next_doc, seen = 0, 0, 1, 0
         ids: list[int] = []
@@ -234,7 +258,7 @@ def _uci_docs(path: Path, n_words: int) -> Iterator[_Bag]:
             parts = line.split()
             if not parts:
                 continue
-            doc, word, count = _uci_triple(parts, f"{path}, line {lineno}", n_docs)
+            doc, word, count = _uci_triple(parts, f"{path}, line {lineno}", n_docs, n_words)
             if doc != current:
                 if doc < current:
                     raise DataError(
@@ -260,7 +284,7 @@ def _uci_docs(path: Path, n_words: int) -> Iterator[_Bag]:
         )
 
 
-def _uci_triple(parts: list[str], where: str, n_docs: int) -> tuple[int, int, float]:
+def _uci_triple(parts: list[str], where: str, n_docs: int, n_words: int) -> tuple[int, int, float]:
     try:
         if len(parts) != 3:
             raise ValueError
@@ -271,6 +295,11 @@ def _uci_triple(parts: list[str], where: str, n_docs: int) -> tuple[int, int, fl
         ) from None
     if not 1 <= doc <= n_docs:
         raise DataError(f"{where}: docID {doc} is outside [1, {n_docs}] (D from the header)")
+    if not 1 <= word <= n_words:
+        raise DataError(
+            f"{where}: word id {word} is outside [1, {n_words + 1}), the range of the "
+            f"{n_words}-word vocabulary file"
+        )
     return doc, word, count
 
 
@@ -322,7 +351,7 @@ def import_uci(
     """
     docword = _existing_file(docword_path, "docword_path")
     vocab_file = _existing_file(vocab_path, "vocab_path")
-    file_words = _read_word_list(vocab_file)
+    file_words = read_word_list(vocab_file)
     info = {"format": "uci", "source": str(docword), "vocab_file": str(vocab_file)}
     return _ingest_bags(
         _BagSource(lambda: _uci_docs(docword, len(file_words)), file_words, info, f"UCI {docword}"),

@@ -62,6 +62,15 @@ def _decode(data: bytes, encoding: str, where: str) -> str:
         raise not_text_error(where, encoding, exc, data) from None
 
 
+def _is_tar(path: Path) -> bool:
+    """Whether ``path`` is a tar archive; one cut short inside its first block
+    (``tarfile.is_tarfile`` then raises) is a DataError naming the file."""
+    try:
+        return tarfile.is_tarfile(path)
+    except _TAR_ERRORS as exc:
+        raise _tar_error(path, exc) from exc
+
+
 def _folder_docs(root: Path, subset: str | None, encoding: str, seen: set[str]) -> Iterator[_Doc]:
     """Files under ``root`` (recursive, sorted, hidden ones skipped), one document each."""
     for dirpath, dirnames, filenames in os.walk(root):
@@ -89,11 +98,18 @@ def _tar_docs(path: Path, subset: str | None, encoding: str, seen: set[str]) -> 
                 handle = tar.extractfile(member)
                 data = handle.read() if handle is not None else b""
                 yield relative, _decode(data, encoding, f"{path} member {relative!r}")
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        raise DataError(
-            f"tar archive {path}: could not be read ({type(exc).__name__}: {exc}); it is "
-            "probably truncated or not a tar file. Download or re-create it."
-        ) from exc
+    except _TAR_ERRORS as exc:
+        raise _tar_error(path, exc) from exc
+
+
+_TAR_ERRORS = (tarfile.TarError, EOFError, zlib.error, OSError)
+
+
+def _tar_error(path: Path, exc: BaseException) -> DataError:
+    return DataError(
+        f"tar archive {path}: could not be read ({type(exc).__name__}: {exc}); it is "
+        "probably truncated or not a tar file. Download or re-create it."
+    )
 
 
 def _without_headers(docs: Iterator[_Doc], strip: bool) -> Iterator[_Doc]:
@@ -184,10 +200,16 @@ def ingest_text_folder(
     seen: set[str] = set()
     if path.is_dir():
         kind = "text folder"
+        if Path(out_dir).resolve().is_relative_to(path.resolve()):
+            raise ValueError(
+                f"out_dir {str(out_dir)!r} is inside the input folder {str(path)!r}: the next "
+                "ingest of that folder would read the corpus's own files as documents. Write "
+                "the corpus outside it (lsdask ingest text FOLDER --out ELSEWHERE)"
+            )
 
         def docs() -> Iterator[_Doc]:
             return _without_headers(_folder_docs(path, subset, encoding, seen), strip_headers)
-    elif tarfile.is_tarfile(path):
+    elif _is_tar(path):
         kind = "tar archive"
 
         def docs() -> Iterator[_Doc]:
@@ -270,6 +292,11 @@ def _jsonl_docs(path: Path, fields: Sequence[str], id_field: str | None) -> Iter
                 raise DataError(
                     f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); every line must "
                     "be one JSON object. Fix or delete the line."
+                ) from None
+            except RecursionError:
+                raise DataError(
+                    f"{where}: JSON nested too deeply to read; every line must be one JSON "
+                    "object holding the text fields. Fix or delete the line."
                 ) from None
             text = _record_text(record, fields, where)
             n_records += 1

@@ -38,8 +38,10 @@ def read_vocab_arg(vocab: str | os.PathLike[str] | None) -> Any:
     ----------
     vocab : str, os.PathLike or None
         A corpus directory (passed on as it is: the ingest functions open
-        it) or a text file of one word per line (UTF-8; read into a list;
-        blank lines are an error).
+        it) or a text file of one word per line (UTF-8; read into a list as
+        LDA-C and UCI vocabulary files are: a byte order mark and spaces
+        around a word dropped; blank or repeated words are an error naming
+        the line).
 
     Returns
     -------
@@ -50,7 +52,7 @@ def read_vocab_arg(vocab: str | os.PathLike[str] | None) -> Any:
     FileNotFoundError
         If the path does not exist.
     ValueError
-        If the file is empty or has blank lines.
+        If the file is empty, or has blank or repeated words.
     """
     if vocab is None:
         return None
@@ -59,18 +61,14 @@ def read_vocab_arg(vocab: str | os.PathLike[str] | None) -> Any:
         raise FileNotFoundError(f"--vocab: {str(path)!r} does not exist")
     if path.is_dir():
         return str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"--vocab: {str(path)!r} is not UTF-8 text: {exc}") from exc
-    words = text.splitlines()
+    # read as the vocabulary files of LDA-C and UCI corpora are: lines split at
+    # newlines only, a byte order mark and surrounding spaces dropped, and blank
+    # or repeated words refused naming the line
+    from lsdask.io.ingest_bow import read_word_list
+
+    words = read_word_list(path)
     if not words:
         raise ValueError(f"--vocab: {str(path)!r} is empty; expected one word per line")
-    blank = next((i for i, w in enumerate(words) if not w.strip()), None)
-    if blank is not None:
-        raise ValueError(
-            f"--vocab: {str(path)!r} line {blank + 1} is blank; expected one word per line"
-        )
     return words
 
 
