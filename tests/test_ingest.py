@@ -503,6 +503,7 @@ def test_pruning_options_with_an_imposed_vocabulary_are_refused(ldac, text_folde
         # were an OverflowError and a message naming no line
         ("1 99999999999999999999:1", r"line 2: word id 99999999999999999999 is outside"),
         ("1 1:1e39", r"line 2: count 1e\+39; counts must be finite, >= 0 and at most 3\.403e\+38"),
+        ("1 1:2\xe9", r"line 2: not ASCII \(byte 5 of the line: b'\\xc3\\xa9"),
     ],
 )
 def test_bad_ldac_lines_are_named(ldac, tmp_path, line, match):

@@ -137,16 +137,21 @@ def _check_bag(ids: np.ndarray, cnt: np.ndarray, where: str, n_words: int, base:
 
 
 def _ldac_docs(path: Path, n_words: int) -> Iterator[_Bag]:
-    with open_input(path, "ascii") as f:
-        try:
-            for lineno, line in numbered_lines(f, path):
-                # blank lines are not documents: Blei's lda-c reads the counts with
-                # fscanf, which skips all white space (an empty document is "0")
-                if not line.strip():
-                    continue
-                yield _parse_ldac_line(line, f"{path}, line {lineno}", n_words)
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{path}: not an ASCII LDA-C file ({exc})") from exc
+    with open_input(path) as f:  # bytes, decoded line by line: an error names its line
+        for lineno, raw in numbered_lines(f, path):
+            try:
+                line = raw.decode("ascii")
+            except UnicodeDecodeError as exc:
+                raise DataError(
+                    f"{path}, line {lineno}: not ASCII (byte {exc.start} of the line: "
+                    f"{raw[exc.start : exc.start + 4]!r}); an LDA-C file holds only numbers, "
+                    "colons and white space"
+                ) from None
+            # blank lines are not documents: Blei's lda-c reads the counts with
+            # fscanf, which skips all white space (an empty document is "0")
+            if not line.strip():
+                continue
+            yield _parse_ldac_line(line, f"{path}, line {lineno}", n_words)
 
 
 def import_ldac(
