@@ -589,6 +589,14 @@ def test_rescan_refuses_a_part_written_over_another_vocabulary(tmp_path, rng):
                        r"--append-to .*c \(in Python"):  # fmt: skip
         Corpus.open(tmp_path / "c", rescan=True)
     assert (tmp_path / "c" / "manifest.json").read_bytes() == manifest
+    os.remove(tmp_path / "c/parts/bad.parquet")
+    # vocab.txt edited in place after the parts were written (same size, one word
+    # changed): every part's stamp is checked, not only those of new parts
+    vocab_txt = tmp_path / "c" / "vocab.txt"
+    vocab_txt.write_text(vocab_txt.read_text().replace("w3", "x3"))
+    edited = r"part-00000.parquet: was written over another .* vocab.txt was edited, restore"
+    with pytest.raises(DataError, match=edited):
+        Corpus.open(tmp_path / "c", rescan=True)
     meta = pq.read_schema(tmp_path / "c/parts/part-00000.parquet").metadata
     from lsdask.io.vocabulary import vocabulary_digest
 

@@ -124,14 +124,11 @@ def _parquet_files(root: Path) -> list[str]:
     )
 
 
-def _file_row_groups(
-    root: Path, file: str, vocab_digest: str, vocab_size: int
-) -> list[dict[str, Any]]:
+def _file_row_groups(root: Path, file: str, vocab_size: int) -> list[dict[str, Any]]:
     """Batch entries of one new or changed Parquet file, every row group read and
     checked as a batch task would (so a bad file is refused here, naming its row
-    group and document, before its token counts reach the manifest); a file
-    stamped with another vocabulary than ``vocab_digest`` is refused (files of
-    other tools carry no stamp and are taken as they are)."""
+    group and document, before its token counts reach the manifest). Its
+    vocabulary stamp was checked with its footer (:func:`_footer_sizes`)."""
     where = f"corpus {root}, file {file}"
     try:
         with pq.ParquetFile(str(root / file)) as f:
@@ -139,14 +136,6 @@ def _file_row_groups(
             if any(c not in names for c in COLUMNS):
                 raise DataError(
                     f"{where}: has columns {names}; a corpus file needs {list(COLUMNS)}"
-                )
-            stamp = (f.schema_arrow.metadata or {}).get(VOCAB_DIGEST_KEY)
-            if stamp is not None and stamp.decode() != vocab_digest:
-                raise DataError(
-                    f"{where}: was written over another vocabulary than the corpus's "
-                    f"{VOCAB_NAME}, so its word ids would be read as other words. Remove it and "
-                    f"add its documents with lsdask ingest ... --append-to {root} (in Python "
-                    "Corpus.append_corpus of a corpus ingested with vocab=this one)"
                 )
             entries = []
             for g in range(f.num_row_groups):
@@ -171,7 +160,10 @@ def _file_row_groups(
     return entries
 
 
-def _footer_sizes(root: Path, file: str) -> list[tuple[int, int]]:
+def _footer_sizes(root: Path, file: str, vocab_digest: str) -> list[tuple[int, int]]:
+    """(row group, documents) of a part's nonempty row groups, from its footer; a
+    part stamped with another vocabulary than ``vocab_digest`` is refused (for a
+    part the manifest lists, that is ``vocab.txt`` changed after it was written)."""
     where = f"corpus {root}, file {file}"
     try:
         meta = pq.read_metadata(str(root / file))
@@ -180,6 +172,15 @@ def _footer_sizes(root: Path, file: str) -> list[tuple[int, int]]:
             f"{where}: could not read the Parquet footer ({type(exc).__name__}: {exc}); the "
             "file is probably truncated or corrupt. Delete or replace it and rescan."
         ) from exc
+    stamp = (meta.metadata or {}).get(VOCAB_DIGEST_KEY)
+    if stamp is not None and stamp.decode() != vocab_digest:
+        raise DataError(
+            f"{where}: was written over another vocabulary than the corpus's {VOCAB_NAME} "
+            "now holds, so its word ids would be read as other words. Remove it and add its "
+            f"documents with lsdask ingest ... --append-to {root} (in Python "
+            "Corpus.append_corpus of a corpus ingested with vocab=this one); if the part was "
+            f"there before and {VOCAB_NAME} was edited, restore {VOCAB_NAME}"
+        )
     sizes = [(g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
     return [(g, n) for g, n in sizes if n > 0]
 
@@ -192,8 +193,9 @@ def _same_size(root: Path, file: str, listed: list[dict[str, Any]]) -> bool:
 
 
 def _rescan(root: Path, manifest: dict[str, Any], vocab_digest: str) -> dict[str, Any]:
-    """Rebuild the batch list from the Parquet files present in ``parts/`` (new
-    and changed files checked against the vocabulary's ``vocab_digest``)."""
+    """Rebuild the batch list from the Parquet files present in ``parts/`` (every
+    file's vocabulary stamp checked against ``vocab_digest``, new and changed
+    files read and checked whole)."""
     listed: dict[str, list[dict[str, Any]]] = {}
     for b in manifest["batches"]:
         listed.setdefault(b["file"], []).append(b)
@@ -204,12 +206,11 @@ def _rescan(root: Path, manifest: dict[str, Any], vocab_digest: str) -> dict[str
     n_changed = 0
     for file in order:
         old = listed.get(file, [])
-        if [(b["row_group"], b["n_docs"]) for b in old] == _footer_sizes(root, file) and (
-            _same_size(root, file, old)
-        ):
+        sizes = _footer_sizes(root, file, vocab_digest)
+        if [(b["row_group"], b["n_docs"]) for b in old] == sizes and (_same_size(root, file, old)):
             batches.extend(old)
         else:
-            batches.extend(_file_row_groups(root, file, vocab_digest, manifest["vocab_size"]))
+            batches.extend(_file_row_groups(root, file, manifest["vocab_size"]))
             n_changed += file in listed
     new_files = [f for f in order if f not in listed]
     if new_files:
