@@ -34,6 +34,21 @@ def _fit(X, client, **kw):
     return lsdask.GaussianMixture(K, client=client, **params).fit(X)
 
 
+def test_a_relative_zarr_path_reads_from_a_worker_started_elsewhere(
+    zarr_patches, tmp_path, monkeypatch
+):
+    """Workers of an external cluster start in their own folder: a relative path
+    (or an array opened by one) failed there with 'does not exist'."""
+    from lsdask.io.sources import zarr_source
+
+    monkeypatch.chdir(tmp_path)
+    by_path = zarr_source("p.zarr")
+    by_array = zarr_source(zarr.open_array("p.zarr", mode="r"))
+    monkeypatch.chdir("/")  # where a worker process may run
+    for source in (by_path, by_array):
+        np.testing.assert_array_equal(source.batches[1].load(), zarr_patches[1][500:1000])
+
+
 @pytest.mark.parametrize("algorithm", ["memo", "svi", "vb"])
 def test_local_cluster_equals_in_process_on_zarr(dask_client, zarr_patches, algorithm):
     path, _ = zarr_patches

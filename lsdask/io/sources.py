@@ -233,6 +233,7 @@ def zarr_source(array_or_path: Any, batch_size: int | None = None) -> BatchSourc
                 "batch by batch. Write it to a folder (zarr.create_array(path, ...)) and pass "
                 "the path, or pass its values (X[:]) if they fit in memory"
             )
+    store = os.path.abspath(store)  # a task may run in a worker started in another folder
     _check_shape(array.shape, array.dtype, f"X (Zarr array {store!r})")
     size = batch_size or int(array.chunks[0])
     ranges = _ranges(array.shape[0], size)
