@@ -47,6 +47,11 @@ def test_a_relative_zarr_path_reads_from_a_worker_started_elsewhere(
     monkeypatch.chdir("/")  # where a worker process may run
     for source in (by_path, by_array):
         np.testing.assert_array_equal(source.batches[1].load(), zarr_patches[1][500:1000])
+    # a worker that cannot see the store says where it ran (it said "does not exist")
+    (tmp_path / "p.zarr").rename(tmp_path / "moved.zarr")
+    with pytest.raises(lsdask.io.sources.DataError, match=r"chunk 0 \(rows 0:500\): .*p\.zarr "
+                       r"does not exist on host .* the Dask workers do not"):  # fmt: skip
+        by_path.batches[0].load()
 
 
 @pytest.mark.parametrize("algorithm", ["memo", "svi", "vb"])

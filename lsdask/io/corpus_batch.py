@@ -9,7 +9,9 @@ picklable reference to one row group, read inside its task).
 
 from __future__ import annotations
 
+import math
 import os
+import socket
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from lsdask.io.sources import DataError
+from lsdask.io.sources import DataError, missing_here
 
 __all__ = ["COLUMNS", "SCHEMA", "CorpusBatch", "DocBatch"]
 
@@ -344,14 +346,22 @@ class CorpusBatch:
                 f"{self.n_docs}; the file changed after the manifest was written. Reopen "
                 "the corpus with Corpus.open(path, rescan=True)."
             )
-        return DocBatch.from_arrow(table, self.where, self.vocab_size)
+        batch = DocBatch.from_arrow(table, self.where, self.vocab_size)
+        if not math.isclose(batch.n_tokens, self.n_tokens, rel_tol=1e-6, abs_tol=1e-6):
+            raise DataError(
+                f"{self.where}: holds {batch.n_tokens:g} tokens but the manifest says "
+                f"{self.n_tokens:g}: the file changed after the manifest was written (or this "
+                f"process, on host {socket.gethostname()}, sees another copy of it). Reopen "
+                "the corpus with Corpus.open(path, rescan=True)."
+            )
+        return batch
 
 
 def _read_row_group(file_path: str, row_group: int, where: str) -> pa.Table:
     if not os.path.exists(file_path):
         raise DataError(
-            f"{where}: the file does not exist. The manifest lists a file that is gone; "
-            "reopen the corpus with Corpus.open(path, rescan=True) to rebuild the batch list."
+            f"{where}: {missing_here(file_path)}. If the file is gone, reopen the corpus with "
+            "Corpus.open(path, rescan=True) to rebuild the batch list (lsdask fit rescans)."
         )
     try:
         with pq.ParquetFile(file_path) as f:

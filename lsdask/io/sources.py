@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,15 @@ logger = logging.getLogger(__name__)
 
 class DataError(ValueError):
     """Input data that cannot be learned from; the message names where it is."""
+
+
+def missing_here(path: str) -> str:
+    """Why a batch task cannot find ``path``: gone, or not visible where it runs."""
+    return (
+        f"{path} does not exist on host {socket.gethostname()} (process {os.getpid()}). If "
+        "the process that started the fit sees it, the Dask workers do not: they need the "
+        "data at the same path, e.g. on a shared file system"
+    )
 
 
 def check_rows(X: Any, where: str, dim: int | None = None) -> Any:
@@ -91,6 +101,8 @@ class ZarrBatch:
     def load(self) -> np.ndarray:
         import zarr
 
+        if not os.path.exists(self.store):
+            raise DataError(f"{self.where}: {missing_here(self.store)}")
         try:
             array = zarr.open_array(self.store, mode="r")
             rows = array[self.start : self.stop]
