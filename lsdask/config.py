@@ -69,3 +69,11 @@ SVI_KAPPA = 0.6
 #: ``extra=`` of an INFO log record that the command line shows even without
 #: ``-v`` (the Dask dashboard's address): ``logger.info(..., extra=NOTICE)``.
 NOTICE = {"notice": True}
+
+#: How many times in a row the Dask executor sends lost data again and reruns a
+#: wave after losing workers before it gives up (each time is logged).
+LOST_WORKER_RETRIES = 5
+
+#: Seconds the Dask executor waits for a worker when the cluster has none (after
+#: losing its workers, or an external scheduler started without any).
+WORKER_WAIT_SECONDS = 120

@@ -16,6 +16,12 @@
   result is added exactly once, on the driver, in batch order.
 - In-memory batches are scattered once per run; Zarr and dask-array loaders
   are small and read their own rows inside the task.
+- A worker lost with scattered data (in-memory batches, the globals), or
+  while the globals were being sent, does not end the run: the executor
+  keeps what it scattered, sends it again from the driver, and runs the
+  wave's unfinished tasks again (with a warning each time, up to
+  ``config.LOST_WORKER_RETRIES`` times in a row). Tasks are pure, so the
+  result is the undisturbed run's.
 """
 
 from __future__ import annotations
@@ -23,9 +29,13 @@ from __future__ import annotations
 import logging
 import operator
 import os
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from lsdask import config
 from lsdask.config import NOTICE
 
 logger = logging.getLogger(__name__)
@@ -45,6 +55,12 @@ class DaskExecutor:
 
     def __init__(self, client: Any = None, n_workers: int | None = None) -> None:
         self.client, self._owned = open_client(client, n_workers or os.cpu_count() or 1)
+        # what was scattered, by future key, to send again after a worker is lost
+        self._scattered: dict[str, Any] = {}
+        self._broadcasts: OrderedDict[str, None] = OrderedDict()  # the newest few
+        # a lost scattered future's key -> the future that replaced it
+        self._replaced: dict[str, Any] = {}
+        self._wait_for_a_worker()  # a scheduler without workers: say so before any work
 
     @property
     def n_slots(self) -> int:
@@ -57,28 +73,63 @@ class DaskExecutor:
         handles: list[Any] = list(batches)
         in_memory = [i for i, b in enumerate(batches) if isinstance(b, ArrayBatch)]
         if in_memory:
-            futures = self.client.scatter([batches[i] for i in in_memory], hash=False)
+            futures = self._retrying(
+                "sending the batches", lambda: self._scatter([batches[i] for i in in_memory])
+            )
             for i, fut in zip(in_memory, futures, strict=True):
                 handles[i] = fut
+                self._scattered[fut.key] = batches[i]
         return handles
 
     def broadcast(self, obj: Any) -> Any:
-        return self.client.scatter(obj, broadcast=True, hash=False)
+        fut = self._retrying("sending the globals", lambda: self._scatter(obj, broadcast=True))
+        self._scattered[fut.key] = obj
+        self._broadcasts[fut.key] = None
+        while len(self._broadcasts) > _BROADCASTS_KEPT:  # older globals are never used again
+            old, _ = self._broadcasts.popitem(last=False)
+            self._scattered.pop(old, None)
+        return fut
 
     def map(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> list:
         return self.collect(self.submit(fn, handles, shared))
 
-    def submit(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> list:
-        """Start one task per handle; returns the futures (see :meth:`collect`)."""
-        return [self.client.submit(fn, h, shared, pure=False) for h in handles]
+    def submit(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any:
+        """Start one task per handle; returns the wave's futures (see :meth:`collect`)."""
+        handles = [self._current(h) for h in handles]
+        shared = self._current(shared)
+        futures = [self.client.submit(fn, h, shared, pure=False) for h in handles]
+        return _Wave(fn, handles, shared, futures)
 
-    def collect(self, pending: list) -> list:
+    def collect(self, pending: Any) -> list:
         """The results of :meth:`submit`'s tasks, in order (the futures are released)."""
-        return self.client.gather(pending)
+        for attempt in range(config.LOST_WORKER_RETRIES + 1):
+            try:
+                return self.client.gather(pending.futures)
+            except _lost_worker_errors() as exc:
+                self._recover(exc, attempt, len(pending.futures))
+                pending.handles = [self._current(h, resend=True) for h in pending.handles]
+                pending.shared = self._current(pending.shared, resend=True)
+                pending.futures = [
+                    f if f.status == "finished" else
+                    self.client.submit(pending.fn, h, pending.shared, pure=False)
+                    for f, h in zip(pending.futures, pending.handles, strict=True)
+                ]  # fmt: skip
+        raise AssertionError("unreachable")  # _recover raises on the last attempt
 
     def map_sum(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any:
         """Map, then add results pairwise on the workers; one result is gathered."""
-        level = [self.client.submit(fn, h, shared, pure=False) for h in handles]
+        for attempt in range(config.LOST_WORKER_RETRIES + 1):
+            try:
+                return self._tree_sum(fn, handles, shared).result()
+            except _lost_worker_errors() as exc:
+                self._recover(exc, attempt, len(handles))
+                handles = [self._current(h, resend=True) for h in handles]
+                shared = self._current(shared, resend=True)
+        raise AssertionError("unreachable")  # _recover raises on the last attempt
+
+    def _tree_sum(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any:
+        shared = self._current(shared)
+        level = [self.client.submit(fn, self._current(h), shared, pure=False) for h in handles]
         while len(level) > 1:
             nxt = [
                 self.client.submit(operator.add, level[i], level[i + 1], pure=False)
@@ -87,7 +138,98 @@ class DaskExecutor:
             if len(level) % 2:
                 nxt.append(level[-1])
             level = nxt
-        return level[0].result()
+        return level[0]
+
+    # ---- after a lost worker
+
+    def _scatter(self, obj: Any, broadcast: bool = False) -> Any:
+        return self.client.scatter(obj, broadcast=broadcast, hash=False)
+
+    def _current(self, handle: Any, resend: bool = False) -> Any:
+        """``handle``, or the future that replaced it; with ``resend``, a
+        scattered future no worker holds any more is scattered again."""
+        from distributed import Future
+
+        if not isinstance(handle, Future):
+            return handle  # a loader (a corpus row group, a Zarr chunk) or the globals in-process
+        key = handle.key
+        while key in self._replaced:
+            handle = self._replaced[key]
+            key = handle.key
+        if resend and key in self._scattered and not self._held(handle):
+            obj = self._scattered[key]
+            broadcast = key in self._broadcasts
+            new = self._retrying("sending lost data again", lambda: self._scatter(obj, broadcast))
+            self._scattered[new.key] = obj
+            if broadcast:
+                self._broadcasts[new.key] = None
+            self._replaced[key] = new
+            handle = new
+        return handle
+
+    def _held(self, fut: Any) -> bool:
+        if fut.status != "finished":
+            return False
+        return bool(self.client.who_has([fut]).get(fut.key))
+
+    def _recover(self, exc: BaseException, attempt: int, n_tasks: int) -> None:
+        """Log a lost worker and wait for one to run on; raise once retries are spent."""
+        if attempt >= config.LOST_WORKER_RETRIES:
+            raise RuntimeError(
+                f"Dask workers were lost {attempt + 1} times in a row ({type(exc).__name__}: "
+                f"{exc}); giving up. Check the workers' logs (memory limits, killed "
+                "processes) and the network; a fit with a checkpoint folder resumes from "
+                "its last lap (lsdask: --resume)"
+            ) from exc
+        logger.warning(
+            "a Dask worker was lost (%s: %s); sending what it held again and rerunning "
+            "the unfinished tasks of %d",
+            type(exc).__name__, str(exc)[:200], n_tasks,
+        )  # fmt: skip
+        self._wait_for_a_worker()
+
+    def _wait_for_a_worker(self) -> None:
+        if self.client.scheduler_info(n_workers=1)["workers"]:
+            return
+        logger.warning(
+            "the Dask cluster has no workers; waiting up to %d s for one",
+            config.WORKER_WAIT_SECONDS,
+        )
+        address = self.client.scheduler_info(n_workers=0).get("address", "?")
+        try:
+            self.client.wait_for_workers(1, timeout=config.WORKER_WAIT_SECONDS)
+        except TimeoutError:  # distributed's WorkerStartTimeoutError is one
+            self.close()
+            raise ValueError(
+                f"the Dask cluster at {address} has had no workers for "
+                f"{config.WORKER_WAIT_SECONDS} s; start workers (dask worker "
+                "SCHEDULER_ADDRESS) or run without a cluster (client='sync'; lsdask: --sync)"
+            ) from None
+
+    def _retrying(self, what: str, send: Callable[[], Any]) -> Any:
+        """``send()``, again after a lost connection to a worker (CommClosedError)."""
+        for attempt in range(config.LOST_WORKER_RETRIES + 1):
+            try:
+                return send()
+            except (*_lost_worker_errors(), KeyError) as exc:
+                # the scheduler's replication raises KeyError(address) for a worker
+                # that left while the data was being copied to it
+                if isinstance(exc, KeyError) and "://" not in str(exc):
+                    raise
+                if attempt >= config.LOST_WORKER_RETRIES:
+                    raise RuntimeError(
+                        f"{what} to the Dask workers failed {attempt + 1} times in a row "
+                        f"({type(exc).__name__}: {exc}); check the workers and the network"
+                    ) from exc
+                logger.warning(
+                    "%s: a Dask worker was lost (%s: %s); trying again",
+                    what, type(exc).__name__, str(exc)[:200],
+                )  # fmt: skip
+                time.sleep(0.5)
+                self._wait_for_a_worker()
+            except TimeoutError:  # "No valid workers found"
+                self._wait_for_a_worker()
+        raise AssertionError("unreachable")
 
     def memory(self) -> list[int]:
         """Resident memory of each worker process, in bytes."""
@@ -112,6 +254,28 @@ class DaskExecutor:
 
     def __repr__(self) -> str:
         return f"DaskExecutor({self.client!r})"
+
+
+#: broadcasts kept for sending again: a wave in flight uses the newest or the one before
+_BROADCASTS_KEPT = 3
+
+
+@dataclass
+class _Wave:
+    """Tasks started by :meth:`DaskExecutor.submit`: what ran them, to run again."""
+
+    fn: Callable[[Any, Any], Any]
+    handles: list[Any]
+    shared: Any
+    futures: list[Any]
+
+
+def _lost_worker_errors() -> tuple[type[BaseException], ...]:
+    """What a task or a send raises when a worker (and data only it held) is lost."""
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+
+    return (FutureCancelledError, CommClosedError)
 
 
 def open_client(client: Any, n_workers: int) -> tuple[Any, list[Any]]:
