@@ -709,6 +709,45 @@ def _warnings_and_notices(record: logging.LogRecord) -> bool:
     return record.levelno >= logging.WARNING or getattr(record, "notice", False)
 
 
+def _quiet_dask() -> list[tuple[logging.Handler, int]]:
+    """Raise the handlers of Dask's loggers to CRITICAL; returns their old levels.
+
+    The levels are set on the handlers: Dask configures its loggers when it is
+    imported (so it is imported here), several with their own level, handler
+    and no propagation."""
+    import distributed  # noqa: F401  (configures its loggers)
+
+    handlers = [
+        (h, h.level)
+        for name, log in logging.root.manager.loggerDict.items()
+        if (name == "distributed" or name.startswith("distributed."))
+        and isinstance(log, logging.Logger)
+        for h in log.handlers
+    ]
+    for h, _ in handlers:
+        h.setLevel(logging.CRITICAL)
+    return handlers
+
+
+def _is_cluster_failure(err: BaseException) -> bool:
+    """A failure of the Dask cluster under the command, not of lsdask's code."""
+    from lsdask.engine import ClusterError
+
+    return isinstance(err, ClusterError) or type(err).__module__.startswith("distributed.")
+
+
+def _cluster_failure_message(err: BaseException) -> str:
+    from lsdask.engine import ClusterError
+
+    if isinstance(err, ClusterError):
+        return str(err)
+    return (
+        f"the Dask cluster failed ({type(err).__name__}: {' '.join(str(err).split())[:300]}). "
+        "Check that its scheduler and workers run (their logs say why they stopped); a fit "
+        "with a checkpoint folder resumes from its last lap (--resume DIR)"
+    )
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised wherever the command is, so that it unwinds as on Ctrl-C:
     writers remove their temporary outputs (a fit with a checkpoint folder
@@ -725,7 +764,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     Bad input (a ``ValueError``, ``FileNotFoundError`` or
     ``FileExistsError``) is reported as one line ``lsdask: error: <message>``
     on stderr with status 2; argument errors exit with status 2 through
-    argparse.
+    argparse. A failing Dask cluster (its scheduler gone, its workers lost
+    beyond the executor's retries) is one such line with status 1; without
+    ``-v`` the Dask client's own log lines are kept quiet. SIGTERM exits with
+    143, Ctrl-C with 130.
     """
     args = build_parser().parse_args(argv)
     package_logger = logging.getLogger("lsdask")
@@ -742,6 +784,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler.setFormatter(_TerseFormatter())
         handler.addFilter(_warnings_and_notices)
     package_logger.addHandler(handler)
+    # without -v, a failing cluster is one "lsdask: error:" line, not also the Dask
+    # client's own log of it with tracebacks (its workers' logs are their own)
+    dask_handlers = [] if args.verbose or getattr(args, "sync", True) else _quiet_dask()
     in_main_thread = threading.current_thread() is threading.main_thread()
     old_sigterm = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     try:
@@ -762,6 +807,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         # as a shell reports a process ended by the signal: 143 for SIGTERM, 130 for Ctrl-C
         return 128 + (stop.signal or signal.SIGINT)
+    except Exception as err:
+        if not _is_cluster_failure(err):
+            raise
+        print(f"lsdask: error: {_cluster_failure_message(err)}", file=sys.stderr)
+        # the Dask client goes on logging its reconnection attempts until the process
+        # exits: keep them quiet past this return
+        dask_handlers = []
+        return 1
     except Terminated:
         print("lsdask: terminated (SIGTERM)", file=sys.stderr)
         return 128 + signal.SIGTERM
@@ -771,5 +824,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, old_sigterm)
+        for h, level in dask_handlers:
+            h.setLevel(level)
         package_logger.removeHandler(handler)
         package_logger.setLevel(old_level)

@@ -128,3 +128,47 @@ def test_sigterm_during_an_ingest_leaves_no_temporary_folder(tmp_path):
     assert proc.returncode == 143, err
     assert err.strip().endswith("lsdask: terminated (SIGTERM)") and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl"]
+
+
+def test_a_scheduler_killed_mid_fit_gets_one_line_and_keeps_the_checkpoint(tmp_path):
+    """An external scheduler killed under `lsdask fit --scheduler` ended in a chain
+    of Dask tracebacks (CommClosedError, CancelledError, FutureCancelledError)."""
+    import socket
+
+    rng = np.random.default_rng(0)
+    _corpus(tmp_path / "c", rng)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+         "--port", str(port), "--dashboard-address", ":0"], **quiet,
+    )  # fmt: skip
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+         "--nworkers", "1", "--no-dashboard"], cwd="/", **quiet,
+    )  # fmt: skip
+    ckpt = tmp_path / "ckpt"
+    try:
+        fit = subprocess.Popen(
+            [sys.executable, "-m", "lsdask", "fit", "c", "--topics", "40", "--out", "m",
+             "--laps", "200", "--checkpoint", "ckpt", "--scheduler", address, "--init", "kmeans++"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.time() + 120
+        while time.time() < deadline and not (ckpt / "LATEST").exists() and fit.poll() is None:
+            time.sleep(0.2)
+        assert (ckpt / "LATEST").exists(), fit.communicate(timeout=10)
+        scheduler.kill()
+        _, err = fit.communicate(timeout=120)
+    finally:
+        for proc in (worker, scheduler):
+            proc.kill()
+            proc.wait(timeout=30)
+    assert fit.returncode == 1, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("lsdask: error: ") and "Traceback" not in err, err
+    assert "--resume" in last
+    assert CheckpointDir(ckpt).read()["state"].lap >= 1

@@ -1,6 +1,6 @@
 """Executors: where batch tasks run (in-process, or on Dask)."""
 
-from lsdask.engine.dask_executor import DaskExecutor, make_executor
+from lsdask.engine.dask_executor import ClusterError, DaskExecutor, make_executor
 from lsdask.engine.executor import Executor, SerialExecutor
 
-__all__ = ["DaskExecutor", "Executor", "SerialExecutor", "make_executor"]
+__all__ = ["ClusterError", "DaskExecutor", "Executor", "SerialExecutor", "make_executor"]

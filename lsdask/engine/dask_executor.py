@@ -174,31 +174,49 @@ class DaskExecutor:
 
     def _recover(self, exc: BaseException, attempt: int, n_tasks: int) -> None:
         """Log a lost worker and wait for one to run on; raise once retries are spent."""
+        self._check_scheduler(exc)
         if attempt >= config.LOST_WORKER_RETRIES:
-            raise RuntimeError(
+            raise ClusterError(
                 f"Dask workers were lost {attempt + 1} times in a row ({type(exc).__name__}: "
-                f"{exc}); giving up. Check the workers' logs (memory limits, killed "
+                f"{_one_line(exc)}); giving up. Check the workers' logs (memory limits, killed "
                 "processes) and the network; a fit with a checkpoint folder resumes from "
                 "its last lap (lsdask: --resume)"
             ) from exc
         logger.warning(
             "a Dask worker was lost (%s: %s); sending what it held again and rerunning "
             "the unfinished tasks of %d",
-            type(exc).__name__, str(exc)[:200], n_tasks,
+            type(exc).__name__, _one_line(exc), n_tasks,
         )  # fmt: skip
         self._wait_for_a_worker()
+
+    def _check_scheduler(self, exc: BaseException) -> None:
+        """A ClusterError when the connection to the scheduler is lost (no retry helps)."""
+        if self.client.status == "running" and "scheduler-connection-lost" not in str(exc):
+            return
+        address = getattr(getattr(self.client, "scheduler", None), "address", "?")
+        raise ClusterError(
+            f"lost the connection to the Dask scheduler at {address} ({type(exc).__name__}: "
+            f"{_one_line(exc)}). Restart the cluster and run again; a fit with a checkpoint "
+            "folder resumes from its last lap (lsdask: --resume DIR)"
+        ) from exc
 
     def _wait_for_a_worker(self) -> None:
         if self.client.scheduler_info(n_workers=1)["workers"]:
             return
-        logger.warning(
-            "the Dask cluster has no workers; waiting up to %d s for one",
-            config.WORKER_WAIT_SECONDS,
-        )
         address = self.client.scheduler_info(n_workers=0).get("address", "?")
+        quiet = min(_QUIET_WAIT_SECONDS, config.WORKER_WAIT_SECONDS)  # workers still starting
         try:
-            self.client.wait_for_workers(1, timeout=config.WORKER_WAIT_SECONDS)
+            self.client.wait_for_workers(1, timeout=quiet)
+            return
         except TimeoutError:  # distributed's WorkerStartTimeoutError is one
+            pass
+        logger.warning(
+            "the Dask cluster at %s has no workers; waiting up to %d s more for one",
+            address, config.WORKER_WAIT_SECONDS - quiet,
+        )  # fmt: skip
+        try:
+            self.client.wait_for_workers(1, timeout=max(config.WORKER_WAIT_SECONDS - quiet, 0.1))
+        except TimeoutError:
             self.close()
             raise ValueError(
                 f"the Dask cluster at {address} has had no workers for "
@@ -216,14 +234,16 @@ class DaskExecutor:
                 # that left while the data was being copied to it
                 if isinstance(exc, KeyError) and "://" not in str(exc):
                     raise
+                self._check_scheduler(exc)
                 if attempt >= config.LOST_WORKER_RETRIES:
-                    raise RuntimeError(
+                    raise ClusterError(
                         f"{what} to the Dask workers failed {attempt + 1} times in a row "
-                        f"({type(exc).__name__}: {exc}); check the workers and the network"
+                        f"({type(exc).__name__}: {_one_line(exc)}); check the workers and the "
+                        "network"
                     ) from exc
                 logger.warning(
                     "%s: a Dask worker was lost (%s: %s); trying again",
-                    what, type(exc).__name__, str(exc)[:200],
+                    what, type(exc).__name__, _one_line(exc),
                 )  # fmt: skip
                 time.sleep(0.5)
                 self._wait_for_a_worker()
@@ -255,6 +275,21 @@ class DaskExecutor:
     def __repr__(self) -> str:
         return f"DaskExecutor({self.client!r})"
 
+
+def _one_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception's text on one line, cut to ``limit`` characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class ClusterError(RuntimeError):
+    """The Dask cluster failed under a run: its scheduler is gone, or its workers
+    were lost more times in a row than the executor retries."""
+
+
+#: seconds to wait for a worker before warning that there is none (workers
+#: started with the scheduler may still be connecting)
+_QUIET_WAIT_SECONDS = 5
 
 #: broadcasts kept for sending again: a wave in flight uses the newest or the one before
 _BROADCASTS_KEPT = 3
