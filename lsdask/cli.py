@@ -442,13 +442,16 @@ def _add_transform(sub: Any) -> None:
         help="write each document's top-L topic weights to Parquet",
         description=(
             "Write one row per document of CORPUS: doc_id, topics and weights (its top-L "
-            "document-topic weights under the saved model), one row group per corpus batch."
+            "document-topic weights under the saved model), one row group per corpus batch. "
+            "The batches are transformed on a Dask cluster (a local one of --workers "
+            "processes by default, for a corpus of more than one row group)."
         ),
     )
     transform.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="saved model")
     transform.add_argument("corpus", type=Path, metavar="CORPUS", help="Parquet corpus")
     transform.add_argument("--out", type=_out_path, required=True, help="Parquet file to write")
     transform.add_argument("--overwrite", action="store_true", help="replace an existing file")
+    _add_execution(transform, scheduler=True)
     _add_verbose(transform, argparse.SUPPRESS)
 
 
@@ -679,7 +682,11 @@ def _cmd_topics(args: argparse.Namespace) -> int:
 def _cmd_transform(args: argparse.Namespace) -> int:
     from lsdask.jobs.corpus_lda import format_transform_summary, transform_corpus
 
-    result = transform_corpus(args.model_dir, args.corpus, args.out, overwrite=args.overwrite)
+    client, n_workers = _client_from_args(args)
+    result = transform_corpus(
+        args.model_dir, args.corpus, args.out, overwrite=args.overwrite, client=client,
+        n_workers=n_workers,
+    )  # fmt: skip
     print(format_transform_summary(result))
     return 0
 

@@ -541,10 +541,14 @@ def test_topics_errors(saved_model: Path, bars_corpora: dict[str, Path], tmp_pat
 
 def test_transform_command(saved_model: Path, bars_corpora: dict[str, Path], tmp_path: Path,
                            capsys) -> None:  # fmt: skip
+    """On a 2-process LocalCluster (the default for a corpus of several row
+    groups; it ran serially in this process, with no --scheduler): one row group
+    per batch, in corpus order, the in-process transform's weights."""
     out = tmp_path / "sub" / "weights.parquet"
     code = main(["transform", str(saved_model), str(bars_corpora["heldout"]), "--out", str(out)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
+    assert "lsdask: Dask dashboard: http" in captured.err  # a LocalCluster was started
     assert "of 40 documents in 3 row groups" in captured.out
     one = {"L": 4, "K": 10, "n_docs": 1, "n_batches": 1, "path": "w.parquet", "seconds": 0.1}
     assert " in 1 row group to w.parquet" in format_transform_summary(one)  # not "1 row groups"
@@ -585,7 +589,7 @@ def test_transform_and_topics_take_in_part_files_added_since(
     first = sorted((corpus / "parts").iterdir())[0]
     shutil.copy(first, corpus / "parts" / "zz-new.parquet")  # a partition dropped in
     out = tmp_path / "w.parquet"
-    assert main(["transform", str(saved_model), str(corpus), "--out", str(out)]) == 0
+    assert main(["transform", str(saved_model), str(corpus), "--out", str(out), "--sync"]) == 0
     captured = capsys.readouterr()
     assert "of 80 documents in 6 row groups" in captured.out, captured.out
     assert "ignored" not in captured.err
@@ -597,7 +601,14 @@ def test_transform_and_topics_take_in_part_files_added_since(
 def test_transform_errors(saved_model: Path, bars_corpora: dict[str, Path], tmp_path: Path,
                           capsys) -> None:  # fmt: skip
     out = tmp_path / "w.parquet"
-    argv = ["transform", str(saved_model), str(bars_corpora["heldout"]), "--out", str(out)]
+    argv = [
+        "transform",
+        str(saved_model),
+        str(bars_corpora["heldout"]),
+        "--out",
+        str(out),
+        "--sync",
+    ]
     assert main(argv) == 0
     assert main(argv) == 2
     assert "exists" in capsys.readouterr().err
@@ -609,7 +620,9 @@ def test_transform_errors(saved_model: Path, bars_corpora: dict[str, Path], tmp_
 
 
 def test_transform_corpus_on_a_model_in_memory(saved_model: Path, bars_corpora, tmp_path):
-    result = transform_corpus(load_lda(saved_model), bars_corpora["train"], tmp_path / "t.parquet")
+    result = transform_corpus(
+        load_lda(saved_model), bars_corpora["train"], tmp_path / "t.parquet", client="sync"
+    )
     assert result["n_docs"] == 200 and result["n_batches"] == 4 and result["L"] == 3
 
 

@@ -6,6 +6,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -540,10 +541,16 @@ class LDA(VariationalEstimator):
         entries, and one without words (or only words outside the vocabulary)
         an empty row. A corpus is read batch by batch.
         """
+        task = self.transform_task()
+        parts = [task.weights(rows, self.posterior_) for rows in self._row_batches(X)]
+        return sp.vstack(parts, format="csr")
+
+    def transform_task(self) -> TransformTask:
+        """:meth:`transform` of one corpus batch as a task for an executor (with the
+        fitted posterior as its shared argument): ``(doc_ids, weights)``."""
         self._check_fitted()
         L = check_sparsity(self.sparsity, None)  # may change after fit
-        parts = [self._transform_batch(rows, L) for rows in self._row_batches(X)]
-        return sp.vstack(parts, format="csr")
+        return TransformTask(self.model_, L, self.topics_per_document)
 
     @property
     def topics_per_document(self) -> int:
@@ -551,21 +558,6 @@ class LDA(VariationalEstimator):
         (the fitted K: a new ``n_components`` counts from the next ``fit``)."""
         K = self.model_.n_components if hasattr(self, "model_") else self.n_components
         return K if self.sparsity is None else min(int(self.sparsity), K)
-
-    def _transform_batch(self, X: sp.csr_matrix, L: int | None) -> sp.csr_matrix:
-        _, doc_topic, _ = self.model_.doc_topic_step(X, self.posterior_, L)
-        K = self.model_.n_components  # as fitted, whatever set_params said since
-        theta = doc_topic + self.model_.alpha / K
-        top = np.argsort(-theta, axis=1, kind="stable")[:, : self.topics_per_document]
-        vals = np.take_along_axis(theta, top, axis=1)
-        used = np.take_along_axis(doc_topic, top, axis=1) > self.model_.options.eps
-        vals = np.where(used, vals, 0.0)
-        sums = vals.sum(axis=1, keepdims=True)
-        vals = np.divide(vals, sums, out=np.zeros_like(vals), where=sums > 0)
-        indptr = np.concatenate([[0], np.cumsum(used.sum(axis=1))])
-        out = sp.csr_matrix((vals[used], top[used], indptr), shape=(X.shape[0], K))
-        out.sort_indices()
-        return out
 
     def score(self, X: Any, y: Any = None, *, random_state: int = 0) -> float:
         """Heldout document completion (lsparse App. E), nats per token; a
@@ -593,3 +585,39 @@ class LDA(VariationalEstimator):
         self._check_fitted()
         n = check_int("n", n, 1)
         return umass_coherence(self.topic_word_, self._row_batches(X), n)
+
+
+@dataclass(frozen=True)
+class TransformTask:
+    """:meth:`LDA.transform` of one batch: a pure function of (batch, posterior),
+    so it runs as a Dask task like the local step's (``lsdask transform`` on a
+    cluster) and a rerun after a lost worker gives the same weights.
+
+    ``model`` is the fitted model, ``L`` the local step's sparsity (None: dense)
+    and ``keep`` the most topics kept per document.
+    """
+
+    model: Any
+    L: int | None
+    keep: int
+
+    def __call__(self, batch: Any, posterior: Any) -> tuple[np.ndarray, sp.csr_matrix]:
+        rows = batch.load()
+        return rows.doc_ids, self.weights(rows.to_csr(self.model.vocab_size), posterior)
+
+    def weights(self, X: sp.csr_matrix, posterior: Any) -> sp.csr_matrix:
+        """Rows ``E[pi_d]`` over each document's top topics (see :meth:`LDA.transform`)."""
+        model = self.model
+        _, doc_topic, _ = model.doc_topic_step(X, posterior, self.L)
+        K = model.n_components  # as fitted, whatever set_params said since
+        theta = doc_topic + model.alpha / K
+        top = np.argsort(-theta, axis=1, kind="stable")[:, : self.keep]
+        vals = np.take_along_axis(theta, top, axis=1)
+        used = np.take_along_axis(doc_topic, top, axis=1) > model.options.eps
+        vals = np.where(used, vals, 0.0)
+        sums = vals.sum(axis=1, keepdims=True)
+        vals = np.divide(vals, sums, out=np.zeros_like(vals), where=sums > 0)
+        indptr = np.concatenate([[0], np.cumsum(used.sum(axis=1))])
+        out = sp.csr_matrix((vals[used], top[used], indptr), shape=(X.shape[0], K))
+        out.sort_indices()
+        return out

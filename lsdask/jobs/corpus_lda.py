@@ -31,6 +31,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from lsdask import config
+from lsdask.engine import make_executor
 from lsdask.io.atomic import temp_sibling
 from lsdask.io.vocabulary import vocabulary_difference
 from lsdask.jobs.cluster import dask_client
@@ -539,6 +540,8 @@ def transform_corpus(
     out_path: str | os.PathLike[str],
     *,
     overwrite: bool = False,
+    client: Any = None,
+    n_workers: int | None = None,
 ) -> dict[str, Any]:
     """Write every document's top-L topic weights to a Parquet file, batch by batch.
 
@@ -546,10 +549,12 @@ def transform_corpus(
     ``doc_id int64``, ``topics list<int32>`` and ``weights list<float32>``
     (:meth:`lsdask.LDA.transform`: ``E[pi_d]`` over the topics the document
     uses, at most its L largest, renormalized, largest first; an empty
-    document gets empty lists). Each row group of the corpus
-    is read, transformed and written as one row group, so memory holds one
-    batch at a time; the file is written under a temporary name in the same
-    folder and renamed at the end.
+    document gets empty lists). Each row group of the corpus is read and
+    transformed by a batch task (on a Dask cluster as ``client`` says: a wave
+    of as many tasks as the cluster runs at once is computed while the one
+    before is written) and written as one row group, in corpus order, so
+    memory holds two waves of batches at a time; the file is written under a
+    temporary name in the same folder and renamed at the end.
 
     Parameters
     ----------
@@ -561,6 +566,12 @@ def transform_corpus(
         The Parquet file to write.
     overwrite : bool, default False
         Replace an existing file at ``out_path``.
+    client : None, "sync", str or distributed.Client
+        Where the batch tasks run (:func:`lsdask.jobs.cluster.dask_client`); the
+        default starts a LocalCluster of ``n_workers`` processes when the corpus
+        has more than one row group, else runs in this process.
+    n_workers : int, optional
+        Workers of that LocalCluster (default 2).
 
     Returns
     -------
@@ -595,13 +606,14 @@ def transform_corpus(
     tmp = temp_sibling(out)
     start = time.perf_counter()
     n_docs = 0
+    task = lda.transform_task()
+    if client is None and len(docs.batches) <= 1:
+        client = "sync"  # a cluster's start would cost more than one task
     try:
-        with pq.ParquetWriter(tmp, WEIGHTS_SCHEMA) as writer:
-            for batch in docs.batches:
-                loaded = batch.load()
-                weights = lda.transform(loaded.to_csr(docs.vocab_size))
-                writer.write_table(_weights_table(loaded.doc_ids, weights))
-                n_docs += loaded.n_docs
+        with dask_client(client, n_workers) as where, pq.ParquetWriter(tmp, WEIGHTS_SCHEMA) as w:
+            for doc_ids, weights in _in_waves(make_executor(where), task, docs.batches, lda):
+                w.write_table(_weights_table(doc_ids, weights))
+                n_docs += len(doc_ids)
         os.replace(tmp, out)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -617,6 +629,21 @@ def transform_corpus(
     }
     logger.info("wrote top-%d topic weights of %d documents to %s", result["L"], n_docs, out)
     return result
+
+
+def _in_waves(executor: Any, task: Any, batches: list, lda: Any) -> Iterator[Any]:
+    """``task``'s results for every batch, in order; one wave of as many tasks as the
+    executor runs at once is computed while the one before is handed out."""
+    handles = executor.register(batches)
+    shared = executor.broadcast(lda.posterior_)
+    size = max(1, executor.n_slots)
+    waves = [handles[i : i + size] for i in range(0, len(handles), size)]
+    pending = executor.submit(task, waves[0], shared) if waves else None
+    for i in range(len(waves)):
+        done = executor.collect(pending)
+        if i + 1 < len(waves):
+            pending = executor.submit(task, waves[i + 1], shared)
+        yield from done
 
 
 def format_transform_summary(result: dict[str, Any]) -> str:
