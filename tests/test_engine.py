@@ -314,3 +314,9 @@ def test_an_unreachable_scheduler_is_a_clear_error():
         match = r"client='tcp://127\.0\.0\.1:1': could not connect to a Dask scheduler.*--sync"
         with pytest.raises(ValueError, match=match):
             lsdask.GaussianMixture(2, client="tcp://127.0.0.1:1").fit(np.zeros((10, 2)))
+
+
+def test_worker_memory_is_reported_for_the_progress_line(dask_client):
+    executor = DaskExecutor(dask_client)
+    rss = executor.memory()
+    assert len(rss) == len(dask_client.scheduler_info()["workers"]) and min(rss) > 10 * 2**20

@@ -252,14 +252,28 @@ class DaskExecutor:
         raise AssertionError("unreachable")
 
     def memory(self) -> list[int]:
-        """Resident memory of each worker process, in bytes."""
+        """Resident memory of each worker process, in bytes; for a progress line,
+        so a worker that does not answer within a few seconds (hung, or gone) is
+        left out rather than holding up the run."""
+        import threading
 
         def rss() -> int:
             import psutil
 
             return psutil.Process().memory_info().rss
 
-        return list(self.client.run(rss).values())
+        answers: list[dict] = []
+        asking = threading.Thread(
+            target=lambda: answers.append(self.client.run(rss, on_error="ignore")), daemon=True
+        )
+        asking.start()
+        asking.join(_MEMORY_TIMEOUT_SECONDS)
+        if not answers:
+            logger.info(
+                "the Dask workers did not report their memory within %d s", _MEMORY_TIMEOUT_SECONDS
+            )
+            return []
+        return list(answers[0].values())
 
     def close(self) -> None:
         for obj in self._owned:
@@ -286,6 +300,9 @@ class ClusterError(RuntimeError):
     """The Dask cluster failed under a run: its scheduler is gone, or its workers
     were lost more times in a row than the executor retries."""
 
+
+#: seconds :meth:`DaskExecutor.memory` waits for the workers' answers
+_MEMORY_TIMEOUT_SECONDS = 5
 
 #: seconds to wait for a worker before warning that there is none (workers
 #: started with the scheduler may still be connecting)
