@@ -150,53 +150,6 @@ def test_tree_sum_on_workers_equals_in_process(dask_client, zarr_patches):
     assert remote[0] == 2 * 3000
 
 
-def test_worker_killed_mid_run_gives_the_undisturbed_result(zarr_patches):
-    """A worker process is killed during the fit; the nanny restarts it, Dask
-    reruns its tasks (pure functions of batch and globals) and the result is
-    the same as without the failure."""
-    import os
-    import signal
-
-    from distributed import Client, LocalCluster
-
-    path, _ = zarr_patches
-    kw = dict(
-        covariance_type="zero-mean", sparsity=2, n_laps=4, random_state=3, batches_per_update=2,
-        tol=1e-15,
-    )  # fmt: skip
-    reference = lsdask.GaussianMixture(5, client="sync", **kw).fit(path)
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster:
-        with Client(cluster) as client:
-            pids = list(client.run(os.getpid).values())
-            killed = []
-
-            # kill one worker once its first tasks are running: from a thread that
-            # watches the scheduler's processing count
-            import threading
-            import time
-
-            def killer():
-                deadline = time.time() + 60
-                while time.time() < deadline and not killed:
-                    busy = client.run_on_scheduler(
-                        lambda dask_scheduler: sum(
-                            len(ws.processing) for ws in dask_scheduler.workers.values()
-                        )
-                    )
-                    if busy:
-                        os.kill(pids[0], signal.SIGKILL)
-                        killed.append(pids[0])
-                    time.sleep(0.05)
-
-            thread = threading.Thread(target=killer, daemon=True)
-            thread.start()
-            model = lsdask.GaussianMixture(5, client=client, **kw).fit(path)
-            thread.join(timeout=5)
-    assert killed, "the test did not manage to kill a worker"
-    np.testing.assert_allclose(model.elbo_trace_, reference.elbo_trace_, rtol=1e-10)
-    np.testing.assert_allclose(model.covariances_, reference.covariances_, rtol=1e-9, atol=1e-12)
-
-
 def _kill_a_worker_when(client, pids, killed, when):
     """A thread that kills, once ``when(busy tasks)`` holds, the worker of
     ``pids`` (address -> pid) that holds the most data."""
@@ -226,6 +179,32 @@ def _kill_a_worker_when(client, pids, killed, when):
     thread = threading.Thread(target=killer, daemon=True)
     thread.start()
     return thread
+
+
+def test_worker_killed_mid_run_gives_the_undisturbed_result(zarr_patches):
+    """A worker process is killed during the fit; the nanny restarts it, Dask
+    reruns its tasks (pure functions of batch and globals) and the result is
+    the same as without the failure."""
+    import os
+
+    from distributed import Client, LocalCluster
+
+    path, _ = zarr_patches
+    kw = dict(
+        covariance_type="zero-mean", sparsity=2, n_laps=4, random_state=3, batches_per_update=2,
+        tol=1e-15,
+    )  # fmt: skip
+    reference = lsdask.GaussianMixture(5, client="sync", **kw).fit(path)
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster:
+        with Client(cluster) as client:
+            killed: list[int] = []
+            # kill one worker once its first tasks are running
+            thread = _kill_a_worker_when(client, client.run(os.getpid), killed, lambda b: b > 0)
+            model = lsdask.GaussianMixture(5, client=client, **kw).fit(path)
+            thread.join(timeout=5)
+    assert killed, "the test did not manage to kill a worker"
+    np.testing.assert_allclose(model.elbo_trace_, reference.elbo_trace_, rtol=1e-10)
+    np.testing.assert_allclose(model.covariances_, reference.covariances_, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize(
