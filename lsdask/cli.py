@@ -716,24 +716,37 @@ def _warnings_and_notices(record: logging.LogRecord) -> bool:
     return record.levelno >= logging.WARNING or getattr(record, "notice", False)
 
 
-def _quiet_dask() -> list[tuple[logging.Handler, int]]:
-    """Raise the handlers of Dask's loggers to CRITICAL; returns their old levels.
+class _DaskClientErrors(logging.Filter):
+    """Drops the ERROR records of the Dask client and its connections (tracebacks
+    of its reconnection attempts): a failing cluster is reported as one lsdask
+    line. Dask's warnings (a worker over its memory limit, say) still show."""
 
-    The levels are set on the handlers: Dask configures its loggers when it is
-    imported (so it is imported here), several with their own level, handler
-    and no propagation."""
+    _NAMES = ("distributed.client", "distributed.comm", "distributed.core")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno >= logging.ERROR and record.name.startswith(self._NAMES))
+
+
+def _quiet_dask() -> list[tuple[logging.Handler, logging.Filter]]:
+    """Put a :class:`_DaskClientErrors` on the handlers of Dask's loggers; returns
+    them, to remove it.
+
+    Filters go on the handlers: Dask configures its loggers when it is imported
+    (so it is imported here), several with a handler of their own and no
+    propagation."""
     import distributed  # noqa: F401  (configures its loggers)
 
+    quiet = _DaskClientErrors()
     handlers = [
-        (h, h.level)
+        h
         for name, log in logging.root.manager.loggerDict.items()
         if (name == "distributed" or name.startswith("distributed."))
         and isinstance(log, logging.Logger)
         for h in log.handlers
     ]
-    for h, _ in handlers:
-        h.setLevel(logging.CRITICAL)
-    return handlers
+    for h in handlers:
+        h.addFilter(quiet)
+    return [(h, quiet) for h in handlers]
 
 
 def _is_cluster_failure(err: BaseException) -> bool:
@@ -773,7 +786,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     on stderr with status 2; argument errors exit with status 2 through
     argparse. A failing Dask cluster (its scheduler gone, its workers lost
     beyond the executor's retries) is one such line with status 1; without
-    ``-v`` the Dask client's own log lines are kept quiet. SIGTERM exits with
+    ``-v`` the Dask client's own error records (reconnection tracebacks) are
+    dropped, its warnings kept. SIGTERM exits with
     143, Ctrl-C with 130.
     """
     args = build_parser().parse_args(argv)
@@ -819,7 +833,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"lsdask: error: {_cluster_failure_message(err)}", file=sys.stderr)
         # the Dask client goes on logging its reconnection attempts until the process
-        # exits: keep them quiet past this return
+        # exits: the filter stays past this return (it drops only those records)
         dask_handlers = []
         return 1
     except Terminated:
@@ -831,7 +845,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, old_sigterm)
-        for h, level in dask_handlers:
-            h.setLevel(level)
+        for h, quiet in dask_handlers:
+            h.removeFilter(quiet)
         package_logger.removeHandler(handler)
         package_logger.setLevel(old_level)

@@ -299,3 +299,22 @@ def test_worker_memory_is_reported_for_the_progress_line(dask_client):
     executor = DaskExecutor(dask_client)
     rss = executor.memory()
     assert len(rss) == len(dask_client.scheduler_info()["workers"]) and min(rss) > 10 * 2**20
+
+
+def test_sends_that_keep_timing_out_end_in_a_cluster_error(dask_client, monkeypatch):
+    """'No valid workers found' (a TimeoutError: every worker paused, say) was
+    retried without a count or a word and ended in AssertionError('unreachable')."""
+    from lsdask import config
+    from lsdask.engine import ClusterError
+
+    executor = DaskExecutor(dask_client)
+    monkeypatch.setattr(config, "LOST_WORKER_RETRIES", 1)
+
+    def no_valid_workers(obj, broadcast=False):
+        raise TimeoutError("No valid workers found")
+
+    monkeypatch.setattr(executor, "_scatter", no_valid_workers)
+    monkeypatch.setattr("lsdask.engine.dask_executor.time.sleep", lambda s: None)
+    with pytest.raises(ClusterError, match=r"sending the globals to the Dask workers failed 2 "
+                       r"times in a row \(TimeoutError: No valid workers found\)"):  # fmt: skip
+        executor.broadcast(1.0)

@@ -403,6 +403,8 @@ def test_csv_header_hints_bom_delimiter_and_encoding(tmp_path):
     path = tmp_path / "d.csv"
     path.write_bytes("body,id\napple pie\t1\n".encode("utf-8-sig").replace(b"\t", b","))
     assert ingest_table(path, tmp_path / "bom", "body", **ALL)["n_tokens"] == 2  # BOM dropped
+    path.write_bytes('"body","id"\n"apple pie",1\n'.encode("utf-8-sig"))  # quoted header too
+    assert ingest_table(path, tmp_path / "bom2", "body", **ALL)["n_tokens"] == 2
     path.write_text("body;id\napple pie;1\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"is the delimiter another than ','\? .*--delimiter"):
         ingest_table(path, tmp_path / "c", "body", **ALL)

@@ -60,6 +60,7 @@ class DaskExecutor:
         self._broadcasts: OrderedDict[str, None] = OrderedDict()  # the newest few
         # a lost scattered future's key -> the future that replaced it
         self._replaced: dict[str, Any] = {}
+        self._asking_memory: Any = None  # the thread of the last memory() question
         self._wait_for_a_worker()  # a scheduler without workers: say so before any work
 
     @property
@@ -85,9 +86,13 @@ class DaskExecutor:
         fut = self._retrying("sending the globals", lambda: self._scatter(obj, broadcast=True))
         self._scattered[fut.key] = obj
         self._broadcasts[fut.key] = None
-        while len(self._broadcasts) > _BROADCASTS_KEPT:  # older globals are never used again
+        # older globals are never used again (memo collects a wave before it sends the
+        # next globals; a caller keeping more waves in flight needs a larger number)
+        while len(self._broadcasts) > _BROADCASTS_KEPT:
             old, _ = self._broadcasts.popitem(last=False)
             self._scattered.pop(old, None)
+            for lost in [k for k, new in self._replaced.items() if new.key == old]:
+                del self._replaced[lost]  # the future that replaced it is released too
         return fut
 
     def map(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> list:
@@ -187,7 +192,7 @@ class DaskExecutor:
             "the unfinished tasks of %d",
             type(exc).__name__, _one_line(exc), n_tasks,
         )  # fmt: skip
-        self._wait_for_a_worker()
+        self._wait_for_a_worker(after_loss=True)
 
     def _check_scheduler(self, exc: BaseException) -> None:
         """A ClusterError when the connection to the scheduler is lost (no retry helps)."""
@@ -200,7 +205,10 @@ class DaskExecutor:
             "folder resumes from its last lap (lsdask: --resume DIR)"
         ) from exc
 
-    def _wait_for_a_worker(self) -> None:
+    def _wait_for_a_worker(self, after_loss: bool = False) -> None:
+        """Return once the cluster has a worker; a ValueError (before a run: how it
+        was set up) or a ClusterError (``after_loss``: workers lost under a run)
+        after ``config.WORKER_WAIT_SECONDS`` without one."""
         if self.client.scheduler_info(n_workers=1)["workers"]:
             return
         address = self.client.scheduler_info(n_workers=0).get("address", "?")
@@ -217,6 +225,13 @@ class DaskExecutor:
         try:
             self.client.wait_for_workers(1, timeout=max(config.WORKER_WAIT_SECONDS - quiet, 0.1))
         except TimeoutError:
+            if after_loss:
+                raise ClusterError(
+                    f"the Dask cluster at {address} lost its workers and has had none for "
+                    f"{config.WORKER_WAIT_SECONDS} s; check the workers' logs (memory "
+                    "limits, killed processes). A fit with a checkpoint folder resumes from "
+                    "its last lap (lsdask: --resume DIR)"
+                ) from None
             self.close()
             raise ValueError(
                 f"the Dask cluster at {address} has had no workers for "
@@ -229,9 +244,10 @@ class DaskExecutor:
         for attempt in range(config.LOST_WORKER_RETRIES + 1):
             try:
                 return send()
-            except (*_lost_worker_errors(), KeyError) as exc:
+            except (*_lost_worker_errors(), KeyError, TimeoutError) as exc:
                 # the scheduler's replication raises KeyError(address) for a worker
-                # that left while the data was being copied to it
+                # that left while the data was being copied to it; TimeoutError: "No
+                # valid workers found" (none, or all paused)
                 if isinstance(exc, KeyError) and "://" not in str(exc):
                     raise
                 self._check_scheduler(exc)
@@ -246,10 +262,8 @@ class DaskExecutor:
                     what, type(exc).__name__, _one_line(exc),
                 )  # fmt: skip
                 time.sleep(0.5)
-                self._wait_for_a_worker()
-            except TimeoutError:  # "No valid workers found"
-                self._wait_for_a_worker()
-        raise AssertionError("unreachable")
+                self._wait_for_a_worker(after_loss=True)
+        raise AssertionError("unreachable")  # the last attempt raises
 
     def memory(self) -> list[int]:
         """Resident memory of each worker process, in bytes; for a progress line,
@@ -262,12 +276,20 @@ class DaskExecutor:
 
             return psutil.Process().memory_info().rss
 
+        if self._asking_memory is not None and self._asking_memory.is_alive():
+            return []  # the last question is still unanswered: do not wait again
+
         answers: list[dict] = []
-        asking = threading.Thread(
-            target=lambda: answers.append(self.client.run(rss, on_error="ignore")), daemon=True
-        )
-        asking.start()
-        asking.join(_MEMORY_TIMEOUT_SECONDS)
+
+        def ask() -> None:
+            try:
+                answers.append(self.client.run(rss, on_error="ignore"))
+            except Exception as exc:  # a closed client, a lost scheduler: no figures
+                logger.info("no worker memory figures (%s: %s)", type(exc).__name__, exc)
+
+        self._asking_memory = threading.Thread(target=ask, daemon=True)
+        self._asking_memory.start()
+        self._asking_memory.join(_MEMORY_TIMEOUT_SECONDS)
         if not answers:
             logger.info(
                 "the Dask workers did not report their memory within %d s", _MEMORY_TIMEOUT_SECONDS

@@ -32,7 +32,7 @@ def remove_tree(path: Path) -> None:
 
 def _host() -> str:
     """This machine's name, as it may stand in a file name."""
-    return re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname())[:32] or "host"
+    return re.sub(r"[^A-Za-z0-9]", "_", socket.gethostname()) or "host"
 
 
 def _running(pid: int) -> bool:
@@ -50,7 +50,9 @@ def temp_sibling(out: Path, kind: str = "tmp") -> Path:
     ``.<name>.<kind>-<host>-<pid>-<hex>``. Temporaries that an earlier writer of
     ``out`` on this host left behind (its process is gone) are removed first, with
     a warning; those of running processes, or of other hosts sharing the folder,
-    are left alone."""
+    are left alone. (Containers that share a host name and a folder but not their
+    process ids would see each other's writers as gone: give them host names of
+    their own.)"""
     host, name = _host(), re.escape(out.name)
     stale = re.compile(rf"^\.{name}\.{re.escape(kind)}-{re.escape(host)}-(\d+)-[0-9a-f]{{8}}$")
     if out.parent.is_dir():

@@ -55,9 +55,12 @@ def _text_lines(f: Any, path: Path, encoding: str) -> Iterator[str]:
     that is not text in ``encoding``."""
     for lineno, raw in numbered_lines(f, path):
         try:
-            yield raw.decode(encoding)
+            line = raw.decode(encoding)
         except UnicodeDecodeError as exc:
             raise not_text_error(f"{path}, line {lineno}", encoding, exc, raw) from None
+        # a byte order mark (Excel's UTF-8 CSV) goes before the csv reader sees the
+        # header: a quoted first column name would keep its quotes otherwise
+        yield line.removeprefix("\ufeff") if lineno == 1 else line
 
 
 def _csv_docs(
@@ -73,8 +76,6 @@ def _csv_docs(
                 header = next(reader, None)
                 if header is None:
                     raise DataError(f"{path}: the file is empty; expected a header row")
-                if header and header[0].startswith("\ufeff"):  # a byte order mark (Excel)
-                    header[0] = header[0][1:]
                 if column not in header:
                     raise _missing_csv_column(path, column, header, delimiter, _TEXT_OPTION)
                 if id_column is not None and id_column not in header:
