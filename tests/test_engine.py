@@ -318,3 +318,24 @@ def test_sends_that_keep_timing_out_end_in_a_cluster_error(dask_client, monkeypa
     with pytest.raises(ClusterError, match=r"sending the globals to the Dask workers failed 2 "
                        r"times in a row \(TimeoutError: No valid workers found\)"):  # fmt: skip
         executor.broadcast(1.0)
+
+
+def test_a_scheduler_lost_during_a_send_is_named(dask_client, monkeypatch):
+    """A scheduler killed while the globals were sent: the send failed on a worker
+    connection first, and the wait for workers then died on KeyError('workers')
+    (the client's empty scheduler identity), a traceback instead of one line."""
+    from distributed.comm.core import CommClosedError
+
+    from lsdask.engine import ClusterError
+
+    executor = DaskExecutor(dask_client)
+
+    def reset(obj, broadcast=False):
+        raise CommClosedError("in <TCP (closed) ConnectionPool.scatter>: Connection reset")
+
+    monkeypatch.setattr(executor, "_scatter", reset)
+    monkeypatch.setattr("lsdask.engine.dask_executor.time.sleep", lambda s: None)
+    monkeypatch.setattr(dask_client, "scheduler_info", lambda **kw: {})  # what a lost one gives
+    with pytest.raises(ClusterError, match=r"lost the connection to the Dask scheduler at .* "
+                       r"Restart the cluster .* --resume DIR"):  # fmt: skip
+        executor.broadcast(1.0)

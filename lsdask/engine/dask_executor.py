@@ -198,6 +198,9 @@ class DaskExecutor:
         """A ClusterError when the connection to the scheduler is lost (no retry helps)."""
         if self.client.status == "running" and "scheduler-connection-lost" not in str(exc):
             return
+        self._lost_scheduler(exc)
+
+    def _lost_scheduler(self, exc: BaseException) -> None:
         address = getattr(getattr(self.client, "scheduler", None), "address", "?")
         raise ClusterError(
             f"lost the connection to the Dask scheduler at {address} ({type(exc).__name__}: "
@@ -205,11 +208,22 @@ class DaskExecutor:
             "folder resumes from its last lap (lsdask: --resume DIR)"
         ) from exc
 
+    def _n_workers(self) -> int:
+        """Workers the scheduler knows; a ClusterError when it cannot be reached (its
+        identity is empty once the client lost it)."""
+        try:
+            info = self.client.scheduler_info(n_workers=-1)
+        except OSError as exc:  # CommClosedError among them
+            self._lost_scheduler(exc)
+        if not info or self.client.status not in ("running", "newly-created"):
+            self._lost_scheduler(ConnectionError(f"client status {self.client.status!r}"))
+        return len(info.get("workers", {}))
+
     def _wait_for_a_worker(self, after_loss: bool = False) -> None:
         """Return once the cluster has a worker; a ValueError (before a run: how it
         was set up) or a ClusterError (``after_loss``: workers lost under a run)
         after ``config.WORKER_WAIT_SECONDS`` without one."""
-        if self.client.scheduler_info(n_workers=1)["workers"]:
+        if self._n_workers():
             return
         address = self.client.scheduler_info(n_workers=0).get("address", "?")
         quiet = min(_QUIET_WAIT_SECONDS, config.WORKER_WAIT_SECONDS)  # workers still starting
@@ -262,6 +276,7 @@ class DaskExecutor:
                     what, type(exc).__name__, _one_line(exc),
                 )  # fmt: skip
                 time.sleep(0.5)
+                self._check_scheduler(exc)  # the client may only now see a lost scheduler
                 self._wait_for_a_worker(after_loss=True)
         raise AssertionError("unreachable")  # the last attempt raises
 
