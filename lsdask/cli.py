@@ -217,6 +217,11 @@ def _add_fit_gmm(sub: Any) -> None:
     )  # fmt: skip
     fit.add_argument("--overwrite", action="store_true", help="replace an existing model at --save")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    fit.add_argument(
+        "--batches-per-update", type=_positive_int, metavar="N",
+        help="batches visited between global steps (default: the number of workers, 1 with "
+        "--sync); the same --seed gives the same model only with the same N",
+    )  # fmt: skip
     _add_checkpoints(
         fit,
         "a finished run gets --laps more laps over the array as it is now (chunks appended "
@@ -550,6 +555,7 @@ def _cmd_fit_gmm(args: argparse.Namespace) -> int:
         progress=None,
         checkpoint_dir=args.resume or args.checkpoint,
         resume=args.resume is not None,
+        batches_per_update=args.batches_per_update,
     )
     print(format_report(result, title=f"lsdask fit-gmm {args.zarr_path}"))
     if args.save is not None:

@@ -192,6 +192,24 @@ def test_fit_gmm_without_out_writes_nothing(patch_store: dict, tmp_path: Path, c
     assert "pictures" not in captured.out
 
 
+def test_fit_gmm_batches_per_update_reproduces_a_cluster_run_in_process(
+    patch_store: dict, tmp_path: Path, capsys
+) -> None:
+    """fit-gmm had no --batches-per-update: its default is the number of workers
+    on a cluster and 1 with --sync, so a cluster run could not be redone in process."""
+    from lsdask.persist_gmm import load_gmm
+
+    argv = ["fit-gmm", patch_store["train"]["path"], "--components", "3", "--laps", "3",
+            "--batches-per-update", "2", "--seed", "4"]  # fmt: skip
+    assert main([*argv, "--workers", "2", "--save", str(tmp_path / "cluster")]) == 0
+    assert main([*argv, "--sync", "--save", str(tmp_path / "sync")]) == 0
+    capsys.readouterr()
+    cluster = load_gmm(tmp_path / "cluster", client="sync")
+    local = load_gmm(tmp_path / "sync", client="sync")
+    np.testing.assert_allclose(cluster.elbo_trace_, local.elbo_trace_, rtol=1e-10)
+    np.testing.assert_allclose(cluster.means_, local.means_, rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("which", ["train", "heldout"])
 def test_fit_gmm_missing_zarr(patch_store: dict, tmp_path: Path, capsys, which: str) -> None:
     missing = str(tmp_path / "nope.zarr")

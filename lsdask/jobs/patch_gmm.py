@@ -149,6 +149,7 @@ def fit_and_report(
     progress: bool | None = False,
     checkpoint_dir: str | os.PathLike[str] | None = None,
     resume: bool = False,
+    batches_per_update: int | None = None,
 ) -> dict[str, Any]:
     """Fit an L-sparse (and the dense) Gaussian mixture, score heldout data, draw.
 
@@ -199,6 +200,10 @@ def fit_and_report(
     resume : bool
         Continue the latest checkpoint in ``checkpoint_dir``: an unfinished
         run goes on where it stopped, a finished one gets ``n_laps`` more laps.
+    batches_per_update : int, optional
+        Batches visited between global steps (default: the number of workers,
+        1 in this process); the same seed gives the same model only with the
+        same value, wherever it runs.
 
     Returns
     -------
@@ -289,6 +294,7 @@ def fit_and_report(
                 progress=progress,
                 checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
                 resume=resume,
+                batches_per_update=batches_per_update,
             )
             logger.info("fitting %s: K=%d, %d laps at most", label, n_components, n_laps)
             start = time.perf_counter()
