@@ -339,3 +339,28 @@ def test_a_scheduler_lost_during_a_send_is_named(dask_client, monkeypatch):
     with pytest.raises(ClusterError, match=r"lost the connection to the Dask scheduler at .* "
                        r"Restart the cluster .* --resume DIR"):  # fmt: skip
         executor.broadcast(1.0)
+
+
+def test_lda_transform_on_a_client_equals_in_process(dask_client, tmp_path):
+    """LDA.transform ran in the driver even with a client; it now maps its batches
+    over the cluster (a matrix and a corpus), with the in-process weights."""
+    import scipy.sparse as sp
+
+    from lsdask.io.corpus import Corpus
+
+    rng = np.random.default_rng(0)
+    X = sp.random(300, 40, density=0.15, random_state=rng, format="csr")
+    X.data = np.ceil(X.data * 4)
+    lda = lsdask.LDA(5, sparsity=2, n_laps=2, batch_size=100, client="sync", random_state=0)
+    lda.fit(X)
+    corpus = Corpus.write(tmp_path / "c", X, [f"w{i}" for i in range(40)], docs_per_row_group=100)
+    local = lda.transform(X)
+    lda.set_params(client=dask_client)
+    from distributed import get_task_stream
+
+    for data in (X, corpus.path):
+        with get_task_stream(client=dask_client) as stream:
+            remote = lda.transform(data)
+        assert sum("TransformTask" in task["key"] for task in stream.data) == 3  # on the cluster
+        assert (remote != local).nnz == 0
+    assert dask_client.status == "running"  # the caller's client is left open

@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lsdask import config
+from lsdask.engine import make_executor
 from lsdask.estimators.learning import VariationalEstimator
 from lsdask.estimators.params import read_only
 from lsdask.estimators.resume import open_resume
@@ -539,11 +540,26 @@ class LDA(VariationalEstimator):
         Topics a document does not use are left out rather than filled in at
         the prior's weight, so a document of fewer than L topics has fewer
         entries, and one without words (or only words outside the vocabulary)
-        an empty row. A corpus is read batch by batch.
+        an empty row. A corpus is read batch by batch. With ``client`` a Dask
+        client (or a scheduler's address), the batches are transformed as tasks
+        on that cluster; otherwise in this process.
         """
         task = self.transform_task()
-        parts = [task.weights(rows, self.posterior_) for rows in self._row_batches(X)]
-        return sp.vstack(parts, format="csr")
+        source, vocab = self._source(X)
+        self._check_vocab(source, vocab)
+        cluster = self.client is not None and not (
+            isinstance(self.client, str) and self.client == "sync"
+        )
+        if not cluster or source.n_batches <= 1:
+            parts = [task.weights(as_csr_batch(b.load()), self.posterior_) for b in source.batches]
+            return sp.vstack(parts, format="csr")
+        executor = make_executor(self.client, self.n_workers)
+        try:
+            handles = executor.register(source.batches)
+            done = executor.map(task, handles, executor.broadcast(self.posterior_))
+        finally:
+            executor.close()  # closes only what it opened (a connection to an address)
+        return sp.vstack([weights for _, weights in done], format="csr")
 
     def transform_task(self) -> TransformTask:
         """:meth:`transform` of one corpus batch as a task for an executor (with the
@@ -601,9 +617,11 @@ class TransformTask:
     L: int | None
     keep: int
 
-    def __call__(self, batch: Any, posterior: Any) -> tuple[np.ndarray, sp.csr_matrix]:
+    def __call__(self, batch: Any, posterior: Any) -> tuple[np.ndarray | None, sp.csr_matrix]:
         rows = batch.load()
-        return rows.doc_ids, self.weights(rows.to_csr(self.model.vocab_size), posterior)
+        if hasattr(rows, "doc_ids"):  # a corpus row group: its doc_ids go with it
+            return rows.doc_ids, self.weights(rows.to_csr(self.model.vocab_size), posterior)
+        return None, self.weights(as_csr_batch(rows), posterior)
 
     def weights(self, X: sp.csr_matrix, posterior: Any) -> sp.csr_matrix:
         """Rows ``E[pi_d]`` over each document's top topics (see :meth:`LDA.transform`)."""
