@@ -764,11 +764,12 @@ def _is_cluster_failure(err: BaseException) -> bool:
 
 def _cluster_failure_message(err: BaseException) -> str:
     from lsdask.engine import ClusterError
+    from lsdask.engine.dask_executor import one_line
 
     if isinstance(err, ClusterError):
         return str(err)
     return (
-        f"the Dask cluster failed ({type(err).__name__}: {' '.join(str(err).split())[:300]}). "
+        f"the Dask cluster failed ({type(err).__name__}: {one_line(err, 300)}). "
         "Check that its scheduler and workers run (their logs say why they stopped); a fit "
         "with a checkpoint folder resumes from its last lap (--resume DIR)"
     )

@@ -415,7 +415,10 @@ def test_csv_header_hints_bom_delimiter_and_encoding(tmp_path):
     (tmp_path / "d.txt").write_text("body\napple pie\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"format='csv' or format='parquet' \(lsdask: --format"):
         ingest_table(tmp_path / "d.txt", tmp_path / "c", "body", **ALL)
-    assert ingest_table(tmp_path / "d.txt", tmp_path / "txt", "body", format="csv", **ALL)
+    assert (
+        ingest_table(tmp_path / "d.txt", tmp_path / "txt", "body", format="csv", **ALL)["n_docs"]
+        == 1
+    )
     assert not (tmp_path / "c").exists()
 
 
@@ -439,6 +442,8 @@ def test_a_folder_of_parquet_files_and_other_string_types_are_read(tmp_path):
         pq.write_table(table, tmp_path / "view.parquet")
         ingest_table(tmp_path / "view.parquet", tmp_path / "v", "body", **ALL)
         assert _bags(Corpus.open(tmp_path / "v")) == _expected(texts)
+    with pytest.raises(ValueError, match=r"inside the input folder .*lsdask ingest table"):
+        ingest_table(folder, folder / "corpus", "body", **ALL)  # its parts would be input
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match=r"empty: a folder without Parquet files"):
         ingest_table(tmp_path / "empty", tmp_path / "e", "body", format="parquet", **ALL)

@@ -112,8 +112,7 @@ class DaskExecutor:
                 return self.client.gather(pending.futures)
             except _lost_worker_errors() as exc:
                 self._recover(exc, attempt, len(pending.futures))
-                pending.handles = [self._current(h, resend=True) for h in pending.handles]
-                pending.shared = self._current(pending.shared, resend=True)
+                pending.handles, pending.shared = self._resent(pending.handles, pending.shared)
                 pending.futures = [
                     f if f.status == "finished" else
                     self.client.submit(pending.fn, h, pending.shared, pure=False)
@@ -128,8 +127,7 @@ class DaskExecutor:
                 return self._tree_sum(fn, handles, shared).result()
             except _lost_worker_errors() as exc:
                 self._recover(exc, attempt, len(handles))
-                handles = [self._current(h, resend=True) for h in handles]
-                shared = self._current(shared, resend=True)
+                handles, shared = self._resent(handles, shared)
         raise AssertionError("unreachable")  # _recover raises on the last attempt
 
     def _tree_sum(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any:
@@ -172,6 +170,10 @@ class DaskExecutor:
             handle = new
         return handle
 
+    def _resent(self, handles: Sequence[Any], shared: Any) -> tuple[list[Any], Any]:
+        """A wave's inputs after a lost worker, what no worker holds sent again."""
+        return [self._current(h, resend=True) for h in handles], self._current(shared, True)
+
     def _held(self, fut: Any) -> bool:
         if fut.status != "finished":
             return False
@@ -183,14 +185,14 @@ class DaskExecutor:
         if attempt >= config.LOST_WORKER_RETRIES:
             raise ClusterError(
                 f"Dask workers were lost {attempt + 1} times in a row ({type(exc).__name__}: "
-                f"{_one_line(exc)}); giving up. Check the workers' logs (memory limits, killed "
+                f"{one_line(exc)}); giving up. Check the workers' logs (memory limits, killed "
                 "processes) and the network; a fit with a checkpoint folder resumes from "
                 "its last lap (lsdask: --resume)"
             ) from exc
         logger.warning(
             "a Dask worker was lost (%s: %s); sending what it held again and rerunning "
             "the unfinished tasks of %d",
-            type(exc).__name__, _one_line(exc), n_tasks,
+            type(exc).__name__, one_line(exc), n_tasks,
         )  # fmt: skip
         self._wait_for_a_worker(after_loss=True)
 
@@ -204,28 +206,30 @@ class DaskExecutor:
         address = getattr(getattr(self.client, "scheduler", None), "address", "?")
         raise ClusterError(
             f"lost the connection to the Dask scheduler at {address} ({type(exc).__name__}: "
-            f"{_one_line(exc)}). Restart the cluster and run again; a fit with a checkpoint "
+            f"{one_line(exc)}). Restart the cluster and run again; a fit with a checkpoint "
             "folder resumes from its last lap (lsdask: --resume DIR)"
         ) from exc
 
-    def _n_workers(self) -> int:
-        """Workers the scheduler knows; a ClusterError when it cannot be reached (its
-        identity is empty once the client lost it)."""
+    def _cluster_totals(self) -> dict[str, Any]:
+        """The scheduler's address and totals (``n_workers``, no per-worker entries);
+        a ClusterError when it cannot be reached (its identity is empty once the
+        client lost it)."""
         try:
-            info = self.client.scheduler_info(n_workers=-1)
+            info = self.client.scheduler_info(n_workers=0)
         except OSError as exc:  # CommClosedError among them
             self._lost_scheduler(exc)
         if not info or self.client.status not in ("running", "newly-created"):
             self._lost_scheduler(ConnectionError(f"client status {self.client.status!r}"))
-        return len(info.get("workers", {}))
+        return info
 
     def _wait_for_a_worker(self, after_loss: bool = False) -> None:
         """Return once the cluster has a worker; a ValueError (before a run: how it
         was set up) or a ClusterError (``after_loss``: workers lost under a run)
         after ``config.WORKER_WAIT_SECONDS`` without one."""
-        if self._n_workers():
+        totals = self._cluster_totals()
+        if totals.get("n_workers"):
             return
-        address = self.client.scheduler_info(n_workers=0).get("address", "?")
+        address = totals.get("address", "?")
         quiet = min(_QUIET_WAIT_SECONDS, config.WORKER_WAIT_SECONDS)  # workers still starting
         try:
             self.client.wait_for_workers(1, timeout=quiet)
@@ -268,12 +272,12 @@ class DaskExecutor:
                 if attempt >= config.LOST_WORKER_RETRIES:
                     raise ClusterError(
                         f"{what} to the Dask workers failed {attempt + 1} times in a row "
-                        f"({type(exc).__name__}: {_one_line(exc)}); check the workers and the "
+                        f"({type(exc).__name__}: {one_line(exc)}); check the workers and the "
                         "network"
                     ) from exc
                 logger.warning(
                     "%s: a Dask worker was lost (%s: %s); trying again",
-                    what, type(exc).__name__, _one_line(exc),
+                    what, type(exc).__name__, one_line(exc),
                 )  # fmt: skip
                 time.sleep(0.5)
                 self._check_scheduler(exc)  # the client may only now see a lost scheduler
@@ -327,7 +331,7 @@ class DaskExecutor:
         return f"DaskExecutor({self.client!r})"
 
 
-def _one_line(exc: BaseException, limit: int = 200) -> str:
+def one_line(exc: BaseException, limit: int = 200) -> str:
     """An exception's text on one line, cut to ``limit`` characters."""
     text = " ".join(str(exc).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

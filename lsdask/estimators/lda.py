@@ -547,18 +547,14 @@ class LDA(VariationalEstimator):
         task = self.transform_task()
         source, vocab = self._source(X)
         self._check_vocab(source, vocab)
-        cluster = self.client is not None and not (
-            isinstance(self.client, str) and self.client == "sync"
-        )
-        if not cluster or source.n_batches <= 1:
-            parts = [task.weights(as_csr_batch(b.load()), self.posterior_) for b in source.batches]
-            return sp.vstack(parts, format="csr")
-        executor = make_executor(self.client, self.n_workers)
+        here = self.client is None or source.n_batches <= 1  # no cluster started for it
+        executor = make_executor("sync" if here else self.client, self.n_workers)
         try:
             handles = executor.register(source.batches)
             done = executor.map(task, handles, executor.broadcast(self.posterior_))
         finally:
-            executor.close()  # closes only what it opened (a connection to an address)
+            if executor is not self.client:
+                executor.close()  # closes only what it opened (a connection to an address)
         return sp.vstack([weights for _, weights in done], format="csr")
 
     def transform_task(self) -> TransformTask:

@@ -11,6 +11,7 @@ temporaries of processes of this host that are no longer running.
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import re
@@ -56,7 +57,7 @@ def temp_sibling(out: Path, kind: str = "tmp") -> Path:
     host, name = _host(), re.escape(out.name)
     stale = re.compile(rf"^\.{name}\.{re.escape(kind)}-{re.escape(host)}-(\d+)-[0-9a-f]{{8}}$")
     if out.parent.is_dir():
-        for entry in out.parent.iterdir():
+        for entry in out.parent.glob(f".{glob.escape(out.name)}.{kind}-{glob.escape(host)}-*"):
             match = stale.match(entry.name)
             if match and not _running(int(match.group(1))):
                 logger.warning(

@@ -41,6 +41,21 @@ SCHEMA = pa.schema(
 MAX_COUNT = float(np.finfo(np.float32).max)
 
 
+def first_bad_count(counts: np.ndarray) -> int | None:
+    """Position of the first count that is not finite, >= 0 and <= MAX_COUNT."""
+    if counts.size == 0 or (counts.min() >= 0 and counts.max() <= MAX_COUNT):
+        return None
+    return int(np.flatnonzero(~((counts >= 0) & (counts <= MAX_COUNT)))[0])
+
+
+def bad_count_message(count: float, word_id: int | None = None) -> str:
+    of_word = "" if word_id is None else f" of word id {int(word_id)}"
+    return (
+        f"count {float(count)}{of_word}; counts must be finite, >= 0 and at most "
+        f"{MAX_COUNT:.4g} (the largest float32, the corpus's count type)"
+    )
+
+
 # --------------------------------------------------------------------------- batches
 
 
@@ -153,15 +168,12 @@ class DocBatch:
                     "belong to this vocabulary; re-ingest it with the corpus's vocabulary "
                     "(vocab=Corpus.open(...)) or fix vocab.txt."
                 )
-        if counts.size:
-            low_c, high_c = counts.min(), counts.max()
-            if not (low_c >= 0 and high_c <= MAX_COUNT):
-                pos = int(np.flatnonzero(~((counts >= 0) & (counts <= MAX_COUNT)))[0])
-                raise DataError(
-                    f"{where}: {self._name(pos)}: count {float(counts[pos])} of word id "
-                    f"{int(ids[pos])}; counts must be finite, >= 0 and at most {MAX_COUNT:.4g} "
-                    "(the largest float32, the corpus's count type). Fix or drop the document."
-                )
+        pos = first_bad_count(counts)
+        if pos is not None:
+            raise DataError(
+                f"{where}: {self._name(pos)}: {bad_count_message(counts[pos], ids[pos])}. Fix "
+                "or drop the document."
+            )
         self._check_distinct(where)
 
     def _check_distinct(self, where: str) -> None:

@@ -124,14 +124,17 @@ def _parquet_files(root: Path) -> list[str]:
     )
 
 
-def _file_row_groups(root: Path, file: str, vocab_size: int) -> list[dict[str, Any]]:
+def _file_row_groups(
+    root: Path, file: str, vocab_size: int, meta: pq.FileMetaData
+) -> list[dict[str, Any]]:
     """Batch entries of one new or changed Parquet file, every row group read and
     checked as a batch task would (so a bad file is refused here, naming its row
     group and document, before its token counts reach the manifest). Its
-    vocabulary stamp was checked with its footer (:func:`_footer_sizes`)."""
+    vocabulary stamp was checked with its footer ``meta`` (:func:`_footer_sizes`),
+    which is not read again."""
     where = f"corpus {root}, file {file}"
     try:
-        with pq.ParquetFile(str(root / file)) as f:
+        with pq.ParquetFile(str(root / file), metadata=meta) as f:
             names = f.schema_arrow.names
             if any(c not in names for c in COLUMNS):
                 raise DataError(
@@ -160,8 +163,10 @@ def _file_row_groups(root: Path, file: str, vocab_size: int) -> list[dict[str, A
     return entries
 
 
-def _footer_sizes(root: Path, file: str, vocab_digest: str) -> list[tuple[int, int]]:
-    """(row group, documents) of a part's nonempty row groups, from its footer; a
+def _footer_sizes(
+    root: Path, file: str, vocab_digest: str
+) -> tuple[list[tuple[int, int]], pq.FileMetaData]:
+    """(row group, documents) of a part's nonempty row groups, and its footer; a
     part stamped with another vocabulary than ``vocab_digest`` is refused (for a
     part the manifest lists, that is ``vocab.txt`` changed after it was written)."""
     where = f"corpus {root}, file {file}"
@@ -182,7 +187,7 @@ def _footer_sizes(root: Path, file: str, vocab_digest: str) -> list[tuple[int, i
             f"there before and {VOCAB_NAME} was edited, restore {VOCAB_NAME}"
         )
     sizes = [(g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
-    return [(g, n) for g, n in sizes if n > 0]
+    return [(g, n) for g, n in sizes if n > 0], meta
 
 
 def _same_size(root: Path, file: str, listed: list[dict[str, Any]]) -> bool:
@@ -206,11 +211,11 @@ def _rescan(root: Path, manifest: dict[str, Any], vocab_digest: str) -> dict[str
     n_changed = 0
     for file in order:
         old = listed.get(file, [])
-        sizes = _footer_sizes(root, file, vocab_digest)
+        sizes, meta = _footer_sizes(root, file, vocab_digest)
         if [(b["row_group"], b["n_docs"]) for b in old] == sizes and (_same_size(root, file, old)):
             batches.extend(old)
         else:
-            batches.extend(_file_row_groups(root, file, manifest["vocab_size"]))
+            batches.extend(_file_row_groups(root, file, manifest["vocab_size"], meta))
             n_changed += file in listed
     new_files = [f for f in order if f not in listed]
     if new_files:

@@ -15,7 +15,7 @@ from typing import IO, Any
 import numpy as np
 
 from lsdask.io.corpus import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
-from lsdask.io.corpus_batch import MAX_COUNT
+from lsdask.io.corpus_batch import bad_count_message, first_bad_count
 from lsdask.io.ingest_common import (
     READ_ERRORS,
     PathLike,
@@ -40,7 +40,7 @@ MAX_EMPTY_UCI_DOCS = 100_000
 
 def read_word_list(path: Path) -> list[str]:
     """A vocabulary file: one word per line (surrounding spaces stripped)."""
-    with open_input(path, "utf-8") as f:
+    with open_input(path, "utf-8-sig") as f:  # -sig: a byte order mark is dropped
         try:
             lines = f.read().split("\n")
         except UnicodeDecodeError as exc:
@@ -49,8 +49,6 @@ def read_word_list(path: Path) -> list[str]:
             raise read_error(path, None, exc) from exc
     if lines and not lines[-1].strip():
         lines.pop()
-    if lines and lines[0].startswith("\ufeff"):  # a byte order mark (Windows editors)
-        lines[0] = lines[0][1:]
     first: dict[str, int] = {}
     for i, line in enumerate(lines):
         word = line.strip()
@@ -119,12 +117,9 @@ def _check_bag(ids: np.ndarray, cnt: np.ndarray, where: str, n_words: int, base:
             f"{where}: word id {bad} is outside [{base}, {n_words + base}), the range of the "
             f"{n_words}-word vocabulary file"
         )
-    if cnt.size and not (cnt.min() >= 0 and cnt.max() <= MAX_COUNT):
-        bad_count = cnt[~((cnt >= 0) & (cnt <= MAX_COUNT))][0]
-        raise DataError(
-            f"{where}: count {float(bad_count)}; counts must be finite, >= 0 and at most "
-            f"{MAX_COUNT:.4g} (the largest float32, the corpus's count type)"
-        )
+    pos = first_bad_count(cnt)
+    if pos is not None:
+        raise DataError(f"{where}: {bad_count_message(cnt[pos])}")
     order = np.argsort(ids, kind="stable")
     ids, cnt = ids[order], cnt[order]
     repeated = np.flatnonzero(np.diff(ids) == 0)

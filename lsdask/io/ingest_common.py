@@ -68,6 +68,17 @@ def _existing_file(path: PathLike, what: str) -> Path:
     return p
 
 
+def check_out_of_input(out_dir: PathLike, folder: Path, command: str) -> None:
+    """Refuse an output inside an input folder: the next ingest of that folder
+    would read the corpus's own files as documents."""
+    if Path(out_dir).resolve().is_relative_to(folder.resolve()):
+        raise ValueError(
+            f"out_dir {str(out_dir)!r} is inside the input folder {str(folder)!r}: the next "
+            "ingest of that folder would read the corpus's own files as documents. Write "
+            f"the corpus outside it (lsdask ingest {command} FOLDER --out ELSEWHERE)"
+        )
+
+
 def check_encoding(encoding: Any) -> str:
     """``encoding`` if Python knows it, else a ValueError naming the parameter."""
     try:

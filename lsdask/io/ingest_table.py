@@ -23,6 +23,7 @@ from lsdask.io.ingest_common import (
     _ingest_texts,
     _TextSource,
     check_line_encoding,
+    check_out_of_input,
     document_id,
     not_text_error,
     numbered_lines,
@@ -138,16 +139,20 @@ def _is_text_type(kind: pa.DataType) -> bool:
     return pa.types.is_string(kind) or pa.types.is_large_string(kind) or is_view(kind)
 
 
-def _parquet_docs(
-    path: Path, column: str, batch_rows: int, id_column: str | None
-) -> Iterator[_Doc]:
-    """The documents of a Parquet file, or of every file of a dataset folder in turn."""
+def _parquet_files(path: Path) -> list[Path]:
+    """A Parquet file, or the files of a dataset folder (listed once per ingest)."""
     if not path.is_dir():
-        yield from _parquet_file_docs(path, column, batch_rows, id_column)
-        return
+        return [path]
     files = _parquet_parts(path)
     if not files:
         raise DataError(f"{path}: a folder without Parquet files (*.parquet)")
+    return files
+
+
+def _parquet_docs(
+    files: list[Path], column: str, batch_rows: int, id_column: str | None
+) -> Iterator[_Doc]:
+    """The documents of every file in turn."""
     for file in files:
         yield from _parquet_file_docs(file, column, batch_rows, id_column)
 
@@ -196,7 +201,7 @@ _TABLE_FORMATS.update({".parquet": ("parquet", ""), ".pq": ("parquet", "")})
 def _table_format(path: Path, fmt: str | None, delimiter: str | None) -> tuple[str, str]:
     suffix = Path(path.name.removesuffix(".gz")).suffix.lower()
     guess = _TABLE_FORMATS.get(suffix)
-    if guess is None and path.is_dir() and _parquet_parts(path):
+    if guess is None and path.is_dir():
         guess = ("parquet", "")  # a dataset folder written by Spark, Dask or pyarrow
     if fmt is None:
         if guess is None:
@@ -283,9 +288,12 @@ def ingest_table(
         def docs() -> Iterator[_Doc]:
             return _csv_docs(p, text_column, sep, encoding, id_column)
     else:
+        if p.is_dir():
+            check_out_of_input(out_dir, p, "table")  # its parts would be read as input
+        files = _parquet_files(p)
 
         def docs() -> Iterator[_Doc]:
-            return _parquet_docs(p, text_column, batch_rows, id_column)
+            return _parquet_docs(files, text_column, batch_rows, id_column)
 
     info = {"format": fmt, "source": str(p), "text_column": text_column, "id_column": id_column}
     return _ingest_texts(

@@ -27,6 +27,7 @@ from lsdask.io.ingest_common import (
     _ingest_texts,
     _TextSource,
     check_encoding,
+    check_out_of_input,
     document_id,
     not_text_error,
     numbered_lines,
@@ -200,12 +201,7 @@ def ingest_text_folder(
     seen: set[str] = set()
     if path.is_dir():
         kind = "text folder"
-        if Path(out_dir).resolve().is_relative_to(path.resolve()):
-            raise ValueError(
-                f"out_dir {str(out_dir)!r} is inside the input folder {str(path)!r}: the next "
-                "ingest of that folder would read the corpus's own files as documents. Write "
-                "the corpus outside it (lsdask ingest text FOLDER --out ELSEWHERE)"
-            )
+        check_out_of_input(out_dir, path, "text")
 
         def docs() -> Iterator[_Doc]:
             return _without_headers(_folder_docs(path, subset, encoding, seen), strip_headers)

@@ -101,12 +101,12 @@ class ZarrBatch:
     def load(self) -> np.ndarray:
         import zarr
 
-        if not os.path.exists(self.store):
-            raise DataError(f"{self.where}: {missing_here(self.store)}")
         try:
             array = zarr.open_array(self.store, mode="r")
             rows = array[self.start : self.stop]
         except Exception as exc:
+            if not os.path.exists(self.store):  # checked only on failure: no stat per task
+                raise DataError(f"{self.where}: {missing_here(self.store)}") from exc
             raise DataError(f"{self.where}: could not read the chunk: {exc}") from exc
         return check_rows(rows, self.where)
 

@@ -36,6 +36,7 @@ from lsdask.io.atomic import temp_sibling
 from lsdask.io.vocabulary import vocabulary_difference
 from lsdask.jobs.cluster import dask_client
 from lsdask.jobs.wording import plural
+from lsdask.learn.base import waves
 
 logger = logging.getLogger(__name__)
 
@@ -636,13 +637,12 @@ def _in_waves(executor: Any, task: Any, batches: list, lda: Any) -> Iterator[Any
     executor runs at once is computed while the one before is handed out."""
     handles = executor.register(batches)
     shared = executor.broadcast(lda.posterior_)
-    size = max(1, executor.n_slots)
-    waves = [handles[i : i + size] for i in range(0, len(handles), size)]
-    pending = executor.submit(task, waves[0], shared) if waves else None
-    for i in range(len(waves)):
+    groups = [[handles[i] for i in wave] for wave in waves(range(len(handles)), executor.n_slots)]
+    pending = executor.submit(task, groups[0], shared) if groups else None
+    for i in range(len(groups)):
         done = executor.collect(pending)
-        if i + 1 < len(waves):
-            pending = executor.submit(task, waves[i + 1], shared)
+        if i + 1 < len(groups):
+            pending = executor.submit(task, groups[i + 1], shared)
         yield from done
 
 
