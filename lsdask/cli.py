@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from lsdask import config
-from lsdask.io.stopwords import ENGLISH_STOPWORDS
-from lsdask.io.text import DEFAULT_TOKEN_PATTERN, Tokenizer
+from lsdask.errors import FitInterrupted, Terminated
+from lsdask.io.ingest.stopwords import ENGLISH_STOPWORDS
+from lsdask.io.ingest.words import DEFAULT_TOKEN_PATTERN, Tokenizer
 from lsdask.jobs.cluster import DEFAULT_WORKERS, describe_client
 from lsdask.jobs.patch_gmm import PATCH_ALPHA
-from lsdask.learn.state import FitInterrupted
 
 logger = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ def _add_fit_gmm(sub: Any) -> None:
     fit.add_argument("--out", type=_out_path, help="folder for elbo.png and clusters.png")
     fit.add_argument(
         "--save", type=_out_path, metavar="MODEL_DIR",
-        help="save the fitted model there (lsdask.persist_gmm.load_gmm reads it back)",
+        help="save the fitted model there (lsdask.persist.load_gmm reads it back)",
     )  # fmt: skip
     fit.add_argument("--overwrite", action="store_true", help="replace an existing model at --save")
     fit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -532,7 +532,7 @@ def _cmd_fit_gmm(args: argparse.Namespace) -> int:
         if path is not None and not path.exists():
             raise FileNotFoundError(f"{name}: no Zarr array at {str(path)!r}")
     if args.save is not None:
-        from lsdask.persist import check_save_target
+        from lsdask.persist.lda import check_save_target
 
         check_save_target(args.save, args.overwrite)  # before the fit, not after it
     client, n_workers = _client_from_args(args)
@@ -559,7 +559,7 @@ def _cmd_fit_gmm(args: argparse.Namespace) -> int:
     )
     print(format_report(result, title=f"lsdask fit-gmm {args.zarr_path}"))
     if args.save is not None:
-        from lsdask.persist_gmm import save_gmm
+        from lsdask.persist.gmm import save_gmm
 
         model = next(iter(result["models"].values()))
         print(f"model: saved to {save_gmm(model, args.save, overwrite=args.overwrite)}")
@@ -625,8 +625,8 @@ def _tokenizer_from_args(args: argparse.Namespace) -> Tokenizer | None:
 
 def _corpus_tokenizer(args: argparse.Namespace) -> Tokenizer | None:
     """The tokenizer the ``--append-to`` or ``--vocab`` corpus was ingested with."""
-    from lsdask.io.corpus import Corpus
-    from lsdask.io.ingest_common import recorded_tokenizer
+    from lsdask.io.corpus.store import Corpus
+    from lsdask.io.ingest.common import recorded_tokenizer
 
     path = args.append_to if args.append_to is not None else args.vocab
     if path is None or not Path(path).is_dir():
@@ -757,14 +757,14 @@ def _quiet_dask() -> list[tuple[logging.Handler, logging.Filter]]:
 
 def _is_cluster_failure(err: BaseException) -> bool:
     """A failure of the Dask cluster under the command, not of lsdask's code."""
-    from lsdask.engine import ClusterError
+    from lsdask.errors import ClusterError
 
     return isinstance(err, ClusterError) or type(err).__module__.startswith("distributed.")
 
 
 def _cluster_failure_message(err: BaseException) -> str:
-    from lsdask.engine import ClusterError
     from lsdask.engine.dask_executor import one_line
+    from lsdask.errors import ClusterError
 
     if isinstance(err, ClusterError):
         return str(err)
@@ -773,12 +773,6 @@ def _cluster_failure_message(err: BaseException) -> str:
         "Check that its scheduler and workers run (their logs say why they stopped); a fit "
         "with a checkpoint folder resumes from its last lap (--resume DIR)"
     )
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised wherever the command is, so that it unwinds as on Ctrl-C:
-    writers remove their temporary outputs (a fit with a checkpoint folder
-    catches SIGTERM itself, to write a checkpoint first)."""
 
 
 def _terminate(signum: int, frame: Any) -> None:

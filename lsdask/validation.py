@@ -10,11 +10,6 @@ from typing import Any
 import numpy as np
 
 
-class NotFittedError(ValueError, AttributeError):
-    """A fitted attribute or method used before ``fit`` (as scikit-learn's, a
-    ValueError and an AttributeError)."""
-
-
 def check_int(name: str, value: Any, low: int, high: int | None = None, hint: str = "") -> int:
     """An integer in ``[low, high]`` (``high=None``: no upper bound)."""
     ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)

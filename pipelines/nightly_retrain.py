@@ -46,9 +46,8 @@ try:
 except ImportError:  # run from a checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import lsdask
-from lsdask.checkpoint import CheckpointDir
-from lsdask.io.corpus import Corpus
-from lsdask.io.sources import corpus_source
+from lsdask.io.corpus import Corpus, corpus_source
+from lsdask.persist.checkpoint import CheckpointDir
 from lsdask.synthetic import match_topics
 
 logger = logging.getLogger(__name__)

@@ -12,14 +12,14 @@ import scipy.sparse as sp
 import zarr
 
 import lsdask
-from lsdask.checkpoint import CheckpointDir
 from lsdask.engine import SerialExecutor
+from lsdask.errors import DataError, FitInterrupted
 from lsdask.io.corpus import Corpus
-from lsdask.io.sources import DataError, as_batch_source
+from lsdask.io.sources import as_batch_source
 from lsdask.learn import MemoizedVI, initial_stats
-from lsdask.learn.memo_store import DiskMemo
-from lsdask.learn.state import FitInterrupted
 from lsdask.models import FullGaussian, MixtureModel, sum_stats
+from lsdask.persist.checkpoint import CheckpointDir
+from lsdask.persist.memo_files import DiskMemo
 
 
 def _heavy_tailed(rng, n=1200, d=4):
@@ -207,7 +207,7 @@ def test_retraining_takes_in_added_and_removed_files(tmp_path, rng):
     saved = CheckpointDir(ckpt).read()
     keys = {f"{b.file}#{b.row_group}" for b in corpus.batches}
     assert set(saved["memo"]) == keys
-    from lsdask.learn.memo_store import load_stats
+    from lsdask.persist.memo_files import load_stats
 
     memo_sum = sum_stats([load_stats(Path(ckpt) / "memo" / f) for f in saved["memo"].values()])
     assert model.stats_.allclose(memo_sum, rtol=1e-12, atol=1e-9)
@@ -254,8 +254,8 @@ def test_checkpoint_folder_errors(tmp_path, rng):
 def test_memo_file_round_trip_is_exact_and_reads_the_older_column_format(tmp_path):
     """Sparse blocks are written and read back bit for bit; a memo file of
     lsdask 0.1 (dense values at a few columns) still loads, as the same entries."""
-    from lsdask.learn.memo_store import load_stats, save_stats
     from lsdask.models.stats import SparseBlock, SuffStats
+    from lsdask.persist.memo_files import load_stats, save_stats
 
     rng = np.random.default_rng(0)
     cols = np.array([2, 5, 11])
@@ -276,8 +276,8 @@ def test_memo_file_round_trip_is_exact_and_reads_the_older_column_format(tmp_pat
 
 
 def test_memo_file_keeps_statistics_whose_names_contain_double_underscores(tmp_path):
-    from lsdask.learn.memo_store import load_stats, save_stats
     from lsdask.models.stats import SuffStats
+    from lsdask.persist.memo_files import load_stats, save_stats
 
     stats = SuffStats(a__b=np.arange(3.0), __c=np.ones(2), words__values=np.zeros(1))
     save_stats(tmp_path / "m.npz", stats)
@@ -288,7 +288,7 @@ def test_memo_file_keeps_statistics_whose_names_contain_double_underscores(tmp_p
 
 
 def test_a_memo_file_with_entries_outside_its_shape_is_reported(tmp_path):
-    from lsdask.learn.memo_store import load_stats
+    from lsdask.persist.memo_files import load_stats
 
     np.savez(
         tmp_path / "bad.npz", words__rows=np.array([0, 5], dtype=np.int32),

@@ -121,7 +121,7 @@ def test_fit_gmm_sync(patch_store: dict, tmp_path: Path, capsys) -> None:
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert f"model: saved to {tmp_path / 'model'}" in captured.out
-    from lsdask.persist_gmm import load_gmm
+    from lsdask.persist.gmm import load_gmm
 
     loaded = load_gmm(tmp_path / "model", client="sync")
     assert (loaded.n_components, loaded.sparsity, loaded.n_laps_) == (3, 2, 2)
@@ -147,7 +147,7 @@ def test_fit_gmm_checkpoint_then_resume_equals_the_straight_run(tmp_path: Path, 
     """``--checkpoint`` after 2 laps, ``--resume`` for 1 more: the model of a
     straight 3-lap run, bit for bit; then rows appended to the array are taken
     in by a further resume."""
-    from lsdask.persist_gmm import load_gmm
+    from lsdask.persist.gmm import load_gmm
 
     rng = np.random.default_rng(0)
     X = np.concatenate([rng.normal(m, 1.0, size=(200, 3)) for m in (-4.0, 0.0, 4.0)])
@@ -197,7 +197,7 @@ def test_fit_gmm_batches_per_update_reproduces_a_cluster_run_in_process(
 ) -> None:
     """fit-gmm had no --batches-per-update: its default is the number of workers
     on a cluster and 1 with --sync, so a cluster run could not be redone in process."""
-    from lsdask.persist_gmm import load_gmm
+    from lsdask.persist.gmm import load_gmm
 
     argv = ["fit-gmm", patch_store["train"]["path"], "--components", "3", "--laps", "3",
             "--batches-per-update", "2", "--seed", "4"]  # fmt: skip

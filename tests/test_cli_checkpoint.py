@@ -12,8 +12,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from lsdask.checkpoint import CheckpointDir
 from lsdask.io.corpus import Corpus
+from lsdask.persist.checkpoint import CheckpointDir
 
 
 def _corpus(path, rng, n_docs=3000, V=300):

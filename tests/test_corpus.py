@@ -16,8 +16,8 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lsdask.errors import DataError
 from lsdask.io.corpus import COLUMNS, SCHEMA, Corpus, CorpusBatch, DocBatch, read_all
-from lsdask.io.sources import DataError
 
 VOCAB = [f"w{i}" for i in range(5)]
 
@@ -612,7 +612,7 @@ def test_rescan_refuses_a_part_written_over_another_vocabulary(tmp_path, rng):
     with pytest.raises(DataError, match=edited):
         Corpus.open(tmp_path / "c", rescan=True)
     meta = pq.read_schema(tmp_path / "c/parts/part-00000.parquet").metadata
-    from lsdask.io.vocabulary import vocabulary_digest
+    from lsdask.io.corpus.vocabulary import vocabulary_digest
 
     assert meta[b"lsdask.vocabulary_sha256"] == vocabulary_digest(VOCAB).encode()
 

@@ -49,7 +49,7 @@ def test_a_relative_zarr_path_reads_from_a_worker_started_elsewhere(
         np.testing.assert_array_equal(source.batches[1].load(), zarr_patches[1][500:1000])
     # a worker that cannot see the store says where it ran (it said "does not exist")
     (tmp_path / "p.zarr").rename(tmp_path / "moved.zarr")
-    with pytest.raises(lsdask.io.sources.DataError, match=r"chunk 0 \(rows 0:500\): .*p\.zarr "
+    with pytest.raises(lsdask.errors.DataError, match=r"chunk 0 \(rows 0:500\): .*p\.zarr "
                        r"does not exist on host .* the Dask workers do not"):  # fmt: skip
         by_path.batches[0].load()
 
@@ -305,7 +305,7 @@ def test_sends_that_keep_timing_out_end_in_a_cluster_error(dask_client, monkeypa
     """'No valid workers found' (a TimeoutError: every worker paused, say) was
     retried without a count or a word and ended in AssertionError('unreachable')."""
     from lsdask import config
-    from lsdask.engine import ClusterError
+    from lsdask.errors import ClusterError
 
     executor = DaskExecutor(dask_client)
     monkeypatch.setattr(config, "LOST_WORKER_RETRIES", 1)
@@ -326,7 +326,7 @@ def test_a_scheduler_lost_during_a_send_is_named(dask_client, monkeypatch):
     (the client's empty scheduler identity), a traceback instead of one line."""
     from distributed.comm.core import CommClosedError
 
-    from lsdask.engine import ClusterError
+    from lsdask.errors import ClusterError
 
     executor = DaskExecutor(dask_client)
 

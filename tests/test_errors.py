@@ -7,7 +7,7 @@ import pytest
 import zarr
 
 import lsdask
-from lsdask.io.sources import DataError
+from lsdask.errors import DataError
 
 
 def _fit(X, **kw):
@@ -123,7 +123,7 @@ def test_multinomial_rejects_negative_counts(rng):
 
 
 def test_unfitted_model():
-    from lsdask.validation import NotFittedError
+    from lsdask.errors import NotFittedError
 
     with pytest.raises(NotFittedError, match="not fitted yet; call fit"):
         lsdask.GaussianMixture(2).predict(np.ones((3, 2)))

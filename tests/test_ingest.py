@@ -1,4 +1,4 @@
-"""Tests for lsdask.io.text, lsdask.io.stopwords and lsdask.io.ingest."""
+"""Tests for lsdask.io.ingest: the tokenizer, stopwords and the ingest functions."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from lsdask.errors import DataError
 from lsdask.io.corpus import Corpus, read_all
 from lsdask.io.ingest import (
     import_ldac,
@@ -25,9 +26,8 @@ from lsdask.io.ingest import (
     ingest_table,
     ingest_text_folder,
 )
-from lsdask.io.sources import DataError
-from lsdask.io.stopwords import ENGLISH_STOPWORDS
-from lsdask.io.text import Tokenizer, VocabularyBuilder, encode, select_vocabulary
+from lsdask.io.ingest.stopwords import ENGLISH_STOPWORDS
+from lsdask.io.ingest.words import Tokenizer, VocabularyBuilder, encode, select_vocabulary
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -848,7 +848,7 @@ def test_duplicate_ids_are_found_before_anything_is_written(tmp_path, monkeypatc
     """With a vocabulary to build, the first pass finds a repeated id and the
     second (writing) pass never starts; with an imposed vocabulary (one
     pass) the id is found at its end, and the corpus is not left behind."""
-    import lsdask.io.ingest_common as ingest_common
+    import lsdask.io.ingest.common as ingest_common
 
     with open(tmp_path / "d.csv", "w", newline="") as f:
         csv.writer(f).writerows([["id", "body"], [1, "apple pie"], [2, "fig"], [1, "tart"]])

@@ -212,8 +212,8 @@ def test_a_corpus_over_other_words_of_the_same_number_is_refused(corpus_data, tm
 
 
 def test_lda_refuses_documents_without_tokens(tmp_path):
+    from lsdask.errors import DataError
     from lsdask.io.corpus import Corpus
-    from lsdask.io.sources import DataError
 
     empty = sp.csr_matrix((10, 50))
     with pytest.raises(DataError, match=r"its 10 documents hold no tokens .* nothing to learn"):

@@ -10,9 +10,8 @@ import pytest
 import scipy.sparse as sp
 
 import lsdask
-from lsdask.io.sources import DataError
+from lsdask.errors import DataError, NotFittedError
 from lsdask.persist import load_lda, save_lda
-from lsdask.validation import NotFittedError
 from tests.test_lda import _corpus
 
 
@@ -153,7 +152,7 @@ def test_inference_checks_a_sparsity_changed_after_fit(fitted, docs):
 def test_a_mixture_saves_the_covariance_type_it_was_fitted_with(tmp_path):
     """save_gmm stored covariance_type from set_params: load_gmm then failed with
     an AttributeError ('WishartPosterior' object has no attribute 'variances')."""
-    from lsdask.persist_gmm import load_gmm, save_gmm
+    from lsdask.persist.gmm import load_gmm, save_gmm
 
     X = np.random.default_rng(2).normal(size=(80, 3))
     gmm = lsdask.GaussianMixture(3, n_laps=2, client="sync", random_state=0).fit(X)
@@ -165,7 +164,7 @@ def test_a_mixture_saves_the_covariance_type_it_was_fitted_with(tmp_path):
 
 
 def test_a_mixture_keeps_its_fitted_k_after_set_params(tmp_path):
-    from lsdask.persist_gmm import load_gmm, save_gmm
+    from lsdask.persist.gmm import load_gmm, save_gmm
 
     X = np.random.default_rng(1).normal(size=(90, 3))
     gmm = lsdask.GaussianMixture(4, sparsity=2, n_laps=2, client="sync", random_state=0).fit(X)

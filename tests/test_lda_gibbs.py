@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 import lsdask
 from lsdask.kernels.gibbs import apply_moves, gibbs_sweep_moves, sparse_gibbs_sweep
-from lsdask.models.lda_gibbs import gibbs_sample, split_by_tokens, tokens_of, within_tokens
+from lsdask.learn.gibbs_start import gibbs_sample, split_by_tokens, tokens_of, within_tokens
 from lsdask.persist import load_lda, save_lda
 from lsdask.synthetic import make_bars_corpus, match_topics
 
@@ -446,7 +446,7 @@ def test_gibbs_start_samples_beyond_the_kmeans_sample_and_within_its_bounds(monk
 
 def test_without_a_bar_the_sampler_logs_every_tenth_of_its_sweeps(caplog):
     X, _ = make_bars_corpus(n_docs=40, doc_length=20, random_state=0)
-    with caplog.at_level("INFO", logger="lsdask.models.lda_gibbs"):
+    with caplog.at_level("INFO", logger="lsdask.learn.gibbs_start"):
         gibbs_sample(X, 5, 1.0, 0.1, 30, np.random.default_rng(0), progress=False)
     lines = [r.getMessage() for r in caplog.records]
     assert [line.split(" in ")[0] for line in lines[:-1]] == [

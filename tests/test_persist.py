@@ -125,7 +125,7 @@ def test_overwrite(fitted: lsdask.LDA, bars, tmp_path: Path) -> None:
 
 
 def test_save_errors(bars, tmp_path: Path) -> None:
-    from lsdask.validation import NotFittedError
+    from lsdask.errors import NotFittedError
 
     with pytest.raises(NotFittedError, match="not fitted"):
         save_lda(lsdask.LDA(3), tmp_path / "m")

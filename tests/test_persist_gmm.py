@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lsdask
-from lsdask.persist_gmm import load_gmm, save_gmm
+from lsdask.persist.gmm import load_gmm, save_gmm
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def test_round_trip_is_exact(X, tmp_path, covariance_type, algorithm):
 
 def test_bad_targets_and_folders(X, tmp_path):
     model = lsdask.GaussianMixture(2, n_laps=1, client="sync", random_state=0)
-    from lsdask.validation import NotFittedError
+    from lsdask.errors import NotFittedError
 
     with pytest.raises(NotFittedError, match="not fitted yet"):
         save_gmm(model, tmp_path / "m")

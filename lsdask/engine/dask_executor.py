@@ -37,6 +37,7 @@ from typing import Any
 
 from lsdask import config
 from lsdask.config import NOTICE
+from lsdask.errors import ClusterError
 
 logger = logging.getLogger(__name__)
 
@@ -335,11 +336,6 @@ def one_line(exc: BaseException, limit: int = 200) -> str:
     """An exception's text on one line, cut to ``limit`` characters."""
     text = " ".join(str(exc).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-class ClusterError(RuntimeError):
-    """The Dask cluster failed under a run: its scheduler is gone, or its workers
-    were lost more times in a row than the executor retries."""
 
 
 #: seconds :meth:`DaskExecutor.memory` waits for the workers' answers

@@ -18,10 +18,10 @@ from scipy.special import logsumexp
 from lsdask import config
 from lsdask.estimators.learning import VariationalEstimator
 from lsdask.estimators.params import read_only
-from lsdask.estimators.resume import open_resume
 from lsdask.io.sources import as_batch_source
 from lsdask.learn import initial_stats
 from lsdask.models import MixtureModel, ObservationModel
+from lsdask.persist.resume import open_resume
 from lsdask.validation import check_sparsity
 
 logger = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class MixtureEstimatorBase(VariationalEstimator):
         Folder for checkpoints (memoized VI only): the per-batch memo lives
         there on disk, a checkpoint is written atomically after every lap and
         when SIGINT/SIGTERM asks the fit to stop (it then raises
-        :class:`lsdask.learn.state.FitInterrupted`).
+        :class:`lsdask.errors.FitInterrupted`).
     resume : bool
         Continue the latest checkpoint in ``checkpoint_dir`` (a fresh start if
         there is none). An unfinished run continues to ``n_laps`` laps in all,

@@ -14,9 +14,9 @@ import scipy.sparse as sp
 
 from lsdask import config
 from lsdask.engine import make_executor
+from lsdask.errors import DataError
 from lsdask.estimators.learning import VariationalEstimator
 from lsdask.estimators.params import read_only
-from lsdask.estimators.resume import open_resume
 from lsdask.evaluate import (
     completion_score,
     document_completion_sums,
@@ -24,14 +24,16 @@ from lsdask.evaluate import (
     top_word_ids,
     umass_coherence,
 )
-from lsdask.io.sources import BatchSource, CorpusRows, DataError, as_batch_source, rows_at_most
-from lsdask.io.vocabulary import vocabulary_difference, vocabulary_digest
+from lsdask.io.corpus.source import CorpusRows, corpus_source
+from lsdask.io.corpus.vocabulary import vocabulary_difference, vocabulary_digest
+from lsdask.io.sources import BatchSource, as_batch_source, rows_at_most
 from lsdask.learn import INIT_METHODS, initial_stats
 from lsdask.learn.base import padded_trace
+from lsdask.learn.gibbs_start import gibbs_refusal, gibbs_sample, within_tokens
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
 from lsdask.models.lda import LDAModel, LocalStepOptions, as_csr_batch
-from lsdask.models.lda_gibbs import gibbs_refusal, gibbs_sample, within_tokens
+from lsdask.persist.resume import open_resume
 from lsdask.validation import check_bool, check_int, check_positive_float, check_sparsity
 
 #: the ``init`` names LDA takes (besides an array of topic-word counts)
@@ -294,8 +296,6 @@ class LDA(VariationalEstimator):
     def _source(self, X: Any, vocabulary: Any = None) -> tuple[BatchSource, list[str] | None]:
         """X's batches and words: a corpus's own, or ``vocabulary`` for a matrix."""
         if _is_corpus_path(X) or type(X).__name__ == "Corpus":
-            from lsdask.io.sources import corpus_source
-
             source, words = corpus_source(X)
             if vocabulary is not None and list(vocabulary) != words:
                 raise ValueError(

@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 
 from lsdask.engine import make_executor
+from lsdask.errors import NotFittedError
 from lsdask.estimators.params import Parameters
-from lsdask.estimators.resume import checkpointing, stop_on_signals
 from lsdask.learn import ALGORITHMS, INIT_METHODS, MemoizedVI, StochasticVI
 from lsdask.learn.base import LearnResult
 from lsdask.learn.vb import FullBatchVB
 from lsdask.models.stats import SuffStats
+from lsdask.persist.resume import checkpointing, stop_on_signals
 from lsdask.validation import (
-    NotFittedError,
     check_choice,
     check_int,
     check_positive_float,
@@ -101,7 +101,7 @@ class VariationalEstimator(Parameters):
 
         With ``checkpoint_dir``, the memo lives on disk there and a checkpoint
         is written every lap and on SIGINT/SIGTERM; ``resumed`` (from
-        :func:`lsdask.estimators.resume.open_resume`) continues a checkpoint.
+        :func:`lsdask.persist.resume.open_resume`) continues a checkpoint.
         """
         previous_level = _package_logger.level
         if self.verbose:

@@ -21,11 +21,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from lsdask.errors import DataError
+
 logger = logging.getLogger(__name__)
-
-
-class DataError(ValueError):
-    """Input data that cannot be learned from; the message names where it is."""
 
 
 def missing_here(path: str) -> str:
@@ -308,48 +306,3 @@ def as_batch_source(X: Any, batch_size: int | None = None) -> BatchSource:
         for i, (a, b) in enumerate(ranges)
     ]
     return BatchSource(batches, [b - a for a, b in ranges], int(X.shape[1]), "in-memory array")
-
-
-@dataclass(frozen=True)
-class CorpusRows:
-    """A corpus row group as a scipy CSR matrix of word counts (documents x V).
-
-    Wraps :class:`lsdask.io.corpus.CorpusBatch`: the task reads its own row
-    group; the CSR matrix shares the arrays read from Parquet.
-    """
-
-    batch: Any
-    vocab_size: int
-
-    @property
-    def where(self) -> str:
-        return self.batch.where
-
-    @property
-    def key(self) -> str:
-        """Identifies the row group across runs, also after files were added or removed."""
-        return f"{self.batch.file}#{self.batch.row_group}"
-
-    @property
-    def cost(self) -> float:
-        """Work of the batch's task, relative to the others: its tokens."""
-        return float(self.batch.n_tokens)
-
-    def load(self) -> sp.csr_matrix:
-        return self.batch.load().to_csr(self.vocab_size)
-
-
-def corpus_source(corpus: Any) -> tuple[BatchSource, list[str]]:
-    """Batches (one per Parquet row group) and vocabulary of a corpus or its path."""
-    from lsdask.io.corpus import Corpus
-
-    if not isinstance(corpus, Corpus):
-        corpus = Corpus.open(corpus, rescan=True)  # take in added or removed files
-    if corpus.n_docs == 0:
-        raise DataError(f"corpus {corpus.path}: holds no documents; nothing to learn from")
-    V = corpus.vocab_size
-    batches = [CorpusRows(b, V) for b in corpus.batches]
-    source = BatchSource(
-        batches, [b.n_docs for b in corpus.batches], V, f"Parquet corpus {corpus.path}"
-    )
-    return source, corpus.vocab

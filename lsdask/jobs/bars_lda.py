@@ -103,7 +103,7 @@ def run_bars_demo(
     ValueError
         For invalid parameters.
     """
-    from lsdask import LDA
+    from lsdask.estimators.lda import LDA
     from lsdask.plotting import plot_topic_images
     from lsdask.synthetic import make_bars_corpus, match_topics
 

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from lsdask import config
 from lsdask.engine import make_executor
 from lsdask.io.atomic import temp_sibling
-from lsdask.io.vocabulary import vocabulary_difference
+from lsdask.io.corpus.vocabulary import vocabulary_difference
 from lsdask.jobs.cluster import dask_client
 from lsdask.jobs.wording import plural
 from lsdask.learn.base import waves
@@ -64,7 +64,7 @@ WEIGHTS_SCHEMA = pa.schema(
 
 def _laps_in_checkpoint(checkpoint_dir: Any) -> int:
     """Laps made so far by the run a resume continues (0 without a checkpoint)."""
-    from lsdask.checkpoint import CheckpointDir
+    from lsdask.persist.checkpoint import CheckpointDir
 
     if checkpoint_dir is None or not Path(checkpoint_dir).is_dir():
         return 0
@@ -88,7 +88,7 @@ def _open_corpus(corpus: Any, what: str) -> Any:
     on errors; a path is rescanned, as LDA.fit and score do: part files added or
     removed since it was written are taken in (every command sees the same
     documents)."""
-    from lsdask.io.corpus import Corpus
+    from lsdask.io.corpus.store import Corpus
 
     if isinstance(corpus, Corpus):
         return corpus
@@ -113,7 +113,7 @@ def _check_same_vocab(words: list[str] | None, corpus: Any, what: str, against: 
 def _loaded(model: Any) -> Any:
     """An LDA from a fitted estimator or a model directory."""
     if isinstance(model, str | os.PathLike):
-        from lsdask.persist import load_lda
+        from lsdask.persist.lda import load_lda
 
         return load_lda(model)
     return model
@@ -128,7 +128,7 @@ def _initial_topics(init: Any, train: Any, n_components: int) -> Any:
     topic-word counts ``components_ - eta`` (its vocabulary must be the corpus's,
     its K ``n_components``)."""
     from lsdask.estimators.lda import LDA_INIT_METHODS, lda_init_names
-    from lsdask.persist import load_lda
+    from lsdask.persist.lda import load_lda
 
     if not isinstance(init, str | os.PathLike) or str(init) in LDA_INIT_METHODS:
         return init
@@ -261,8 +261,8 @@ def fit_corpus_lda(
         For invalid parameters or data, or a heldout corpus over another
         vocabulary.
     """
-    from lsdask import LDA
-    from lsdask.persist import check_save_target, save_lda
+    from lsdask.estimators.lda import LDA
+    from lsdask.persist.lda import check_save_target, save_lda
     from lsdask.plotting import plot_elbo_trace
 
     train = _open_corpus(corpus, "corpus")
@@ -386,7 +386,7 @@ class HeldoutTrace:
 
     def __init__(self, heldout: Any, alpha: float, random_state: int = 0) -> None:
         from lsdask.evaluate import split_documents
-        from lsdask.io.corpus import read_all
+        from lsdask.io.corpus.store import read_all
 
         self.alpha = alpha
         self.A, self.B = split_documents(read_all(heldout), 0.8, random_state)
@@ -696,7 +696,7 @@ def split_corpus(
     (Corpus, Corpus)
         The train and heldout corpora.
     """
-    from lsdask.io.corpus import Corpus
+    from lsdask.io.corpus.store import Corpus
 
     fraction = float(heldout_fraction)
     if not 0.0 < fraction < 1.0:

@@ -64,7 +64,7 @@ def read_vocab_arg(vocab: str | os.PathLike[str] | None) -> Any:
     # read as the vocabulary files of LDA-C and UCI corpora are: lines split at
     # newlines only, a byte order mark and surrounding spaces dropped, and blank
     # or repeated words refused naming the line
-    from lsdask.io.ingest_bow import read_word_list
+    from lsdask.io.ingest.bow import read_word_list
 
     words = read_word_list(path)
     if not words:
@@ -156,7 +156,7 @@ def _append(
 ) -> dict[str, Any]:
     """``run_ingest(..., append=True)``: ingest beside the corpus, then append."""
     from lsdask.io.atomic import remove_tree, temp_sibling
-    from lsdask.io.corpus import Corpus
+    from lsdask.io.corpus.store import Corpus
 
     if vocab is not None:
         raise ValueError(

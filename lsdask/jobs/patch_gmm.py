@@ -227,7 +227,7 @@ def fit_and_report(
     ValueError
         For invalid parameters or data.
     """
-    from lsdask import GaussianMixture
+    from lsdask.estimators.gaussian import GaussianMixture
     from lsdask.io.sources import as_batch_source
 
     # Check both inputs before spending time on the cluster and the fit.
@@ -343,7 +343,7 @@ def _warm_up(
     the compiled kernels; without this the first of the compared runs would
     look seconds slower than the second.
     """
-    from lsdask import GaussianMixture
+    from lsdask.estimators.gaussian import GaussianMixture
 
     start = time.perf_counter()
     X = np.random.default_rng(random_state).normal(size=(512, n_features))

@@ -41,7 +41,8 @@ from lsdask.learn.base import (
     waves,
 )
 from lsdask.learn.memo_store import MemoryMemo
-from lsdask.learn.state import FitInterrupted, LearnState
+from lsdask.learn.state import LearnState
+from lsdask.errors import FitInterrupted
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models.stats import SuffStats, sum_stats
 

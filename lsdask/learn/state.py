@@ -6,15 +6,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-class FitInterrupted(Exception):
-    """Raised when a stop was requested (SIGINT/SIGTERM) and a checkpoint written."""
-
-    def __init__(self, checkpoint: Any) -> None:
-        super().__init__(f"stopped on request; checkpoint written to {checkpoint}")
-        self.checkpoint = checkpoint
-        self.signal: int | None = None  # the signal that asked for the stop, where one did
-
-
 @dataclass
 class LearnState:
     """Progress of a memoized run.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lsdask.io.sources import DataError
+from lsdask.errors import DataError
 from lsdask.models.stats import SuffStats
 
 

@@ -47,9 +47,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from lsdask.errors import DataError
 from lsdask.io.atomic import remove_tree, replace_dir, temp_sibling
-from lsdask.io.corpus_batch import COLUMNS, SCHEMA, CorpusBatch, DocBatch
-from lsdask.io.corpus_read import (
+from lsdask.io.corpus.batch import COLUMNS, SCHEMA, CorpusBatch, DocBatch
+from lsdask.io.corpus.read import (
     _check_files,
     _check_new_part,
     _doc_id_range,
@@ -61,7 +62,8 @@ from lsdask.io.corpus_read import (
     _rescan,
     _save_rescanned,
 )
-from lsdask.io.corpus_write import (
+from lsdask.io.corpus.vocabulary import vocabulary_difference, vocabulary_digest
+from lsdask.io.corpus.write import (
     DEFAULT_DOCS_PER_FILE,
     DEFAULT_DOCS_PER_ROW_GROUP,
     FORMAT,
@@ -81,8 +83,6 @@ from lsdask.io.corpus_write import (
     _write_vocab,
     check_out_dir,
 )
-from lsdask.io.sources import DataError
-from lsdask.io.vocabulary import vocabulary_difference, vocabulary_digest
 
 logger = logging.getLogger(__name__)
 
@@ -99,10 +99,6 @@ __all__ = [
 ]
 
 
-# The store is split into modules: lsdask.io.corpus_batch (DocBatch, CorpusBatch,
-# reading one row group), lsdask.io.corpus_write (row groups, Parquet files,
-# manifests, atomic writes), lsdask.io.corpus_read (manifest, vocabulary, rescan)
-# and this one (the Corpus class, read_all), which re-exports the public names.
 
 
 class Corpus:

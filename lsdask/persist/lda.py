@@ -100,7 +100,7 @@ def save_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
     ------
     TypeError
         If ``model`` is not an :class:`lsdask.LDA`.
-    lsdask.validation.NotFittedError
+    lsdask.errors.NotFittedError
         If the model is not fitted.
     FileExistsError
         If ``path`` exists and ``overwrite`` is false, or it is not a model

@@ -14,8 +14,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lsdask.io.corpus import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
-from lsdask.io.ingest_common import (
+from lsdask.errors import DataError
+from lsdask.io.corpus.store import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
+from lsdask.io.ingest.common import (
     PathLike,
     VocabArg,
     _Doc,
@@ -29,8 +30,7 @@ from lsdask.io.ingest_common import (
     numbered_lines,
     open_input,
 )
-from lsdask.io.sources import DataError
-from lsdask.io.text import Tokenizer
+from lsdask.io.ingest.words import Tokenizer
 
 
 def _missing_column(path: Path, column: str, names: list[str], option: str) -> DataError:

@@ -21,8 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lsdask.io.corpus_batch import COLUMNS, DocBatch
-from lsdask.io.corpus_write import (
+from lsdask.errors import DataError
+from lsdask.io.corpus.batch import COLUMNS, DocBatch
+from lsdask.io.corpus.write import (
     FORMAT,
     MANIFEST_NAME,
     PARTS_DIR,
@@ -33,10 +34,8 @@ from lsdask.io.corpus_write import (
     _now,
     _write_json_atomic,
 )
-from lsdask.io.sources import DataError
 
-# the records keep the name of the public module, lsdask.io.corpus
-logger = logging.getLogger("lsdask.io.corpus")
+logger = logging.getLogger(__name__)
 
 
 _PART_NAME = re.compile(r"^part-(\d+)\.parquet$")

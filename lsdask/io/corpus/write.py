@@ -25,12 +25,11 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from lsdask import config
+from lsdask.errors import DataError
 from lsdask.io.atomic import temp_sibling
-from lsdask.io.corpus_batch import SCHEMA, DocBatch
-from lsdask.io.sources import DataError
+from lsdask.io.corpus.batch import SCHEMA, DocBatch
 
-# the records keep the name of the public module, lsdask.io.corpus
-logger = logging.getLogger("lsdask.io.corpus")
+logger = logging.getLogger(__name__)
 
 
 #: Value of ``manifest["format"]``.
@@ -232,7 +231,7 @@ def _group_table(group: DocBatch) -> pa.Table:
 
 
 #: Parquet key-value metadata of a part file: the SHA-256 of the vocabulary its
-#: word ids index (``lsdask.io.vocabulary.vocabulary_digest``), so that a part
+#: word ids index (``lsdask.io.corpus.vocabulary.vocabulary_digest``), so that a part
 #: written over other words is refused when a rescan takes it in.
 VOCAB_DIGEST_KEY = b"lsdask.vocabulary_sha256"
 

@@ -8,7 +8,7 @@ modal verbs, quantifiers, common adverbs, and the fragments that contractions
 leave behind once a tokenizer splits at the apostrophe (``don``, ``ve``,
 ``ll``), number words, and a few very common light verbs and nouns
 (``said``, ``make``, ``thing``). All entries are lower case; single letters
-are absent because the default tokenizer (:class:`lsdask.io.text.Tokenizer`)
+are absent because the default tokenizer (:class:`lsdask.io.ingest.words.Tokenizer`)
 keeps only words of two or more letters.
 
 The list was written for this project by grouping words by grammatical role;
@@ -94,7 +94,7 @@ def _words(*groups: str) -> frozenset[str]:
     return frozenset(word.lower() for group in groups for word in group.split())
 
 
-#: About 370 English function words, lower case, for :class:`lsdask.io.text.Tokenizer`.
+#: About 370 English function words, lower case, for :class:`lsdask.io.ingest.words.Tokenizer`.
 ENGLISH_STOPWORDS: frozenset[str] = _words(
     _ARTICLES_AND_DETERMINERS,
     _PRONOUNS,

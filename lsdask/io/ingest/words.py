@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from lsdask.config import DEFAULT_MAX_DF, DEFAULT_MIN_DF
-from lsdask.io.stopwords import ENGLISH_STOPWORDS
+from lsdask.io.ingest.stopwords import ENGLISH_STOPWORDS
 
 logger = logging.getLogger(__name__)
 

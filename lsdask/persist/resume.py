@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from lsdask.checkpoint import CheckpointDir
-from lsdask.learn.memo_store import DiskMemo
-from lsdask.learn.state import FitInterrupted
-from lsdask.models.config import model_from_config, model_to_config
+from lsdask.errors import FitInterrupted
+from lsdask.persist.checkpoint import CheckpointDir
+from lsdask.persist.memo_files import DiskMemo
+from lsdask.persist.model_config import model_from_config, model_to_config
 
 logger = logging.getLogger(__name__)
 

@@ -1,10 +1,16 @@
 """Ingestion: raw text and bag-of-words files become Parquet corpora.
 
+The modules: :mod:`~lsdask.io.ingest.text_files` (folders, tar archives, JSON
+lines), :mod:`~lsdask.io.ingest.table` (CSV and Parquet tables),
+:mod:`~lsdask.io.ingest.bow` (LDA-C, UCI), :mod:`~lsdask.io.ingest.words` (the
+tokenizer, vocabulary selection, encoding) and :mod:`~lsdask.io.ingest.stopwords`,
+on the shared machinery of :mod:`~lsdask.io.ingest.common`.
+
 Raw text (a folder of files or a tar archive, JSON lines, a CSV or Parquet
 text column) is read twice, streaming, in bounded memory:
 
 * pass 1 tokenizes every document and counts document frequencies to choose
-  the vocabulary (:class:`~lsdask.io.text.VocabularyBuilder`);
+  the vocabulary (:class:`~lsdask.io.ingest.words.VocabularyBuilder`);
 * pass 2 tokenizes again, encodes each document over the vocabulary and
   writes it with :meth:`Corpus.write <lsdask.io.corpus.Corpus.write>`, which
   buffers one row group at a time and renames the finished corpus into place.
@@ -29,12 +35,12 @@ from __future__ import annotations
 
 import logging
 
-from lsdask.io.ingest_bow import import_ldac, import_uci
-from lsdask.io.ingest_common import MAX_NAMES_IN_MANIFEST as MAX_NAMES_IN_MANIFEST
-from lsdask.io.ingest_common import PathLike as PathLike
-from lsdask.io.ingest_common import VocabArg as VocabArg
-from lsdask.io.ingest_table import ingest_table
-from lsdask.io.ingest_text import ingest_jsonl, ingest_text_folder
+from lsdask.io.ingest.bow import import_ldac, import_uci
+from lsdask.io.ingest.common import MAX_NAMES_IN_MANIFEST as MAX_NAMES_IN_MANIFEST
+from lsdask.io.ingest.common import PathLike as PathLike
+from lsdask.io.ingest.common import VocabArg as VocabArg
+from lsdask.io.ingest.table import ingest_table
+from lsdask.io.ingest.text_files import ingest_jsonl, ingest_text_folder
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +52,3 @@ __all__ = [
     "ingest_text_folder",
 ]
 
-
-# The functions live in lsdask.io.ingest_text (folders, tar archives, JSON lines),
-# lsdask.io.ingest_table (CSV and Parquet tables) and lsdask.io.ingest_bow (LDA-C,
-# UCI), on the shared machinery of lsdask.io.ingest_common; this module is their
-# public entry point. Their log records use the logger lsdask.io.ingest.

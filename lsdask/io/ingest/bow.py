@@ -3,7 +3,7 @@
 The public functions :func:`import_ldac` and :func:`import_uci` (re-exported
 by :mod:`lsdask.io.ingest`), the parsers of the two formats and of their
 vocabulary files; the documents go through
-:func:`lsdask.io.ingest_common._ingest_bags`.
+:func:`lsdask.io.ingest.common._ingest_bags`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from typing import IO, Any
 
 import numpy as np
 
-from lsdask.io.corpus import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
-from lsdask.io.corpus_batch import bad_count_message, first_bad_count
-from lsdask.io.ingest_common import (
+from lsdask.errors import DataError
+from lsdask.io.corpus.batch import bad_count_message, first_bad_count
+from lsdask.io.corpus.store import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
+from lsdask.io.ingest.common import (
     READ_ERRORS,
     PathLike,
     VocabArg,
@@ -28,7 +29,6 @@ from lsdask.io.ingest_common import (
     open_input,
     read_error,
 )
-from lsdask.io.sources import DataError
 
 # --------------------------------------------------------------------------- bags of words
 
@@ -180,7 +180,7 @@ def import_ldac(
     min_df, max_df, max_vocab : optional
         When any is given (and ``vocab`` is None), prune the file's vocabulary
         by document frequency in an extra pass (see
-        :class:`~lsdask.io.text.VocabularyBuilder`; the kept words keep the
+        :class:`~lsdask.io.ingest.words.VocabularyBuilder`; the kept words keep the
         file's order). By default nothing is pruned.
     docs_per_row_group, docs_per_file, overwrite, progress
         As in :func:`ingest_text_folder`.

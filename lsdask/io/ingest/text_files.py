@@ -3,7 +3,7 @@
 The public functions :func:`ingest_text_folder` and :func:`ingest_jsonl`
 (re-exported by :mod:`lsdask.io.ingest`) and the readers that stream their
 ``(name, text)`` documents to the two passes of
-:func:`lsdask.io.ingest_common._ingest_texts`.
+:func:`lsdask.io.ingest.common._ingest_texts`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from lsdask.io.corpus import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
-from lsdask.io.ingest_common import (
+from lsdask.errors import DataError
+from lsdask.io.corpus.store import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
+from lsdask.io.ingest.common import (
     PathLike,
     VocabArg,
     _Doc,
@@ -33,11 +34,9 @@ from lsdask.io.ingest_common import (
     numbered_lines,
     open_input,
 )
-from lsdask.io.sources import DataError
-from lsdask.io.text import Tokenizer
+from lsdask.io.ingest.words import Tokenizer
 
-# the records keep the name of the public module, lsdask.io.ingest
-logger = logging.getLogger("lsdask.io.ingest")
+logger = logging.getLogger(__name__)
 
 
 def _is_hidden(relative: str) -> bool:
@@ -170,7 +169,7 @@ def ingest_text_folder(
     vocab : list of str, Corpus, corpus path, or None
         Vocabulary to impose; ``None`` builds one from the data with
         ``min_df``, ``max_df`` and ``max_vocab`` (see
-        :class:`~lsdask.io.text.VocabularyBuilder`).
+        :class:`~lsdask.io.ingest.words.VocabularyBuilder`).
     min_df, max_df, max_vocab
         Vocabulary pruning when ``vocab`` is None; ``None`` means
         :data:`~lsdask.config.DEFAULT_MIN_DF` (5 documents),

@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from lsdask.io.sources import DataError, missing_here
+from lsdask.errors import DataError
+from lsdask.io.sources import missing_here
 
 __all__ = ["COLUMNS", "SCHEMA", "CorpusBatch", "DocBatch"]
 

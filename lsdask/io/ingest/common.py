@@ -1,8 +1,8 @@
 """Shared ingestion machinery: vocabulary arguments, the passes, summaries.
 
 Used by the ingestion functions of :mod:`lsdask.io.ingest` (defined in
-:mod:`lsdask.io.ingest_text`, :mod:`lsdask.io.ingest_table` and
-:mod:`lsdask.io.ingest_bow`): the types of the common arguments, the imposed
+:mod:`lsdask.io.ingest.text_files`, :mod:`lsdask.io.ingest.table` and
+:mod:`lsdask.io.ingest.bow`): the types of the common arguments, the imposed
 vocabulary (a list of words, a Corpus or a corpus path), the out-of-vocabulary
 bookkeeping of the writing pass, the summary and ``manifest["ingest"]``, and
 the two drivers: :func:`_ingest_texts` (two passes over raw text: document
@@ -27,12 +27,11 @@ from typing import Any
 import numpy as np
 
 from lsdask.config import DEFAULT_MAX_DF, DEFAULT_MIN_DF
-from lsdask.io.corpus import Corpus, check_out_dir
-from lsdask.io.sources import DataError
-from lsdask.io.text import Tokenizer, VocabularyBuilder, encode, select_vocabulary
+from lsdask.errors import DataError
+from lsdask.io.corpus.store import Corpus, check_out_dir
+from lsdask.io.ingest.words import Tokenizer, VocabularyBuilder, encode, select_vocabulary
 
-# the records keep the name of the public module, lsdask.io.ingest
-logger = logging.getLogger("lsdask.io.ingest")
+logger = logging.getLogger(__name__)
 
 
 #: Document names are kept in the manifest only for corpora of fewer documents than this.

@@ -1,0 +1,42 @@
+"""Every exception type lsdask raises on purpose, in one place.
+
+Each is a subclass of the built-in exception a caller would catch anyway
+(``ValueError`` for bad input, ``RuntimeError`` for a failing cluster), so
+code written against the built-ins keeps working.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DataError(ValueError):
+    """Input data that cannot be learned from; the message names where it is."""
+
+
+class NotFittedError(ValueError, AttributeError):
+    """A fitted attribute or method used before ``fit`` (as scikit-learn's, a
+    ValueError and an AttributeError)."""
+
+
+class ClusterError(RuntimeError):
+    """The Dask cluster failed under a run: its scheduler is gone, or its workers
+    were lost more times in a row than the executor retries."""
+
+
+class FitInterrupted(Exception):
+    """Raised when a stop was requested (SIGINT/SIGTERM) and a checkpoint written."""
+
+    def __init__(self, checkpoint: Any) -> None:
+        super().__init__(f"stopped on request; checkpoint written to {checkpoint}")
+        self.checkpoint = checkpoint
+        self.signal: int | None = None  # the signal that asked for the stop, where one did
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised wherever the command is, so that it unwinds as on Ctrl-C:
+    writers remove their temporary outputs (a fit with a checkpoint folder
+    catches SIGTERM itself, to write a checkpoint first)."""
+
+
+__all__ = ["ClusterError", "DataError", "FitInterrupted", "NotFittedError", "Terminated"]

@@ -1,0 +1,157 @@
+"""Atomic checkpoints of memoized runs.
+
+A checkpoint folder holds::
+
+    memo/b<batch>-<run>-<visit>.npz   per-batch statistics (DiskMemo), never modified
+    ckpt-<lap>-<position>-<id>/        one checkpoint: state.json (+ init.npz)
+    LATEST                             the name of the newest complete checkpoint
+
+``state.json`` holds the model configuration, the estimator's parameters, the
+lap and position, the RNG state, the traces and, for every batch key, the
+memo file of that batch. A checkpoint is written under a temporary name and
+renamed, then ``LATEST`` is replaced atomically, and only then are older
+checkpoints and unreferenced memo files deleted: a crash at any point leaves
+the previous checkpoint usable. Nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from lsdask.errors import DataError
+from lsdask.learn.state import LearnState
+from lsdask.models.stats import SuffStats
+from lsdask.persist.memo_files import DiskMemo, load_stats, save_stats
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "lsdask-checkpoint"
+VERSION = 1
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class CheckpointDir:
+    """A checkpoint folder: writes checkpoints and finds the latest one.
+
+    Parameters
+    ----------
+    root : path
+        Created if missing.
+    """
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def memo_folder(self) -> Path:
+        return self.root / "memo"
+
+    def latest(self) -> Path | None:
+        """The newest complete checkpoint, or None if there is none."""
+        pointer = self.root / "LATEST"
+        if not pointer.exists():
+            return None
+        path = self.root / pointer.read_text(encoding="utf-8").strip()
+        if not (path / "state.json").exists():
+            raise DataError(
+                f"checkpoint folder {self.root}: LATEST names {path.name}, which has no "
+                "state.json; the folder was modified by hand. Remove LATEST to start over."
+            )
+        return path
+
+    def write(
+        self,
+        state: LearnState,
+        memo: DiskMemo,
+        keys: list[str],
+        config: dict[str, Any],
+        init_stats: SuffStats | None = None,
+    ) -> Path:
+        """Write a checkpoint of ``state`` atomically and make it the latest."""
+        name = f"ckpt-{state.lap:05d}-{state.position:06d}-{uuid.uuid4().hex[:6]}"
+        # one writer per folder (a fit): temporary folders left are of a writer killed mid-write
+        for stale in self.root.glob(".tmp-ckpt-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = self.root / f".tmp-{name}"
+        tmp.mkdir()
+        try:
+            if init_stats is not None:
+                save_stats(tmp / "init.npz", init_stats)
+            document = {
+                "format": FORMAT,
+                "version": VERSION,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "config": config,
+                "state": state.to_json(),
+                "memo": {k: f for k, f in zip(keys, memo.files(), strict=True) if f is not None},
+                "keys": list(keys),  # the batch list that state.order indexes
+                "has_init": init_stats is not None,
+            }
+            _write_text_atomic(tmp / "state.json", json.dumps(document, indent=1))
+            os.replace(tmp, self.root / name)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _write_text_atomic(self.root / "LATEST", name + "\n")
+        memo.commit()
+        for old in self.root.glob("ckpt-*"):
+            if old.name != name:
+                shutil.rmtree(old, ignore_errors=True)
+        logger.info("checkpoint written: %s (lap %d, position %d)", name, state.lap, state.position)
+        return self.root / name
+
+    def read_state(self) -> LearnState | None:
+        """The latest checkpoint's progress alone (no statistics read); None if none."""
+        path = self.latest()
+        if path is None:
+            return None
+        return self.read(path, with_init=False)["state"]
+
+    def read(self, path: Path | None = None, *, with_init: bool = True) -> dict[str, Any]:
+        """The latest checkpoint (or ``path``) as a dict with ``state`` a LearnState,
+        ``init_stats`` (or None), ``memo`` (key -> file), ``keys`` (the batch list
+        of the run), ``config``."""
+        path = path or self.latest()
+        if path is None:
+            raise FileNotFoundError(f"checkpoint folder {self.root}: holds no checkpoint yet")
+        try:
+            document = json.loads((path / "state.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise DataError(f"checkpoint {path}: state.json is unreadable: {exc}") from exc
+        if document.get("format") != FORMAT or document.get("version") != VERSION:
+            raise DataError(
+                f"checkpoint {path}: not an lsdask checkpoint of version {VERSION} "
+                f"(found format {document.get('format')!r}, version {document.get('version')!r})"
+            )
+        missing = [f for f in document["memo"].values() if not (self.memo_folder / f).exists()]
+        if missing:
+            raise DataError(
+                f"checkpoint {path}: {len(missing)} memo files are missing from "
+                f"{self.memo_folder} (e.g. {missing[0]})"
+            )
+        return {
+            "path": path,
+            "config": document["config"],
+            "state": LearnState.from_json(document["state"]),
+            "memo": document["memo"],
+            "keys": document.get("keys"),  # None in checkpoints before it was kept
+            "init_stats": (
+                load_stats(path / "init.npz") if with_init and document.get("has_init") else None
+            ),
+        }

@@ -1,0 +1,124 @@
+"""Memoized statistics on disk: one ``.npz`` file per batch visit.
+
+The driver then holds only the whole-data statistics however many batches
+there are, and a checkpoint is a list of file names. Files are written under a
+temporary name and renamed, never modified, and a superseded file is deleted
+only when no committed checkpoint refers to it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from lsdask.models.stats import SparseBlock, SuffStats
+
+#: the arrays ``save_stats`` writes for a sparse block ``<name>__<part>`` (and
+#: ``width``, of the older column format)
+_BLOCK_PARTS = ("rows", "cols", "values", "shape", "width")
+
+
+def save_stats(path: Path, stats: SuffStats) -> None:
+    """Write statistics to ``path`` (.npz) atomically: temporary name, then rename."""
+    arrays: dict[str, np.ndarray] = {}
+    for name, value in stats.items():
+        if isinstance(value, SparseBlock):
+            arrays[f"{name}__rows"] = value.rows
+            arrays[f"{name}__cols"] = value.cols
+            arrays[f"{name}__values"] = value.values
+            arrays[f"{name}__shape"] = np.array(value.shape)
+        else:
+            arrays[name] = value
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def load_stats(path: Path) -> SuffStats:
+    """Read statistics written by :func:`save_stats` (no pickle)."""
+    try:
+        return _read_stats(path)
+    except (KeyError, ValueError, IndexError) as exc:
+        raise ValueError(f"memo file {path}: not a valid statistics file ({exc})") from exc
+
+
+def _read_stats(path: Path) -> SuffStats:
+    with np.load(path, allow_pickle=False) as data:
+        names = sorted(data.files)
+        fields: dict = {}
+        for name in names:
+            base, _, part = name.rpartition("__")
+            if not (base and f"{base}__cols" in data.files and part in _BLOCK_PARTS):
+                fields[name] = data[name]  # a plain statistic (whatever its name)
+            elif part == "cols" and f"{base}__rows" in data.files:
+                rows, shape = data[f"{base}__rows"], data[f"{base}__shape"]
+                fields[base] = SparseBlock(rows, data[name], data[f"{base}__values"], shape)
+            elif part == "cols":  # written by lsdask <= 0.1: dense values at a few columns
+                values = data[f"{base}__values"]
+                width = int(data[f"{base}__width"][0])
+                fields[base] = SparseBlock.from_columns(data[name], values, width)
+    return SuffStats(**fields)
+
+
+class DiskMemo:
+    """Per-batch statistics in files under ``folder``.
+
+    Parameters
+    ----------
+    folder : path
+        Holds ``b<batch>-<visit>.npz`` files.
+    n_batches : int
+    files : list of (str or None), optional
+        The file of each batch to start from (a resumed checkpoint's); those
+        files are *pinned*: kept until a later checkpoint no longer needs them.
+    """
+
+    def __init__(self, folder: str | os.PathLike, n_batches: int, files=None) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._files: list[str | None] = list(files) if files is not None else [None] * n_batches
+        if len(self._files) != n_batches:
+            raise ValueError(f"files lists {len(self._files)} batches; expected {n_batches}")
+        self._pinned: set[str] = {f for f in self._files if f is not None}
+        self._stamp = uuid.uuid4().hex[:8]
+        self._visits = 0
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def get(self, b: int) -> SuffStats | None:
+        name = self._files[b]
+        return None if name is None else load_stats(self.folder / name)
+
+    def has(self, b: int) -> bool:
+        return self._files[b] is not None
+
+    def put(self, b: int, stats: SuffStats) -> None:
+        self._visits += 1
+        name = f"b{b:06d}-{self._stamp}-{self._visits:08d}.npz"
+        save_stats(self.folder / name, stats)
+        old, self._files[b] = self._files[b], name
+        if old is not None and old not in self._pinned:
+            (self.folder / old).unlink(missing_ok=True)
+
+    def values(self) -> Iterator[SuffStats]:
+        return (load_stats(self.folder / f) for f in self._files if f is not None)
+
+    def files(self) -> list[str | None]:
+        return list(self._files)
+
+    def commit(self, still_needed: set[str] | None = None) -> None:
+        """Pin the current files (a checkpoint now refers to them) and delete
+        files that neither the current state nor ``still_needed`` refer to."""
+        keep = {f for f in self._files if f is not None} | (still_needed or set())
+        for path in self.folder.glob("b*.npz"):
+            if path.name not in keep:
+                path.unlink(missing_ok=True)
+        self._pinned = {f for f in self._files if f is not None}
