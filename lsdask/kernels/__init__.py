@@ -4,6 +4,12 @@ Every kernel is serial and ``nogil``: parallelism comes from Dask's worker
 processes and threads, never from numba's own thread pool.
 """
 
+# First, before any kernel module: numba picks a function's cache folder when
+# ``@numba.njit(cache=True)`` decorates it, and importing ``cache`` puts lsdask's
+# locator first (compiled kernels go to a per-user folder, never the package).
+from lsdask.kernels import cache  # noqa: F401
+
+# isort: split
 from lsdask.kernels.entropy import dense_entropy, sparse_entropy
 from lsdask.kernels.features import (
     csr_matmul,
