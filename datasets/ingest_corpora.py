@@ -3,13 +3,15 @@
 Writes, under ``--out``:
 
 * ``ap/``: the Associated Press corpus (LDA-C ``ap.dat`` + ``vocab.txt``),
-  imported as it is: 2,246 documents, 435,838 tokens, 10,473 words;
+  imported as it is;
 * ``20news/``: the 20 Newsgroups "bydate" training split, read from the
-  tar.gz (latin-1), tokenized with the default tokenizer (lower case, words
-  of two or more letters, English stopwords removed, mail headers kept) and
-  pruned with ``min_df=5``, ``max_df=0.5``;
+  tar.gz (latin-1), each post's mail header dropped, tokenized with the
+  default tokenizer (lower case, words of two or more letters, English
+  stopwords removed) and pruned with ``min_df=5``, ``max_df=0.5``;
 * ``20news-test/``: the test split over the training vocabulary (words the
   training split does not know are dropped and counted).
+
+It prints the summaries of the corpora written, as JSON.
 
 Example::
 
@@ -29,10 +31,12 @@ from typing import Any
 try:
     from lsdask.io import ingest
     from lsdask.io.corpus import Corpus
+    from lsdask.io.ingest import IngestSummary, TextIngestOptions
 except ImportError:  # run from a checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from lsdask.io import ingest
     from lsdask.io.corpus import Corpus
+    from lsdask.io.ingest import IngestSummary, TextIngestOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 NEWS_ARCHIVE = "20newsgroups/20news-bydate.tar.gz"
@@ -69,34 +73,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def convert_ap(shared: Path, out: Path, **options: Any) -> dict[str, Any]:
+def convert_ap(shared: Path, out: Path, **options: Any) -> IngestSummary:
     """Import the AP corpus (LDA-C) as it is."""
     ap = shared / "ap"
     return ingest.import_ldac(ap / "ap.dat", ap / "vocab.txt", out / "ap", **options)
 
 
-def convert_20news(shared: Path, out: Path, **options: Any) -> dict[str, dict[str, Any]]:
+def convert_20news(shared: Path, out: Path, **options: Any) -> dict[str, IngestSummary]:
     """Ingest the 20 Newsgroups train split, then the test split over its vocabulary."""
-    archive = shared / NEWS_ARCHIVE
-    train = ingest.ingest_text_folder(
-        archive,
-        out / "20news",
-        subset="20news-bydate-train/",
-        encoding="latin-1",
-        strip_headers=True,
-        min_df=5,
-        max_df=0.5,
-        **options,
-    )
-    test = ingest.ingest_text_folder(
-        archive,
-        out / "20news-test",
-        subset="20news-bydate-test/",
-        encoding="latin-1",
-        strip_headers=True,
-        vocab=Corpus.open(out / "20news"),
-        **options,
-    )
+    shared_options = TextIngestOptions(**options)
+
+    def split(name: str, subset: str, **vocabulary: Any) -> IngestSummary:
+        return ingest.ingest_text_folder(
+            shared / NEWS_ARCHIVE,
+            out / name,
+            subset=subset,
+            encoding="latin-1",
+            strip_headers=True,
+            options=shared_options,
+            **vocabulary,
+        )
+
+    train = split("20news", "20news-bydate-train/", min_df=5, max_df=0.5)
+    test = split("20news-test", "20news-bydate-test/", vocab=Corpus.open(out / "20news"))
     return {"20news": train, "20news-test": test}
 
 
@@ -110,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "overwrite": args.overwrite,
         "progress": False if args.no_progress else None,
     }
-    summaries: dict[str, Any] = {}
+    summaries: dict[str, IngestSummary] = {}
     try:
         if "ap" in args.only:
             summaries["ap"] = convert_ap(args.shared, args.out, **options)
@@ -118,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             summaries.update(convert_20news(args.shared, args.out, **options))
     except (OSError, ValueError) as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
-    print(json.dumps(summaries, indent=2))
+    print(json.dumps({name: dict(summary) for name, summary in summaries.items()}, indent=2))
     return 0
 
 

@@ -20,6 +20,9 @@ import pytest
 from lsdask.errors import DataError
 from lsdask.io.corpus import Corpus, read_all
 from lsdask.io.ingest import (
+    IngestOptions,
+    IngestSummary,
+    TextIngestOptions,
     import_ldac,
     import_uci,
     ingest_jsonl,
@@ -495,6 +498,109 @@ def test_pruning_options_with_an_imposed_vocabulary_are_refused(ldac, text_folde
     # the defaults (None) stand for 5 documents and half of them when a vocabulary is built
     with pytest.raises(ValueError, match=r"max_df=0\.5 allows .* 4 documents, but min_df=5"):
         ingest_text_folder(text_folder, tmp_path / "c")
+
+
+def test_options_as_one_object_or_as_keywords_give_the_same_corpus(text_folder, tmp_path):
+    options = TextIngestOptions(min_df=1, max_df=1.0, docs_per_row_group=3)
+    by_object = ingest_text_folder(text_folder, tmp_path / "a", options=options)
+    by_keywords = ingest_text_folder(text_folder, tmp_path / "b", docs_per_row_group=3, **ALL)
+    assert {**by_object, "path": None} == {**by_keywords, "path": None}
+    assert Corpus.open(tmp_path / "a").vocab == Corpus.open(tmp_path / "b").vocab
+    # keywords given beside the object replace its fields; the object is unchanged
+    ingest_text_folder(text_folder, tmp_path / "c", options=options, docs_per_row_group=2)
+    assert [b.n_docs for b in Corpus.open(tmp_path / "c").batches] == [2, 2]
+    assert options.docs_per_row_group == 3
+    with pytest.raises(
+        TypeError,
+        match=r"import_ldac\(\) takes options=IngestOptions\(\.\.\.\); got a TextIngestOptions",
+    ):
+        import_ldac(tmp_path / "x.dat", tmp_path / "v.txt", tmp_path / "d", options=options)
+
+
+def test_unknown_keywords_are_named_with_the_valid_ones(text_folder, ldac, tmp_path):
+    with pytest.raises(
+        TypeError,
+        match=r"^ingest_text_folder\(\) got an unexpected keyword argument 'min_dff' \(did you "
+        r"mean 'min_df'\?\); it takes path_or_tar, out_dir, subset, .*, min_df, .*tokenizer",
+    ):
+        ingest_text_folder(text_folder, tmp_path / "c", min_dff=1)
+    # bags of words are words already: no tokenizer
+    with pytest.raises(
+        TypeError, match=r"^import_ldac\(\) got an unexpected keyword .*'tokenizer'"
+    ):
+        import_ldac(*ldac, tmp_path / "c", tokenizer=Tokenizer())
+    with pytest.raises(TypeError, match=r"'id_columns' \(did you mean 'id_column'\?\)"):
+        ingest_table(tmp_path / "t.csv", tmp_path / "c", "text", id_columns="n")
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"min_df": -1}, r"min_df must be an int count of documents \(>= 0\).*got -1"),
+        ({"max_df": 1.5}, r"max_df must be an int count .* \[0, 1\]; got 1\.5"),
+        ({"max_df": True}, r"max_df must be .*; got True"),
+        ({"max_vocab": 0}, r"max_vocab must be a positive int or None; got 0"),
+        ({"vocab": ["a"], "max_vocab": 3}, r"^max_vocab prune a vocabulary .* Drop it, or"),
+    ],
+)
+def test_bad_options_are_refused_before_any_input_is_read(tmp_path, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        IngestOptions(**kwargs)
+    # the inputs do not exist: the options are checked first, for bags of words too
+    with pytest.raises(ValueError, match=match):
+        import_uci(tmp_path / "docword.txt", tmp_path / "vocab.txt", tmp_path / "c", **kwargs)
+    with pytest.raises(ValueError, match=match):
+        ingest_jsonl(tmp_path / "d.jsonl", tmp_path / "c", **kwargs)
+
+
+def test_option_keywords_agree_with_the_options_and_show_in_signatures():
+    import inspect
+    from dataclasses import fields
+
+    from lsdask.io.ingest.options import IngestKeywords, TextIngestKeywords
+
+    for keywords, options in ((IngestKeywords, IngestOptions),
+                              (TextIngestKeywords, TextIngestOptions)):  # fmt: skip
+        declared = {k: v.__forward_arg__ for k, v in keywords.__annotations__.items()}
+        assert declared == {f.name: f.type for f in fields(options)}
+        assert keywords.__optional_keys__ == set(declared)
+    takes = {ingest_text_folder: TextIngestOptions, ingest_jsonl: TextIngestOptions,
+             ingest_table: TextIngestOptions, import_ldac: IngestOptions,
+             import_uci: IngestOptions}  # fmt: skip
+    for function, options in takes.items():
+        params = inspect.signature(function).parameters
+        for f in fields(options):
+            assert params[f.name].kind is inspect.Parameter.KEYWORD_ONLY
+            assert params[f.name].default == f.default, (function.__name__, f.name)
+        assert "keywords" not in params and params["options"].default is None
+
+
+def test_summary_reads_as_attributes_and_as_a_mapping(ldac, tmp_path):
+    summary = import_ldac(*ldac, tmp_path / "c")
+    assert isinstance(summary, IngestSummary)
+    assert summary.n_docs == summary["n_docs"] == 4 and summary.get("missing") is None
+    assert list(summary)[:2] == ["path", "n_docs"] and len(summary) == 9
+    assert "vocab_imposed" in summary and "appended_part" not in summary
+    assert json.loads(json.dumps(dict(summary)))["n_tokens"] == 13
+    with pytest.raises(KeyError):
+        summary["nope"]
+    with pytest.raises(AttributeError):
+        summary.n_docs = 5  # type: ignore[misc]
+
+
+def test_appending_returns_the_corpus_and_the_part_added(text_folder, tmp_path):
+    from lsdask.jobs.ingest import AppendSummary, format_ingest_summary, run_ingest
+
+    ingest_text_folder(text_folder, tmp_path / "c", **ALL)
+    new = _write_jsonl(tmp_path / "new.jsonl", ['{"text": "apples and zebras"}'])
+    summary = run_ingest("jsonl", [new], tmp_path / "c", append=True, progress=False)
+    assert isinstance(summary, AppendSummary)
+    assert summary["path"] == str(Corpus.open(tmp_path / "c").path)
+    assert (summary.n_docs, summary.corpus_docs, summary.n_batches) == (1, 5, 1)
+    assert (summary.oov_tokens, summary.vocab_imposed) == (1, True)
+    assert list(summary)[-2:] == ["appended_part", "corpus_docs"]
+    assert "the corpus now holds 5 documents" in format_ingest_summary(summary)
 
 
 @pytest.mark.parametrize(

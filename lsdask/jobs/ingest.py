@@ -12,14 +12,22 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lsdask.io.ingest.common import IngestSummary
 from lsdask.jobs.wording import plural
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["INGEST_KINDS", "format_ingest_summary", "read_vocab_arg", "run_ingest"]
+__all__ = [
+    "INGEST_KINDS",
+    "AppendSummary",
+    "format_ingest_summary",
+    "read_vocab_arg",
+    "run_ingest",
+]
 
 #: ``lsdask ingest`` subcommands and the names of their positional inputs.
 INGEST_KINDS: dict[str, tuple[str, ...]] = {
@@ -29,6 +37,26 @@ INGEST_KINDS: dict[str, tuple[str, ...]] = {
     "ldac": ("dat_path", "vocab_path"),
     "uci": ("docword_path", "vocab_path"),
 }
+
+
+@dataclass(frozen=True, eq=False)
+class AppendSummary(IngestSummary):
+    """The summary of documents appended to a corpus (``run_ingest(append=True)``).
+
+    As :class:`~lsdask.io.ingest.common.IngestSummary`, for the documents
+    added, but ``path`` is the corpus appended to and ``n_batches`` the row
+    groups added.
+
+    Attributes
+    ----------
+    appended_part : str or None
+        The part file added; None when there were no documents.
+    corpus_docs : int
+        The documents of the corpus after the append.
+    """
+
+    appended_part: str | None
+    corpus_docs: int
 
 
 def read_vocab_arg(vocab: str | os.PathLike[str] | None) -> Any:
@@ -81,7 +109,7 @@ def run_ingest(
     vocab: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
     append: bool = False,
-) -> dict[str, Any]:
+) -> IngestSummary:
     """Ingest ``inputs`` into the corpus ``out_dir`` with the ``kind`` function.
 
     With ``append``, ``out_dir`` is an existing corpus that gains the documents
@@ -115,10 +143,9 @@ def run_ingest(
 
     Returns
     -------
-    dict
-        The ingest function's summary (``path``, ``n_docs``, ``n_tokens``,
-        ``vocab_size``, ``n_batches``, ``n_empty_docs``, ``oov_tokens``,
-        ``oov_types``).
+    IngestSummary
+        The ingest function's summary; an :class:`AppendSummary` with
+        ``append``.
     """
     from lsdask.io import ingest
 
@@ -153,7 +180,7 @@ def _append(
     kwargs: dict[str, Any],
     vocab: Any,
     progress: bool | None,
-) -> dict[str, Any]:
+) -> AppendSummary:
     """``run_ingest(..., append=True)``: ingest beside the corpus, then append."""
     from lsdask.io.atomic import remove_tree, temp_sibling
     from lsdask.io.corpus.store import Corpus
@@ -172,13 +199,11 @@ def _append(
         added = target.append_corpus(Corpus.open(staging), keep_ids=keep_ids)
     finally:
         remove_tree(staging)
-    summary.update(
-        path=str(target.path),
+    return AppendSummary(
+        **{**summary, "path": str(target.path), "n_batches": len(added)},
         appended_part=added[0].file if added else None,
         corpus_docs=target.n_docs,
-        n_batches=len(added),
     )
-    return summary
 
 
 def format_ingest_summary(summary: Mapping[str, Any]) -> str:

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Unpack
 
 import numpy as np
 
 from lsdask.errors import DataError
 from lsdask.io.corpus.batch import bad_count_message, first_bad_count
-from lsdask.io.corpus.store import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
 from lsdask.io.ingest.common import (
     READ_ERRORS,
-    PathLike,
-    VocabArg,
+    IngestSummary,
     _Bag,
     _BagSource,
     _existing_file,
@@ -28,6 +26,12 @@ from lsdask.io.ingest.common import (
     numbered_lines,
     open_input,
     read_error,
+)
+from lsdask.io.ingest.options import (
+    IngestKeywords,
+    IngestOptions,
+    PathLike,
+    option_keywords,
 )
 
 # --------------------------------------------------------------------------- bags of words
@@ -149,20 +153,15 @@ def _ldac_docs(path: Path, n_words: int) -> Iterator[_Bag]:
             yield _parse_ldac_line(line, f"{path}, line {lineno}", n_words)
 
 
+@option_keywords(IngestOptions)
 def import_ldac(
     dat_path: PathLike,
     vocab_path: PathLike,
     out_dir: PathLike,
     *,
-    vocab: VocabArg = None,
-    min_df: int | float | None = None,
-    max_df: int | float | None = None,
-    max_vocab: int | None = None,
-    docs_per_row_group: int = DEFAULT_DOCS_PER_ROW_GROUP,
-    docs_per_file: int = DEFAULT_DOCS_PER_FILE,
-    overwrite: bool = False,
-    progress: bool | None = None,
-) -> dict[str, Any]:
+    options: IngestOptions | None = None,
+    **keywords: Unpack[IngestKeywords],
+) -> IngestSummary:
     """Import an LDA-C corpus (Blei's lda-c format).
 
     Parameters
@@ -174,16 +173,12 @@ def import_ldac(
     vocab_path : str or os.PathLike
         One word per line.
     out_dir : str or os.PathLike
-    vocab : list of str, Corpus, corpus path, or None
-        Vocabulary to impose; words of ``vocab_path`` outside it are dropped
-        and counted. ``None`` keeps the file's vocabulary and ids.
-    min_df, max_df, max_vocab : optional
-        When any is given (and ``vocab`` is None), prune the file's vocabulary
-        by document frequency in an extra pass (see
-        :class:`~lsdask.io.ingest.words.VocabularyBuilder`; the kept words keep the
-        file's order). By default nothing is pruned.
-    docs_per_row_group, docs_per_file, overwrite, progress
-        As in :func:`ingest_text_folder`.
+    options : IngestOptions, optional
+    **keywords
+        The vocabulary options (by default the file's vocabulary is kept as
+        it is) and the output options of
+        :class:`~lsdask.io.ingest.options.IngestOptions`, as one object or
+        one by one.
 
     Raises
     ------
@@ -191,7 +186,11 @@ def import_ldac(
         Naming the file and line, when ``N`` differs from the number of pairs,
         a pair is malformed, an id is out of range or repeated, or a count is
         negative or not finite.
+    TypeError
+        For a keyword argument it does not take (a ``tokenizer``, say: the
+        file holds words already).
     """
+    options = IngestOptions.merge(options, keywords, import_ldac)
     dat = _existing_file(dat_path, "dat_path")
     vocab_file = _existing_file(vocab_path, "vocab_path")
     file_words = read_word_list(vocab_file)
@@ -199,14 +198,7 @@ def import_ldac(
     return _ingest_bags(
         _BagSource(lambda: _ldac_docs(dat, len(file_words)), file_words, info, f"LDA-C {dat}"),
         out_dir,
-        vocab=vocab,
-        min_df=min_df,
-        max_df=max_df,
-        max_vocab=max_vocab,
-        docs_per_row_group=docs_per_row_group,
-        docs_per_file=docs_per_file,
-        overwrite=overwrite,
-        progress=progress,
+        options,
     )
 
 
@@ -312,20 +304,15 @@ def _uci_bag(
     )
 
 
+@option_keywords(IngestOptions)
 def import_uci(
     docword_path: PathLike,
     vocab_path: PathLike,
     out_dir: PathLike,
     *,
-    vocab: VocabArg = None,
-    min_df: int | float | None = None,
-    max_df: int | float | None = None,
-    max_vocab: int | None = None,
-    docs_per_row_group: int = DEFAULT_DOCS_PER_ROW_GROUP,
-    docs_per_file: int = DEFAULT_DOCS_PER_FILE,
-    overwrite: bool = False,
-    progress: bool | None = None,
-) -> dict[str, Any]:
+    options: IngestOptions | None = None,
+    **keywords: Unpack[IngestKeywords],
+) -> IngestSummary:
     """Import a UCI bag-of-words corpus (``docword.*.txt`` and ``vocab.*.txt``).
 
     Parameters
@@ -337,9 +324,7 @@ def import_uci(
         has ``D`` documents and ``doc_id = docID - 1``.
     vocab_path : str or os.PathLike
         ``W`` words, one per line.
-    out_dir, vocab, min_df, max_df, max_vocab
-        As in :func:`import_ldac`.
-    docs_per_row_group, docs_per_file, overwrite, progress
+    out_dir, options, **keywords
         As in :func:`import_ldac`.
 
     Raises
@@ -349,6 +334,7 @@ def import_uci(
         of range, a document whose lines are not together, a repeated word, or
         a number of entries different from ``NNZ``.
     """
+    options = IngestOptions.merge(options, keywords, import_uci)
     docword = _existing_file(docword_path, "docword_path")
     vocab_file = _existing_file(vocab_path, "vocab_path")
     file_words = read_word_list(vocab_file)
@@ -356,12 +342,5 @@ def import_uci(
     return _ingest_bags(
         _BagSource(lambda: _uci_docs(docword, len(file_words)), file_words, info, f"UCI {docword}"),
         out_dir,
-        vocab=vocab,
-        min_df=min_df,
-        max_df=max_df,
-        max_vocab=max_vocab,
-        docs_per_row_group=docs_per_row_group,
-        docs_per_file=docs_per_file,
-        overwrite=overwrite,
-        progress=progress,
+        options,
     )

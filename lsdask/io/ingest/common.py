@@ -4,10 +4,12 @@ Used by the ingestion functions of :mod:`lsdask.io.ingest` (defined in
 :mod:`lsdask.io.ingest.text_files`, :mod:`lsdask.io.ingest.table` and
 :mod:`lsdask.io.ingest.bow`): the types of the common arguments, the imposed
 vocabulary (a list of words, a Corpus or a corpus path), the out-of-vocabulary
-bookkeeping of the writing pass, the summary and ``manifest["ingest"]``, and
-the two drivers: :func:`_ingest_texts` (two passes over raw text: document
-frequencies, then encode and write) and :func:`_ingest_bags` (bags of words,
-with an extra pass only when the file's vocabulary is pruned).
+bookkeeping of the writing pass, the :class:`IngestSummary` and
+``manifest["ingest"]``, and the two drivers, which take the functions' shared
+options as one :class:`~lsdask.io.ingest.options.IngestOptions`:
+:func:`_ingest_texts` (two passes over raw text: document frequencies, then
+encode and write) and :func:`_ingest_bags` (bags of words, with an extra pass
+only when the file's vocabulary is pruned).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import os
 import sys
 import zlib
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,7 @@ import numpy as np
 from lsdask.config import DEFAULT_MAX_DF, DEFAULT_MIN_DF
 from lsdask.errors import DataError
 from lsdask.io.corpus.store import Corpus, check_out_dir
+from lsdask.io.ingest.options import IngestOptions, PathLike, TextIngestOptions, VocabArg
 from lsdask.io.ingest.words import Tokenizer, VocabularyBuilder, encode, select_vocabulary
 
 logger = logging.getLogger(__name__)
@@ -37,8 +41,6 @@ logger = logging.getLogger(__name__)
 #: Document names are kept in the manifest only for corpora of fewer documents than this.
 MAX_NAMES_IN_MANIFEST = 100_000
 
-PathLike = str | os.PathLike[str]
-VocabArg = Sequence[str] | Corpus | PathLike | None
 #: ``(name, text)``; the name is the document's own integer id where the
 #: source has one (``_TextSource.ids``)
 _Doc = tuple[str | int | None, str]
@@ -176,19 +178,6 @@ def _imposed_vocab(vocab: Sequence[str] | Corpus | PathLike) -> tuple[list[str],
     return words, f"list of {len(words)} words"
 
 
-def _check_pruning(vocab: VocabArg, min_df: Any, max_df: Any, max_vocab: Any) -> None:
-    """With an imposed vocabulary the pruning options would do nothing: refuse them."""
-    given = [n for n, v in (("min_df", min_df), ("max_df", max_df), ("max_vocab", max_vocab))
-             if v is not None]  # fmt: skip
-    if vocab is not None and given:
-        raise ValueError(
-            f"{', '.join(given)} prune a vocabulary built from the data, but vocab= imposes "
-            "one as it is (--vocab or --append-to on the command line), so they would do "
-            "nothing. Drop "
-            f"{'it' if len(given) == 1 else 'them'}, or drop vocab to build a new vocabulary"
-        )
-
-
 def _opened(vocab: VocabArg) -> Sequence[str] | Corpus | None:
     """``vocab=`` with a corpus path opened once (its words and its tokenizer are
     both read from it)."""
@@ -283,18 +272,88 @@ def _number(x: float) -> int | float:
     return int(x) if float(x).is_integer() else float(x)
 
 
-def _report(corpus: Corpus, counts: _Counts, vocab_from: str) -> dict[str, Any]:
-    summary = {
-        "path": corpus.path,
-        "n_docs": corpus.n_docs,
-        "n_tokens": _number(corpus.n_tokens),
-        "vocab_size": corpus.vocab_size,
-        "n_batches": len(corpus.batches),
-        "n_empty_docs": counts.n_empty,
-        "oov_tokens": _number(counts.oov_tokens),
-        "oov_types": counts.oov_types,
-        "vocab_imposed": vocab_from.startswith("imposed"),
-    }
+@dataclass(frozen=True, eq=False)
+class IngestSummary(Mapping[str, Any]):
+    """What an ingestion function wrote.
+
+    Read as attributes (``summary.n_docs``) or as a read-only mapping
+    (``summary["n_docs"]``, ``dict(summary)`` for JSON), which compares equal
+    to a dict of the same items.
+
+    Attributes
+    ----------
+    path : str
+        The corpus directory.
+    n_docs, n_tokens, vocab_size, n_batches : int
+        The documents, tokens (a float where counts are fractional), words
+        and row groups of the corpus.
+    n_empty_docs : int
+        Documents left without words; they are written all the same.
+    oov_tokens, oov_types : int
+        The tokens dropped because their word is outside the vocabulary
+        (imposed, or pruned by ``min_df``, ``max_df`` and ``max_vocab``), and
+        how many distinct words they are.
+    vocab_imposed : bool
+        Whether the vocabulary was imposed (``vocab=``).
+    """
+
+    path: str
+    n_docs: int
+    n_tokens: int | float
+    vocab_size: int
+    n_batches: int
+    n_empty_docs: int
+    oov_tokens: int | float
+    oov_types: int
+    vocab_imposed: bool
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._names():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def _names(self) -> list[str]:
+        return [f.name for f in fields(self)]
+
+
+def _write_corpus(
+    out_dir: PathLike,
+    documents: Iterator[tuple[int, np.ndarray, np.ndarray]],
+    words: list[str],
+    ingest_info: Callable[[], dict[str, Any]],
+    options: IngestOptions,
+) -> Corpus:
+    """:meth:`Corpus.write` with the output options of an ingest."""
+    return Corpus.write(
+        out_dir,
+        documents,
+        words,
+        docs_per_row_group=options.docs_per_row_group,
+        docs_per_file=options.docs_per_file,
+        ingest_info=ingest_info,
+        overwrite=options.overwrite,
+    )
+
+
+def _report(corpus: Corpus, counts: _Counts, vocab_from: str) -> IngestSummary:
+    """The summary of a written corpus; what was dropped is logged."""
+    summary = IngestSummary(
+        path=corpus.path,
+        n_docs=corpus.n_docs,
+        n_tokens=_number(corpus.n_tokens),
+        vocab_size=corpus.vocab_size,
+        n_batches=len(corpus.batches),
+        n_empty_docs=counts.n_empty,
+        oov_tokens=_number(counts.oov_tokens),
+        oov_types=counts.oov_types,
+        vocab_imposed=vocab_from.startswith("imposed"),
+    )
     total = counts.oov_tokens + corpus.n_tokens
     share = 100.0 * counts.oov_tokens / total if total else 0.0
     logger.info(
@@ -376,31 +435,20 @@ def _check_distinct(ids: array, where: str) -> None:
 
 
 def _ingest_texts(
-    source: _TextSource,
-    out_dir: PathLike,
-    *,
-    tokenizer: Tokenizer | None,
-    vocab: VocabArg,
-    min_df: int | float,
-    max_df: int | float,
-    max_vocab: int | None,
-    docs_per_row_group: int,
-    docs_per_file: int,
-    overwrite: bool,
-    progress: bool | None,
-) -> dict[str, Any]:
+    source: _TextSource, out_dir: PathLike, options: TextIngestOptions
+) -> IngestSummary:
     """Two passes over raw text: document frequencies, then encode and write."""
-    check_out_dir(out_dir, overwrite)
-    _check_pruning(vocab, min_df, max_df, max_vocab)
-    vocab = _opened(vocab)
-    tokenizer = _tokenizer_for(tokenizer, vocab)
+    check_out_dir(out_dir, options.overwrite)
+    vocab = _opened(options.vocab)
+    tokenizer = _tokenizer_for(options.tokenizer, vocab)
+    progress = options.progress
     total: int | None = None
     own_ids = array("q")  # the documents' own ids (source.ids), checked distinct
     if vocab is None:
         builder = VocabularyBuilder(
-            DEFAULT_MIN_DF if min_df is None else min_df,
-            DEFAULT_MAX_DF if max_df is None else max_df,
-            max_vocab,
+            DEFAULT_MIN_DF if options.min_df is None else options.min_df,
+            DEFAULT_MAX_DF if options.max_df is None else options.max_df,
+            options.max_vocab,
         )
         for name, text in _progress(source.docs(), progress, "pass 1/2: counting words"):
             builder.add(tokenizer.tokens(text))
@@ -442,15 +490,8 @@ def _ingest_texts(
             _check_distinct(own_ids, source.where)
 
     extra = {"tokenizer": tokenizer.settings()}
-    corpus = Corpus.write(
-        out_dir,
-        documents(),
-        words,
-        docs_per_row_group=docs_per_row_group,
-        docs_per_file=docs_per_file,
-        ingest_info=lambda: _ingest_info(source.info, vocabulary, counts, extra),
-        overwrite=overwrite,
-    )
+    info = partial(_ingest_info, source.info, vocabulary, counts, extra)
+    corpus = _write_corpus(out_dir, documents(), words, info, options)
     return _report(corpus, counts, vocab_from)
 
 
@@ -468,18 +509,13 @@ class _BagSource:
 
 
 def _bag_vocabulary(
-    source: _BagSource,
-    vocab: VocabArg,
-    min_df: int | float | None,
-    max_df: int | float | None,
-    max_vocab: int | None,
-    progress: bool | None,
+    source: _BagSource, options: IngestOptions
 ) -> tuple[list[str], np.ndarray | None, dict[str, Any], str]:
     """The corpus words and the map from file word ids to them (None: identity)."""
     n_file = len(source.words)
-    _check_pruning(vocab, min_df, max_df, max_vocab)
-    if vocab is not None:
-        words, vocab_from = _imposed_vocab(vocab)
+    min_df, max_df, max_vocab = options.min_df, options.max_df, options.max_vocab
+    if options.vocab is not None:
+        words, vocab_from = _imposed_vocab(options.vocab)
         to_id = {w: i for i, w in enumerate(words)}
         id_map = np.array([to_id.get(w, -1) for w in source.words], dtype=np.int64)
         vocabulary = {"imposed": True, "from": vocab_from, "vocab_size": len(words)}
@@ -490,7 +526,7 @@ def _bag_vocabulary(
         return list(source.words), None, vocabulary, f"vocabulary of {vocab_file}"
     doc_freq = np.zeros(n_file, dtype=np.int64)
     n_docs = 0
-    for ids, _ in _progress(source.docs(), progress, "pass 1/2: counting words"):
+    for ids, _ in _progress(source.docs(), options.progress, "pass 1/2: counting words"):
         doc_freq[ids] += 1
         n_docs += 1
     keep, report = select_vocabulary(
@@ -508,27 +544,14 @@ def _bag_vocabulary(
     return [source.words[i] for i in keep], id_map, {"imposed": False, **report}, described
 
 
-def _ingest_bags(
-    source: _BagSource,
-    out_dir: PathLike,
-    *,
-    vocab: VocabArg,
-    min_df: int | float | None,
-    max_df: int | float | None,
-    max_vocab: int | None,
-    docs_per_row_group: int,
-    docs_per_file: int,
-    overwrite: bool,
-    progress: bool | None,
-) -> dict[str, Any]:
-    check_out_dir(out_dir, overwrite)
-    words, id_map, vocabulary, vocab_from = _bag_vocabulary(
-        source, vocab, min_df, max_df, max_vocab, progress
-    )
+def _ingest_bags(source: _BagSource, out_dir: PathLike, options: IngestOptions) -> IngestSummary:
+    """Bags of words over the file's vocabulary, imposed or pruned, written."""
+    check_out_dir(out_dir, options.overwrite)
+    words, id_map, vocabulary, vocab_from = _bag_vocabulary(source, options)
     counts = _Counts(oov_mask=np.zeros(len(source.words), dtype=bool), names=None)
 
     def documents() -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-        for i, (ids, cnt) in enumerate(_progress(source.docs(), progress, "writing")):
+        for i, (ids, cnt) in enumerate(_progress(source.docs(), options.progress, "writing")):
             if id_map is not None:
                 new = id_map[ids]
                 inside = new >= 0
@@ -543,13 +566,6 @@ def _ingest_bags(
         if counts.n_docs == 0:
             raise DataError(f"{source.where}: no documents found (the file has no document lines)")
 
-    corpus = Corpus.write(
-        out_dir,
-        documents(),
-        words,
-        docs_per_row_group=docs_per_row_group,
-        docs_per_file=docs_per_file,
-        ingest_info=lambda: _ingest_info(source.info, vocabulary, counts, {}),
-        overwrite=overwrite,
-    )
+    info = partial(_ingest_info, source.info, vocabulary, counts, {})
+    corpus = _write_corpus(out_dir, documents(), words, info, options)
     return _report(corpus, counts, vocab_from)

@@ -9,16 +9,14 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lsdask.errors import DataError
-from lsdask.io.corpus.store import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
 from lsdask.io.ingest.common import (
-    PathLike,
-    VocabArg,
+    IngestSummary,
     _Doc,
     _existing_file,
     _ingest_texts,
@@ -30,7 +28,12 @@ from lsdask.io.ingest.common import (
     numbered_lines,
     open_input,
 )
-from lsdask.io.ingest.words import Tokenizer
+from lsdask.io.ingest.options import (
+    PathLike,
+    TextIngestKeywords,
+    TextIngestOptions,
+    option_keywords,
+)
 
 
 def _missing_column(path: Path, column: str, names: list[str], option: str) -> DataError:
@@ -216,6 +219,7 @@ def _table_format(path: Path, fmt: str | None, delimiter: str | None) -> tuple[s
     return fmt, delimiter or default_delimiter
 
 
+@option_keywords(TextIngestOptions)
 def ingest_table(
     path: PathLike,
     out_dir: PathLike,
@@ -226,16 +230,9 @@ def ingest_table(
     delimiter: str | None = None,
     encoding: str = "utf-8",
     batch_rows: int = 10_000,
-    tokenizer: Tokenizer | None = None,
-    vocab: VocabArg = None,
-    min_df: int | float | None = None,
-    max_df: int | float | None = None,
-    max_vocab: int | None = None,
-    docs_per_row_group: int = DEFAULT_DOCS_PER_ROW_GROUP,
-    docs_per_file: int = DEFAULT_DOCS_PER_FILE,
-    overwrite: bool = False,
-    progress: bool | None = None,
-) -> dict[str, Any]:
+    options: TextIngestOptions | None = None,
+    **keywords: Unpack[TextIngestKeywords],
+) -> IngestSummary:
     """Ingest one text column of a CSV or Parquet table: one row, one document.
 
     Parameters
@@ -266,8 +263,8 @@ def ingest_table(
         file is split into lines before decoding): convert such files to UTF-8.
     batch_rows : int, default 10000
         Rows per Parquet read.
-    **other
-        As in :func:`ingest_text_folder`.
+    options, **keywords
+        As in :func:`~lsdask.io.ingest.ingest_text_folder`.
 
     Raises
     ------
@@ -275,6 +272,7 @@ def ingest_table(
         If the column is missing (naming the file and the available columns),
         is not a string column, or a CSV row is malformed (naming the line).
     """
+    options = TextIngestOptions.merge(options, keywords, ingest_table)
     p = _existing_file(path, "path")
     fmt, sep = _table_format(p, format, delimiter)
     if fmt == "csv":
@@ -296,16 +294,5 @@ def ingest_table(
             return _parquet_docs(files, text_column, batch_rows, id_column)
 
     info = {"format": fmt, "source": str(p), "text_column": text_column, "id_column": id_column}
-    return _ingest_texts(
-        _TextSource(docs, info, f"{fmt} table {p}", ids=id_column is not None),
-        out_dir,
-        tokenizer=tokenizer,
-        vocab=vocab,
-        min_df=min_df,
-        max_df=max_df,
-        max_vocab=max_vocab,
-        docs_per_row_group=docs_per_row_group,
-        docs_per_file=docs_per_file,
-        overwrite=overwrite,
-        progress=progress,
-    )
+    source = _TextSource(docs, info, f"{fmt} table {p}", ids=id_column is not None)
+    return _ingest_texts(source, out_dir, options)

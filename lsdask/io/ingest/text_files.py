@@ -16,13 +16,11 @@ import tarfile
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from lsdask.errors import DataError
-from lsdask.io.corpus.store import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP
 from lsdask.io.ingest.common import (
-    PathLike,
-    VocabArg,
+    IngestSummary,
     _Doc,
     _existing_file,
     _ingest_texts,
@@ -34,7 +32,12 @@ from lsdask.io.ingest.common import (
     numbered_lines,
     open_input,
 )
-from lsdask.io.ingest.words import Tokenizer
+from lsdask.io.ingest.options import (
+    PathLike,
+    TextIngestKeywords,
+    TextIngestOptions,
+    option_keywords,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +124,7 @@ def _without_headers(docs: Iterator[_Doc], strip: bool) -> Iterator[_Doc]:
         yield name, text
 
 
+@option_keywords(TextIngestOptions)
 def ingest_text_folder(
     path_or_tar: PathLike,
     out_dir: PathLike,
@@ -128,16 +132,9 @@ def ingest_text_folder(
     subset: str | None = None,
     encoding: str = "utf-8",
     strip_headers: bool = False,
-    tokenizer: Tokenizer | None = None,
-    vocab: VocabArg = None,
-    min_df: int | float | None = None,
-    max_df: int | float | None = None,
-    max_vocab: int | None = None,
-    docs_per_row_group: int = DEFAULT_DOCS_PER_ROW_GROUP,
-    docs_per_file: int = DEFAULT_DOCS_PER_FILE,
-    overwrite: bool = False,
-    progress: bool | None = None,
-) -> dict[str, Any]:
+    options: TextIngestOptions | None = None,
+    **keywords: Unpack[TextIngestKeywords],
+) -> IngestSummary:
     """Ingest a folder of text files, or a tar archive of them: one file, one document.
 
     Parameters
@@ -160,30 +157,18 @@ def ingest_text_folder(
         Drop everything up to the first blank line of each file: the mail or
         news headers (``From:``, ``Subject:``, ``Lines:``, ...) of posts such as
         20 Newsgroups', which otherwise become the most frequent "words".
-    tokenizer : Tokenizer, optional
-        Default ``Tokenizer()`` (lower case, words of >= 2 letters, English
-        stopwords removed); with ``vocab`` a corpus, the tokenizer that corpus
-        was ingested with (recorded in its manifest), so that new documents
-        are cut into words as its own were. A tokenizer given that differs from
-        the corpus's is used, with a warning.
-    vocab : list of str, Corpus, corpus path, or None
-        Vocabulary to impose; ``None`` builds one from the data with
-        ``min_df``, ``max_df`` and ``max_vocab`` (see
-        :class:`~lsdask.io.ingest.words.VocabularyBuilder`).
-    min_df, max_df, max_vocab
-        Vocabulary pruning when ``vocab`` is None; ``None`` means
-        :data:`~lsdask.config.DEFAULT_MIN_DF` (5 documents),
-        :data:`~lsdask.config.DEFAULT_MAX_DF` (half of them) and no cap. With
-        ``vocab`` they must be None: an imposed vocabulary is taken as it is.
-    docs_per_row_group, docs_per_file, overwrite
-        As in :meth:`Corpus.write <lsdask.io.corpus.Corpus.write>`.
-    progress : bool or None
-        Show tqdm progress bars; ``None`` shows them only when stderr is a terminal.
+    options : TextIngestOptions, optional
+        The tokenizer, vocabulary and output options as one object.
+    **keywords
+        The same options one by one, replacing those of ``options``:
+        ``tokenizer``, ``vocab``, ``min_df``, ``max_df``, ``max_vocab``,
+        ``docs_per_row_group``, ``docs_per_file``, ``overwrite`` and
+        ``progress``, as in :class:`~lsdask.io.ingest.options.TextIngestOptions`.
 
     Returns
     -------
-    dict
-        The summary (see the module docstring). Document ``doc_id`` is its
+    IngestSummary
+        The corpus written and what was dropped. Document ``doc_id`` is its
         running index; relative file names are kept in
         ``manifest["ingest"]["doc_names"]`` when there are fewer than 100,000.
 
@@ -194,7 +179,10 @@ def ingest_text_folder(
     DataError
         If no file matches, a file is not text in ``encoding``, or the archive
         cannot be read.
+    TypeError
+        For a keyword argument it does not take.
     """
+    options = TextIngestOptions.merge(options, keywords, ingest_text_folder)
     path = _existing_file(path_or_tar, "path_or_tar")
     check_encoding(encoding)
     seen: set[str] = set()
@@ -228,19 +216,7 @@ def ingest_text_folder(
         "encoding": encoding,
         "strip_headers": strip_headers,
     }
-    return _ingest_texts(
-        _TextSource(docs, info, f"{kind} {path}", hint),
-        out_dir,
-        tokenizer=tokenizer,
-        vocab=vocab,
-        min_df=min_df,
-        max_df=max_df,
-        max_vocab=max_vocab,
-        docs_per_row_group=docs_per_row_group,
-        docs_per_file=docs_per_file,
-        overwrite=overwrite,
-        progress=progress,
-    )
+    return _ingest_texts(_TextSource(docs, info, f"{kind} {path}", hint), out_dir, options)
 
 
 def _record_text(record: Any, fields: Sequence[str], where: str) -> str | None:
@@ -318,22 +294,16 @@ def _jsonl_docs(path: Path, fields: Sequence[str], id_field: str | None) -> Iter
         logger.warning("%s: %d of %d records have none of %s", path, n_without, n_records, fields)
 
 
+@option_keywords(TextIngestOptions)
 def ingest_jsonl(
     path: PathLike,
     out_dir: PathLike,
     text_fields: Sequence[str] = ("title", "abstract", "text"),
     *,
     id_field: str | None = None,
-    tokenizer: Tokenizer | None = None,
-    vocab: VocabArg = None,
-    min_df: int | float | None = None,
-    max_df: int | float | None = None,
-    max_vocab: int | None = None,
-    docs_per_row_group: int = DEFAULT_DOCS_PER_ROW_GROUP,
-    docs_per_file: int = DEFAULT_DOCS_PER_FILE,
-    overwrite: bool = False,
-    progress: bool | None = None,
-) -> dict[str, Any]:
+    options: TextIngestOptions | None = None,
+    **keywords: Unpack[TextIngestKeywords],
+) -> IngestSummary:
     """Ingest JSON lines (UTF-8, optionally ``.gz``): one object per line, one document.
 
     The text of a document is its ``text_fields`` that are present (strings,
@@ -350,6 +320,7 @@ def ingest_jsonl(
         number), a text field that is not a string, or when no record has any
         of ``text_fields``.
     """
+    options = TextIngestOptions.merge(options, keywords, ingest_jsonl)
     p = _existing_file(path, "path")
     fields = [text_fields] if isinstance(text_fields, str) else list(text_fields)
     if not fields:
@@ -363,13 +334,5 @@ def ingest_jsonl(
             ids=id_field is not None,
         ),
         out_dir,
-        tokenizer=tokenizer,
-        vocab=vocab,
-        min_df=min_df,
-        max_df=max_df,
-        max_vocab=max_vocab,
-        docs_per_row_group=docs_per_row_group,
-        docs_per_file=docs_per_file,
-        overwrite=overwrite,
-        progress=progress,
+        options,
     )
