@@ -396,3 +396,51 @@ def test_a_stopped_run_resumed_with_no_laps_left_says_so(tmp_path, rng, caplog):
     with caplog.at_level(logging.WARNING, logger="lsdask"):
         assert lsdask.GaussianMixture(3, n_laps=5, resume=True, **kw).fit(X).n_laps_ == 5
     assert "no lap is left" not in caplog.text
+
+
+def test_resume_takes_plain_settings_not_an_estimator(tmp_path, rng):
+    """open_resume reads the checkpoint folder, the resume flag and the fit's
+    settings from plain values, and refuses what the checkpoint cannot continue."""
+    from lsdask.persist.resume import CheckpointSettings, open_resume
+
+    X = _heavy_tailed(rng, n=300)
+    ckpt = str(tmp_path / "c")
+    kw = dict(client="sync", random_state=0, batch_size=100)
+    lsdask.GaussianMixture(3, n_laps=1, checkpoint_dir=ckpt, **kw).fit(X)
+    params = {
+        "estimator": "GaussianMixture", "n_components": 3, "sparsity": None,
+        "batches_per_update": None, "alpha": 1.0, "vocabulary_sha256": None,
+    }  # fmt: skip
+    asked = {"class": "ZeroMeanGaussian", "dim": X.shape[1]}
+    resumed = open_resume(CheckpointSettings(ckpt, True, params), asked)
+    assert resumed["model"].n_components == 3 and resumed["state"].lap == 1
+    with pytest.raises(ValueError, match="was written by GaussianMixture, not LDA"):
+        open_resume(CheckpointSettings(ckpt, True, {**params, "estimator": "LDA"}), asked)
+    with pytest.raises(ValueError, match=r"has n_components=3; got n_components=4"):
+        open_resume(CheckpointSettings(ckpt, True, {**params, "n_components": 4}), asked)
+    with pytest.raises(ValueError, match=r"holds a model with dim 4 \(asked 5\)"):
+        open_resume(CheckpointSettings(ckpt, True, params), {**asked, "dim": 5})
+    with pytest.raises(ValueError, match=r"checkpoint_dir needs algorithm='memo'.*got 'svi'"):
+        open_resume(CheckpointSettings(ckpt, True, params, algorithm="svi"), asked)
+    with pytest.raises(ValueError, match=r"checkpoint_dir needs n_init=1; got 2"):
+        open_resume(CheckpointSettings(ckpt, True, params, n_init=2), asked)
+    assert open_resume(CheckpointSettings(None, False, params), asked) is None
+
+
+def test_the_old_module_path_still_works_and_warns():
+    import importlib
+    import sys
+
+    from lsdask.persist import checkpoint
+
+    with pytest.warns(DeprecationWarning, match=r"lsdask.checkpoint is deprecated"):
+        if "lsdask.checkpoint" in sys.modules:
+            old = importlib.reload(sys.modules["lsdask.checkpoint"])
+        else:
+            old = importlib.import_module("lsdask.checkpoint")
+    # the names the module had before it moved
+    old_names = ("CheckpointDir", "FORMAT", "VERSION", "DiskMemo", "load_stats", "save_stats",
+                 "DataError", "LearnState", "SuffStats")  # fmt: skip
+    for name in old_names:
+        assert getattr(old, name) is getattr(checkpoint, name), name
+    assert old.FORMAT == "lsdask-checkpoint"

@@ -226,3 +226,66 @@ def test_load_vocab_of_wrong_size(saved: Path) -> None:
     (saved / "vocab.txt").write_text("a\nb\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"vocab.txt has 2 words but the model has V=25"):
         load_lda(saved)
+
+
+# one package for every kind: state, registry, generic save and load ------------
+
+
+def test_state_is_plain_data_and_rebuilds_the_model(fitted: lsdask.LDA, bars) -> None:
+    """The estimator hands persist plain values (JSON-able parameters, named
+    arrays, word lists) and is rebuilt from them without any file."""
+    from lsdask.persist.registry import entry, kind_of
+
+    assert kind_of(fitted) == "lda"
+    found = entry("lda")
+    state = found.get_state(fitted)
+    assert state.kind == "lda" and state.texts == {"vocabulary": VOCAB}
+    assert all(isinstance(a, np.ndarray) for a in state.arrays.values())
+    json.dumps({k: v for k, v in state.params.items() if k != "client"})
+    json.dumps([state.fitted, state.info])
+    rebuilt = found.from_state(found.cls, state, "sync")
+    _assert_same(fitted, rebuilt, bars[1])
+    assert not rebuilt.components_.flags.writeable
+
+
+def test_save_model_and_load_model_dispatch_on_the_kind(fitted: lsdask.LDA, bars, tmp_path):
+    from lsdask.persist import load_model, save_model
+
+    path = save_model(fitted, tmp_path / "lda")
+    assert json.loads((path / "params.json").read_text())["format"] == "lsdask-lda"
+    _assert_same(fitted, load_model(path, client="sync"), bars[1])
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    gmm = lsdask.GaussianMixture(2, n_laps=2, client="sync", random_state=0).fit(X)
+    loaded = load_model(save_model(gmm, tmp_path / "gmm"))
+    assert isinstance(loaded, lsdask.GaussianMixture)
+    np.testing.assert_array_equal(loaded.predict(X), gmm.predict(X))
+    # a folder saved by the kind's own function loads too
+    assert isinstance(load_model(save_lda(fitted, tmp_path / "own")), lsdask.LDA)
+
+
+def test_save_model_and_load_model_errors(tmp_path: Path) -> None:
+    from lsdask.persist import load_model, save_model
+    from lsdask.persist.registry import entry
+
+    with pytest.raises(TypeError, match=r"cannot save a MultinomialMixture; lsdask saves LDA, "):
+        save_model(lsdask.MultinomialMixture(2), tmp_path / "m")
+    with pytest.raises(FileNotFoundError, match=r"no lsdask model at '.*nowhere': params.json"):
+        load_model(tmp_path / "nowhere")
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "params.json").write_text('{"format": "lsdask-hdp", "version": 1}')
+    with pytest.raises(ValueError, match=r"has format 'lsdask-hdp'; this lsdask reads \['lsdask-g"):
+        load_model(tmp_path / "odd")
+    with pytest.raises(LookupError, match=r"no estimator is registered for models of kind 'hdp'"):
+        entry("hdp")
+
+
+def test_a_fitted_lda_pickles_and_unpickles_with_the_same_outputs(fitted, bars) -> None:
+    """The estimator classes stay where pickles of fitted models name them."""
+    import pickle
+
+    blob = pickle.dumps(fitted)
+    assert b"lsdask.estimators.lda" in blob
+    copy = pickle.loads(blob)
+    assert type(copy) is lsdask.LDA
+    _assert_same(fitted, copy, bars[1])
+    assert copy.vocabulary_ == VOCAB

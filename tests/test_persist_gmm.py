@@ -60,3 +60,46 @@ def test_bad_targets_and_folders(X, tmp_path):
         ValueError, match=r"not an lsdask GaussianMixture model \(format 'lsdask-lda'"
     ):
         load_gmm(tmp_path / "lda")
+
+
+def test_a_fitted_mixture_pickles_and_unpickles_with_the_same_outputs(X):
+    """The estimator classes stay where pickles of fitted models name them."""
+    import pickle
+
+    model = lsdask.GaussianMixture(3, sparsity=2, n_laps=2, client="sync", random_state=0)
+    model.fit(X)
+    blob = pickle.dumps(model)
+    assert b"lsdask.estimators.gaussian" in blob
+    copy = pickle.loads(blob)
+    assert type(copy) is lsdask.GaussianMixture
+    assert (model.predict_proba(X) != copy.predict_proba(X)).nnz == 0
+    assert copy.score(X) == model.score(X)
+    np.testing.assert_array_equal(copy.means_, model.means_)
+
+
+def test_the_old_module_path_still_works_and_warns():
+    import importlib
+    import sys
+
+    with pytest.warns(DeprecationWarning, match=r"lsdask.persist_gmm is deprecated"):
+        if "lsdask.persist_gmm" in sys.modules:
+            old = importlib.reload(sys.modules["lsdask.persist_gmm"])
+        else:
+            old = importlib.import_module("lsdask.persist_gmm")
+    assert (old.save_gmm, old.load_gmm) == (save_gmm, load_gmm)
+    assert (old.FORMAT, old.VERSION) == ("lsdask-gmm", 1)
+
+
+def test_a_file_that_names_an_unknown_posterior_is_refused(X, tmp_path):
+    import json
+
+    model = lsdask.GaussianMixture(2, n_laps=1, client="sync", random_state=0).fit(X)
+    path = save_gmm(model, tmp_path / "m")
+    meta = json.loads((path / "params.json").read_text())
+    (path / "params.json").write_text(json.dumps({**meta, "posterior": "os.system"}))
+    with pytest.raises(ValueError, match=r"model '.*m': unknown posterior 'os.system'"):
+        load_gmm(path)
+    meta["params"]["n_components"] = 5
+    (path / "params.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"params.json says n_components=5 but the model has K=2"):
+        load_gmm(path)

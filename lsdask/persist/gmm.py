@@ -1,4 +1,4 @@
-"""Save a fitted :class:`lsdask.GaussianMixture` to a directory and load it back, exactly.
+"""Save a fitted Gaussian mixture to a directory and load it back, exactly.
 
 A model directory holds::
 
@@ -13,43 +13,36 @@ The posterior is stored field by field, as it is (float64, read with
 attributes of the loaded model equal the saved one's, whichever algorithm
 fitted it. :func:`save_gmm` writes under a temporary sibling directory and
 renames it into place at the end.
+
+This module knows the files; the estimator registered for :data:`KIND`
+(:mod:`lsdask.persist.registry`) turns a fitted model into a
+:class:`~lsdask.persist.registry.ModelState` and back.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from lsdask.estimators.params import read_only
-from lsdask.persist.lda import (
-    NOT_SAVED,
+from lsdask.persist.model_config import MIXTURE_POSTERIORS
+from lsdask.persist.model_dir import (
     PARAMS_NAME,
-    TRACE_FIELDS,
-    _json_value,
     check_save_target,
     read_arrays,
     read_meta,
+    saved_params,
     write_model_dir,
 )
+from lsdask.persist.registry import ModelState, entry
 
-__all__ = ["FORMAT", "load_gmm", "save_gmm"]
+__all__ = ["FORMAT", "KIND", "VERSION", "load_gmm", "save_gmm"]
 
+#: The registry kind of a Gaussian mixture.
+KIND = "gmm"
 #: Value of ``params.json["format"]``.
 FORMAT = "lsdask-gmm"
 VERSION = 1
-_TRACES = ("elbo_trace_", *TRACE_FIELDS)
-
-
-def _posterior_classes() -> dict[str, type]:
-    from lsdask.models.diag_gaussian import NormalGammaPosterior
-    from lsdask.models.full_gaussian import NormalWishartPosterior
-    from lsdask.models.zero_mean_gaussian import WishartPosterior
-
-    return {c.__name__: c for c in (WishartPosterior, NormalGammaPosterior, NormalWishartPosterior)}
 
 
 def save_gmm(model: Any, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
@@ -66,42 +59,62 @@ def save_gmm(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
     ValueError
         If a parameter cannot be stored as JSON (e.g. a Generator as ``random_state``).
     """
-    from lsdask import GaussianMixture
-    from lsdask.persist.model_config import model_to_config
+    found = entry(KIND)
+    if not isinstance(model, found.cls):
+        raise TypeError(
+            f"save_gmm saves an lsdask.{found.cls.__name__}; got {type(model).__name__}"
+        )
+    return write_gmm(found.get_state(model), path, overwrite=overwrite)
 
-    if not isinstance(model, GaussianMixture):
-        raise TypeError(f"save_gmm saves an lsdask.GaussianMixture; got {type(model).__name__}")
-    model._check_fitted()
+
+def write_gmm(state: ModelState, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+    """Write the state of a Gaussian mixture (see :func:`save_gmm`) to ``path``."""
     out = Path(path)
     check_save_target(out, overwrite)
-    params = {  # the fit's (set_params may have changed them since)
-        name: _json_value(name, value)
-        for name, value in model._params_as_fitted().items()
-        if name not in NOT_SAVED
-    }
-    obs = model.posterior_.obs
-    arrays = {"theta": model.posterior_.theta, "elogpi": model.posterior_.elogpi}
-    for field in dataclasses.fields(obs):
-        value = getattr(obs, field.name)
-        if value is not None:
-            arrays[f"obs_{field.name}"] = np.asarray(value)
-    for name in _TRACES:
-        if hasattr(model, name):
-            arrays[name] = np.asarray(getattr(model, name))
     meta = {
         "format": FORMAT,
         "version": VERSION,
-        "params": params,
-        "model": model_to_config(model.model_),
-        "posterior": type(obs).__name__,
+        "params": saved_params(state.params),  # the fit's (set_params may have changed them since)
+        "model": state.info["model"],
+        "posterior": state.info["posterior"],
         "fitted": {
-            "n_features_in_": int(model.n_features_in_),
-            "n_laps_": int(model.n_laps_),
-            "converged_": bool(model.converged_),
+            "n_features_in_": int(state.fitted["n_features_in_"]),
+            "n_laps_": int(state.fitted["n_laps_"]),
+            "converged_": bool(state.fitted["converged_"]),
         },
     }
-    write_model_dir(out, meta, arrays, overwrite)
+    write_model_dir(out, meta, state.arrays, overwrite)
     return out
+
+
+def read_gmm(path: str | os.PathLike[str]) -> ModelState:
+    """The state of the Gaussian mixture saved at ``path`` (see :func:`load_gmm`)."""
+    root = Path(path)
+    where = f"model {str(root)!r}"
+    if not (root / PARAMS_NAME).is_file():
+        raise FileNotFoundError(
+            f"no GaussianMixture model at {str(root)!r}: {PARAMS_NAME} is missing (save one "
+            "with lsdask.persist.save_gmm)"
+        )
+    meta = read_meta(root, FORMAT, VERSION, "GaussianMixture")
+    if meta.get("posterior") not in MIXTURE_POSTERIORS:
+        raise ValueError(f"{where}: unknown posterior {meta.get('posterior')!r}")
+    arrays = read_arrays(root)
+    config, params = meta.get("model"), meta.get("params")
+    K = config.get("n_components") if isinstance(config, dict) else None
+    theta = arrays.get("theta")
+    if isinstance(K, int) and theta is not None and theta.shape != (K,):
+        raise ValueError(f"{where}: theta has shape {theta.shape}, expected ({K},)")
+    n = params.get("n_components") if isinstance(params, dict) else None
+    if isinstance(K, int) and isinstance(n, int) and n != K:
+        raise ValueError(f"{where}: {PARAMS_NAME} says n_components={n} but the model has K={K}")
+    return ModelState(
+        kind=KIND,
+        params=params,
+        fitted=meta.get("fitted", {}),
+        arrays=arrays,
+        info={"model": config, "posterior": meta["posterior"]},
+    )
 
 
 def load_gmm(path: str | os.PathLike[str], *, client: Any = None) -> Any:
@@ -117,44 +130,10 @@ def load_gmm(path: str | os.PathLike[str], *, client: Any = None) -> Any:
         If a file is corrupt, not a GaussianMixture model, or its parts do not
         belong together (the message names the path and the file).
     """
-    from lsdask import GaussianMixture
-    from lsdask.models.mixture import MixtureGlobals
-    from lsdask.persist.model_config import model_from_config
-
     root = Path(path)
-    where = f"model {str(root)!r}"
-    if not (root / PARAMS_NAME).is_file():
-        raise FileNotFoundError(
-            f"no GaussianMixture model at {str(root)!r}: {PARAMS_NAME} is missing (save one "
-            "with lsdask.persist.save_gmm)"
-        )
-    meta = read_meta(root, FORMAT, VERSION, "GaussianMixture")
-    classes = _posterior_classes()
-    if meta.get("posterior") not in classes:
-        raise ValueError(f"{where}: unknown posterior {meta.get('posterior')!r}")
-    arrays = read_arrays(root)
-    cls = classes[meta["posterior"]]
+    state = read_gmm(root)
+    found = entry(KIND)
     try:
-        obs = cls(**{f.name: arrays.get(f"obs_{f.name}") for f in dataclasses.fields(cls)})
-        globals_ = MixtureGlobals(arrays["theta"], arrays["elogpi"], obs)
-        model = model_from_config(meta["model"])
-        estimator = GaussianMixture(**meta["params"]).set_params(client=client)
-        estimator._check_common_params()
+        return found.from_state(found.cls, state, client)
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: the files do not make a model ({exc})") from exc
-    K = int(meta["model"]["n_components"])
-    if globals_.theta.shape != (K,) or estimator.n_components != K:
-        raise ValueError(f"{where}: theta has shape {globals_.theta.shape}, expected ({K},)")
-    estimator.model_ = model
-    estimator.posterior_ = globals_
-    estimator.weights_ = read_only(model.allocation.mean_weights(globals_.theta))
-    estimator._record_fit_params()
-    for name in _TRACES:
-        if name in arrays:
-            setattr(estimator, name, arrays[name])
-    fitted = meta.get("fitted", {})
-    estimator.n_features_in_ = int(fitted["n_features_in_"])
-    estimator.n_laps_ = int(fitted["n_laps_"])
-    estimator.converged_ = bool(fitted["converged_"])
-    estimator._set_fitted(model)
-    return estimator
+        raise ValueError(f"model {str(root)!r}: the files do not make a model ({exc})") from exc

@@ -1,8 +1,10 @@
-"""Models as plain JSON-able dictionaries, for checkpoints and saved models.
+"""Models as plain data, for checkpoints and saved models.
 
 A model's configuration (including data-derived prior settings such as a
-prior mean) must come back exactly on resume, or the resumed objective would
-differ: floats go through ``repr`` in JSON, which round-trips exactly.
+prior mean) becomes a JSON-able dictionary and must come back exactly on
+resume, or the resumed objective would differ: floats go through ``repr`` in
+JSON, which round-trips exactly. A mixture's posterior becomes named arrays,
+field by field, so that a saved mixture predicts exactly as the fitted one.
 """
 
 from __future__ import annotations
@@ -12,16 +14,22 @@ from typing import Any
 
 import numpy as np
 
-from lsdask.models.diag_gaussian import DiagGaussian
-from lsdask.models.full_gaussian import FullGaussian
+from lsdask.models.diag_gaussian import DiagGaussian, NormalGammaPosterior
+from lsdask.models.full_gaussian import FullGaussian, NormalWishartPosterior
 from lsdask.models.lda import LDAModel, LocalStepOptions
-from lsdask.models.mixture import MixtureModel
+from lsdask.models.mixture import MixtureGlobals, MixtureModel
 from lsdask.models.multinomial import Multinomial
-from lsdask.models.zero_mean_gaussian import ZeroMeanGaussian
+from lsdask.models.zero_mean_gaussian import WishartPosterior, ZeroMeanGaussian
 
 _OBSERVATIONS = {
     cls.__name__: cls for cls in (ZeroMeanGaussian, FullGaussian, DiagGaussian, Multinomial)
 }
+#: the observation posteriors a saved mixture may hold, by class name (a saved
+#: model names one of these; nothing else is instantiated from a file)
+_POSTERIORS = {
+    cls.__name__: cls for cls in (WishartPosterior, NormalGammaPosterior, NormalWishartPosterior)
+}
+MIXTURE_POSTERIORS = tuple(_POSTERIORS)
 
 
 def _plain(value: Any) -> Any:
@@ -78,3 +86,27 @@ def model_from_config(config: dict[str, Any]) -> Any:
         params = {k: v for k, v in config.items() if k not in ("kind", "options")}
         return LDAModel(**params, options=LocalStepOptions(**config["options"]))
     raise ValueError(f"unknown model kind {kind!r} in configuration")
+
+
+def posterior_to_arrays(posterior: MixtureGlobals) -> tuple[str, dict[str, np.ndarray]]:
+    """A mixture's posterior as the class name of its observation posterior and
+    named arrays: ``theta``, ``elogpi`` and ``obs_<field>`` for every field of
+    the observation posterior that is set."""
+    obs = posterior.obs
+    if type(obs).__name__ not in _POSTERIORS:
+        raise TypeError(f"no array form for the posterior {type(obs).__name__}")
+    arrays = {"theta": posterior.theta, "elogpi": posterior.elogpi}
+    for field in dataclasses.fields(obs):
+        value = getattr(obs, field.name)
+        if value is not None:
+            arrays[f"obs_{field.name}"] = np.asarray(value)
+    return type(obs).__name__, arrays
+
+
+def posterior_from_arrays(name: str, arrays: dict[str, np.ndarray]) -> MixtureGlobals:
+    """Rebuild a posterior written by :func:`posterior_to_arrays`."""
+    if name not in _POSTERIORS:
+        raise ValueError(f"unknown posterior {name!r}; expected one of {list(_POSTERIORS)}")
+    cls = _POSTERIORS[name]
+    obs = cls(**{f.name: arrays.get(f"obs_{f.name}") for f in dataclasses.fields(cls)})
+    return MixtureGlobals(arrays["theta"], arrays["elogpi"], obs)

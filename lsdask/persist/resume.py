@@ -1,10 +1,16 @@
-"""Checkpointing for estimators: the checkpoint folder, resuming, and stopping
-cleanly on SIGINT/SIGTERM."""
+"""Checkpointing a fit: the checkpoint folder, resuming, and stopping cleanly
+on SIGINT/SIGTERM.
+
+A fit describes what it asks of its checkpoint folder with plain values (a
+:class:`CheckpointSettings`); the estimators make one from their parameters.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -19,25 +25,56 @@ from lsdask.persist.model_config import model_from_config, model_to_config
 logger = logging.getLogger(__name__)
 
 
-def open_resume(estimator: Any, asked: dict[str, Any]) -> dict[str, Any] | None:
-    """The checkpoint to resume from, or None for a fresh run; one whose
-    model differs from ``asked`` (see :func:`check_resumed_model`) is refused.
+@dataclasses.dataclass(frozen=True)
+class CheckpointSettings:
+    """What a fit asks of its checkpoint folder.
+
+    Attributes
+    ----------
+    folder : str, os.PathLike or None
+        The checkpoint folder (the ``checkpoint_dir`` parameter); None
+        writes no checkpoints.
+    resume : bool
+        Continue the latest checkpoint in ``folder`` (a fresh start if it
+        holds none).
+    params : dict
+        The fit's settings, JSON-able, written into every checkpoint and
+        compared with a resumed one's: ``estimator`` (the class name),
+        ``n_components``, ``sparsity``, ``batches_per_update``, ``alpha`` and
+        ``vocabulary_sha256`` (the words of an LDA fit's vocabulary, or None).
+    algorithm : str
+        The learning algorithm; checkpoints need ``"memo"``.
+    n_init : int
+        Initializations; checkpoints need one.
+    """
+
+    folder: str | os.PathLike[str] | None
+    resume: bool
+    params: dict[str, Any]
+    algorithm: str = "memo"
+    n_init: int = 1
+
+
+def open_resume(settings: CheckpointSettings, asked: dict[str, Any]) -> dict[str, Any] | None:
+    """The checkpoint to resume from, or None for a fresh run; one written by
+    another estimator or number of components, or whose model differs from
+    ``asked`` (see :func:`check_resumed_model`), is refused.
 
     ``resume=True`` on an empty folder starts fresh (so a scheduled job can
     always pass it); ``resume=False`` refuses a folder that already holds a
     checkpoint rather than silently overwriting it.
     """
-    if estimator.checkpoint_dir is None:
-        if estimator.resume:
+    if settings.folder is None:
+        if settings.resume:
             raise ValueError("resume=True needs checkpoint_dir: the folder to resume from")
         return None
-    if estimator.algorithm != "memo":
+    if settings.algorithm != "memo":
         raise ValueError(
-            f"checkpoint_dir needs algorithm='memo' (memoized VI); got {estimator.algorithm!r}"
+            f"checkpoint_dir needs algorithm='memo' (memoized VI); got {settings.algorithm!r}"
         )
-    if estimator.n_init != 1:
-        raise ValueError(f"checkpoint_dir needs n_init=1; got {estimator.n_init}")
-    root = Path(estimator.checkpoint_dir)
+    if settings.n_init != 1:
+        raise ValueError(f"checkpoint_dir needs n_init=1; got {settings.n_init}")
+    root = Path(settings.folder)
     if root.exists() and not root.is_dir():
         raise ValueError(
             f"checkpoint_dir {str(root)!r} is a file; name a folder (new, empty, or one "
@@ -56,10 +93,10 @@ def open_resume(estimator: Any, asked: dict[str, Any]) -> dict[str, Any] | None:
                 f"{foreign[:3]}), and checkpoints are not written among them; choose a new or "
                 "empty folder (lsdask: --checkpoint/--resume DIR)"
             )
-        if estimator.resume:
+        if settings.resume:
             logger.warning("no checkpoint in %s yet: starting a fresh fit there", root)
         return None
-    if not estimator.resume:
+    if not settings.resume:
         raise ValueError(
             f"checkpoint_dir {str(folder.root)!r} already holds a checkpoint; pass resume=True "
             "(--resume DIR in place of --checkpoint DIR on the command line) to continue it, "
@@ -67,23 +104,24 @@ def open_resume(estimator: Any, asked: dict[str, Any]) -> dict[str, Any] | None:
         )
     document = folder.read()
     saved = document["config"]["params"]
-    if saved["estimator"] != type(estimator).__name__:
+    params = settings.params
+    if saved["estimator"] != params["estimator"]:
         raise ValueError(
             f"checkpoint {document['path']} was written by {saved['estimator']}, "
-            f"not {type(estimator).__name__}"
+            f"not {params['estimator']}"
         )
-    if saved["n_components"] != estimator.n_components:
+    if saved["n_components"] != params["n_components"]:
         raise ValueError(
             f"checkpoint {document['path']} has n_components={saved['n_components']}; "
-            f"got n_components={estimator.n_components}. Resume with the checkpoint's number "
+            f"got n_components={params['n_components']}. Resume with the checkpoint's number "
             "of components (lsdask fit --topics, fit-gmm --components), or start a new "
             "checkpoint folder"
         )
     for name in ("sparsity", "batches_per_update"):
-        if saved.get(name) != getattr(estimator, name, None):
+        if saved.get(name) != params.get(name):
             logger.warning(
                 "resuming with %s=%r where the checkpoint used %r",
-                name, getattr(estimator, name, None), saved.get(name),
+                name, params.get(name), saved.get(name),
             )  # fmt: skip
     document["model"] = model_from_config(document["config"]["model"])
     check_resumed_model(document, asked)
@@ -108,27 +146,16 @@ def check_resumed_model(resumed: dict[str, Any], asked: dict[str, Any]) -> None:
         )
 
 
-def checkpoint_params(estimator: Any) -> dict[str, Any]:
-    return {
-        "estimator": type(estimator).__name__,
-        "n_components": estimator.n_components,
-        "sparsity": estimator.sparsity,
-        "batches_per_update": estimator.batches_per_update,
-        "alpha": estimator.alpha,
-        # the words of the fit's vocabulary (LDA over a corpus; None otherwise)
-        "vocabulary_sha256": getattr(estimator, "_vocabulary_sha256", None),
-    }
-
-
 def checkpointing(
-    estimator: Any, model: Any, batches: list, resumed: dict[str, Any] | None
+    settings: CheckpointSettings, model: Any, batches: list, resumed: dict[str, Any] | None
 ) -> tuple[DiskMemo, Callable]:
     """A disk memo for the batches (mapped by key from the resumed checkpoint)
-    and the function that writes checkpoints."""
+    and the function that writes checkpoints of ``model`` (its configuration
+    and ``settings.params`` go into every checkpoint) into ``settings.folder``."""
     keys = [str(b.key) for b in batches]
     if len(set(keys)) != len(keys):
         raise ValueError("batches must have distinct keys to be checkpointed")
-    folder = CheckpointDir(estimator.checkpoint_dir)
+    folder = CheckpointDir(settings.folder)
     files = None
     if resumed is not None:
         saved = resumed["memo"]
@@ -148,7 +175,7 @@ def checkpointing(
         )  # fmt: skip
         resumed["state"].rekey(resumed.get("keys"), keys)
     memo = DiskMemo(folder.memo_folder, len(keys), files)
-    config = {"model": model_to_config(model), "params": checkpoint_params(estimator)}
+    config = {"model": model_to_config(model), "params": dict(settings.params)}
 
     def write(state, memo_store, init_stats):
         return folder.write(state, memo_store, keys, config, init_stats)

@@ -1,0 +1,179 @@
+"""The estimators' state as plain data, for :mod:`lsdask.persist`.
+
+persist sits below the estimators and imports none of them. What it saves
+and checkpoints, the estimators hand it here as plain values:
+
+- :func:`lda_state` / :func:`lda_from_state` and :func:`mixture_state` /
+  :func:`mixture_from_state` turn a fitted estimator into a
+  :class:`~lsdask.persist.registry.ModelState` and back; the estimators
+  package registers them with :func:`lsdask.persist.registry.register`;
+- :func:`checkpoint_settings`: what a fit asks of its checkpoint folder.
+
+These functions belong to the estimators package, so they use the
+estimators' private methods; nothing outside it does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lsdask.estimators.params import read_only
+from lsdask.models.dirichlet_logs import DirichletPosterior
+from lsdask.models.stats import SuffStats, as_dense
+from lsdask.persist import gmm as gmm_files
+from lsdask.persist import lda as lda_files
+from lsdask.persist.model_config import (
+    model_from_config,
+    model_to_config,
+    posterior_from_arrays,
+    posterior_to_arrays,
+)
+from lsdask.persist.model_dir import TRACE_FIELDS
+from lsdask.persist.registry import ModelState
+from lsdask.persist.resume import CheckpointSettings
+
+#: the traces of a fit, stored when the estimator has them
+_TRACES = ("elbo_trace_", *TRACE_FIELDS)
+
+
+def lda_state(model: Any) -> ModelState:
+    """A fitted LDA estimator as plain data: the fit's parameters (an array
+    ``init`` as float64 topic-word counts), ``components_``, the statistics
+    ``stats_<field>`` (dense) and the traces; its vocabulary, if any."""
+    model._check_fitted()
+    params = model._params_as_fitted()
+    # the model as fitted, whatever set_params changed since (also for models fitted
+    # before the parameters of the fit were recorded)
+    fitted_model = model.model_
+    params.update(
+        n_components=int(fitted_model.n_components),
+        alpha=float(fitted_model.alpha),
+        eta=float(fitted_model.eta),
+    )
+    init_counts = model._init_counts(None, params["init"])
+    if init_counts is not None:
+        params["init"] = init_counts
+    arrays = {"components_": model.components_, "elbo_trace_": model.elbo_trace_}
+    for name in TRACE_FIELDS:
+        if hasattr(model, name):
+            arrays[name] = getattr(model, name)
+    for name in lda_files.STATS_FIELDS:
+        arrays[f"stats_{name}"] = as_dense(model.stats_[name])
+    vocab = model.vocabulary_
+    V = model.components_.shape[1]
+    return ModelState(
+        kind=lda_files.KIND,
+        params=params,
+        fitted={
+            "n_features_in_": int(getattr(model, "n_features_in_", V)),
+            "n_laps_": int(model.n_laps_),
+            "converged_": bool(model.converged_),
+        },
+        arrays=arrays,
+        texts={} if vocab is None else {lda_files.VOCABULARY: [str(w) for w in vocab]},
+        info={"estimator": type(model).__name__},
+    )
+
+
+def lda_from_state(cls: type, state: ModelState, client: Any = None) -> Any:
+    """A fitted ``cls`` (an LDA estimator) from :func:`lda_state`'s data, with
+    ``client`` as its client.
+
+    The posterior is the global step of the saved statistics unless the saved
+    ``components_`` differ from it (an SVI fit stopped between updates): then
+    the saved ``components_`` are kept, as the saved model used them.
+    """
+    arrays, fitted = state.arrays, state.fitted
+    model = cls(**state.params)
+    model.set_params(client=client)
+    model.check_params()
+    lam = arrays["components_"]
+    K, V = lam.shape
+    if int(model.n_components) != K:
+        raise ValueError(f"n_components={model.n_components} but the arrays have K={K}")
+    lda_model = model._model(V)
+    stats = SuffStats(**{name: arrays[f"stats_{name}"] for name in lda_files.STATS_FIELDS})
+    glob = lda_model.global_step(stats)
+    if not np.array_equal(glob.lam, lam):
+        glob = DirichletPosterior.from_lam(lam, lda_model.eta)
+    model._set_fitted(lda_model, glob, stats, state.texts.get(lda_files.VOCABULARY))
+    model._record_fit_params()
+    model.elbo_trace_ = arrays["elbo_trace_"]
+    for name in TRACE_FIELDS:
+        if name in arrays:
+            setattr(model, name, arrays[name])
+    model.n_laps_ = int(fitted["n_laps_"])
+    model.converged_ = bool(fitted["converged_"])
+    model.n_features_in_ = int(fitted.get("n_features_in_", V))
+    return model
+
+
+def mixture_state(model: Any) -> ModelState:
+    """A fitted mixture estimator as plain data: the fit's parameters, the
+    model configuration, the posterior as named arrays and the traces."""
+    model._check_fitted()
+    posterior, arrays = posterior_to_arrays(model.posterior_)
+    for name in _TRACES:
+        if hasattr(model, name):
+            arrays[name] = np.asarray(getattr(model, name))
+    return ModelState(
+        kind=gmm_files.KIND,
+        params=model._params_as_fitted(),  # the fit's (set_params may have changed them since)
+        fitted={
+            "n_features_in_": int(model.n_features_in_),
+            "n_laps_": int(model.n_laps_),
+            "converged_": bool(model.converged_),
+        },
+        arrays=arrays,
+        info={"model": model_to_config(model.model_), "posterior": posterior},
+    )
+
+
+def mixture_from_state(cls: type, state: ModelState, client: Any = None) -> Any:
+    """A fitted ``cls`` (a mixture estimator) from :func:`mixture_state`'s data,
+    with ``client`` as its client."""
+    posterior = posterior_from_arrays(state.info["posterior"], state.arrays)
+    model = model_from_config(state.info["model"])
+    estimator = cls(**state.params).set_params(client=client)
+    estimator.check_params()
+    K = model.n_components
+    if posterior.theta.shape != (K,) or estimator.n_components != K:
+        raise ValueError(
+            f"theta has shape {posterior.theta.shape} and n_components={estimator.n_components}; "
+            f"the model has K={K}"
+        )
+    estimator.model_ = model
+    estimator.posterior_ = posterior
+    estimator.weights_ = read_only(model.allocation.mean_weights(posterior.theta))
+    estimator._record_fit_params()
+    for name in _TRACES:
+        if name in state.arrays:
+            setattr(estimator, name, state.arrays[name])
+    estimator.n_features_in_ = int(state.fitted["n_features_in_"])
+    estimator.n_laps_ = int(state.fitted["n_laps_"])
+    estimator.converged_ = bool(state.fitted["converged_"])
+    estimator._set_fitted(model)
+    return estimator
+
+
+def checkpoint_settings(estimator: Any) -> CheckpointSettings:
+    """What ``estimator``'s fit asks of its checkpoint folder: its
+    ``checkpoint_dir`` and ``resume`` parameters, and the settings a
+    checkpoint records and a resume compares."""
+    return CheckpointSettings(
+        folder=estimator.checkpoint_dir,
+        resume=estimator.resume,
+        params={
+            "estimator": type(estimator).__name__,
+            "n_components": estimator.n_components,
+            "sparsity": estimator.sparsity,
+            "batches_per_update": estimator.batches_per_update,
+            "alpha": estimator.alpha,
+            # the words of the fit's vocabulary (LDA over a corpus; None otherwise)
+            "vocabulary_sha256": getattr(estimator, "_vocabulary_sha256", None),
+        },
+        algorithm=estimator.algorithm,
+        n_init=estimator.n_init,
+    )

@@ -1,0 +1,160 @@
+"""The folder a saved model lives in, whatever its kind.
+
+A model folder holds ``params.json`` (the format, its version, the parameters
+and fitted scalars), ``arrays.npz`` (named float arrays, read back with
+``allow_pickle=False``) and, for some kinds, UTF-8 text files beside them. It
+is written into a temporary sibling folder and renamed into place once
+complete, so a reader never sees half a model and a failed save leaves
+nothing behind. The format modules (:mod:`~lsdask.persist.lda`,
+:mod:`~lsdask.persist.gmm`) decide what goes into these files; this module
+writes, checks and reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lsdask.io.atomic import replace_dir, temp_sibling
+
+PARAMS_NAME = "params.json"
+ARRAYS_NAME = "arrays.npz"
+
+#: run-time settings that belong to the fit, not to the model: a loaded model
+#: gets the defaults (no client, no checkpoint folder of the run that made it)
+NOT_SAVED = ("client", "checkpoint_dir", "resume")
+
+#: Optional traces, stored when the model has them (models saved before a
+#: trace was kept lack it).
+TRACE_FIELDS = ("lap_trace_", "time_trace_", "size_trace_")
+
+
+def json_value(name: str, value: Any) -> Any:
+    """A parameter as a JSON value, or a ``ValueError`` naming it."""
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise ValueError(
+        f"cannot save parameter {name}={value!r} ({type(value).__name__}): only None, "
+        "numbers and strings can be stored in params.json; set it to a plain value "
+        "(e.g. random_state=0) before saving"
+    )
+
+
+def saved_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters as ``params.json`` stores them: JSON values, without the
+    run-time settings of :data:`NOT_SAVED`."""
+    return {
+        name: json_value(name, value) for name, value in params.items() if name not in NOT_SAVED
+    }
+
+
+def is_model_dir(path: Path) -> bool:
+    """Whether ``path`` is a folder holding a ``params.json``."""
+    return path.is_dir() and (path / PARAMS_NAME).is_file()
+
+
+def check_save_target(path: str | os.PathLike[str], overwrite: bool = False) -> None:
+    """Raise unless a model may be saved to ``path`` (check before a long fit).
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` exists and is not a model directory, or is one and
+        ``overwrite`` is false.
+    """
+    out = Path(path)
+    if not out.exists():
+        return
+    if not is_model_dir(out):
+        raise FileExistsError(
+            f"{str(out)!r} exists and is not an lsdask model directory (no {PARAMS_NAME}); "
+            "choose another path"
+        )
+    if not overwrite:
+        raise FileExistsError(
+            f"a model already exists at {str(out)!r}; pass overwrite=True (lsdask: "
+            "--overwrite) to replace it, or choose another path"
+        )
+
+
+def write_model_dir(
+    out: Path,
+    meta: dict[str, Any],
+    arrays: dict[str, np.ndarray],
+    overwrite: bool,
+    texts: dict[str, str] | None = None,
+) -> None:
+    """Write ``params.json`` (``meta``), ``arrays.npz`` and ``texts`` (file name ->
+    UTF-8 text) into a temporary folder beside ``out``, then put it in place of
+    ``out`` (checked again just before): a failed save leaves nothing behind."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_sibling(out)
+    try:
+        tmp.mkdir()
+        with open(tmp / ARRAYS_NAME, "wb") as f:
+            np.savez(f, **arrays)
+        for name, text in (texts or {}).items():
+            with open(tmp / name, "w", encoding="utf-8", newline="\n") as f:
+                f.write(text)
+        with open(tmp / PARAMS_NAME, "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=2)
+            f.write("\n")
+        check_save_target(out, overwrite)
+        replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def read_json(root: Path) -> Any:
+    """The parsed ``params.json`` of ``root``, or a ``ValueError`` naming it."""
+    try:
+        return json.loads((root / PARAMS_NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"model {str(root)!r}: {PARAMS_NAME} is not valid JSON: {exc}") from exc
+
+
+def read_meta(root: Path, fmt: str, version: int, kind: str) -> dict[str, Any]:
+    """``params.json`` of a model directory, checked to be of format ``fmt`` and
+    ``version`` (``kind`` names the model in errors)."""
+    meta = read_json(root)
+    if not isinstance(meta, dict) or meta.get("format") != fmt:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise ValueError(
+            f"model {str(root)!r}: {PARAMS_NAME} is not an lsdask {kind} model "
+            f"(format {found!r}, expected {fmt!r})"
+        )
+    if meta.get("version") != version:
+        raise ValueError(
+            f"model {str(root)!r}: {PARAMS_NAME} has version {meta.get('version')!r}; this "
+            f"lsdask reads version {version}"
+        )
+    return meta
+
+
+def read_arrays(root: Path) -> dict[str, np.ndarray]:
+    """The arrays of a model folder's ``arrays.npz``, with clear errors when it
+    is missing or corrupt (no pickles are loaded)."""
+    file = root / ARRAYS_NAME
+    where = f"model {str(root)!r}: {ARRAYS_NAME}"
+    if not file.is_file():
+        raise FileNotFoundError(f"{where} is missing")
+    try:
+        with np.load(file, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(
+            f"{where} cannot be read ({type(exc).__name__}: {exc}); the file is corrupt"
+        ) from exc

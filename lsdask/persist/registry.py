@@ -1,0 +1,104 @@
+"""A fitted model as plain data, and the estimators that make and take it.
+
+persist sits below the estimators: it never imports an estimator class. An
+estimator hands persist its state as a :class:`ModelState` (JSON-able
+parameters, named arrays, word lists) and is rebuilt from one. The functions
+that do so live with the estimators (:mod:`lsdask.estimators.state`), which
+:func:`register` them here under the model's *kind* when the estimators
+package is imported (``import lsdask`` does). Saving looks a model's kind up
+by its class (:func:`kind_of`); loading builds the estimator of the kind a
+model folder records (:func:`entry`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Entry", "ModelState", "entry", "kind_of", "register"]
+
+
+@dataclasses.dataclass
+class ModelState:
+    """What a fitted estimator is, as plain data.
+
+    Attributes
+    ----------
+    kind : str
+        The registered kind (``"lda"``, ``"gmm"``): which estimator rebuilds it.
+    params : dict
+        The estimator's parameters as fitted, by name. Values are JSON-able
+        but for an array parameter (LDA's ``init``), which the format module
+        stores among the arrays, and the run-time settings of
+        :data:`~lsdask.persist.model_dir.NOT_SAVED` (``client``, ...), which
+        no format stores.
+    fitted : dict
+        Fitted scalars (``n_laps_``, ``converged_``, ``n_features_in_``, sizes).
+    arrays : dict of str to numpy.ndarray
+        Named arrays: the posterior, statistics and traces.
+    texts : dict of str to list of str
+        Named word lists (``"vocabulary"``), each word free of line breaks.
+    info : dict
+        Other JSON-able descriptions the kind needs (a mixture's model
+        configuration and the class of its posterior).
+    """
+
+    kind: str
+    params: dict[str, Any]
+    fitted: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+    texts: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """A registered estimator: its class and the two functions of its state.
+
+    ``get_state(estimator) -> ModelState`` raises
+    :class:`lsdask.errors.NotFittedError` for an unfitted estimator;
+    ``from_state(cls, state, client) -> estimator`` builds a fitted ``cls``
+    whose ``client`` parameter is ``client``, and raises ``TypeError`` or
+    ``ValueError`` when the state does not make one.
+    """
+
+    kind: str
+    cls: type
+    get_state: Callable[[Any], ModelState]
+    from_state: Callable[[type, ModelState, Any], Any]
+
+
+_ENTRIES: dict[str, Entry] = {}
+
+
+def register(
+    kind: str,
+    cls: type,
+    get_state: Callable[[Any], ModelState],
+    from_state: Callable[[type, ModelState, Any], Any],
+) -> None:
+    """Make ``cls`` savable as ``kind`` (registering a kind again replaces it)."""
+    _ENTRIES[kind] = Entry(kind, cls, get_state, from_state)
+
+
+def entry(kind: str) -> Entry:
+    """The estimator registered for ``kind``."""
+    try:
+        return _ENTRIES[kind]
+    except KeyError:
+        known = sorted(_ENTRIES) or "none: import lsdask.estimators first"
+        raise LookupError(
+            f"no estimator is registered for models of kind {kind!r}; known: {known}"
+        ) from None
+
+
+def kind_of(estimator: Any) -> str:
+    """The kind an estimator is saved as, or a ``TypeError`` naming those that can be."""
+    for kind, found in _ENTRIES.items():
+        if isinstance(estimator, found.cls):
+            return kind
+    names = ", ".join(e.cls.__name__ for e in _ENTRIES.values()) or "none registered"
+    raise TypeError(f"cannot save a {type(estimator).__name__}; lsdask saves {names}")
