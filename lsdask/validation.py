@@ -1,8 +1,10 @@
 """Parameter checks with messages that name the parameter, what was expected,
-what was received and how to fix it (after zarr's ``parse_*`` helpers)."""
+what was received and how to fix it (after zarr's ``parse_*`` helpers); and
+the parsers of command-line text that go with them."""
 
 from __future__ import annotations
 
+import argparse
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -64,3 +66,25 @@ def check_random_state(value: Any) -> None:
             f"random_state must be None, an integer >= 0 or a numpy Generator; got {value!r} "
             f"({exc})"
         ) from None
+
+
+def parse_positive_int(text: str) -> int:
+    """Command-line text of an integer >= 1 (an argparse ``type``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def parse_positive_float(text: str) -> float:
+    """Command-line text of a finite number > 0 (an argparse ``type``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value

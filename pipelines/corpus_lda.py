@@ -1,10 +1,10 @@
 """Corpus LDA (Hughes & Sudderth, Sec. 6): LDA-C corpus -> Parquet -> L-sparse LDA -> topics.
 
 The steps are the library's: :func:`lsdask.io.ingest.import_ldac` (through
-:func:`lsdask.jobs.ingest.run_ingest`), :func:`lsdask.jobs.corpus_lda.split_corpus`,
+:func:`lsdask.jobs.ingest.run_ingest`), :func:`lsdask.jobs.split.split_corpus`,
 :func:`lsdask.jobs.corpus_lda.fit_corpus_lda` and
-:func:`lsdask.jobs.corpus_lda.topic_report`; this file chains them and parses
-the command line.
+:func:`lsdask.jobs.topics.topic_report`; this file chains them, builds the
+model and parses the command line.
 
 1. ingest ``DATA/ap.dat`` and ``DATA/vocab.txt`` (LDA-C) into ``WORK/corpus``;
 2. split its documents at random into ``WORK/train`` and ``WORK/heldout``
@@ -35,28 +35,20 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 try:
-    from lsdask.jobs.corpus_lda import (
-        fit_corpus_lda,
-        format_fit_report,
-        format_topics,
-        split_corpus,
-        topic_report,
-    )
-    from lsdask.jobs.ingest import format_ingest_summary, run_ingest
+    import lsdask  # noqa: F401
 except ImportError:  # run from a checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from lsdask.jobs.corpus_lda import (
-        fit_corpus_lda,
-        format_fit_report,
-        format_topics,
-        split_corpus,
-        topic_report,
-    )
-    from lsdask.jobs.ingest import format_ingest_summary, run_ingest
+from lsdask.cli.options import add_execution, add_verbose, client_from_args
+from lsdask.estimators.lda import LDA
+from lsdask.jobs.corpus_lda import CorpusFitReport, fit_corpus_lda, format_fit_report
+from lsdask.jobs.ingest import format_ingest_summary, run_ingest
+from lsdask.jobs.split import split_corpus
+from lsdask.jobs.topics import TopicReport, format_topics, topic_report
 
 logger = logging.getLogger(__name__)
 
@@ -64,25 +56,30 @@ logger = logging.getLogger(__name__)
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "ap"
 
 
+@dataclass
+class CorpusLdaRun:
+    """What :func:`run_corpus_lda` did: the ingest summary, the documents of the
+    split, the fit's report and the topic report (coherence over the training
+    documents)."""
+
+    ingest: Any
+    n_train: int
+    n_heldout: int
+    fit: CorpusFitReport
+    topics: TopicReport
+
+
 def run_corpus_lda(
     data_dir: str | os.PathLike[str] = DEFAULT_DATA,
     work_dir: str | os.PathLike[str] = "runs/corpus_lda",
+    model: LDA | None = None,
     *,
-    n_components: int = 100,
-    sparsity: int | None = 8,
-    n_laps: int = 20,
-    algorithm: str = "memo",
-    alpha: float = 0.5,
-    eta: float = 0.1,
     heldout_fraction: float = 0.1,
     docs_per_row_group: int = 250,
     n_top: int = 10,
     random_state: int = 0,
-    client: Any = None,
-    n_workers: int | None = None,
-    verbose: bool = False,
     progress: bool | None = False,
-) -> dict[str, Any]:
+) -> CorpusLdaRun:
     """Ingest an LDA-C corpus, split it, fit LDA, score heldout documents, read topics.
 
     Parameters
@@ -93,8 +90,10 @@ def run_corpus_lda(
         Output folder: ``corpus/``, ``train/``, ``heldout/`` (Parquet
         corpora) and ``model/`` (the saved model and ``elbo.png``); replaced
         on every run.
-    n_components, sparsity, n_laps, algorithm, alpha, eta
-        The LDA (:func:`lsdask.jobs.corpus_lda.fit_corpus_lda`).
+    model : lsdask.LDA or None
+        The LDA to fit (:func:`lsdask.jobs.corpus_lda.fit_corpus_lda`); None:
+        ``LDA(100, n_laps=20)`` seeded with ``random_state``, on a local
+        Dask cluster of 2 workers.
     heldout_fraction : float, default 0.1
         Fraction of the documents held out.
     docs_per_row_group : int, default 250
@@ -102,21 +101,17 @@ def run_corpus_lda(
     n_top : int, default 10
         Words per topic in the topic report.
     random_state : int, default 0
-        Seed of the split and the fit.
-    client : None, "sync", str or distributed.Client, default None
-        None starts a LocalCluster of ``n_workers`` (default 2) processes.
-    n_workers : int or None, default None
-    verbose : bool, default False
+        Seed of the split (and of the default model).
     progress : bool or None, default False
+        Progress bars of the ingest and the default model (None: only on a
+        terminal).
 
     Returns
     -------
-    dict
-        ``ingest`` (the ingest summary), ``n_train``, ``n_heldout``, ``fit``
-        (:func:`~lsdask.jobs.corpus_lda.fit_corpus_lda`'s result) and
-        ``topics`` (:func:`~lsdask.jobs.corpus_lda.topic_report`'s result,
-        coherence over the training documents).
+    CorpusLdaRun
     """
+    if model is None:
+        model = LDA(100, n_laps=20, random_state=random_state, progress=progress)
     data = Path(data_dir)
     if not data.is_dir():
         raise FileNotFoundError(f"--data: no folder at {str(data)!r}")
@@ -145,31 +140,9 @@ def run_corpus_lda(
         random_state=random_state,
         overwrite=True,
     )
-    fit = fit_corpus_lda(
-        train,
-        work / "model",
-        n_components=n_components,
-        sparsity=sparsity,
-        algorithm=algorithm,
-        n_laps=n_laps,
-        alpha=alpha,
-        eta=eta,
-        heldout=heldout,
-        random_state=random_state,
-        client=client,
-        n_workers=n_workers,
-        overwrite=True,
-        verbose=verbose,
-        progress=progress,
-    )
-    topics = topic_report(fit["model"], n_top=n_top, corpus=train)
-    return {
-        "ingest": summary,
-        "n_train": train.n_docs,
-        "n_heldout": heldout.n_docs,
-        "fit": fit,
-        "topics": topics,
-    }
+    fit = fit_corpus_lda(model, train, out_dir=work / "model", heldout=heldout, overwrite=True)
+    topics = topic_report(fit.model, n_top=n_top, corpus=train)
+    return CorpusLdaRun(summary, train.n_docs, heldout.n_docs, fit, topics)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -193,11 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--docs-per-row-group", type=int, default=250, help="documents/batch")
     parser.add_argument("--top", type=int, default=10, help="words per topic (default 10)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address")
-    group.add_argument("--workers", type=int, help="worker processes of a local Dask cluster")
-    group.add_argument("--sync", action="store_true", help="run in this process, without Dask")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO)")
+    add_execution(parser, scheduler=True)
+    add_verbose(parser, False)
     return parser
 
 
@@ -210,35 +180,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
-    client: Any = "sync" if args.sync else args.scheduler
+    client, n_workers = client_from_args(args)
+    model = LDA(
+        args.topics,
+        sparsity=args.sparsity or None,
+        n_laps=args.laps,
+        algorithm=args.algorithm,
+        alpha=args.alpha,
+        eta=args.eta,
+        random_state=args.seed,
+        client=client,
+        n_workers=n_workers,
+        verbose=1 if args.verbose else 0,
+        progress=None,
+    )
     start = time.perf_counter()
     try:
         result = run_corpus_lda(
             args.data,
             args.work,
-            n_components=args.topics,
-            sparsity=args.sparsity or None,
-            n_laps=args.laps,
-            algorithm=args.algorithm,
-            alpha=args.alpha,
-            eta=args.eta,
+            model,
             heldout_fraction=args.heldout_fraction,
             docs_per_row_group=args.docs_per_row_group,
             n_top=args.top,
             random_state=args.seed,
-            client=client,
-            n_workers=args.workers,
-            verbose=args.verbose,
             progress=None,
         )
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
     print("ingest:")
-    print(format_ingest_summary(result["ingest"]))
-    print(f"split: {result['n_train']:,} train, {result['n_heldout']:,} heldout documents\n")
-    print(format_fit_report(result["fit"], title="corpus LDA (Hughes & Sudderth, Sec. 6)"))
+    print(format_ingest_summary(result.ingest))
+    print(f"split: {result.n_train:,} train, {result.n_heldout:,} heldout documents\n")
+    print(format_fit_report(result.fit, title="corpus LDA (Hughes & Sudderth, Sec. 6)"))
     print()
-    print(format_topics(result["topics"]))
+    print(format_topics(result.topics))
     print(f"\ntotal time: {time.perf_counter() - start:.1f} s")
     return 0
 

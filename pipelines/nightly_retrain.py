@@ -20,7 +20,7 @@ far, the ELBO, the heldout document-completion score (nats per token, lsparse
 App. E) on the same heldout documents, the mean L1 distance of the learned
 topics to the true ones, and the checkpoint folder.
 
-Example (about a minute on 2 cores)::
+Example::
 
     python pipelines/nightly_retrain.py --work-dir data/nightly --overwrite
 """

@@ -3,8 +3,8 @@
 The steps (patches, fits, heldout scores, pictures) are the library's
 :func:`lsdask.jobs.patch_gmm.prepare_patches` and
 :func:`lsdask.jobs.patch_gmm.fit_and_report`;
-this file only turns image folders into a list of images and parses the
-command line.
+this file only turns image folders into a list of images, builds the model
+and parses the command line.
 
 Examples
 --------
@@ -27,28 +27,27 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 try:
-    from lsdask.io.patches import find_images, sample_images
-    from lsdask.jobs.patch_gmm import (
-        DEMO_BATCH_SIZE,
-        fit_and_report,
-        format_report,
-        prepare_patches,
-    )
+    import lsdask  # noqa: F401
 except ImportError:  # run from a checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from lsdask.io.patches import find_images, sample_images
-    from lsdask.jobs.patch_gmm import (
-        DEMO_BATCH_SIZE,
-        fit_and_report,
-        format_report,
-        prepare_patches,
-    )
+from lsdask.cli.options import add_execution, add_verbose, client_from_args
+from lsdask.estimators.gaussian import GaussianMixture
+from lsdask.io.patches import find_images, sample_images
+from lsdask.jobs.patch_gmm import (
+    DEMO_BATCH_SIZE,
+    PATCH_ALPHA,
+    PatchFitReport,
+    fit_and_report,
+    format_report,
+    prepare_patches,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -81,26 +80,29 @@ def _resolve_images(images: Any) -> tuple[list[Any], bool]:
     return resolved, False
 
 
+@dataclass
+class PatchGmmRun:
+    """What :func:`run_patch_gmm` did: the fit's report (with the patch store's
+    summary in ``fit.patches``) and the seconds it took to cut the patches."""
+
+    fit: PatchFitReport
+    patch_seconds: float
+
+
 def run_patch_gmm(
     images: Any = None,
     out_dir: str | os.PathLike[str] = "runs/patch_gmm",
+    model: GaussianMixture | None = None,
     *,
-    n_components: int = 25,
-    sparsity: int | None = 4,
-    n_laps: int = 10,
-    covariance_type: str = "zero-mean",
     compare_dense: bool = True,
     random_state: int = 0,
-    client: Any = "sync",
-    n_workers: int | None = None,
     max_images: int | None = None,
     batch_size: int | None = None,
     heldout_fraction: float | None = None,
     patch_size: int = 8,
     stride: int = 4,
-    verbose: bool = False,
     progress: bool | None = False,
-) -> dict[str, Any]:
+) -> PatchGmmRun:
     """Run the patch-GMM experiment and return what it learned.
 
     Parameters
@@ -112,47 +114,37 @@ def run_patch_gmm(
         Output folder: ``patches/{train,heldout}.zarr``, ``elbo.png`` (ELBO
         traces of both runs) and ``clusters.png`` (eigenvector tiles of the
         L-sparse model).
-    n_components : int, default 25
-        K.
-    sparsity : int or None, default 4
-        L; None fits only the dense model.
-    n_laps : int, default 10
-        Maximum laps of each fit.
-    covariance_type : {"zero-mean", "full", "diag"}, default "zero-mean"
+    model : lsdask.GaussianMixture or None
+        The model to fit (:func:`lsdask.jobs.patch_gmm.fit_and_report`); None:
+        the paper's, ``GaussianMixture(25, sparsity=4, alpha=PATCH_ALPHA)``
+        seeded with ``random_state``, in this process.
     compare_dense : bool, default True
         Also fit the dense model with the same seed, laps and batches.
     random_state : int, default 0
-        Seed of the train/heldout split and of both fits.
-    client : None, "sync", str or distributed.Client, default "sync"
-        Where batch tasks run; None starts a LocalCluster of ``n_workers``
-        (default 2) processes shared by both fits; a string other than
-        "sync" is a scheduler address.
-    n_workers : int or None, default None
+        Seed of the train/heldout split (and of the default model).
     max_images : int or None, default None
         Use only the first ``max_images`` images.
     batch_size : int or None, default None
-        Patches per minibatch (Zarr chunk); default 4,200 for the sample
+        Patches per minibatch (Zarr chunk); default 2,350 for the sample
         photos (4 batches each), 36,816 (the paper's) otherwise.
     heldout_fraction : float or None, default None
         Fraction of images held out; default 0.5 for the sample photos, 0.1
         otherwise.
     patch_size, stride : int, default 8, 4
         Patch geometry.
-    verbose : bool, default False
-        Log one line per lap.
     progress : bool or None, default False
-        Progress bars (None: only on a terminal).
+        Progress bars of the patches and the default model (None: only on a
+        terminal).
 
     Returns
     -------
-    dict
-        :func:`lsdask.jobs.patch_gmm.fit_and_report`'s result (``n_train``,
-        ``n_heldout``, ``n_components``, ``sparsity``, ``laps``,
-        ``seconds``, ``heldout_score``, ``elbo_final`` per run,
-        ``heldout_diff_percent``, ``top_weights``, ``elbo_plot``,
-        ``clusters_plot``, ``models``) plus ``patches`` (the store summary)
-        and ``patch_seconds``.
+    PatchGmmRun
     """
+    if model is None:
+        model = GaussianMixture(
+            25, sparsity=4, alpha=PATCH_ALPHA, random_state=random_state, client="sync",
+            progress=progress,
+        )  # fmt: skip
     items, is_sample = _resolve_images(images)
     if batch_size is None:
         batch_size = DEMO_BATCH_SIZE if is_sample else FOLDER_BATCH_SIZE
@@ -174,25 +166,16 @@ def run_patch_gmm(
         progress=progress,
     )
     patch_seconds = time.perf_counter() - start
-    result = fit_and_report(
+    report = fit_and_report(
+        model,
         summary["train"]["path"],
-        out_dir,
+        out_dir=out_dir,
         heldout=summary["heldout"]["path"] if summary["heldout"]["n_patches"] else None,
-        n_components=n_components,
-        sparsity=sparsity,
-        n_laps=n_laps,
-        covariance_type=covariance_type,
         compare_dense=compare_dense,
-        random_state=random_state,
-        client=client,
-        n_workers=n_workers,
         patch_size=patch_size,
-        verbose=verbose,
-        progress=progress,
     )
-    result["patches"] = summary
-    result["patch_seconds"] = patch_seconds
-    return result
+    report.patches = summary
+    return PatchGmmRun(report, patch_seconds)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -218,11 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-images", type=int, help="use only the first N images")
     parser.add_argument("--batch-size", type=int, help="patches per minibatch")
     parser.add_argument("--heldout-fraction", type=float, help="fraction of images held out")
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address")
-    group.add_argument("--workers", type=int, help="worker processes of a local Dask cluster")
-    group.add_argument("--sync", action="store_true", help="run in this process, without Dask")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO)")
+    add_execution(parser, scheduler=True)
+    add_verbose(parser, False)
     return parser
 
 
@@ -235,30 +215,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
-    client: Any = "sync" if args.sync else args.scheduler
+    client, n_workers = client_from_args(args)
+    model = GaussianMixture(
+        args.components,
+        sparsity=args.sparsity or None,
+        n_laps=args.laps,
+        covariance_type=args.covariance,
+        alpha=PATCH_ALPHA,
+        random_state=args.seed,
+        client=client,
+        n_workers=n_workers,
+        verbose=1 if args.verbose else 0,
+        progress=None,
+    )
     start = time.perf_counter()
     try:
         result = run_patch_gmm(
             [*args.image_dirs] or None,
             args.out,
-            n_components=args.components,
-            sparsity=args.sparsity or None,
-            n_laps=args.laps,
-            covariance_type=args.covariance,
+            model,
             compare_dense=not args.no_dense,
             random_state=args.seed,
-            client=client,
-            n_workers=args.workers,
             max_images=args.max_images,
             batch_size=args.batch_size,
             heldout_fraction=args.heldout_fraction,
-            verbose=args.verbose,
             progress=None,
         )
     except (ValueError, FileNotFoundError, TypeError) as err:
         parser.exit(2, f"{parser.prog}: error: {err}\n")
-    print(format_report(result, title="patch GMM (Hughes & Sudderth, Sec. 4)"))
-    print(f"patches written in {result['patch_seconds']:.1f} s")
+    print(format_report(result.fit, title="patch GMM (Hughes & Sudderth, Sec. 4)"))
+    print(f"patches written in {result.patch_seconds:.1f} s")
     print(f"total time: {time.perf_counter() - start:.1f} s")
     return 0
 

@@ -15,17 +15,15 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
+from lsdask import GaussianMixture
 from lsdask.cli import main
 from lsdask.io.corpus import Corpus, read_all
 from lsdask.io.patches import write_patch_store
-from lsdask.jobs.bars_lda import format_bars_report, run_bars_demo
-from lsdask.jobs.corpus_lda import (
-    format_transform_summary,
-    split_corpus,
-    topic_report,
-    transform_corpus,
-)
-from lsdask.jobs.patch_gmm import fit_and_report, format_report
+from lsdask.jobs.bars_lda import bars_lda, format_bars_report, run_bars_demo
+from lsdask.jobs.patch_gmm import PATCH_ALPHA, fit_and_report, format_report
+from lsdask.jobs.split import split_corpus
+from lsdask.jobs.topics import topic_report
+from lsdask.jobs.transform import TransformSummary, format_transform_summary, transform_corpus
 from lsdask.persist import load_lda
 from lsdask.synthetic import make_bars_corpus
 
@@ -68,6 +66,7 @@ def _load_pipeline(name: str):
     path = REPO_ROOT / "pipelines" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"{name}_pipeline", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import does (dataclasses look their module up)
     spec.loader.exec_module(module)
     return module
 
@@ -177,8 +176,8 @@ def test_fit_gmm_checkpoint_then_resume_equals_the_straight_run(tmp_path: Path, 
 
 def test_fit_gmm_checkpoint_refuses_the_dense_comparison(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="compare_dense=False"):
-        fit_and_report(np.zeros((10, 2)), None, n_components=2, sparsity=1, client="sync",
-                       checkpoint_dir=tmp_path / "ck")  # fmt: skip
+        model = GaussianMixture(2, sparsity=1, client="sync", checkpoint_dir=str(tmp_path / "ck"))
+        fit_and_report(model, np.zeros((10, 2)))
 
 
 def test_fit_gmm_without_out_writes_nothing(patch_store: dict, tmp_path: Path, capsys) -> None:
@@ -195,8 +194,8 @@ def test_fit_gmm_without_out_writes_nothing(patch_store: dict, tmp_path: Path, c
 def test_fit_gmm_batches_per_update_reproduces_a_cluster_run_in_process(
     patch_store: dict, tmp_path: Path, capsys
 ) -> None:
-    """fit-gmm had no --batches-per-update: its default is the number of workers
-    on a cluster and 1 with --sync, so a cluster run could not be redone in process."""
+    """--batches-per-update lets a cluster run be redone in this process: its
+    default is the number of workers on a cluster and 1 with --sync."""
     from lsdask.persist.gmm import load_gmm
 
     argv = ["fit-gmm", patch_store["train"]["path"], "--components", "3", "--laps", "3",
@@ -271,6 +270,30 @@ def test_verbose_logs_and_cleans_up(patch_store: dict, capsys) -> None:
     assert package_logger.level == level
 
 
+def test_model_options_come_from_the_parameter_tables() -> None:
+    """`lsdask fit` and `fit-gmm` build their model options from the estimators'
+    tables: with none given, the estimator gets the table's defaults (the
+    commands seed their runs with 0, and fit-gmm's alpha is the paper's)."""
+    from lsdask.cli import gmm, lda
+    from lsdask.cli.params import params_from_args
+    from lsdask.cli.parser import build_parser
+    from lsdask.estimators.params import GAUSSIAN_PARAMS, LDA_PARAMS
+
+    parser = build_parser()
+    args = parser.parse_args(["fit", "c", "--topics", "3", "--out", "m"])
+    values = params_from_args(args, ("n_components", *lda.MODEL, *lda.RUN))
+    expected = {**LDA_PARAMS.defaults(), "n_components": 3, "random_state": 0}
+    assert values == {name: expected[name] for name in values}
+    args = parser.parse_args(["fit", "c", "--topics", "3", "--out", "m", "--dense",
+                              "--no-restarts", "--laps", "4"])  # fmt: skip
+    assert (args.sparsity, args.restarts, args.n_laps) == (None, False, 4)
+    args = parser.parse_args(["fit-gmm", "x.zarr", "--components", "2", "--covariance", "full"])
+    values = params_from_args(args, (*gmm.MODEL, *gmm.RUN))
+    expected = {**GAUSSIAN_PARAMS.defaults(), "n_components": 2, "covariance_type": "full",
+                "alpha": PATCH_ALPHA, "random_state": 0}  # fmt: skip
+    assert values == {name: expected[name] for name in values}
+
+
 # patches ---------------------------------------------------------------------
 
 
@@ -302,80 +325,74 @@ def test_patches_missing_folder(tmp_path: Path, capsys) -> None:
 
 
 def test_fit_and_report_compares_dense(patch_store: dict, tmp_path: Path) -> None:
+    model = GaussianMixture(3, sparsity=1, n_laps=2, alpha=PATCH_ALPHA, random_state=0,
+                            client="sync")  # fmt: skip
     result = fit_and_report(
+        model,
         patch_store["train"]["path"],
-        tmp_path,
+        out_dir=tmp_path,
         heldout=patch_store["heldout"]["path"],
-        n_components=3,
-        sparsity=1,
-        n_laps=2,
-        random_state=0,
-        client="sync",
         n_top=2,
     )
-    assert result["runs"] == ["L=1", "dense"]
-    assert result["n_train"] == patch_store["train"]["n_patches"]
-    assert result["n_heldout"] == patch_store["heldout"]["n_patches"]
-    for label in result["runs"]:
-        assert math.isfinite(result["heldout_score"][label])
-        assert result["laps"][label] >= 1
-        assert result["seconds"][label] > 0
-    sparse, dense = result["heldout_score"]["L=1"], result["heldout_score"]["dense"]
-    assert result["heldout_diff_percent"] == pytest.approx(100 * (sparse - dense) / abs(dense))
-    assert len(result["top_weights"]) == 2
-    assert result["top_weights"][0] >= result["top_weights"][1]
-    assert result["top_weights"][0] == pytest.approx(
-        result["models"]["L=1"].weights_[result["top_clusters"][0]]
+    assert list(result.runs) == ["L=1", "dense"]
+    assert result.main.model is model and result.runs["dense"].model.sparsity is None
+    assert model.client == "sync"  # the estimator keeps its own client
+    assert result.n_train == patch_store["train"]["n_patches"]
+    assert result.n_heldout == patch_store["heldout"]["n_patches"]
+    for run in result.runs.values():
+        assert math.isfinite(run.heldout_score)
+        assert run.laps >= 1
+        assert run.seconds > 0
+    sparse, dense = result.runs["L=1"].heldout_score, result.runs["dense"].heldout_score
+    assert result.heldout_diff_percent == pytest.approx(100 * (sparse - dense) / abs(dense))
+    assert len(result.top_weights) == 2
+    assert result.top_weights[0] >= result.top_weights[1]
+    assert result.top_weights[0] == pytest.approx(
+        result.runs["L=1"].model.weights_[result.top_clusters[0]]
     )
     report = format_report(result)
     assert "L=1 vs dense" in report and "%" in report
-    assert_png(result["elbo_plot"])
-    assert_png(result["clusters_plot"])
+    assert_png(result.elbo_plot)
+    assert_png(result.clusters_plot)
 
 
 def test_fit_and_report_non_patch_rows(tmp_path: Path, rng: np.random.Generator) -> None:
     """Rows that are not square patches: an ELBO plot but no cluster picture."""
     X = np.concatenate([rng.normal(-3, 1, size=(150, 3)), rng.normal(3, 1, size=(150, 3))])
-    result = fit_and_report(
-        X, tmp_path, n_components=2, sparsity=None, n_laps=2, covariance_type="full",
-        client="sync",
-    )  # fmt: skip
-    assert result["runs"] == ["dense"]
-    assert result["n_heldout"] == 0 and result["heldout_score"]["dense"] is None
-    assert result["heldout_diff_percent"] is None
-    assert result["clusters_plot"] is None
-    assert_png(result["elbo_plot"])
+    model = GaussianMixture(2, n_laps=2, covariance_type="full", client="sync")
+    result = fit_and_report(model, X, out_dir=tmp_path)
+    assert list(result.runs) == ["dense"]
+    assert result.n_heldout == 0 and result.runs["dense"].heldout_score is None
+    assert result.heldout_diff_percent is None
+    assert result.clusters_plot is None
+    assert_png(result.elbo_plot)
     assert "no heldout data" in format_report(result)
-    # heldout rows of another width: refused before the fit (it failed after every lap,
-    # naming "X", and the fitted model was not saved)
+    # heldout rows of another width: refused before the fit, naming heldout, with
+    # nothing written
     with pytest.raises(ValueError, match=r"^heldout has 4 features per row, but the training"):
-        fit_and_report(X, tmp_path / "b", heldout=np.zeros((5, 4)), n_components=2,
-                       n_laps=200, client="sync")  # fmt: skip
+        fit_and_report(GaussianMixture(2, n_laps=200, client="sync"), X, out_dir=tmp_path / "b",
+                       heldout=np.zeros((5, 4)))  # fmt: skip
     assert not (tmp_path / "b").exists()
 
 
 def test_pipeline_on_synthetic_images(pipeline_module, tmp_path: Path) -> None:
     rng = np.random.default_rng(11)
     images = [synthetic_image(rng) for _ in range(3)]
+    model = GaussianMixture(3, sparsity=2, n_laps=2, alpha=PATCH_ALPHA, client="sync")
     result = pipeline_module.run_patch_gmm(
-        images,
-        tmp_path / "run",
-        n_components=3,
-        sparsity=2,
-        n_laps=2,
-        client="sync",
-        batch_size=60,
-        heldout_fraction=0.34,
+        images, tmp_path / "run", model, batch_size=60, heldout_fraction=0.34
     )
-    assert result["patches"]["train"]["n_images"] == 2
-    assert result["patches"]["heldout"]["n_images"] == 1
-    assert result["n_train"] == result["patches"]["train"]["n_patches"] > 0
-    assert result["n_components"] == 3 and result["sparsity"] == 2
-    assert set(result["seconds"]) == {"L=2", "dense"}
-    assert all(math.isfinite(v) for v in result["heldout_score"].values())
-    assert result["elbo_plot"] == str(tmp_path / "run" / "elbo.png")
-    assert_png(result["elbo_plot"])
-    assert_png(result["clusters_plot"])
+    fit = result.fit
+    assert fit.patches["train"]["n_images"] == 2
+    assert fit.patches["heldout"]["n_images"] == 1
+    assert fit.n_train == fit.patches["train"]["n_patches"] > 0
+    assert fit.n_components == 3 and fit.sparsity == 2
+    assert set(fit.runs) == {"L=2", "dense"}
+    assert all(math.isfinite(run.heldout_score) for run in fit.runs.values())
+    assert fit.elbo_plot == str(tmp_path / "run" / "elbo.png")
+    assert_png(fit.elbo_plot)
+    assert_png(fit.clusters_plot)
+    assert result.patch_seconds > 0
 
 
 def test_pipeline_folder_and_main(pipeline_module, tmp_path: Path, capsys) -> None:
@@ -396,7 +413,7 @@ def test_pipeline_folder_and_main(pipeline_module, tmp_path: Path, capsys) -> No
 
 def test_pipeline_bad_folder(pipeline_module, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="does not exist"):
-        pipeline_module.run_patch_gmm(tmp_path / "missing", tmp_path / "out", client="sync")
+        pipeline_module.run_patch_gmm(tmp_path / "missing", tmp_path / "out")
 
 
 # LDA on a Parquet corpus: fit, topics, transform -------------------------------
@@ -543,7 +560,7 @@ def test_topics_command(saved_model: Path, bars_corpora: dict[str, Path], capsys
     report = topic_report(saved_model, n_top=5, corpus=bars_corpora["train"])
     model = load_lda(saved_model)
     np.testing.assert_allclose(
-        report["coherence"], model.coherence(read_all(bars_corpora["train"]), 5)
+        report.coherence, model.coherence(read_all(bars_corpora["train"]), 5)
     )
 
 
@@ -560,7 +577,7 @@ def test_topics_errors(saved_model: Path, bars_corpora: dict[str, Path], tmp_pat
 def test_transform_command(saved_model: Path, bars_corpora: dict[str, Path], tmp_path: Path,
                            capsys) -> None:  # fmt: skip
     """On a 2-process LocalCluster (the default for a corpus of several row
-    groups; it ran serially in this process, with no --scheduler): one row group
+    groups): one row group
     per batch, in corpus order, the in-process transform's weights."""
     out = tmp_path / "sub" / "weights.parquet"
     code = main(["transform", str(saved_model), str(bars_corpora["heldout"]), "--out", str(out)])
@@ -568,7 +585,7 @@ def test_transform_command(saved_model: Path, bars_corpora: dict[str, Path], tmp
     assert code == 0, captured.err
     assert "lsdask: Dask dashboard: http" in captured.err  # a LocalCluster was started
     assert "of 40 documents in 3 row groups" in captured.out
-    one = {"L": 4, "K": 10, "n_docs": 1, "n_batches": 1, "path": "w.parquet", "seconds": 0.1}
+    one = TransformSummary(path="w.parquet", n_docs=1, n_batches=1, K=10, L=4, seconds=0.1)
     assert " in 1 row group to w.parquet" in format_transform_summary(one)  # not "1 row groups"
     assert sorted(p.name for p in out.parent.iterdir()) == ["weights.parquet"]
     f = pq.ParquetFile(out)
@@ -597,9 +614,8 @@ def test_transform_command(saved_model: Path, bars_corpora: dict[str, Path], tmp
 def test_transform_and_topics_take_in_part_files_added_since(
     saved_model: Path, bars_corpora: dict[str, Path], tmp_path: Path, capsys
 ) -> None:
-    """As fit does, the other commands rescan the corpus (they warned that new
-    parts were ignored and pointed at Corpus.open(rescan=True), out of a CLI
-    user's reach)."""
+    """As fit does, the other commands rescan the corpus: part files added since
+    it was written are taken in, without a warning."""
     import shutil
 
     corpus = tmp_path / "c"
@@ -641,7 +657,7 @@ def test_transform_corpus_on_a_model_in_memory(saved_model: Path, bars_corpora, 
     result = transform_corpus(
         load_lda(saved_model), bars_corpora["train"], tmp_path / "t.parquet", client="sync"
     )
-    assert result["n_docs"] == 200 and result["n_batches"] == 4 and result["L"] == 3
+    assert result.n_docs == 200 and result.n_batches == 4 and result.L == 3
 
 
 def test_split_corpus(bars_corpora: dict[str, Path], tmp_path: Path) -> None:
@@ -815,7 +831,7 @@ def test_ingest_jsonl_table_with_imposed_vocab(tmp_path: Path, capsys) -> None:
 
 
 def test_ingest_table_format_and_delimiter_options(tmp_path: Path, capsys) -> None:
-    """The messages pointed to format=/delimiter=, which only Python could pass."""
+    """The messages name --format and --delimiter, the command line's options."""
     txt = tmp_path / "docs.txt"
     txt.write_text("text;id\nthe cat and the zebra;1\nzebra cat;2\n")
     assert main(["ingest", "table", str(txt), "--out", str(tmp_path / "a")]) == 2
@@ -885,14 +901,16 @@ def test_ingest_errors(tmp_path: Path, capsys) -> None:
 
 
 def test_run_bars_demo_learns_bars(tmp_path: Path) -> None:
-    result = run_bars_demo(tmp_path, n_docs=600, n_laps=10, client="sync")
-    assert result["n_docs"] == 540 and result["n_heldout"] == 60
-    assert result["K"] == 10 and result["L"] == 4 and result["laps"] == 10
-    assert result["mean_l1"] < 0.15  # every bar found
-    assert sorted(result["match"].tolist()) == list(range(10))
-    assert math.isfinite(result["heldout_score"]) and result["heldout_score"] < 0
-    assert result["topics_plot"] == str(tmp_path / "topics.png")
-    assert_png(result["topics_plot"])
+    model = bars_lda(n_laps=10).set_params(client="sync")
+    result = run_bars_demo(model, tmp_path, n_docs=600)
+    assert result.n_docs == 540 and result.n_heldout == 60
+    assert result.K == 10 and result.L == 4 and result.laps == 10 and result.alpha == 1.0
+    assert model.batch_size == 135  # a quarter of the training documents
+    assert result.mean_l1 < 0.15  # every bar found
+    assert sorted(result.match.tolist()) == list(range(10))
+    assert math.isfinite(result.heldout_score) and result.heldout_score < 0
+    assert result.topics_plot == str(tmp_path / "topics.png")
+    assert_png(result.topics_plot)
     report = format_bars_report(result, title="bars")
     assert "mean L1 distance" in report and "nats/token" in report
 
@@ -984,7 +1002,7 @@ def test_ingest_help_shows_the_functions_defaults() -> None:
     import inspect
 
     from lsdask import config
-    from lsdask.cli import INGEST_DF_DEFAULTS
+    from lsdask.cli.ingest import INGEST_DF_DEFAULTS
     from lsdask.io import ingest
 
     functions = {"text": ingest.ingest_text_folder, "jsonl": ingest.ingest_jsonl,
@@ -1000,12 +1018,12 @@ def test_ingest_help_shows_the_functions_defaults() -> None:
 
 
 def test_out_dot_is_a_path_with_a_name(tmp_path, monkeypatch, capsys) -> None:
-    """`--out .` failed with "PosixPath('.') has an empty name" from pathlib."""
-    from lsdask.cli import _out_path
+    """`--out .` and `--out ..` name a folder with a name (outputs are renamed into place)."""
+    from lsdask.cli.options import out_path
 
     monkeypatch.chdir(tmp_path)
-    assert _out_path(".") == tmp_path and _out_path("..") == tmp_path.parent
-    assert _out_path("models/m") == Path("models/m")
+    assert out_path(".") == tmp_path and out_path("..") == tmp_path.parent
+    assert out_path("models/m") == Path("models/m")
     (tmp_path / "keep.txt").write_text("x")
     folder = tmp_path / "docs"
     folder.mkdir()

@@ -41,7 +41,7 @@ def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path):
     assert (ckpt / "LATEST").exists(), "no checkpoint appeared"
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143, err  # 128 + SIGTERM, as schedulers expect (was 130)
+    assert proc.returncode == 143, err  # 128 + SIGTERM, as schedulers expect
     assert "stopped; checkpoint written to" in err and "Traceback" not in err
     # the hint is a command that runs: --resume replaces --checkpoint (argparse refuses both)
     assert f"with --resume {ckpt} in place of --checkpoint {ckpt}" in err
@@ -57,8 +57,8 @@ def test_sigterm_writes_a_checkpoint_and_resume_finishes(tmp_path):
 
 def test_ctrl_c_to_the_process_group_stops_a_cluster_fit_with_a_checkpoint(tmp_path):
     """A terminal's Ctrl-C reaches the worker processes too: they ignore it, and
-    the fit stops after the wave under way and writes its checkpoint (the
-    workers used to die under it: cancelled futures, no checkpoint)."""
+    the fit stops after the wave under way and writes its checkpoint (no
+    cancelled futures)."""
     rng = np.random.default_rng(1)
     _corpus(tmp_path / "c", rng)
     ckpt = tmp_path / "ckpt"
@@ -81,8 +81,8 @@ def test_ctrl_c_to_the_process_group_stops_a_cluster_fit_with_a_checkpoint(tmp_p
 
 
 def test_resume_takes_in_part_files_removed_from_the_corpus(tmp_path):
-    """As LDA.fit does: the CLI rescans the corpus's parts/ (it told the user to
-    call Corpus.open(path, rescan=True), which the CLI cannot)."""
+    """As LDA.fit does, the CLI rescans the corpus's parts/: a resume takes in
+    the part files removed since the checkpoint."""
     from lsdask.cli import main
 
     rng = np.random.default_rng(2)
@@ -102,9 +102,8 @@ def test_resume_takes_in_part_files_removed_from_the_corpus(tmp_path):
 
 
 def test_sigterm_during_an_ingest_leaves_no_temporary_folder(tmp_path):
-    """SIGTERM used to kill an ingest outright, leaving its half-written
-    ``.OUT.tmp-*`` folder (gigabytes, for good); now the command unwinds as on
-    Ctrl-C and exits with 143."""
+    """SIGTERM unwinds an ingest as Ctrl-C does: its half-written ``.OUT.tmp-*``
+    folder is removed, and the command exits with 143."""
     import json
     import string
 
@@ -131,8 +130,8 @@ def test_sigterm_during_an_ingest_leaves_no_temporary_folder(tmp_path):
 
 
 def test_a_scheduler_killed_mid_fit_gets_one_line_and_keeps_the_checkpoint(tmp_path):
-    """An external scheduler killed under `lsdask fit --scheduler` ended in a chain
-    of Dask tracebacks (CommClosedError, CancelledError, FutureCancelledError)."""
+    """An external scheduler killed under `lsdask fit --scheduler` is one
+    `lsdask: error:` line that points to --resume, not Dask's tracebacks."""
     import socket
 
     rng = np.random.default_rng(0)

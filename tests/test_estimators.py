@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 
 import numpy as np
@@ -13,6 +14,7 @@ from scipy.optimize import linear_sum_assignment
 from scipy.special import logsumexp
 
 import lsdask
+from lsdask import config
 from lsdask.estimators.params import clone
 
 
@@ -172,8 +174,8 @@ def test_same_seed_same_result_and_other_seed_differs(rng):
 
 
 def test_zero_mean_model_warns_of_data_far_from_centered(rng, caplog):
-    """The default zero-mean model on clusters along a line through the origin fit
-    them with an adjusted Rand index of 0.002, without a word."""
+    """The default zero-mean model cannot fit clusters along a line through the
+    origin; it says so, and says nothing for centered data or another model."""
     X = np.concatenate([rng.normal(c, 1, size=(100, 2)) for c in (10, -10, 20)])
     with caplog.at_level(logging.WARNING, logger="lsdask.models"):
         lsdask.GaussianMixture(3, n_laps=1, client="sync", random_state=0).fit(X)
@@ -209,3 +211,39 @@ def test_scikit_learn_members_of_the_gaussian_mixture(rng):
     assert diag.sample(5, random_state=0)[0].shape == (5, 2)
     with pytest.raises(ValueError, match=r"X: the data has no rows; give at least one"):
         gmm.predict(np.zeros((0, 2)))
+
+
+@pytest.mark.parametrize("cls", [lsdask.LDA, lsdask.GaussianMixture, lsdask.MultinomialMixture])
+def test_every_signature_is_its_parameter_table(cls):
+    """``__init__``'s explicit signature (what scikit-learn reads) and the table
+    (what fit checks and the command line offers) list the same parameters, in
+    the same order, with the same defaults; every one has help."""
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    table = cls.param_table
+    assert [p.name for p in params] == list(table.names)
+    assert params[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[1:])
+    for p in params:
+        assert p.default == table[p.name].default, p.name
+        assert table[p.name].help, p.name
+    model = cls()
+    assert model.get_params() == table.defaults()
+    model.check_params()  # the defaults pass their own checks
+    assert lsdask.LDA().tol == config.DEFAULT_TOL == lsdask.GaussianMixture().tol
+
+
+def test_the_table_checks_the_parameters_before_the_data():
+    """An invalid parameter is refused by check_params, with fit's message, before
+    any data is read; a valid one passes whatever the others are set to."""
+    with pytest.raises(ValueError, match=r"lam must be a positive finite number; got 0"):
+        lsdask.MultinomialMixture(lam=0).check_params()
+    with pytest.raises(ValueError, match=r"restarts must be True or False; got 'no'"):
+        lsdask.LDA(restarts="no").check_params()
+    with pytest.raises(ValueError, match=r"sparsity must be an integer in \[1, 2\]"):
+        lsdask.GaussianMixture(2, sparsity=3).check_params()
+    lsdask.LDA(2, sparsity=50).check_params()  # L >= K keeps every active topic
+    with pytest.raises(ValueError, match=r"init: expected topic-word counts of shape"):
+        lsdask.LDA(2, init=np.ones((2, 5))).check_params(n_features=6)
+    lsdask.LDA(2, init=np.ones((2, 5))).check_params()  # the shape waits for the data
+    with pytest.raises(ValueError, match=r"gibbs_sweeps must be an integer >= 1; got 0"):
+        lsdask.LDA(gibbs_sweeps=0).fit(sp.csr_matrix(np.ones((3, 4))))

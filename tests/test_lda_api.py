@@ -28,8 +28,8 @@ def fitted(docs) -> lsdask.LDA:
 
 def test_parameters_changed_after_fit_leave_the_fitted_model_as_it_was(fitted, docs, tmp_path):
     """set_params(n_components=...) counts from the next fit: transform keeps the
-    fitted K (it built a CSR of K=2 columns holding topic ids up to 4, whose
-    toarray() crashed the process), and save/load keeps the fitted K, alpha, eta."""
+    fitted K (a CSR of the new K's columns could not hold the fitted topic ids),
+    and save/load keeps the fitted K, alpha, eta."""
     model = pickle.loads(pickle.dumps(fitted))
     before = model.transform(docs[200:])
     model.set_params(n_components=2, alpha=3.0, eta=0.7)
@@ -47,7 +47,7 @@ def test_parameters_changed_after_fit_leave_the_fitted_model_as_it_was(fitted, d
 
 def test_fitted_arrays_are_read_only_views(fitted, docs):
     """components_ is the model's lambda: an in-place edit (components_ /= ...)
-    used to change what a saved and reloaded model computes; now it fails."""
+    would change what a saved and reloaded model computes, so it fails."""
     assert not fitted.components_.flags.writeable and not fitted.topic_word_.flags.writeable
     before = np.array(fitted.posterior_.lam)
     with pytest.raises(ValueError, match="read-only"):
@@ -129,8 +129,8 @@ def test_partial_fit_keeps_the_traces_in_step_and_checks_its_first_documents(fit
 
 
 def test_inference_checks_a_sparsity_changed_after_fit(fitted, docs):
-    """predict_proba with sparsity=4 on a fitted K=3 mixture indexed past the end
-    in the kernel (a segmentation fault); 0 gave a bare ZeroDivisionError."""
+    """predict_proba checks L against the fitted K: sparsity=4 on a K=3 mixture
+    would index past the end in the kernel, and 0 divide by zero."""
     X = np.random.default_rng(3).normal(size=(50, 2))
     gmm = lsdask.GaussianMixture(3, sparsity=2, n_laps=2, client="sync", random_state=0).fit(X)
     for bad, match in ((4, r"sparsity must be an integer in \[1, 3\]; got 4"), (0, r"got 0"),
@@ -150,8 +150,8 @@ def test_inference_checks_a_sparsity_changed_after_fit(fitted, docs):
 
 
 def test_a_mixture_saves_the_covariance_type_it_was_fitted_with(tmp_path):
-    """save_gmm stored covariance_type from set_params: load_gmm then failed with
-    an AttributeError ('WishartPosterior' object has no attribute 'variances')."""
+    """save_gmm stores the covariance_type of the fit, not one set since: the
+    saved posterior is of that type, and load_gmm reads it so."""
     from lsdask.persist.gmm import load_gmm, save_gmm
 
     X = np.random.default_rng(2).normal(size=(80, 3))

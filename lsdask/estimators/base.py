@@ -1,8 +1,10 @@
 """The estimator base: scikit-learn conventions over lsdask's learn loop.
 
 Keyword-only ``__init__`` that only stores parameters; parameters checked in
-``fit``; ``fit`` returns ``self``; fitted attributes end in ``_``. Subclasses
-say which observation model to use and which fitted attributes to expose.
+``fit`` by the estimator's table (:mod:`lsdask.estimators.params`); ``fit``
+returns ``self``; fitted attributes end in ``_``. Subclasses declare their
+signature and table, and say which observation model to use and which fitted
+attributes to expose.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from scipy.special import logsumexp
 from lsdask import config
 from lsdask.estimators.learning import VariationalEstimator
 from lsdask.estimators.params import read_only
+from lsdask.estimators.state import checkpoint_settings
 from lsdask.io.sources import as_batch_source
 from lsdask.learn import initial_stats
 from lsdask.models import MixtureModel, ObservationModel
@@ -84,49 +87,6 @@ class MixtureEstimatorBase(VariationalEstimator):
         removed since then subtracted.
     """
 
-    def __init__(
-        self,
-        n_components: int = 10,
-        *,
-        sparsity: int | None = None,
-        algorithm: str = "memo",
-        n_laps: int = 10,
-        tol: float = config.DEFAULT_TOL,
-        batch_size: int | None = None,
-        batches_per_update: int | None = None,
-        alpha: float = 1.0,
-        init: str = "kmeans++",
-        n_init: int = 1,
-        svi_delay: float = config.SVI_DELAY,
-        svi_kappa: float = config.SVI_KAPPA,
-        random_state: Any = None,
-        client: Any = None,
-        n_workers: int | None = None,
-        verbose: int = 0,
-        progress: bool | None = None,
-        checkpoint_dir: str | None = None,
-        resume: bool = False,
-    ) -> None:
-        self.n_components = n_components
-        self.sparsity = sparsity
-        self.algorithm = algorithm
-        self.n_laps = n_laps
-        self.tol = tol
-        self.batch_size = batch_size
-        self.batches_per_update = batches_per_update
-        self.alpha = alpha
-        self.init = init
-        self.n_init = n_init
-        self.svi_delay = svi_delay
-        self.svi_kappa = svi_kappa
-        self.random_state = random_state
-        self.client = client
-        self.n_workers = n_workers
-        self.verbose = verbose
-        self.progress = progress
-        self.checkpoint_dir = checkpoint_dir
-        self.resume = resume
-
     # hooks -------------------------------------------------------------------
     @abstractmethod
     def _make_observation(self) -> ObservationModel:
@@ -153,7 +113,7 @@ class MixtureEstimatorBase(VariationalEstimator):
         -------
         self
         """
-        self._check_common_params()
+        self.check_params()
         rng = np.random.default_rng(self.random_state)
         source = as_batch_source(X, self.batch_size)
         observation = self._make_observation()
@@ -162,7 +122,7 @@ class MixtureEstimatorBase(VariationalEstimator):
             "dim": source.n_features,
             "alpha": float(self.alpha),
         }
-        resumed = open_resume(self, asked)
+        resumed = open_resume(checkpoint_settings(self), asked)
         if resumed is not None:
             model, sample = resumed["model"], None
         else:

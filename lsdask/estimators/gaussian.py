@@ -6,12 +6,11 @@ from typing import Any
 
 import numpy as np
 
+from lsdask import config
 from lsdask.estimators.base import MixtureEstimatorBase
-from lsdask.estimators.params import read_only
+from lsdask.estimators.params import GAUSSIAN_PARAMS, read_only
 from lsdask.models import DiagGaussian, FullGaussian, MixtureModel, ZeroMeanGaussian
-from lsdask.validation import check_choice, check_int, check_positive_float
-
-COVARIANCE_TYPES = ("zero-mean", "full", "diag")
+from lsdask.validation import check_int
 
 
 class GaussianMixture(MixtureEstimatorBase):
@@ -43,6 +42,8 @@ class GaussianMixture(MixtureEstimatorBase):
     n_laps_, converged_ : laps run; whether the tolerance was met
     """
 
+    param_table = GAUSSIAN_PARAMS
+
     def __init__(
         self,
         n_components: int = 10,
@@ -53,14 +54,14 @@ class GaussianMixture(MixtureEstimatorBase):
         sparsity: int | None = None,
         algorithm: str = "memo",
         n_laps: int = 10,
-        tol: float = 1e-6,
+        tol: float = config.DEFAULT_TOL,
         batch_size: int | None = None,
         batches_per_update: int | None = None,
         alpha: float = 1.0,
         init: str = "kmeans++",
         n_init: int = 1,
-        svi_delay: float = 1.0,
-        svi_kappa: float = 0.6,
+        svi_delay: float = config.SVI_DELAY,
+        svi_kappa: float = config.SVI_KAPPA,
         random_state: Any = None,
         client: Any = None,
         n_workers: int | None = None,
@@ -69,40 +70,12 @@ class GaussianMixture(MixtureEstimatorBase):
         checkpoint_dir: str | None = None,
         resume: bool = False,
     ) -> None:
-        super().__init__(
-            n_components,
-            sparsity=sparsity,
-            algorithm=algorithm,
-            n_laps=n_laps,
-            tol=tol,
-            batch_size=batch_size,
-            batches_per_update=batches_per_update,
-            alpha=alpha,
-            init=init,
-            n_init=n_init,
-            svi_delay=svi_delay,
-            svi_kappa=svi_kappa,
-            random_state=random_state,
-            client=client,
-            n_workers=n_workers,
-            verbose=verbose,
-            progress=progress,
-            checkpoint_dir=checkpoint_dir,
-            resume=resume,
-        )
-        self.covariance_type = covariance_type
-        self.prior_scale = prior_scale
-        self.nu = nu
+        self._store(locals())
 
     def _make_observation(self):
-        kind = check_choice("covariance_type", self.covariance_type, COVARIANCE_TYPES)
-        if self.prior_scale is not None:
-            check_positive_float("prior_scale", self.prior_scale)
-        if self.nu is not None:
-            check_positive_float("nu", self.nu)
-        if kind == "zero-mean":
+        if self.covariance_type == "zero-mean":
             return ZeroMeanGaussian(nu=self.nu, prior_scale=self.prior_scale)
-        if kind == "full":
+        if self.covariance_type == "full":
             return FullGaussian(nu=self.nu, prior_scale=self.prior_scale)
         return DiagGaussian(prior_scale=self.prior_scale)
 

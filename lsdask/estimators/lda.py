@@ -16,7 +16,8 @@ from lsdask import config
 from lsdask.engine import make_executor
 from lsdask.errors import DataError
 from lsdask.estimators.learning import VariationalEstimator
-from lsdask.estimators.params import read_only
+from lsdask.estimators.params import LDA_PARAMS, lda_init_names, read_only
+from lsdask.estimators.state import checkpoint_settings
 from lsdask.evaluate import (
     completion_score,
     document_completion_sums,
@@ -27,24 +28,16 @@ from lsdask.evaluate import (
 from lsdask.io.corpus.source import CorpusRows, corpus_source
 from lsdask.io.corpus.vocabulary import vocabulary_difference, vocabulary_digest
 from lsdask.io.sources import BatchSource, as_batch_source, rows_at_most
-from lsdask.learn import INIT_METHODS, initial_stats
+from lsdask.learn import initial_stats
 from lsdask.learn.base import padded_trace
 from lsdask.learn.gibbs_start import gibbs_refusal, gibbs_sample, within_tokens
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
 from lsdask.models.lda import LDAModel, LocalStepOptions, as_csr_batch
 from lsdask.persist.resume import open_resume
-from lsdask.validation import check_bool, check_int, check_positive_float, check_sparsity
-
-#: the ``init`` names LDA takes (besides an array of topic-word counts)
-LDA_INIT_METHODS = ("auto", *INIT_METHODS, "gibbs")
+from lsdask.validation import check_int, check_sparsity
 
 logger = logging.getLogger(__name__)
-
-
-def lda_init_names() -> str:
-    """``'auto', 'kmeans++', 'random', 'gibbs'``: the method names, for messages."""
-    return ", ".join(repr(name) for name in LDA_INIT_METHODS)
 
 
 def _is_corpus_path(X: Any) -> bool:
@@ -157,17 +150,16 @@ class LDA(VariationalEstimator):
         As for :class:`lsdask.GaussianMixture`. ``batch_size`` applies to
         in-memory inputs; a Parquet corpus's row groups are its batches.
     gibbs_sweeps : int
-        Sweeps of ``init="gibbs"`` (default 1,000, ``lsdask.config.GIBBS_SWEEPS``):
-        measured at 10-17 s for AP (1,746 documents, K=100) and about a minute
-        for 20 Newsgroups (11,314 documents) at K=400 on two cores,
-        paid once per fit (per start with ``n_init`` > 1); fewer sweeps start
-        sooner at worse topics.
+        Sweeps of ``init="gibbs"`` (default 1,000, ``lsdask.config.GIBBS_SWEEPS``),
+        paid once per fit (per start with ``n_init`` > 1): the sampled topics
+        still improve over hundreds of sweeps, and memoized VI keeps what the
+        sampler reached; fewer sweeps start sooner at worse topics.
     gibbs_tokens : int
         Tokens of the documents ``init="gibbs"`` samples at most (default
         4,000,000, ``lsdask.config.GIBBS_SAMPLE_TOKENS``): the whole corpus
         when it holds fewer, else whole documents drawn at random up to it.
-        The start's time and memory grow with it (about 16 bytes per token);
-        more documents give better topics (pipelines/benchmarks/README_lda.md, History).
+        The start's time and memory grow with it (16 bytes per token); more
+        documents give better topics.
     restarts : bool
         Restart proposals in the local step (Sec. 5).
     max_local_iters : int
@@ -187,7 +179,7 @@ class LDA(VariationalEstimator):
     elbo_trace_, n_laps_, converged_
     """
 
-    init_methods = LDA_INIT_METHODS
+    param_table = LDA_PARAMS
 
     def __init__(
         self,
@@ -198,7 +190,7 @@ class LDA(VariationalEstimator):
         eta: float = 0.1,
         algorithm: str = "memo",
         n_laps: int = 10,
-        tol: float = 1e-6,
+        tol: float = config.DEFAULT_TOL,
         batch_size: int | None = None,
         batches_per_update: int | None = None,
         restarts: bool = True,
@@ -208,8 +200,8 @@ class LDA(VariationalEstimator):
         gibbs_sweeps: int = config.GIBBS_SWEEPS,
         gibbs_tokens: int = config.GIBBS_SAMPLE_TOKENS,
         n_init: int = 1,
-        svi_delay: float = 1.0,
-        svi_kappa: float = 0.6,
+        svi_delay: float = config.SVI_DELAY,
+        svi_kappa: float = config.SVI_KAPPA,
         random_state: Any = None,
         client: Any = None,
         n_workers: int | None = None,
@@ -218,40 +210,16 @@ class LDA(VariationalEstimator):
         checkpoint_dir: str | None = None,
         resume: bool = False,
     ) -> None:
-        self.n_components = n_components
-        self.sparsity = sparsity
-        self.alpha = alpha
-        self.eta = eta
-        self.algorithm = algorithm
-        self.n_laps = n_laps
-        self.tol = tol
-        self.batch_size = batch_size
-        self.batches_per_update = batches_per_update
-        self.restarts = restarts
-        self.max_local_iters = max_local_iters
-        self.local_conv_thresh = local_conv_thresh
-        self.init = init
-        self.gibbs_sweeps = gibbs_sweeps
-        self.gibbs_tokens = gibbs_tokens
-        self.n_init = n_init
-        self.svi_delay = svi_delay
-        self.svi_kappa = svi_kappa
-        self.random_state = random_state
-        self.client = client
-        self.n_workers = n_workers
-        self.verbose = verbose
-        self.progress = progress
-        self.checkpoint_dir = checkpoint_dir
-        self.resume = resume
+        self._store(locals())
 
     # -- parameters and data --------------------------------------------------
-    def _max_sparsity(self) -> int | None:
-        return None  # L >= K keeps every active topic
-
-    def _check_init(self) -> None:
-        if isinstance(self.init, str):
-            super()._check_init()
-        # an array is checked once, against the data's vocabulary (_init_counts)
+    def check_params(self, n_features: int | None = None) -> None:
+        """Raise ValueError for a parameter the table does not accept, or for
+        ``init`` counts of another shape than (K, ``n_features``) where the
+        vocabulary's size is known (``fit`` checks them against its data)."""
+        super().check_params()
+        if n_features is not None:
+            self._init_counts(n_features)
 
     def _init_counts(self, vocab_size: int | None, init: Any = None) -> np.ndarray | None:
         """``init`` (default ``self.init``) as float64 topic-word counts (K, V),
@@ -283,15 +251,6 @@ class LDA(VariationalEstimator):
                 "probabilities (for a fitted lsdask model: components_ - eta)."
             )
         return counts
-
-    def _check_params(self) -> None:
-        self._check_common_params()
-        check_positive_float("eta", self.eta)
-        check_int("max_local_iters", self.max_local_iters, 1)
-        check_positive_float("local_conv_thresh", self.local_conv_thresh)
-        check_int("gibbs_sweeps", self.gibbs_sweeps, 1)
-        check_int("gibbs_tokens", self.gibbs_tokens, 1)
-        check_bool("restarts", self.restarts)
 
     def _source(self, X: Any, vocabulary: Any = None) -> tuple[BatchSource, list[str] | None]:
         """X's batches and words: a corpus's own, or ``vocabulary`` for a matrix."""
@@ -388,7 +347,7 @@ class LDA(VariationalEstimator):
         ``callback``, if given, is called after every lap with the run's
         :class:`lsdask.learn.base.LearnResult` so far (e.g. to score heldout
         documents with ``result.globals.topics``)."""
-        self._check_params()
+        self.check_params()
         rng = np.random.default_rng(self.random_state)
         source, vocab = self._source(X, vocabulary)
         _check_has_tokens(X, source)
@@ -398,7 +357,7 @@ class LDA(VariationalEstimator):
             "eta": float(self.eta),
         }
         self._vocabulary_sha256 = None if vocab is None else vocabulary_digest(vocab)
-        resumed = open_resume(self, asked)
+        resumed = open_resume(checkpoint_settings(self), asked)
         if resumed is not None:
             _check_resumed_vocabulary(resumed, self._vocabulary_sha256, source)
             model, sample, counts = resumed["model"], None, None
@@ -437,7 +396,7 @@ class LDA(VariationalEstimator):
         ``distributed.Client``, kept open) or ``client="sync"``.
         """
         started = time.perf_counter()
-        self._check_params()
+        self.check_params()
         source, vocab = self._source(X, vocabulary)
         first = not hasattr(self, "posterior_")
         if first:

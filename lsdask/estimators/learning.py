@@ -11,25 +11,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from lsdask.engine import make_executor
 from lsdask.errors import NotFittedError
-from lsdask.estimators.params import Parameters
-from lsdask.learn import ALGORITHMS, INIT_METHODS, MemoizedVI, StochasticVI
+from lsdask.estimators.params import Parameters, ParamTable
+from lsdask.estimators.state import checkpoint_settings
+from lsdask.learn import MemoizedVI, StochasticVI
 from lsdask.learn.base import LearnResult
 from lsdask.learn.vb import FullBatchVB
 from lsdask.models.stats import SuffStats
 from lsdask.persist.resume import checkpointing, stop_on_signals
-from lsdask.validation import (
-    check_choice,
-    check_int,
-    check_positive_float,
-    check_random_state,
-    check_sparsity,
-)
 
 logger = logging.getLogger(__name__)
 _package_logger = logging.getLogger("lsdask")
@@ -38,37 +32,17 @@ _package_logger = logging.getLogger("lsdask")
 class VariationalEstimator(Parameters):
     """Base of the estimators; parameters are documented on the subclasses."""
 
-    #: the ``init`` method names the estimator takes
-    init_methods: tuple[str, ...] = INIT_METHODS
+    #: the estimator's parameters: defaults, checks, help (lsdask.estimators.params)
+    param_table: ClassVar[ParamTable]
 
-    def _check_common_params(self) -> None:
-        check_int("n_components", self.n_components, 1)
-        check_sparsity(self.sparsity, self._max_sparsity())
-        check_choice("algorithm", self.algorithm, tuple(ALGORITHMS))
-        self._check_init()
-        check_int("n_laps", self.n_laps, 1)
-        check_int("n_init", self.n_init, 1)
-        check_positive_float("tol", self.tol, "0 never stops before n_laps.", zero=True)
-        if self.batch_size is not None:
-            check_int("batch_size", self.batch_size, 1, hint="Use None for the store's chunks.")
-        if self.batches_per_update is not None:
-            check_int("batches_per_update", self.batches_per_update, 1)
-        check_positive_float("alpha", self.alpha)
-        check_positive_float("svi_delay", self.svi_delay)
-        kappa = check_positive_float("svi_kappa", self.svi_kappa)
-        if kappa > 1:
-            raise ValueError(f"svi_kappa must be in (0, 1]; got {kappa}")
-        if self.n_workers is not None:
-            check_int("n_workers", self.n_workers, 1)
-        check_int("verbose", self.verbose, 0, 2)
-        check_random_state(self.random_state)
+    def check_params(self, n_features: int | None = None) -> None:
+        """Raise ValueError for a parameter its table does not accept (``fit``
+        does this first; a job may, before it starts a cluster).
 
-    def _check_init(self) -> None:
-        check_choice("init", self.init, self.init_methods)
-
-    def _max_sparsity(self) -> int | None:
-        """Largest allowed L (None: no bound); mixtures need L <= K."""
-        return self.n_components
+        ``n_features``, where known, is the data's number of columns, for
+        parameters whose shape depends on it (LDA's ``init`` counts).
+        """
+        self.param_table.check(self)
 
     def _learner(self, model: Any, n_rows: int, init_stats: SuffStats) -> Any:
         if self.algorithm == "memo":
@@ -167,7 +141,7 @@ class VariationalEstimator(Parameters):
                 "not visited either; ask for more laps to go on",
                 state.lap, self.n_laps,
             )  # fmt: skip
-        memo, write = checkpointing(self, model, source.batches, resumed)
+        memo, write = checkpointing(checkpoint_settings(self), model, source.batches, resumed)
         with stop_on_signals(True) as stop_requested:
             return learner.run(
                 model, executor, source.batches, glob, rng, self.sparsity, callback, memo=memo,

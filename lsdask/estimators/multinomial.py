@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from lsdask import config
 from lsdask.estimators.base import MixtureEstimatorBase
-from lsdask.estimators.params import read_only
+from lsdask.estimators.params import MULTINOMIAL_PARAMS, read_only
 from lsdask.models import MixtureModel, Multinomial
-from lsdask.validation import check_positive_float
 
 
 class MultinomialMixture(MixtureEstimatorBase):
@@ -29,6 +29,8 @@ class MultinomialMixture(MixtureEstimatorBase):
     elbo_trace_, n_laps_, converged_
     """
 
+    param_table = MULTINOMIAL_PARAMS
+
     def __init__(
         self,
         n_components: int = 10,
@@ -37,14 +39,14 @@ class MultinomialMixture(MixtureEstimatorBase):
         sparsity: int | None = None,
         algorithm: str = "memo",
         n_laps: int = 10,
-        tol: float = 1e-6,
+        tol: float = config.DEFAULT_TOL,
         batch_size: int | None = None,
         batches_per_update: int | None = None,
         alpha: float = 1.0,
         init: str = "kmeans++",
         n_init: int = 1,
-        svi_delay: float = 1.0,
-        svi_kappa: float = 0.6,
+        svi_delay: float = config.SVI_DELAY,
+        svi_kappa: float = config.SVI_KAPPA,
         random_state: Any = None,
         client: Any = None,
         n_workers: int | None = None,
@@ -53,31 +55,10 @@ class MultinomialMixture(MixtureEstimatorBase):
         checkpoint_dir: str | None = None,
         resume: bool = False,
     ) -> None:
-        super().__init__(
-            n_components,
-            sparsity=sparsity,
-            algorithm=algorithm,
-            n_laps=n_laps,
-            tol=tol,
-            batch_size=batch_size,
-            batches_per_update=batches_per_update,
-            alpha=alpha,
-            init=init,
-            n_init=n_init,
-            svi_delay=svi_delay,
-            svi_kappa=svi_kappa,
-            random_state=random_state,
-            client=client,
-            n_workers=n_workers,
-            verbose=verbose,
-            progress=progress,
-            checkpoint_dir=checkpoint_dir,
-            resume=resume,
-        )
-        self.lam = lam
+        self._store(locals())
 
     def _make_observation(self):
-        return Multinomial(lam=check_positive_float("lam", self.lam))
+        return Multinomial(lam=float(self.lam))
 
     def _set_fitted(self, model: MixtureModel) -> None:
         self.components_ = read_only(self.posterior_.obs.topics)

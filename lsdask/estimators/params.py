@@ -1,20 +1,354 @@
-"""Estimator parameters the scikit-learn way, without depending on scikit-learn.
+"""Estimator parameters: one table per estimator, and scikit-learn's conventions over it.
 
-An estimator's ``__init__`` only stores its keyword arguments under the same
-names; :class:`Parameters` then reads them back (``get_params``), changes them
-(``set_params``) and shows the ones that differ from their defaults
-(``repr``), and :func:`clone` makes an unfitted copy with the same parameters.
+Every parameter is a :class:`Param`: its name, default, check, one line of
+help and, where ``lsdask`` has one, its command-line :class:`Option`. An
+estimator's :class:`ParamTable` lists its parameters in the order of its
+``__init__`` signature, composed from entries shared by all estimators. The
+table is the one place that says what a parameter accepts and means:
+``fit`` checks the parameters by it (:meth:`ParamTable.check`) and the
+command line builds its options from it (:mod:`lsdask.cli.params`).
+
+The estimators keep explicit ``__init__`` signatures, which scikit-learn and
+:class:`Parameters` read; a test holds every signature to its table (names,
+order and defaults). ``__init__`` only stores its arguments
+(:meth:`Parameters._store`); :class:`Parameters` reads them back
+(``get_params``), changes them (``set_params``) and shows those that differ
+from their defaults (``repr``); :func:`clone` makes an unfitted copy.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import numpy as np
 
+from lsdask import config
+from lsdask.learn import ALGORITHMS, INIT_METHODS
+from lsdask.validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_positive_float,
+    check_random_state,
+    check_sparsity,
+    parse_positive_float,
+    parse_positive_int,
+)
+
 E = TypeVar("E", bound="Parameters")
+
+#: ``check(name, value, estimator)`` raises ValueError when ``value`` is not
+#: accepted (the estimator is there for checks that depend on other parameters)
+Check = Callable[[str, Any, Any], object]
+
+#: the ``init`` names LDA takes (besides an array of topic-word counts)
+LDA_INIT_METHODS = ("auto", *INIT_METHODS, "gibbs")
+
+#: ``GaussianMixture(covariance_type=)``
+COVARIANCE_TYPES = ("zero-mean", "full", "diag")
+
+#: :attr:`Option.default` of an option whose default is the parameter's
+SAME = object()
+
+
+def lda_init_names() -> str:
+    """``'auto', 'kmeans++', 'random', 'gibbs'``: the method names, for messages."""
+    return ", ".join(repr(name) for name in LDA_INIT_METHODS)
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def integer(low: int, high: int | None = None, *, hint: str = "", none: bool = False) -> Check:
+    """An integer in ``[low, high]`` (``none``: or None)."""
+
+    def check(name: str, value: Any, estimator: Any) -> None:
+        if not (none and value is None):
+            check_int(name, value, low, high, hint)
+
+    return check
+
+
+def positive(
+    *, zero: bool = False, at_most: float | None = None, hint: str = "", none: bool = False
+) -> Check:
+    """A finite number > 0 (>= 0 with ``zero``), at most ``at_most`` (``none``: or None)."""
+
+    def check(name: str, value: Any, estimator: Any) -> None:
+        if none and value is None:
+            return
+        number = check_positive_float(name, value, hint, zero=zero)
+        if at_most is not None and number > at_most:
+            raise ValueError(f"{name} must be in (0, {at_most}]; got {number}")
+
+    return check
+
+
+def one_of(*choices: str) -> Check:
+    """One of the names ``choices``."""
+
+    def check(name: str, value: Any, estimator: Any) -> None:
+        check_choice(name, value, choices)
+
+    return check
+
+
+def boolean(name: str, value: Any, estimator: Any) -> None:
+    """True or False."""
+    check_bool(name, value)
+
+
+def seed(name: str, value: Any, estimator: Any) -> None:
+    """What ``numpy.random.default_rng`` takes."""
+    check_random_state(value)
+
+
+def at_most_k(name: str, value: Any, estimator: Any) -> None:
+    """A mixture's L: None (dense) or an integer in [1, K]."""
+    check_sparsity(value, estimator.n_components)
+
+
+def any_l(name: str, value: Any, estimator: Any) -> None:
+    """LDA's L: None (dense) or an integer >= 1 (L >= K keeps every active topic)."""
+    check_sparsity(value, None)
+
+
+def lda_init(name: str, value: Any, estimator: Any) -> None:
+    """A method name; an array of counts is checked against the data's vocabulary."""
+    if isinstance(value, str):
+        check_choice(name, value, LDA_INIT_METHODS)
+
+
+# --------------------------------------------------------------------------- entries
+
+
+@dataclass(frozen=True)
+class Option:
+    """How ``lsdask`` takes a parameter on its command line.
+
+    ``flag`` with an argparse ``type`` or ``choices``; ``metavar`` defaults to
+    the flag's name in capitals. ``default`` is the command line's where it
+    differs from the parameter's (the commands' runs are seeded). ``off``:
+    the flag sets the parameter to False (``--no-restarts``); ``none_flag`` and
+    ``none_help``: a second flag, exclusive with the first, that sets it to
+    None (``--dense``).
+    """
+
+    flag: str
+    type: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    default: Any = SAME
+    required: bool = False
+    off: bool = False
+    none_flag: str | None = None
+    none_help: str | None = None
+
+
+@dataclass(frozen=True)
+class Param:
+    """One estimator parameter: its ``name``, ``default``, ``check`` (None: any
+    value), ``help`` (one line; ``{default}`` stands for the default, as the
+    command line shows it) and command-line ``option`` (None: none)."""
+
+    name: str
+    default: Any
+    check: Check | None
+    help: str
+    option: Option | None = None
+
+
+@dataclass(frozen=True)
+class ParamTable:
+    """An estimator's parameters, in the order of its ``__init__`` signature."""
+
+    params: tuple[Param, ...]
+
+    def __post_init__(self) -> None:
+        names = [p.name for p in self.params]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a parameter is listed twice: {names}")
+
+    def __getitem__(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def defaults(self) -> dict[str, Any]:
+        return {p.name: p.default for p in self.params}
+
+    def check(self, estimator: Any) -> None:
+        """Check every parameter of ``estimator``, in the table's order."""
+        for p in self.params:
+            if p.check is not None:
+                p.check(p.name, getattr(estimator, p.name), estimator)
+
+    def with_after(self, name: str, *params: Param) -> ParamTable:
+        """This table with ``params`` inserted after the parameter ``name``."""
+        at = self.names.index(name) + 1
+        return ParamTable((*self.params[:at], *params, *self.params[at:]))
+
+
+# entries shared by every estimator ---------------------------------------------
+
+SPARSITY = Param(
+    "sparsity", None, at_most_k, "L (default: dense)", Option("--sparsity", parse_positive_int)
+)
+ALGORITHM = Param(
+    "algorithm", "memo", one_of(*ALGORITHMS),
+    "memoized VI, stochastic VI or full-batch VB (default {default})",
+    Option("--algorithm", choices=tuple(ALGORITHMS)),
+)  # fmt: skip
+N_LAPS = Param(
+    "n_laps", 10, integer(1), "maximum laps (default {default})",
+    Option("--laps", parse_positive_int),
+)  # fmt: skip
+TOL = Param(
+    "tol", config.DEFAULT_TOL, positive(zero=True, hint="0 never stops before n_laps."),
+    "relative ELBO change between laps below which memo and vb stop (0: never)",
+)  # fmt: skip
+BATCH_SIZE = Param(
+    "batch_size", None, integer(1, hint="Use None for the store's chunks.", none=True),
+    "rows per batch (default chunks)", Option("--batch-size", parse_positive_int),
+)  # fmt: skip
+BATCHES_PER_UPDATE = Param(
+    "batches_per_update", None, integer(1, none=True),
+    "batches visited between global steps (default: the number of workers, 1 with --sync); "
+    "the same --seed gives the same model only with the same N",
+    Option("--batches-per-update", parse_positive_int, metavar="N"),
+)  # fmt: skip
+N_INIT = Param(
+    "n_init", 1, integer(1), "independent initializations; the highest final ELBO is kept"
+)
+SVI_DELAY = Param(
+    "svi_delay", config.SVI_DELAY, positive(), "SVI learning rate (delay + t) ** (-kappa): delay"
+)
+SVI_KAPPA = Param(
+    "svi_kappa", config.SVI_KAPPA, positive(at_most=1),
+    "SVI learning rate (delay + t) ** (-kappa): kappa, in (0, 1]",
+)  # fmt: skip
+RANDOM_STATE = Param(
+    "random_state", None, seed, "random seed (default {default})", Option("--seed", int, default=0)
+)
+CLIENT = Param(
+    "client", None, None,
+    "where batch tasks run: None (a LocalCluster), 'sync', a Client or a scheduler address",
+)  # fmt: skip
+N_WORKERS = Param(
+    "n_workers", None, integer(1, none=True), "worker processes of a LocalCluster started by fit"
+)
+VERBOSE = Param("verbose", 0, integer(0, 2), "0 warnings only, 1 a log line per lap, 2 debug")
+PROGRESS = Param("progress", None, None, "progress bar per lap (None: only on a terminal)")
+CHECKPOINT_DIR = Param(
+    "checkpoint_dir", None, None, "folder of the checkpoints written every lap (memo only)"
+)
+RESUME = Param("resume", False, None, "continue the latest checkpoint in checkpoint_dir")
+
+#: the entries after the model's own, in the signatures' order
+RUN = (N_INIT, SVI_DELAY, SVI_KAPPA, RANDOM_STATE, CLIENT, N_WORKERS, VERBOSE, PROGRESS,
+       CHECKPOINT_DIR, RESUME)  # fmt: skip
+
+# the mixtures --------------------------------------------------------------------
+
+CLUSTERS = Param(
+    "n_components", 10, integer(1), "K, the number of clusters",
+    Option("--components", parse_positive_int, required=True),
+)  # fmt: skip
+WEIGHT_ALPHA = Param(
+    "alpha", 1.0, positive(), "weight concentration (default {default})", Option("--alpha", float)
+)
+SEEDS = Param(
+    "init", "kmeans++", one_of(*INIT_METHODS),
+    "k-means++ seeds under the model's divergence, or random examples",
+)  # fmt: skip
+COVARIANCE_TYPE = Param(
+    "covariance_type", "zero-mean", one_of(*COVARIANCE_TYPES),
+    "covariance type (default {default})", Option("--covariance", choices=COVARIANCE_TYPES),
+)  # fmt: skip
+PRIOR_SCALE = Param(
+    "prior_scale", None, positive(none=True),
+    "prior expected covariance prior_scale * I (default: from the data)",
+)  # fmt: skip
+NU = Param("nu", None, positive(none=True), "Wishart degrees of freedom (default D + 2)")
+LAM = Param("lam", 0.1, positive(), "Dirichlet pseudo-count of each cluster's word distribution")
+
+#: every mixture's parameters
+MIXTURE_PARAMS = ParamTable(
+    (CLUSTERS, SPARSITY, ALGORITHM, N_LAPS, TOL, BATCH_SIZE, BATCHES_PER_UPDATE, WEIGHT_ALPHA,
+     SEEDS, *RUN)
+)  # fmt: skip
+#: :class:`lsdask.GaussianMixture`
+GAUSSIAN_PARAMS = MIXTURE_PARAMS.with_after("n_components", COVARIANCE_TYPE, PRIOR_SCALE, NU)
+#: :class:`lsdask.MultinomialMixture`
+MULTINOMIAL_PARAMS = MIXTURE_PARAMS.with_after("n_components", LAM)
+
+# LDA -------------------------------------------------------------------------------
+
+TOPICS = Param(
+    "n_components", 10, integer(1), "K, the number of topics",
+    Option("--topics", parse_positive_int, required=True),
+)  # fmt: skip
+TOPIC_SPARSITY = replace(
+    SPARSITY, default=8, check=any_l, help="L (default {default})",
+    option=replace(SPARSITY.option, none_flag="--dense", none_help="dense local step (no L)"),
+)  # fmt: skip
+DOC_ALPHA = Param(
+    "alpha", 0.5, positive(),
+    "document-topic concentration in total, alpha/K per topic (default {default})",
+    Option("--alpha", parse_positive_float),
+)  # fmt: skip
+ETA = Param(
+    "eta", 0.1, positive(), "topic-word pseudo-count (default {default})",
+    Option("--eta", parse_positive_float),
+)  # fmt: skip
+RESTARTS = Param(
+    "restarts", True, boolean, "restart proposals in the local step",
+    Option("--no-restarts", off=True),
+)  # fmt: skip
+MAX_LOCAL_ITERS = Param("max_local_iters", 100, integer(1), "iterations per document at most")
+LOCAL_CONV_THRESH = Param(
+    "local_conv_thresh", 0.05, positive(),
+    "a document's iterations stop when max |Delta N_dk| falls below this",
+)  # fmt: skip
+TOPIC_INIT = Param(
+    "init", "auto", lda_init,
+    "how the topics start: collapsed Gibbs sampling on the corpus or a sample of it "
+    "(gibbs: slower to start, better topics), k-means++ seed documents, random "
+    "ones, the topics of a saved model over the same vocabulary, or topic-word counts "
+    "(K, V) saved with numpy.save; auto (default): gibbs where the counts are whole "
+    "tokens, else kmeans++",
+    Option("--init", metavar="{auto,kmeans++,random,gibbs,MODEL_DIR,FILE.npy}"),
+)  # fmt: skip
+GIBBS_SWEEPS = Param(
+    "gibbs_sweeps", config.GIBBS_SWEEPS, integer(1),
+    "sweeps of the Gibbs start (--init gibbs or auto; default {default})",
+    Option("--gibbs-sweeps", parse_positive_int, metavar="N"),
+)  # fmt: skip
+GIBBS_TOKENS = Param(
+    "gibbs_tokens", config.GIBBS_SAMPLE_TOKENS, integer(1),
+    "tokens the Gibbs start samples at most: the whole corpus when it holds fewer "
+    "(default {default:,}); its time and memory grow with it",
+    Option("--gibbs-tokens", parse_positive_int, metavar="N"),
+)  # fmt: skip
+
+#: :class:`lsdask.LDA`
+LDA_PARAMS = ParamTable(
+    (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, ALGORITHM, N_LAPS, TOL, BATCH_SIZE,
+     BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT, GIBBS_SWEEPS,
+     GIBBS_TOKENS, *RUN)
+)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- conventions
 
 
 def read_only(array: Any) -> Any:
@@ -37,6 +371,12 @@ class Parameters:
             for name, p in signature.parameters.items()
             if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         )
+
+    def _store(self, arguments: dict[str, Any]) -> None:
+        """Keep every ``__init__`` argument as the attribute of its name: an
+        ``__init__`` calls ``self._store(locals())`` and does nothing else."""
+        for name in self._param_names():
+            setattr(self, name, arguments[name])
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The estimator's parameters by name (``deep`` is accepted for

@@ -1,11 +1,12 @@
 """The bars LDA job: learn the "bars" topics (Griffiths & Steyvers 2004) and look at them.
 
 The corpus (:func:`lsdask.synthetic.make_bars_corpus`) is drawn in memory, so
-the job needs no file: :func:`run_bars_demo` fits :class:`lsdask.LDA` with
-the L-sparse local step on most documents, scores the others by heldout
-document completion, matches the learned topics to the true bars and draws
-both in ``topics.png``. ``lsdask demo`` runs it after the patch GMM, on the
-same Dask client; :func:`format_bars_report` is its text.
+the job needs no file: :func:`run_bars_demo` fits a configured
+:class:`lsdask.LDA` (:func:`bars_lda`: the demo's) on most documents, scores
+the others by heldout document completion, matches the learned topics to the
+true bars and draws both in ``topics.png``, and returns a :class:`BarsReport`.
+``lsdask demo`` runs it after the patch GMM, on the same Dask client;
+:func:`format_bars_report` is its text.
 """
 
 from __future__ import annotations
@@ -13,17 +14,20 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from lsdask.estimators.lda import LDA
 from lsdask.jobs.cluster import dask_client
 from lsdask.jobs.wording import plural
+from lsdask.synthetic import make_bars_corpus, match_topics
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BARS_DOC_TOPIC_PRIOR", "format_bars_report", "run_bars_demo"]
+__all__ = ["BARS_DOC_TOPIC_PRIOR", "BarsReport", "bars_lda", "format_bars_report", "run_bars_demo"]
 
 #: Per-topic Dirichlet concentration of the demo's documents. With 50 tokens
 #: per document, documents made of one or two bars (0.1) let 20 laps of
@@ -33,79 +37,104 @@ __all__ = ["BARS_DOC_TOPIC_PRIOR", "format_bars_report", "run_bars_demo"]
 BARS_DOC_TOPIC_PRIOR = 0.1
 
 
+def bars_lda(n_components: int = 10, *, n_laps: int = 20, random_state: Any = 0) -> LDA:
+    """The demo's LDA: L=4 and the total concentration of the generating model,
+    ``BARS_DOC_TOPIC_PRIOR`` per topic (``client`` and the rest set with
+    ``set_params``)."""
+    return LDA(
+        n_components,
+        sparsity=4,
+        alpha=BARS_DOC_TOPIC_PRIOR * n_components,
+        n_laps=n_laps,
+        random_state=random_state,
+    )
+
+
+@dataclass
+class BarsReport:
+    """What :func:`run_bars_demo` did.
+
+    Attributes
+    ----------
+    model : LDA
+        The fitted estimator; ``K``, ``L`` (None: dense) and ``alpha`` its.
+    n_docs, n_heldout : int
+        Training and heldout documents; ``n_tokens`` the training tokens and
+        ``vocab_size`` the words.
+    laps, converged, seconds, elbo_final
+        Of the fit (``seconds``: wall time of ``fit``).
+    heldout_score : float or None
+        Heldout document completion, nats per token (None without heldout
+        documents).
+    l1, match : arrays
+        Per true topic: the L1 distance to its matched learned topic (in
+        [0, 2]) and that topic; ``mean_l1`` their mean.
+    topics_plot : str or None
+    """
+
+    model: LDA
+    n_docs: int
+    n_heldout: int
+    n_tokens: float
+    vocab_size: int
+    K: int
+    L: int | None
+    alpha: float
+    laps: int
+    converged: bool
+    seconds: float
+    heldout_score: float | None
+    mean_l1: float
+    l1: np.ndarray
+    match: np.ndarray
+    elbo_final: float
+    topics_plot: str | None = None
+
+
 def run_bars_demo(
-    out_dir: str | os.PathLike[str] | None,
+    estimator: LDA,
+    out_dir: str | os.PathLike[str] | None = None,
     *,
-    n_components: int = 10,
-    sparsity: int | None = 4,
-    n_laps: int = 20,
-    client: Any = None,
-    n_workers: int | None = None,
     n_docs: int = 2000,
     side: int = 5,
     doc_length: int = 50,
     doc_topic_prior: float = BARS_DOC_TOPIC_PRIOR,
-    alpha: float | None = None,
     heldout_fraction: float = 0.1,
-    batch_size: int | None = None,
     random_state: int = 0,
-    verbose: bool = False,
-    progress: bool | None = False,
-) -> dict[str, Any]:
-    """Fit LDA to the bars corpus, score heldout documents, draw ``topics.png``.
+) -> BarsReport:
+    """Fit ``estimator`` to the bars corpus, score heldout documents, draw ``topics.png``.
+
+    The estimator's parameters say everything about the fit, its ``client``
+    and ``n_workers`` where it runs; a ``batch_size`` of None becomes a
+    quarter of the training documents (4 batches, two per worker of a
+    2-worker cluster).
 
     Parameters
     ----------
+    estimator : lsdask.LDA
+        The configured estimator (:func:`bars_lda`); fitted in place. The
+        corpus has ``2 * side`` true topics (10 for ``side=5``).
     out_dir : str, os.PathLike or None
         Folder for ``topics.png`` (created); None draws nothing.
-    n_components : int, default 10
-        K; the corpus has ``2 * side`` true topics (10 for ``side=5``).
-    sparsity : int or None, default 4
-        L; None runs the dense local step.
-    n_laps : int, default 20
-        Maximum laps.
-    client : None, "sync", str or distributed.Client, default None
-        Where batch tasks run (see :func:`lsdask.jobs.cluster.dask_client`);
-        None starts a LocalCluster of ``n_workers`` processes for this job.
-    n_workers : int or None, default None
     n_docs, side, doc_length, doc_topic_prior
         The corpus (:func:`lsdask.synthetic.make_bars_corpus`), drawn with
         ``random_state``.
-    alpha : float or None, default None
-        The LDA's total document-topic concentration; default
-        ``doc_topic_prior * n_components``, the generating model's.
     heldout_fraction : float, default 0.1
         The last ``round(heldout_fraction * n_docs)`` documents are held out
         (documents are exchangeable, so any split is a random one).
-    batch_size : int or None, default None
-        Documents per batch; default a quarter of the training documents (4
-        batches, two per worker of a 2-worker cluster).
     random_state : int, default 0
-        Seed of the corpus and of the fit.
-    verbose : bool, default False
-        Log one line per lap.
-    progress : bool or None, default False
-        Progress bar per lap (None: only on a terminal).
+        Seed of the corpus.
 
     Returns
     -------
-    dict
-        ``n_docs`` (training documents), ``n_heldout``, ``n_tokens``
-        (training tokens), ``vocab_size``, ``K``, ``L`` (None for dense),
-        ``alpha``, ``laps``, ``converged``, ``seconds`` (wall time of
-        ``fit``), ``heldout_score`` (nats per token, None without heldout
-        documents), ``mean_l1`` (mean L1 distance of the matched topics, in
-        [0, 2]), ``l1`` (per true topic), ``match`` (learned topic per true
-        topic), ``elbo_final``, ``topics_plot`` (path or None) and ``model``.
+    BarsReport
 
     Raises
     ------
     ValueError
         For invalid parameters.
     """
-    from lsdask.estimators.lda import LDA
     from lsdask.plotting import plot_topic_images
-    from lsdask.synthetic import make_bars_corpus, match_topics
 
     if not 0.0 <= float(heldout_fraction) < 1.0:
         raise ValueError(f"heldout_fraction must be in [0, 1); got {heldout_fraction!r}")
@@ -115,95 +144,82 @@ def run_bars_demo(
     if n_train < 1:
         raise ValueError(f"no training documents left: n_docs={n_docs}, {heldout_fraction=}")
     train, heldout = X[:n_train], X[n_train:]
-    if alpha is None:
-        alpha = float(doc_topic_prior) * n_components
-    if batch_size is None:
-        batch_size = max(1, -(-n_train // 4))
-
-    model = LDA(
-        n_components,
-        sparsity=sparsity,
-        alpha=alpha,
-        n_laps=n_laps,
-        batch_size=batch_size,
-        random_state=random_state,
-        n_workers=n_workers,
-        verbose=1 if verbose else 0,
-        progress=progress,
-    )
+    if estimator.batch_size is None:
+        estimator.set_params(batch_size=max(1, -(-n_train // 4)))
+    K, L = estimator.n_components, estimator.sparsity
     logger.info(
         "bars LDA: %d train, %d heldout documents; K=%d, L=%s, %d laps at most",
-        n_train, n_heldout, n_components, sparsity, n_laps,
+        n_train, n_heldout, K, L, estimator.n_laps,
     )  # fmt: skip
-    with dask_client(client, n_workers) as shared:
-        model.set_params(client=shared)
+    client = estimator.client
+    with dask_client(client, estimator.n_workers) as shared:
+        estimator.set_params(client=shared)
         start = time.perf_counter()
-        model.fit(train)
+        try:
+            estimator.fit(train)
+        finally:
+            estimator.set_params(client=client)
         seconds = time.perf_counter() - start
-    model.set_params(client=client)
-    score = model.score(heldout) if n_heldout else None
-    match, l1 = match_topics(true_topics, model.topic_word_)
-    result: dict[str, Any] = {
-        "n_docs": n_train,
-        "n_heldout": n_heldout,
-        "n_tokens": float(train.sum()),
-        "vocab_size": int(X.shape[1]),
-        "K": n_components,
-        "L": sparsity,
-        "alpha": float(alpha),
-        "laps": int(model.n_laps_),
-        "converged": bool(model.converged_),
-        "seconds": seconds,
-        "heldout_score": score,
-        "mean_l1": float(np.nanmean(l1)),
-        "l1": l1,
-        "match": match,
-        "elbo_final": float(model.elbo_trace_[-1]),
-        "topics_plot": None,
-        "model": model,
-    }
+    match, l1 = match_topics(true_topics, estimator.topic_word_)
+    report = BarsReport(
+        model=estimator,
+        n_docs=n_train,
+        n_heldout=n_heldout,
+        n_tokens=float(train.sum()),
+        vocab_size=int(X.shape[1]),
+        K=K,
+        L=L,
+        alpha=float(estimator.alpha),
+        laps=int(estimator.n_laps_),
+        converged=bool(estimator.converged_),
+        seconds=seconds,
+        heldout_score=estimator.score(heldout) if n_heldout else None,
+        mean_l1=float(np.nanmean(l1)),
+        l1=l1,
+        match=match,
+        elbo_final=float(estimator.elbo_trace_[-1]),
+    )
     logger.info(
         "bars LDA: %d laps in %.1f s, heldout %s nats/token, mean L1 %.3f",
-        result["laps"], seconds, score, result["mean_l1"],
+        report.laps, seconds, report.heldout_score, report.mean_l1,
     )  # fmt: skip
     if out_dir is not None:
         title = (
-            f"bars: true topics vs LDA K={n_components}, "
-            f"L={'dense' if sparsity is None else sparsity} "
-            f"(mean L1 {result['mean_l1']:.3f})"
+            f"bars: true topics vs LDA K={K}, L={'dense' if L is None else L} "
+            f"(mean L1 {report.mean_l1:.3f})"
         )
-        result["topics_plot"] = str(
+        report.topics_plot = str(
             plot_topic_images(
-                true_topics, model.topic_word_, Path(out_dir) / "topics.png", side, title=title
+                true_topics, estimator.topic_word_, Path(out_dir) / "topics.png", side, title=title
             )
         )
-    return result
+    return report
 
 
-def format_bars_report(result: dict[str, Any], *, title: str | None = None) -> str:
-    """Readable multi-line summary of a :func:`run_bars_demo` result."""
+def format_bars_report(report: BarsReport, *, title: str | None = None) -> str:
+    """Readable multi-line summary of a :func:`run_bars_demo` report."""
     lines = [title] if title else []
-    L = "dense" if result["L"] is None else result["L"]
+    L = "dense" if report.L is None else report.L
     lines.append(
-        f"data: {result['n_docs']:,} train documents ({result['n_tokens']:,.0f} tokens), "
-        f"{result['n_heldout']:,} heldout documents, V={result['vocab_size']}"
+        f"data: {report.n_docs:,} train documents ({report.n_tokens:,.0f} tokens), "
+        f"{report.n_heldout:,} heldout documents, V={report.vocab_size}"
     )
-    lines.append(f"model: LDA, K={result['K']}, L={L}, alpha={result['alpha']:g}")
+    lines.append(f"model: LDA, K={report.K}, L={L}, alpha={report.alpha:g}")
     lines.append(
-        f"fit: {plural(result['laps'], 'lap')} "
-        f"({'converged' if result['converged'] else 'not converged'})"
-        f" in {result['seconds']:.1f} s, final ELBO {result['elbo_final']:.1f} "
-        f"({result['elbo_final'] / max(result['n_tokens'], 1.0):.4f} per token)"
+        f"fit: {plural(report.laps, 'lap')} "
+        f"({'converged' if report.converged else 'not converged'})"
+        f" in {report.seconds:.1f} s, final ELBO {report.elbo_final:.1f} "
+        f"({report.elbo_final / max(report.n_tokens, 1.0):.4f} per token)"
     )
-    score = result["heldout_score"]
+    score = report.heldout_score
     lines.append(
         "heldout document completion: "
         + ("no heldout documents" if score is None else f"{score:.4f} nats/token")
     )
     lines.append(
-        f"learned vs true bars: mean L1 distance {result['mean_l1']:.3f} "
-        f"(max {float(np.nanmax(result['l1'])):.3f}; 0 = identical, 2 = disjoint)"
+        f"learned vs true bars: mean L1 distance {report.mean_l1:.3f} "
+        f"(max {float(np.nanmax(report.l1)):.3f}; 0 = identical, 2 = disjoint)"
     )
-    if result.get("topics_plot"):
-        lines.append(f"picture: {result['topics_plot']}")
+    if report.topics_plot:
+        lines.append(f"picture: {report.topics_plot}")
     return "\n".join(lines)

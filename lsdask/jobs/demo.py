@@ -13,16 +13,18 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from lsdask.jobs.bars_lda import format_bars_report, run_bars_demo
+from lsdask.estimators.gaussian import GaussianMixture
+from lsdask.estimators.lda import LDA
+from lsdask.jobs.bars_lda import BarsReport, format_bars_report, run_bars_demo
 from lsdask.jobs.cluster import dask_client
-from lsdask.jobs.patch_gmm import format_report, run_demo
+from lsdask.jobs.patch_gmm import PatchFitReport, format_report, run_demo
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["format_demo_report", "run_full_demo"]
+__all__ = ["DemoReport", "format_demo_report", "run_full_demo"]
 
 PATCH_TITLE = (
     "[1/2] zero-mean Gaussian mixture of 8x8 patches of a photograph (matplotlib's sample) "
@@ -31,74 +33,61 @@ PATCH_TITLE = (
 BARS_TITLE = "[2/2] LDA on the synthetic bars corpus (Griffiths & Steyvers 2004)"
 
 
+@dataclass
+class DemoReport:
+    """Both jobs' reports, and the ``seconds`` of both (cluster start included)."""
+
+    patch_gmm: PatchFitReport
+    bars_lda: BarsReport
+    seconds: float
+
+
 def run_full_demo(
+    gmm: GaussianMixture,
+    lda: LDA,
     out_dir: str | os.PathLike[str] = "lsdask-demo",
     *,
-    n_components: int = 25,
-    sparsity: int | None = 4,
-    n_laps: int = 10,
-    bars_laps: int = 20,
-    client: Any = None,
-    n_workers: int | None = None,
     random_state: int = 0,
-    verbose: bool = False,
-    progress: bool | None = False,
-) -> dict[str, Any]:
-    """Run both demo jobs on one Dask client.
+) -> DemoReport:
+    """Run both demo jobs on one Dask client: ``gmm``'s (its ``client`` and
+    ``n_workers``), which ``lda`` shares for the time of the demo.
 
     Parameters
     ----------
+    gmm : lsdask.GaussianMixture
+        The patch GMM (:func:`lsdask.jobs.patch_gmm.run_demo`).
+    lda : lsdask.LDA
+        The bars LDA (:func:`lsdask.jobs.bars_lda.bars_lda`).
     out_dir : str or os.PathLike, default "lsdask-demo"
         ``patches/``, ``elbo.png`` and ``clusters.png`` of the patch GMM and
         ``topics.png`` of the bars LDA.
-    n_components, sparsity, n_laps
-        K, L and maximum laps of the patch GMM.
-    bars_laps : int, default 20
-        Maximum laps of the bars LDA (K=10, L=4).
-    client : None, "sync", str or distributed.Client, default None
-        None starts one LocalCluster of ``n_workers`` (default 2) processes
-        for both jobs; see :func:`lsdask.jobs.cluster.dask_client`.
-    n_workers : int or None, default None
     random_state : int, default 0
-    verbose : bool, default False
-    progress : bool or None, default False
+        Seed of the patch split and of the bars corpus.
 
     Returns
     -------
-    dict
-        ``patch_gmm`` (:func:`~lsdask.jobs.patch_gmm.run_demo`'s result),
-        ``bars_lda`` (:func:`~lsdask.jobs.bars_lda.run_bars_demo`'s result)
-        and ``seconds`` (wall time of both, cluster start included).
+    DemoReport
     """
     start = time.perf_counter()
     out = Path(out_dir)
-    with dask_client(client, n_workers) as shared:
-        patches = run_demo(
-            out,
-            n_components=n_components,
-            sparsity=sparsity,
-            n_laps=n_laps,
-            client=shared,
-            random_state=random_state,
-            verbose=verbose,
-            progress=progress,
-        )
-        bars = run_bars_demo(
-            out,
-            n_laps=bars_laps,
-            client=shared,
-            random_state=random_state,
-            verbose=verbose,
-            progress=progress,
-        )
-    return {"patch_gmm": patches, "bars_lda": bars, "seconds": time.perf_counter() - start}
+    client, lda_client = gmm.client, lda.client
+    with dask_client(client, gmm.n_workers) as shared:
+        gmm.set_params(client=shared)
+        lda.set_params(client=shared)
+        try:
+            patches = run_demo(gmm, out, random_state=random_state)
+            bars = run_bars_demo(lda, out, random_state=random_state)
+        finally:
+            gmm.set_params(client=client)
+            lda.set_params(client=lda_client)
+    return DemoReport(patches, bars, time.perf_counter() - start)
 
 
-def format_demo_report(result: dict[str, Any]) -> str:
+def format_demo_report(report: DemoReport) -> str:
     """Both reports of :func:`run_full_demo`, separated by a blank line."""
     return "\n\n".join(
         [
-            format_report(result["patch_gmm"], title=PATCH_TITLE),
-            format_bars_report(result["bars_lda"], title=BARS_TITLE),
+            format_report(report.patch_gmm, title=PATCH_TITLE),
+            format_bars_report(report.bars_lda, title=BARS_TITLE),
         ]
     )

@@ -5,8 +5,9 @@
 
 - :func:`prepare_patches` cuts images into mean-removed patches in
   ``train.zarr`` / ``heldout.zarr``;
-- :func:`fit_and_report` fits an L-sparse (and the dense) Gaussian mixture,
-  scores heldout patches and draws ``elbo.png`` and ``clusters.png``;
+- :func:`fit_and_report` fits a configured :class:`lsdask.GaussianMixture`
+  (and the same model dense), scores heldout patches and draws ``elbo.png``
+  and ``clusters.png``, and returns a :class:`PatchFitReport`;
 - :func:`run_demo` does both on the two halves of a photograph shipped
   with matplotlib (no download);
 - :func:`format_report` and :func:`format_patches_summary` turn the results
@@ -22,11 +23,15 @@ import math
 import os
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from lsdask.estimators.gaussian import GaussianMixture
+from lsdask.estimators.params import clone
+from lsdask.io.sources import as_batch_source
 from lsdask.jobs.cluster import dask_client
 from lsdask.jobs.wording import plural
 
@@ -35,6 +40,8 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "DEMO_BATCH_SIZE",
     "PATCH_ALPHA",
+    "GmmRun",
+    "PatchFitReport",
     "fit_and_report",
     "format_patches_summary",
     "format_report",
@@ -48,14 +55,79 @@ __all__ = [
 #: keeps two workers busy with two batches per global update.
 DEMO_BATCH_SIZE = 2350
 
-#: Concentration of the cluster weights used by the demo and pipeline, as in
-#: the paper's patch experiments (Sec. 4, alpha = 10).
+#: Concentration of the cluster weights used by the demo, ``lsdask fit-gmm``
+#: and the pipeline, as in the paper's patch experiments (Sec. 4, alpha = 10).
 PATCH_ALPHA = 10.0
 
 
 def run_label(sparsity: int | None) -> str:
     """Legend label of a run: ``"L=4"`` or ``"dense"``."""
     return "dense" if sparsity is None else f"L={sparsity}"
+
+
+@dataclass
+class GmmRun:
+    """One fit of :func:`fit_and_report`: the fitted ``model``, its ``laps``,
+    whether it ``converged``, the wall time of ``fit`` in ``seconds``, its
+    final ELBO and its heldout score (mean log-likelihood per row; None
+    without heldout data)."""
+
+    model: GaussianMixture
+    laps: int
+    converged: bool
+    seconds: float
+    elbo_final: float
+    heldout_score: float | None
+
+
+@dataclass
+class PatchFitReport:
+    """What :func:`fit_and_report` did.
+
+    Attributes
+    ----------
+    n_train, n_heldout, n_features : int
+        Rows of the training and heldout data, and their width.
+    n_components, sparsity, covariance_type, algorithm
+        The estimator's.
+    runs : dict of str to GmmRun
+        By label (:func:`run_label`): the estimator's own fit first, then
+        the dense one it was compared with.
+    top_clusters, top_weights : list
+        The heaviest clusters of the first run and their weights.
+    heldout_diff_percent : float or None
+        Heldout score of the L-sparse run minus the dense one, relative to
+        ``|dense|``; None without a comparison or heldout data.
+    speedup : float or None
+        Dense seconds / L-sparse seconds (both timed after a tiny warm-up
+        fit, so that neither pays for loading the compiled kernels).
+    elbo_plot, clusters_plot : str or None
+        The pictures (None without ``out_dir``; no clusters picture for rows
+        that are not square patches).
+    patches : dict or None
+        The patch store's summary, where the job cut the patches.
+    """
+
+    n_train: int
+    n_heldout: int
+    n_features: int
+    n_components: int
+    sparsity: int | None
+    covariance_type: str
+    algorithm: str
+    runs: dict[str, GmmRun]
+    top_clusters: list[int]
+    top_weights: list[float]
+    heldout_diff_percent: float | None = None
+    speedup: float | None = None
+    elbo_plot: str | None = None
+    clusters_plot: str | None = None
+    patches: dict[str, dict[str, Any]] | None = None
+
+    @property
+    def main(self) -> GmmRun:
+        """The estimator's own fit."""
+        return next(iter(self.runs.values()))
 
 
 def prepare_patches(
@@ -128,33 +200,26 @@ def _patch_side(X: Any, n_features: int, patch_size: int | None) -> int | None:
 
 
 def fit_and_report(
+    estimator: GaussianMixture,
     train: Any,
-    out_dir: str | os.PathLike[str] | None,
     *,
+    out_dir: str | os.PathLike[str] | None = None,
     heldout: Any = None,
-    n_components: int = 25,
-    sparsity: int | None = 4,
-    n_laps: int = 10,
-    covariance_type: str = "zero-mean",
-    algorithm: str = "memo",
     compare_dense: bool = True,
-    alpha: float = PATCH_ALPHA,
-    batch_size: int | None = None,
-    random_state: int = 0,
-    client: Any = "sync",
-    n_workers: int | None = None,
     patch_size: int | None = None,
     n_top: int = 5,
-    verbose: bool = False,
-    progress: bool | None = False,
-    checkpoint_dir: str | os.PathLike[str] | None = None,
-    resume: bool = False,
-    batches_per_update: int | None = None,
-) -> dict[str, Any]:
-    """Fit an L-sparse (and the dense) Gaussian mixture, score heldout data, draw.
+) -> PatchFitReport:
+    """Fit ``estimator`` (and the same model dense), score heldout data, draw.
+
+    The estimator's parameters say everything about the fit; its ``client``
+    and ``n_workers`` where it runs: one Dask client is opened for both fits
+    (the estimator keeps its own ``client``). With ``compare_dense``, a clone
+    with ``sparsity=None`` is fitted with the same seed, laps and batches.
 
     Parameters
     ----------
+    estimator : lsdask.GaussianMixture
+        The configured estimator; fitted in place.
     train : str, os.PathLike or array-like
         Training rows: a Zarr path or array, a dask or numpy array.
     out_dir : str, os.PathLike or None
@@ -162,63 +227,19 @@ def fit_and_report(
     heldout : str, os.PathLike, array-like or None
         Heldout rows scored with :meth:`~lsdask.GaussianMixture.score` (mean
         log-likelihood per row); None or an empty array skips scoring.
-    n_components : int, default 25
-        K.
-    sparsity : int or None, default 4
-        L of the main run; None fits only the dense model.
-    n_laps : int, default 10
-        Maximum laps of each fit.
-    covariance_type : {"zero-mean", "full", "diag"}, default "zero-mean"
-    algorithm : {"memo", "svi", "vb"}, default "memo"
     compare_dense : bool, default True
-        Also fit the dense model (``sparsity=None``) with the same seed,
-        laps and batches.
-    alpha : float, default 10
-        Concentration of the cluster weights.
-    batch_size : int or None, default None
-        Rows per batch; None takes the Zarr chunks.
-    random_state : int, default 0
-        Seed of both fits.
-    client : None, "sync", str or distributed.Client, default "sync"
-        Where batch tasks run; None starts one LocalCluster shared by both
-        fits (see :func:`lsdask.jobs.cluster.dask_client`).
-    n_workers : int or None, default None
-        Workers of that LocalCluster (default 2).
+        Also fit the dense model (when the estimator is L-sparse); not with
+        a ``checkpoint_dir``, which holds one fit.
     patch_size : int or None, default None
         Side of the patches for ``clusters.png``; default the Zarr array's
         ``patch_size`` attribute, else ``sqrt(D)`` when D is a square. When
         the rows are not square patches, no cluster picture is drawn.
     n_top : int, default 5
         Cluster weights reported.
-    verbose : bool, default False
-        Log one line per lap.
-    progress : bool or None, default False
-        Progress bar per lap (None: only on a terminal).
-    checkpoint_dir : path or None
-        Checkpoint the fit there after every lap and when stopped (Ctrl-C,
-        SIGTERM); one fit only, so not with ``compare_dense``.
-    resume : bool
-        Continue the latest checkpoint in ``checkpoint_dir``: an unfinished
-        run goes on where it stopped, a finished one gets ``n_laps`` more laps.
-    batches_per_update : int, optional
-        Batches visited between global steps (default: the number of workers,
-        1 in this process); the same seed gives the same model only with the
-        same value, wherever it runs.
 
     Returns
     -------
-    dict
-        ``n_train``, ``n_heldout``, ``n_features``, ``n_components``,
-        ``sparsity``, ``covariance_type``, ``algorithm``, ``runs`` (labels,
-        main run first), per-run dicts keyed by label: ``laps``,
-        ``converged``, ``seconds`` (wall time of ``fit``; when two runs are
-        compared, both are timed after a tiny warm-up fit so that neither pays
-        for loading the compiled kernels), ``heldout_score`` (None without heldout
-        data), ``elbo_final``; ``heldout_diff_percent`` (L-sparse minus dense,
-        relative to ``|dense|``, or None); ``speedup`` (dense seconds / sparse
-        seconds, or None); ``top_weights`` and ``top_clusters`` of the main
-        run; ``elbo_plot`` and ``clusters_plot`` (paths or None); ``models``
-        (the fitted estimators, by label).
+    PatchFitReport
 
     Raises
     ------
@@ -227,11 +248,8 @@ def fit_and_report(
     ValueError
         For invalid parameters or data.
     """
-    from lsdask.estimators.gaussian import GaussianMixture
-    from lsdask.io.sources import as_batch_source
-
     # Check both inputs before spending time on the cluster and the fit.
-    train_source = as_batch_source(train, batch_size)
+    train_source = as_batch_source(train, estimator.batch_size)
     n_heldout = 0
     if heldout is not None:
         if isinstance(heldout, str | os.PathLike) and not Path(heldout).exists():
@@ -249,113 +267,88 @@ def fit_and_report(
         heldout = None
     if not isinstance(n_top, int) or n_top < 1:
         raise ValueError(f"n_top must be a positive integer; got {n_top!r}")
-    if checkpoint_dir is not None and compare_dense and sparsity is not None:
+    compare = compare_dense and estimator.sparsity is not None
+    if estimator.checkpoint_dir is not None and compare:
         raise ValueError(
             "checkpoint_dir holds one fit; pass compare_dense=False to checkpoint the "
             "L-sparse one (or fit the dense model separately)"
         )
-
-    sparsities: list[int | None] = [sparsity]
-    if compare_dense and sparsity is not None:
-        sparsities.append(None)
-    result: dict[str, Any] = {
-        "n_train": train_source.n_rows,
-        "n_heldout": n_heldout,
-        "n_features": train_source.n_features,
-        "n_components": n_components,
-        "sparsity": sparsity,
-        "covariance_type": covariance_type,
-        "algorithm": algorithm,
-        "runs": [run_label(s) for s in sparsities],
-        "laps": {},
-        "converged": {},
-        "seconds": {},
-        "heldout_score": {},
-        "elbo_final": {},
-        "models": {},
-    }
-    with dask_client(client, n_workers) as shared:
-        if len(sparsities) > 1:
-            _warm_up(shared, train_source.n_features, covariance_type, algorithm, random_state)
-        for s in sparsities:
-            label = run_label(s)
-            model = GaussianMixture(
-                n_components,
-                covariance_type=covariance_type,
-                sparsity=s,
-                algorithm=algorithm,
-                n_laps=n_laps,
-                batch_size=batch_size,
-                alpha=alpha,
-                random_state=random_state,
-                client=shared,
-                n_workers=n_workers,
-                verbose=1 if verbose else 0,
-                progress=progress,
-                checkpoint_dir=None if checkpoint_dir is None else str(checkpoint_dir),
-                resume=resume,
-                batches_per_update=batches_per_update,
+    models = {run_label(estimator.sparsity): estimator}
+    if compare:
+        models["dense"] = clone(estimator).set_params(sparsity=None)
+    client = estimator.client
+    runs: dict[str, GmmRun] = {}
+    with dask_client(client, estimator.n_workers) as shared:
+        if compare:
+            _warm_up(estimator, shared, train_source.n_features)
+        for label, model in models.items():
+            logger.info(
+                "fitting %s: K=%d, %d laps at most", label, model.n_components, model.n_laps
             )
-            logger.info("fitting %s: K=%d, %d laps at most", label, n_components, n_laps)
+            model.set_params(client=shared)
             start = time.perf_counter()
-            model.fit(train)
+            try:
+                model.fit(train)
+            finally:
+                model.set_params(client=client)
             seconds = time.perf_counter() - start
-            score = None if heldout is None else model.score(heldout)
-            result["laps"][label] = int(model.n_laps_)
-            result["converged"][label] = bool(model.converged_)
-            result["seconds"][label] = seconds
-            result["heldout_score"][label] = score
-            result["elbo_final"][label] = float(model.elbo_trace_[-1])
-            result["models"][label] = model
+            runs[label] = GmmRun(
+                model=model,
+                laps=int(model.n_laps_),
+                converged=bool(model.converged_),
+                seconds=seconds,
+                elbo_final=float(model.elbo_trace_[-1]),
+                heldout_score=None if heldout is None else model.score(heldout),
+            )
             logger.info(
                 "%s: %d laps in %.1f s, final ELBO %.6g, heldout %s",
-                label, model.n_laps_, seconds, model.elbo_trace_[-1], score,
+                label, model.n_laps_, seconds, model.elbo_trace_[-1], runs[label].heldout_score,
             )  # fmt: skip
 
-    main_label = result["runs"][0]
-    main_model = result["models"][main_label]
-    order = np.argsort(-main_model.weights_, kind="stable")[:n_top]
-    result["top_clusters"] = [int(k) for k in order]
-    result["top_weights"] = [float(main_model.weights_[k]) for k in order]
-    result["heldout_diff_percent"] = None
-    result["speedup"] = None
-    if len(sparsities) == 2:
-        sparse_score = result["heldout_score"][main_label]
-        dense_score = result["heldout_score"]["dense"]
-        if sparse_score is not None and dense_score:
-            result["heldout_diff_percent"] = 100.0 * (sparse_score - dense_score) / abs(dense_score)
-        if result["seconds"][main_label] > 0:
-            result["speedup"] = result["seconds"]["dense"] / result["seconds"][main_label]
-
-    result["elbo_plot"] = None
-    result["clusters_plot"] = None
+    order = np.argsort(-estimator.weights_, kind="stable")[:n_top]
+    report = PatchFitReport(
+        n_train=train_source.n_rows,
+        n_heldout=n_heldout,
+        n_features=train_source.n_features,
+        n_components=estimator.n_components,
+        sparsity=estimator.sparsity,
+        covariance_type=estimator.covariance_type,
+        algorithm=estimator.algorithm,
+        runs=runs,
+        top_clusters=[int(k) for k in order],
+        top_weights=[float(estimator.weights_[k]) for k in order],
+    )
+    if compare:
+        sparse, dense = report.main, runs["dense"]
+        if sparse.heldout_score is not None and dense.heldout_score:
+            report.heldout_diff_percent = (
+                100.0 * (sparse.heldout_score - dense.heldout_score) / abs(dense.heldout_score)
+            )
+        if sparse.seconds > 0:
+            report.speedup = dense.seconds / sparse.seconds
     if out_dir is not None:
-        result.update(_draw(result, train, Path(out_dir), patch_size))
-    return result
+        _draw(report, train, Path(out_dir), patch_size)
+    return report
 
 
-def _warm_up(
-    client: Any, n_features: int, covariance_type: str, algorithm: str, random_state: int
-) -> None:
+def _warm_up(estimator: GaussianMixture, client: Any, n_features: int) -> None:
     """Run tiny sparse and dense fits so that neither timed fit pays for start-up.
 
     The first fit in a fresh process (the driver, or a new Dask worker) loads
     the compiled kernels; without this the first of the compared runs would
     look seconds slower than the second.
     """
-    from lsdask.estimators.gaussian import GaussianMixture
-
     start = time.perf_counter()
-    X = np.random.default_rng(random_state).normal(size=(512, n_features))
+    X = np.random.default_rng(0).normal(size=(512, n_features))
     for s in (1, None):
         GaussianMixture(
             2,
-            covariance_type=covariance_type,
+            covariance_type=estimator.covariance_type,
             sparsity=s,
-            algorithm=algorithm,
+            algorithm=estimator.algorithm,
             n_laps=1,
             batch_size=64,
-            random_state=random_state,
+            random_state=0,
             client=client,
             progress=False,
         ).fit(X)
@@ -380,75 +373,57 @@ def _heldout_shape(X: Any) -> tuple[int, int]:
     return int(shape[0]), int(shape[1])
 
 
-def _draw(result: dict[str, Any], train: Any, out_dir: Path, patch_size: int | None) -> dict:
+def _draw(report: PatchFitReport, train: Any, out_dir: Path, patch_size: int | None) -> None:
     """Write ``elbo.png`` and (for square patches) ``clusters.png`` into ``out_dir``."""
     from lsdask.plotting import plot_covariance_eigenvectors, plot_elbo_trace
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    n_train = max(result["n_train"], 1)
+    n_train = max(report.n_train, 1)
     traces = {
-        label: (model.lap_trace_, model.elbo_trace_ / n_train)
-        for label, model in result["models"].items()
+        label: (run.model.lap_trace_, run.model.elbo_trace_ / n_train)
+        for label, run in report.runs.items()
     }
     title = (
-        f"{result['covariance_type']} GMM, K={result['n_components']}, "
-        f"{result['algorithm']}, {result['n_train']:,} rows"
+        f"{report.covariance_type} GMM, K={report.n_components}, "
+        f"{report.algorithm}, {report.n_train:,} rows"
     )
-    elbo_png = plot_elbo_trace(
-        traces, out_dir / "elbo.png", title=title, ylabel="ELBO per training row"
+    report.elbo_plot = str(
+        plot_elbo_trace(traces, out_dir / "elbo.png", title=title, ylabel="ELBO per training row")
     )
-    paths: dict[str, Any] = {"elbo_plot": str(elbo_png), "clusters_plot": None}
-    model = result["models"][result["runs"][0]]
-    side = _patch_side(train, result["n_features"], patch_size)
+    model = report.main.model
+    side = _patch_side(train, report.n_features, patch_size)
     covariances = np.asarray(model.covariances_)
     if covariances.ndim == 2:  # "diag": (K, D) variances
         covariances = np.stack([np.diag(v) for v in covariances])
     if side is None:
-        logger.info(
-            "rows have %d features, not square patches: no clusters.png", result["n_features"]
-        )
+        logger.info("rows have %d features, not square patches: no clusters.png", report.n_features)
     else:
-        paths["clusters_plot"] = str(
+        report.clusters_plot = str(
             plot_covariance_eigenvectors(
                 covariances, model.weights_, out_dir / "clusters.png", patch_size=side
             )
         )
-    return paths
 
 
 def run_demo(
+    estimator: GaussianMixture,
     out_dir: str | os.PathLike[str] = "lsdask-demo",
     *,
-    n_components: int = 25,
-    sparsity: int | None = 4,
-    n_laps: int = 10,
-    client: Any = None,
-    n_workers: int | None = None,
     random_state: int = 0,
     batch_size: int = DEMO_BATCH_SIZE,
-    verbose: bool = False,
-    progress: bool | None = False,
-) -> dict[str, Any]:
+) -> PatchFitReport:
     """The demo: patch GMM on a sample photograph, L-sparse vs dense.
 
     Cuts the two halves of matplotlib's ``grace_hopper.jpg`` (installed with
     matplotlib; no network) into 8x8 mean-removed patches with stride 4, one
-    half for training and one held out, in ``out_dir/patches``; then runs
-    :func:`fit_and_report` with the pictures in ``out_dir``.
-
-    Parameters
-    ----------
-    out_dir : str or os.PathLike, default "lsdask-demo"
-    n_components, sparsity, n_laps, client, n_workers, random_state, batch_size
-        See :func:`fit_and_report`; ``client=None`` (default) starts a
-        LocalCluster of ``n_workers`` (default 2) processes.
-    verbose : bool, default False
-    progress : bool or None, default False
+    half for training and one held out (``random_state`` draws which), in
+    ``batch_size`` patches per chunk in ``out_dir/patches``; then runs
+    :func:`fit_and_report` of ``estimator`` with the pictures in ``out_dir``.
 
     Returns
     -------
-    dict
-        :func:`fit_and_report`'s result, plus ``patches`` (the store summary).
+    PatchFitReport
+        With ``patches``, the store's summary.
     """
     from lsdask.io.patches import sample_images
 
@@ -460,86 +435,73 @@ def run_demo(
         heldout_fraction=0.5,
         random_state=random_state,
     )
-    result = fit_and_report(
-        summary["train"]["path"],
-        out_dir,
-        heldout=summary["heldout"]["path"],
-        n_components=n_components,
-        sparsity=sparsity,
-        n_laps=n_laps,
-        random_state=random_state,
-        client=client,
-        n_workers=n_workers,
-        verbose=verbose,
-        progress=progress,
+    report = fit_and_report(
+        estimator, summary["train"]["path"], out_dir=out_dir, heldout=summary["heldout"]["path"]
     )
-    result["patches"] = summary
-    return result
+    report.patches = summary
+    return report
 
 
-def format_report(result: dict[str, Any], *, title: str | None = None) -> str:
-    """Readable multi-line summary of a :func:`fit_and_report` result."""
+def format_report(report: PatchFitReport, *, title: str | None = None) -> str:
+    """Readable multi-line summary of a :func:`fit_and_report` report."""
     lines = []
     if title:
         lines.append(title)
-    patches = result.get("patches")
+    patches = report.patches
     if patches:
         lines.append(
             f"data: {patches['train']['n_patches']:,} train patches "
             f"({plural(patches['train']['n_images'], 'image')}), "
             f"{patches['heldout']['n_patches']:,} heldout patches "
-            f"({plural(patches['heldout']['n_images'], 'image')}), D={result['n_features']}"
+            f"({plural(patches['heldout']['n_images'], 'image')}), D={report.n_features}"
         )
         lines.append(f"      store: {Path(patches['train']['path']).parent}")
     else:
         lines.append(
-            f"data: {result['n_train']:,} train rows, {result['n_heldout']:,} heldout rows, "
-            f"D={result['n_features']}"
+            f"data: {report.n_train:,} train rows, {report.n_heldout:,} heldout rows, "
+            f"D={report.n_features}"
         )
-    sparsity = result["sparsity"]
+    sparsity = report.sparsity
     lines.append(
-        f"model: {result['covariance_type']} Gaussian mixture, K={result['n_components']}, "
-        f"L={sparsity if sparsity is not None else 'dense'}, algorithm={result['algorithm']}"
+        f"model: {report.covariance_type} Gaussian mixture, K={report.n_components}, "
+        f"L={sparsity if sparsity is not None else 'dense'}, algorithm={report.algorithm}"
     )
     lines.append("")
     header = f"{'run':<8} {'laps':>4} {'conv':>4} {'seconds':>8} {'heldout loglik/row':>19} "
     lines.append(header + f"{'final ELBO':>16} {'per row':>10}")
-    n_train = max(result["n_train"], 1)
-    for label in result["runs"]:
-        score = result["heldout_score"][label]
-        elbo = result["elbo_final"][label]
+    n_train = max(report.n_train, 1)
+    for label, run in report.runs.items():
+        score = run.heldout_score
         lines.append(
-            f"{label:<8} {result['laps'][label]:>4} "
-            f"{'yes' if result['converged'][label] else 'no':>4} "
-            f"{result['seconds'][label]:>8.1f} "
+            f"{label:<8} {run.laps:>4} "
+            f"{'yes' if run.converged else 'no':>4} "
+            f"{run.seconds:>8.1f} "
             f"{'n/a' if score is None else f'{score:.4f}':>19} "
-            f"{elbo:>16.1f} {elbo / n_train:>10.4f}"
+            f"{run.elbo_final:>16.1f} {run.elbo_final / n_train:>10.4f}"
         )
     lines.append("")
-    main_label = result["runs"][0]
-    if result.get("heldout_diff_percent") is not None:
+    main_label, main = next(iter(report.runs.items()))
+    if report.heldout_diff_percent is not None:
         lines.append(
             f"heldout log-likelihood per patch, {main_label} vs dense: "
-            f"{result['heldout_score'][main_label]:.4f} vs {result['heldout_score']['dense']:.4f} "
-            f"({result['heldout_diff_percent']:+.2g} %, nats per patch)"
+            f"{main.heldout_score:.4f} vs {report.runs['dense'].heldout_score:.4f} "
+            f"({report.heldout_diff_percent:+.2g} %, nats per patch)"
         )
-    elif result["n_heldout"] == 0:
+    elif report.n_heldout == 0:
         lines.append("heldout log-likelihood: no heldout data")
     else:
-        lines.append(
-            f"heldout log-likelihood per patch, {main_label}: "
-            f"{result['heldout_score'][main_label]:.4f}"
-        )
-    if result.get("speedup") is not None:
-        lines.append(f"fit time dense / {main_label}: {result['speedup']:.2f}x")
+        lines.append(f"heldout log-likelihood per patch, {main_label}: {main.heldout_score:.4f}")
+    if report.speedup is not None:
+        lines.append(f"fit time dense / {main_label}: {report.speedup:.2f}x")
     weights = ", ".join(
-        f"k={k}: {w:.3f}"
-        for k, w in zip(result["top_clusters"], result["top_weights"], strict=True)
+        f"k={k}: {w:.3f}" for k, w in zip(report.top_clusters, report.top_weights, strict=True)
     )
-    lines.append(f"heaviest {len(result['top_weights'])} clusters ({main_label}): {weights}")
-    elbo = result["elbo_final"][main_label]
-    lines.append(f"final ELBO ({main_label}): {elbo:.1f} ({elbo / n_train:.4f} per row)")
-    pictures = [p for p in (result.get("elbo_plot"), result.get("clusters_plot")) if p]
+    lines.append(f"heaviest {len(report.top_weights)} clusters ({main_label}): {weights}")
+    lines.append(
+        f"final ELBO ({main_label}): {main.elbo_final:.1f} "
+        f"({main.elbo_final / n_train:.4f} per row)"
+    )
+    pictures = [p for p in (report.elbo_plot, report.clusters_plot) if p]
     if pictures:
         lines.append("pictures: " + ", ".join(pictures))
     return "\n".join(lines)

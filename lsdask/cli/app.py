@@ -1,0 +1,156 @@
+"""Running the ``lsdask`` command line: logging to stderr, signals, and errors
+turned into one line and an exit status."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from lsdask.cli.parser import COMMANDS, build_parser
+from lsdask.engine.dask_executor import one_line
+from lsdask.errors import ClusterError, FitInterrupted, Terminated
+
+__all__ = ["main"]
+
+
+class _TerseFormatter(logging.Formatter):
+    """``lsdask: warning: ...`` for warnings and errors, ``lsdask: ...`` for notices."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        kind = "warning: " if record.levelno >= logging.WARNING else ""
+        return f"lsdask: {kind}{record.getMessage()}"
+
+
+def _warnings_and_notices(record: logging.LogRecord) -> bool:
+    """What reaches stderr without -v: warnings, and the INFO lines logged with
+    ``extra=lsdask.config.NOTICE`` (the Dask dashboard's address)."""
+    return record.levelno >= logging.WARNING or getattr(record, "notice", False)
+
+
+class _DaskClientErrors(logging.Filter):
+    """Drops the ERROR records of the Dask client and its connections (tracebacks
+    of its reconnection attempts): a failing cluster is reported as one lsdask
+    line. Dask's warnings (a worker over its memory limit, say) still show."""
+
+    _NAMES = ("distributed.client", "distributed.comm", "distributed.core")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno >= logging.ERROR and record.name.startswith(self._NAMES))
+
+
+def _quiet_dask() -> list[tuple[logging.Handler, logging.Filter]]:
+    """Put a :class:`_DaskClientErrors` on the handlers of Dask's loggers; returns
+    them, to remove it.
+
+    Filters go on the handlers: Dask configures its loggers when it is imported
+    (so it is imported here), several with a handler of their own and no
+    propagation."""
+    import distributed  # noqa: F401  (configures its loggers)
+
+    quiet = _DaskClientErrors()
+    handlers = [
+        h
+        for name, log in logging.root.manager.loggerDict.items()
+        if (name == "distributed" or name.startswith("distributed."))
+        and isinstance(log, logging.Logger)
+        for h in log.handlers
+    ]
+    for h in handlers:
+        h.addFilter(quiet)
+    return [(h, quiet) for h in handlers]
+
+
+def _is_cluster_failure(err: BaseException) -> bool:
+    """A failure of the Dask cluster under the command, not of lsdask's code."""
+    return isinstance(err, ClusterError) or type(err).__module__.startswith("distributed.")
+
+
+def _cluster_failure_message(err: BaseException) -> str:
+    if isinstance(err, ClusterError):
+        return str(err)
+    return (
+        f"the Dask cluster failed ({type(err).__name__}: {one_line(err, 300)}). "
+        "Check that its scheduler and workers run (their logs say why they stopped); a fit "
+        "with a checkpoint folder resumes from its last lap (--resume DIR)"
+    )
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``lsdask`` command line; return the exit status.
+
+    Bad input (a ``ValueError``, ``FileNotFoundError`` or
+    ``FileExistsError``) is reported as one line ``lsdask: error: <message>``
+    on stderr with status 2; argument errors exit with status 2 through
+    argparse. A failing Dask cluster (its scheduler gone, its workers lost
+    beyond the executor's retries) is one such line with status 1; without
+    ``-v`` the Dask client's own error records (reconnection tracebacks) are
+    dropped, its warnings kept. SIGTERM exits with
+    143, Ctrl-C with 130.
+    """
+    args = build_parser().parse_args(argv)
+    package_logger = logging.getLogger("lsdask")
+    old_level = package_logger.level
+    # warnings and notices always reach stderr (the package's NullHandler would
+    # swallow them); -v adds the INFO lines, with times
+    handler = logging.StreamHandler(sys.stderr)
+    package_logger.setLevel(logging.INFO)
+    if args.verbose:
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+        )
+    else:
+        handler.setFormatter(_TerseFormatter())
+        handler.addFilter(_warnings_and_notices)
+    package_logger.addHandler(handler)
+    # without -v, a failing cluster is one "lsdask: error:" line, not also the Dask
+    # client's own log of it with tracebacks (its workers' logs are their own)
+    dask_handlers = [] if args.verbose or getattr(args, "sync", True) else _quiet_dask()
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    old_sigterm = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
+    try:
+        return COMMANDS[args.command][1](args)
+    except (ValueError, FileNotFoundError, FileExistsError) as err:
+        print(f"lsdask: error: {err}", file=sys.stderr)
+        return 2
+    except FitInterrupted as stop:
+        started = getattr(args, "checkpoint", None)
+        how = (
+            f"the same command with --resume {started} in place of --checkpoint {started}"
+            if started is not None
+            else "the same command"
+        )
+        print(
+            f"lsdask: stopped; checkpoint written to {stop.checkpoint}. Continue with {how}.",
+            file=sys.stderr,
+        )
+        # as a shell reports a process ended by the signal: 143 for SIGTERM, 130 for Ctrl-C
+        return 128 + (stop.signal or signal.SIGINT)
+    except Exception as err:
+        if not _is_cluster_failure(err):
+            raise
+        print(f"lsdask: error: {_cluster_failure_message(err)}", file=sys.stderr)
+        # the Dask client goes on logging its reconnection attempts until the process
+        # exits: the filter stays past this return (it drops only those records)
+        dask_handlers = []
+        return 1
+    except Terminated:
+        print("lsdask: terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    except KeyboardInterrupt:
+        print("lsdask: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, old_sigterm)
+        for h, quiet in dask_handlers:
+            h.removeFilter(quiet)
+        package_logger.removeHandler(handler)
+        package_logger.setLevel(old_level)

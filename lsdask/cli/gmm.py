@@ -1,0 +1,70 @@
+"""``lsdask fit-gmm``: a Gaussian mixture fitted to the rows of a Zarr array.
+
+The model's options come from :data:`lsdask.estimators.params.GAUSSIAN_PARAMS`
+(:mod:`lsdask.cli.params`); the command builds the estimator and runs
+:func:`lsdask.jobs.patch_gmm.fit_and_report` on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from lsdask.cli.options import add_fit_options, out_path
+from lsdask.cli.params import add_params, params_from_args, run_params
+from lsdask.estimators.gaussian import GaussianMixture
+from lsdask.estimators.params import GAUSSIAN_PARAMS
+from lsdask.jobs.patch_gmm import PATCH_ALPHA, fit_and_report, format_report
+from lsdask.persist.gmm import save_gmm
+from lsdask.persist.lda import check_save_target
+
+__all__ = ["add_parser", "run"]
+
+#: the model's options, then the run's (the job's options stand between them)
+MODEL = ("n_components", "sparsity", "algorithm", "n_laps", "covariance_type", "alpha",
+         "batch_size")  # fmt: skip
+RUN = ("random_state", "batches_per_update")
+
+
+def add_parser(sub: Any) -> None:
+    fit = sub.add_parser(
+        "fit-gmm",
+        help="fit a Gaussian mixture to a Zarr array",
+        description="Fit an (L-sparse) Gaussian mixture to the rows of a 2-D Zarr array.",
+    )
+    fit.add_argument("zarr_path", type=Path, metavar="ZARR_PATH", help="training Zarr array")
+    add_params(fit, GAUSSIAN_PARAMS, MODEL, alpha=PATCH_ALPHA)
+    fit.add_argument("--heldout", type=Path, metavar="ZARR_PATH", help="heldout Zarr array")
+    fit.add_argument("--out", type=out_path, help="folder for elbo.png and clusters.png")
+    fit.add_argument(
+        "--save", type=out_path, metavar="MODEL_DIR",
+        help="save the fitted model there (lsdask.persist.load_gmm reads it back)",
+    )  # fmt: skip
+    fit.add_argument("--overwrite", action="store_true", help="replace an existing model at --save")
+    add_params(fit, GAUSSIAN_PARAMS, RUN)
+    add_fit_options(
+        fit,
+        "a finished run gets --laps more laps over the array as it is now (chunks appended "
+        "to it are taken in)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    for name, path in (("ZARR_PATH", args.zarr_path), ("--heldout", args.heldout)):
+        if path is not None and not path.exists():
+            raise FileNotFoundError(f"{name}: no Zarr array at {str(path)!r}")
+    if args.save is not None:
+        check_save_target(args.save, args.overwrite)  # before the fit, not after it
+    model = GaussianMixture(**params_from_args(args, (*MODEL, *RUN)), **run_params(args))
+    report = fit_and_report(
+        model,
+        str(args.zarr_path),
+        out_dir=args.out,
+        heldout=None if args.heldout is None else str(args.heldout),
+        compare_dense=False,
+    )
+    print(format_report(report, title=f"lsdask fit-gmm {args.zarr_path}"))
+    if args.save is not None:
+        print(f"model: saved to {save_gmm(model, args.save, overwrite=args.overwrite)}")
+    return 0

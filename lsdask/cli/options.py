@@ -1,0 +1,83 @@
+"""Options several ``lsdask`` commands share: output paths, logging, where jobs
+run (``--scheduler``/``--workers``/``--sync``) and checkpoints."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from lsdask.jobs.cluster import DEFAULT_WORKERS
+from lsdask.validation import parse_positive_int
+
+__all__ = [
+    "add_checkpoints",
+    "add_execution",
+    "add_fit_options",
+    "add_verbose",
+    "client_from_args",
+    "out_path",
+]
+
+
+def out_path(text: str) -> Path:
+    """An output path; ``.`` or ``..`` made absolute, so that it has a name
+    (outputs are written under a temporary sibling name, then renamed)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; name the output")
+    path = Path(text)
+    return path.resolve() if path.name in ("", ".", "..") else path
+
+
+def add_verbose(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", default=default, help="log progress (INFO)"
+    )
+
+
+def add_execution(parser: argparse.ArgumentParser, *, scheduler: bool) -> None:
+    """``--scheduler ADDRESS`` (with ``scheduler``), ``--workers N`` or ``--sync``."""
+    group = parser.add_mutually_exclusive_group()
+    if scheduler:
+        group.add_argument(
+            "--scheduler", metavar="ADDRESS", help="address of a running Dask scheduler (tcp://...)"
+        )
+    group.add_argument(
+        "--workers",
+        type=parse_positive_int,
+        metavar="N",
+        help=f"worker processes of a local Dask cluster (default {DEFAULT_WORKERS})",
+    )
+    group.add_argument("--sync", action="store_true", help="run in this process, without Dask")
+
+
+def client_from_args(args: argparse.Namespace) -> tuple[Any, int | None]:
+    """``(client, n_workers)`` of the execution options, as the estimators take them."""
+    if args.sync:
+        return "sync", None
+    scheduler = getattr(args, "scheduler", None)
+    if scheduler:
+        return scheduler, None
+    return None, args.workers
+
+
+def add_checkpoints(parser: argparse.ArgumentParser, resume_help: str) -> None:
+    """``--checkpoint DIR`` or ``--resume DIR`` (``resume_help`` tells what a
+    finished run does when resumed)."""
+    checkpoints = parser.add_mutually_exclusive_group()
+    checkpoints.add_argument(
+        "--checkpoint", type=Path, metavar="DIR",
+        help="write a checkpoint to DIR after every lap and on Ctrl-C/SIGTERM",
+    )  # fmt: skip
+    checkpoints.add_argument(
+        "--resume", type=Path, metavar="DIR",
+        help=f"continue the checkpoint in DIR (a fresh start if it holds none); {resume_help}",
+    )  # fmt: skip
+
+
+def add_fit_options(parser: argparse.ArgumentParser, resume_help: str) -> None:
+    """The options every fitting command ends with: checkpoints (``resume_help``
+    as for :func:`add_checkpoints`), where it runs, and ``-v``."""
+    add_checkpoints(parser, resume_help)
+    add_execution(parser, scheduler=True)
+    add_verbose(parser, argparse.SUPPRESS)

@@ -1,0 +1,36 @@
+"""The ``lsdask`` argument parser: one subcommand per entry of :data:`COMMANDS`."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from lsdask.cli import demo, gmm, ingest, lda, patches
+from lsdask.cli.options import add_verbose
+
+__all__ = ["COMMANDS", "build_parser"]
+
+#: each command's name, the function that adds its parser and the one that runs it
+COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], int]]] = {
+    "demo": (demo.add_parser, demo.run),
+    "patches": (patches.add_parser, patches.run),
+    "fit-gmm": (gmm.add_parser, gmm.run),
+    "ingest": (ingest.add_parser, ingest.run),
+    "fit": (lda.add_fit, lda.run_fit),
+    "topics": (lda.add_topics, lda.run_topics),
+    "transform": (lda.add_transform, lda.run_transform),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the ``lsdask`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="lsdask",
+        description="L-sparse variational inference for mixtures and topic models, on Dask.",
+    )
+    add_verbose(parser, False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add, _ in COMMANDS.values():
+        add(sub)
+    return parser

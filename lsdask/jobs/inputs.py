@@ -1,0 +1,44 @@
+"""The corpora and saved models the corpus jobs are given, opened and checked alike."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from lsdask.io.corpus.store import Corpus
+from lsdask.io.corpus.vocabulary import vocabulary_difference
+from lsdask.persist.lda import load_lda
+
+__all__ = ["check_same_vocab", "loaded_lda", "open_corpus"]
+
+
+def open_corpus(corpus: Any, what: str) -> Corpus:
+    """A :class:`~lsdask.io.corpus.Corpus` from a Corpus or a path, naming ``what``
+    on errors; a path is rescanned, as LDA.fit and score do: part files added or
+    removed since it was written are taken in (every command sees the same
+    documents)."""
+    if isinstance(corpus, Corpus):
+        return corpus
+    try:
+        return Corpus.open(corpus, rescan=True)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{what}: {exc}") from exc
+
+
+def check_same_vocab(words: list[str] | None, corpus: Corpus, what: str, against: str) -> None:
+    """Raise if ``corpus`` is not over the vocabulary ``words`` (None: no check)."""
+    if words is None:
+        return
+    difference = vocabulary_difference(words, corpus.vocab)
+    if difference is not None:
+        raise ValueError(
+            f"{what} {corpus.path} has a different vocabulary than {against}: {difference}; "
+            "ingest it with the same vocabulary (`lsdask ingest ... --vocab TRAINING_CORPUS`)"
+        )
+
+
+def loaded_lda(model: Any) -> Any:
+    """An LDA from a fitted estimator or a model directory."""
+    if isinstance(model, str | os.PathLike):
+        return load_lda(model)
+    return model

@@ -1,0 +1,100 @@
+"""The topics job: a saved LDA model's top words, with UMass coherence over a corpus.
+
+``lsdask topics`` prints :func:`format_topics` of :func:`topic_report`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lsdask.jobs.inputs import check_same_vocab, loaded_lda, open_corpus
+
+__all__ = ["TopicReport", "format_topics", "topic_report"]
+
+
+@dataclass
+class TopicReport:
+    """What :func:`topic_report` read.
+
+    Attributes
+    ----------
+    K, n_top : int
+        Topics, and words shown per topic.
+    share : array of K
+        Each topic's share of the training tokens.
+    top_words : list of K lists of str
+    coherence : array of K or None
+        UMass coherence of each topic's top words over ``corpus`` (None
+        without one); ``mean_coherence`` their mean.
+    corpus : str or None
+    """
+
+    K: int
+    n_top: int
+    share: np.ndarray
+    top_words: list[list[str]]
+    coherence: np.ndarray | None = None
+    mean_coherence: float | None = None
+    corpus: str | None = None
+
+
+def topic_report(model: Any, *, n_top: int = 10, corpus: Any = None) -> TopicReport:
+    """Each topic's top words, and their UMass coherence over a corpus.
+
+    Parameters
+    ----------
+    model : str, os.PathLike or lsdask.LDA
+        A model directory (:func:`lsdask.persist.load_lda`) or fitted model.
+    n_top : int, default 10
+        Words per topic.
+    corpus : str, os.PathLike, Corpus or None, default None
+        Reference documents for UMass coherence (Mimno et al. 2011), read
+        batch by batch; None skips it.
+
+    Returns
+    -------
+    TopicReport
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        For a missing or corrupt model, a missing corpus or one over
+        another vocabulary.
+    """
+    if isinstance(n_top, bool) or not isinstance(n_top, int) or n_top < 1:
+        raise ValueError(f"n_top must be a positive integer; got {n_top!r}")
+    lda = loaded_lda(model)
+    mass = np.maximum(lda.components_ - lda.eta, 0.0).sum(axis=1)  # tokens per topic
+    report = TopicReport(
+        K=int(lda.n_components),
+        n_top=n_top,
+        share=mass / mass.sum() if mass.sum() > 0 else mass,
+        top_words=lda.top_words(n_top),
+    )
+    if corpus is not None:
+        docs = open_corpus(corpus, "corpus")
+        if lda.vocabulary_ is not None:
+            check_same_vocab(lda.vocabulary_, docs, "corpus", "the model")
+        report.coherence = lda.coherence(docs, n_top)
+        report.mean_coherence = float(np.mean(report.coherence))
+        report.corpus = docs.path
+    return report
+
+
+def format_topics(report: TopicReport) -> str:
+    """One line per topic of a :func:`topic_report` (coherence first, if any)."""
+    coherence = report.coherence
+    umass = "" if coherence is None else f"  {'UMass':>8}"
+    lines = [f"{'topic':>5}  {'share':>6}{umass}  top {report.n_top} words"]
+    for k, words in enumerate(report.top_words):
+        umass = "" if coherence is None else f"  {coherence[k]:>8.2f}"
+        lines.append(f"{k:>5}  {report.share[k]:>6.1%}{umass}  {' '.join(words)}")
+    if coherence is not None:
+        lines.append(
+            f"mean UMass coherence of {report.K} topics (top {report.n_top} words, "
+            f"documents of {report.corpus}): {report.mean_coherence:.3f}"
+        )
+    return "\n".join(lines)
