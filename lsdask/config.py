@@ -41,9 +41,8 @@ DEFAULT_TOL = 1e-6
 #: choose initial clusters (k-means++ or random examples).
 INIT_SAMPLE_ROWS = 10_000
 
-#: Collapsed Gibbs sweeps of LDA's Gibbs start (``init="gibbs"`` or "auto").
-#: Measured on AP and 20 Newsgroups (K = 100, 400; pipelines/benchmarks/README_lda.md, History): the
-#: sampled topics' heldout score still rises between 300 and 700-1,000 sweeps,
+#: Collapsed Gibbs sweeps of LDA's Gibbs start (``init="gibbs"`` or "auto"):
+#: the sampled topics' heldout score still rises after several hundred sweeps,
 #: and memoized VI keeps what the sampler reached; MALLET's default is also 1,000.
 GIBBS_SWEEPS = 1_000
 
@@ -51,14 +50,11 @@ GIBBS_SWEEPS = 1_000
 #: ``GIBBS_SAMPLE_TOKENS`` tokens (``LDA(gibbs_tokens=)``) and
 #: ``GIBBS_SAMPLE_DOCS`` documents, else whole documents drawn at random up to
 #: those bounds (from batches read in random order until they hold
-#: ``GIBBS_SAMPLE_DOCS``). Measured on 20 Newsgroups at K = 100 (11,314 documents, 1.36M
-#: tokens; pipelines/benchmarks/README_lda.md, History): 1,000 sweeps over all documents give topics
-#: 0.02-0.06 nats/token better on heldout documents than over a 10,000-document
-#: sample, and 0.02-0.04 better after a lap of memoized VI from them. On corpora far larger the
+#: ``GIBBS_SAMPLE_DOCS``). Sampling all documents gives better topics than
+#: sampling a part of them, also after memoized VI; on far larger corpora the
 #: bounds keep the memory that grows with the sample (16 bytes per token, 4 per
-#: document and topic: about 80 MiB at K = 100) and the start's time (about two
-#: minutes at K = 100 on two cores) in check; the word-topic counts take 8 bytes
-#: per word and topic whatever the sample.
+#: document and topic) and the start's time in check; the word-topic counts take
+#: 8 bytes per word and topic whatever the sample.
 GIBBS_SAMPLE_TOKENS = 4_000_000
 GIBBS_SAMPLE_DOCS = 50_000
 

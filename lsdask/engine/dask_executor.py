@@ -29,15 +29,24 @@ from __future__ import annotations
 import logging
 import operator
 import os
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast
 
 from lsdask import config
 from lsdask.config import NOTICE
 from lsdask.errors import ClusterError
+from lsdask.learn.protocols import A, Batch, Executor, Handle, Pending, Task
+
+if TYPE_CHECKING:  # distributed itself is imported only when a cluster is used
+    from distributed import Client, Future, LocalCluster
+
+    from lsdask.engine.executor import SerialExecutor
+
+R = TypeVar("R")
 
 logger = logging.getLogger(__name__)
 
@@ -54,14 +63,14 @@ class DaskExecutor:
         Worker processes of a new LocalCluster; default the number of cores.
     """
 
-    def __init__(self, client: Any = None, n_workers: int | None = None) -> None:
+    def __init__(self, client: Client | str | None = None, n_workers: int | None = None) -> None:
         self.client, self._owned = open_client(client, n_workers or os.cpu_count() or 1)
         # what was scattered, by future key, to send again after a worker is lost
-        self._scattered: dict[str, Any] = {}
+        self._scattered: dict[str, object] = {}
         self._broadcasts: OrderedDict[str, None] = OrderedDict()  # the newest few
         # a lost scattered future's key -> the future that replaced it
-        self._replaced: dict[str, Any] = {}
-        self._asking_memory: Any = None  # the thread of the last memory() question
+        self._replaced: dict[str, Future[Any]] = {}
+        self._asking_memory: threading.Thread | None = None  # the last memory() question
         self._wait_for_a_worker()  # a scheduler without workers: say so before any work
 
     @property
@@ -69,10 +78,10 @@ class DaskExecutor:
         info = self.client.scheduler_info(n_workers=-1)
         return max(1, sum(w.get("nthreads", 1) for w in info["workers"].values()))
 
-    def register(self, batches: Sequence[Any]) -> list[Any]:
+    def register(self, batches: Sequence[Batch]) -> list[Handle]:
         from lsdask.io.sources import ArrayBatch
 
-        handles: list[Any] = list(batches)
+        handles: list[Handle] = list(batches)
         in_memory = [i for i, b in enumerate(batches) if isinstance(b, ArrayBatch)]
         if in_memory:
             futures = self._retrying(
@@ -83,7 +92,7 @@ class DaskExecutor:
                 self._scattered[fut.key] = batches[i]
         return handles
 
-    def broadcast(self, obj: Any) -> Any:
+    def broadcast(self, obj: object) -> Handle:
         fut = self._retrying("sending the globals", lambda: self._scatter(obj, broadcast=True))
         self._scattered[fut.key] = obj
         self._broadcasts[fut.key] = None
@@ -96,32 +105,33 @@ class DaskExecutor:
                 del self._replaced[lost]  # the future that replaced it is released too
         return fut
 
-    def map(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> list:
+    def map(self, fn: Task[R], handles: Sequence[Handle], shared: Handle) -> list[R]:
         return self.collect(self.submit(fn, handles, shared))
 
-    def submit(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any:
+    def submit(self, fn: Task[R], handles: Sequence[Handle], shared: Handle) -> Pending:
         """Start one task per handle; returns the wave's futures (see :meth:`collect`)."""
-        handles = [self._current(h) for h in handles]
+        current = [self._current(h) for h in handles]
         shared = self._current(shared)
-        futures = [self.client.submit(fn, h, shared, pure=False) for h in handles]
-        return _Wave(fn, handles, shared, futures)
+        futures = [self.client.submit(fn, h, shared, pure=False) for h in current]
+        return _Wave(fn, current, shared, futures)
 
-    def collect(self, pending: Any) -> list:
+    def collect(self, pending: Pending) -> list[Any]:
         """The results of :meth:`submit`'s tasks, in order (the futures are released)."""
+        wave = cast(_Wave[Any], pending)  # what submit returned
         for attempt in range(config.LOST_WORKER_RETRIES + 1):
             try:
-                return self.client.gather(pending.futures)
+                return self.client.gather(wave.futures)
             except _lost_worker_errors() as exc:
-                self._recover(exc, attempt, len(pending.futures))
-                pending.handles, pending.shared = self._resent(pending.handles, pending.shared)
-                pending.futures = [
+                self._recover(exc, attempt, len(wave.futures))
+                wave.handles, wave.shared = self._resent(wave.handles, wave.shared)
+                wave.futures = [
                     f if f.status == "finished" else
-                    self.client.submit(pending.fn, h, pending.shared, pure=False)
-                    for f, h in zip(pending.futures, pending.handles, strict=True)
+                    self.client.submit(wave.fn, h, wave.shared, pure=False)
+                    for f, h in zip(wave.futures, wave.handles, strict=True)
                 ]  # fmt: skip
         raise AssertionError("unreachable")  # _recover raises on the last attempt
 
-    def map_sum(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any:
+    def map_sum(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> A:
         """Map, then add results pairwise on the workers; one result is gathered."""
         for attempt in range(config.LOST_WORKER_RETRIES + 1):
             try:
@@ -131,7 +141,8 @@ class DaskExecutor:
                 handles, shared = self._resent(handles, shared)
         raise AssertionError("unreachable")  # _recover raises on the last attempt
 
-    def _tree_sum(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any:
+    def _tree_sum(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> Future[A]:
+        """The future of the pairwise sum of the tasks' results."""
         shared = self._current(shared)
         level = [self.client.submit(fn, self._current(h), shared, pure=False) for h in handles]
         while len(level) > 1:
@@ -146,21 +157,22 @@ class DaskExecutor:
 
     # ---- after a lost worker
 
-    def _scatter(self, obj: Any, broadcast: bool = False) -> Any:
+    def _scatter(self, obj: object, broadcast: bool = False) -> Any:
+        """A future of ``obj`` on the workers (a list of futures for a list)."""
         return self.client.scatter(obj, broadcast=broadcast, hash=False)
 
-    def _current(self, handle: Any, resend: bool = False) -> Any:
+    def _current(self, handle: Handle, resend: bool = False) -> Handle:
         """``handle``, or the future that replaced it; with ``resend``, a
         scattered future no worker holds any more is scattered again."""
         from distributed import Future
 
         if not isinstance(handle, Future):
             return handle  # a loader (a corpus row group, a Zarr chunk) or the globals in-process
-        key = handle.key
-        while key in self._replaced:
-            handle = self._replaced[key]
-            key = handle.key
-        if resend and key in self._scattered and not self._held(handle):
+        future = handle
+        while future.key in self._replaced:
+            future = self._replaced[future.key]
+        key = future.key
+        if resend and key in self._scattered and not self._held(future):
             obj = self._scattered[key]
             broadcast = key in self._broadcasts
             new = self._retrying("sending lost data again", lambda: self._scatter(obj, broadcast))
@@ -168,14 +180,14 @@ class DaskExecutor:
             if broadcast:
                 self._broadcasts[new.key] = None
             self._replaced[key] = new
-            handle = new
-        return handle
+            future = new
+        return future
 
-    def _resent(self, handles: Sequence[Any], shared: Any) -> tuple[list[Any], Any]:
+    def _resent(self, handles: Sequence[Handle], shared: Handle) -> tuple[list[Handle], Handle]:
         """A wave's inputs after a lost worker, what no worker holds sent again."""
         return [self._current(h, resend=True) for h in handles], self._current(shared, True)
 
-    def _held(self, fut: Any) -> bool:
+    def _held(self, fut: Future[Any]) -> bool:
         if fut.status != "finished":
             return False
         return bool(self.client.who_has([fut]).get(fut.key))
@@ -203,7 +215,7 @@ class DaskExecutor:
             return
         self._lost_scheduler(exc)
 
-    def _lost_scheduler(self, exc: BaseException) -> None:
+    def _lost_scheduler(self, exc: BaseException) -> NoReturn:
         address = getattr(getattr(self.client, "scheduler", None), "address", "?")
         raise ClusterError(
             f"lost the connection to the Dask scheduler at {address} ({type(exc).__name__}: "
@@ -258,15 +270,18 @@ class DaskExecutor:
                 "SCHEDULER_ADDRESS) or run without a cluster (client='sync'; lsdask: --sync)"
             ) from None
 
-    def _retrying(self, what: str, send: Callable[[], Any]) -> Any:
+    def _retrying(self, what: str, send: Callable[[], R]) -> R:
         """``send()``, again after a lost connection to a worker (CommClosedError)."""
+        # the scheduler's replication raises KeyError(address) for a worker that left
+        # while the data was being copied to it; TimeoutError: "No valid workers
+        # found" (none, or all paused)
+        retried: tuple[type[BaseException], ...] = (
+            *_lost_worker_errors(), KeyError, TimeoutError,
+        )  # fmt: skip
         for attempt in range(config.LOST_WORKER_RETRIES + 1):
             try:
                 return send()
-            except (*_lost_worker_errors(), KeyError, TimeoutError) as exc:
-                # the scheduler's replication raises KeyError(address) for a worker
-                # that left while the data was being copied to it; TimeoutError: "No
-                # valid workers found" (none, or all paused)
+            except retried as exc:
                 if isinstance(exc, KeyError) and "://" not in str(exc):
                     raise
                 self._check_scheduler(exc)
@@ -289,7 +304,6 @@ class DaskExecutor:
         """Resident memory of each worker process, in bytes; for a progress line,
         so a worker that does not answer within a few seconds (hung, or gone) is
         left out rather than holding up the run."""
-        import threading
 
         def rss() -> int:
             import psutil
@@ -299,7 +313,7 @@ class DaskExecutor:
         if self._asking_memory is not None and self._asking_memory.is_alive():
             return []  # the last question is still unanswered: do not wait again
 
-        answers: list[dict] = []
+        answers: list[dict[str, int]] = []  # worker address -> bytes
 
         def ask() -> None:
             try:
@@ -350,13 +364,13 @@ _BROADCASTS_KEPT = 3
 
 
 @dataclass
-class _Wave:
+class _Wave(Generic[R]):
     """Tasks started by :meth:`DaskExecutor.submit`: what ran them, to run again."""
 
-    fn: Callable[[Any, Any], Any]
-    handles: list[Any]
-    shared: Any
-    futures: list[Any]
+    fn: Task[R]
+    handles: list[Handle]
+    shared: Handle
+    futures: list[Future[Any]]
 
 
 def _lost_worker_errors() -> tuple[type[BaseException], ...]:
@@ -367,7 +381,9 @@ def _lost_worker_errors() -> tuple[type[BaseException], ...]:
     return (FutureCancelledError, CommClosedError)
 
 
-def open_client(client: Any, n_workers: int) -> tuple[Any, list[Any]]:
+def open_client(
+    client: Client | str | None, n_workers: int
+) -> tuple[Client, list[Client | LocalCluster]]:
     """``(client, owned)``: ``client`` itself when it is a Client; for None, a
     Client of a new LocalCluster of ``n_workers`` processes; for a string, a
     Client of the scheduler at that address. ``owned``: what the caller
@@ -378,7 +394,7 @@ def open_client(client: Any, n_workers: int) -> tuple[Any, list[Any]]:
         logger.info("starting a Dask LocalCluster with %d worker processes", n_workers)
         cluster = start_local_cluster(n_workers)
         client = Client(cluster)
-        owned = [client, cluster]
+        owned: list[Client | LocalCluster] = [client, cluster]
     elif isinstance(client, str):
         logger.info("connecting to the Dask scheduler at %s", client)
         client = connect(client)
@@ -390,7 +406,7 @@ def open_client(client: Any, n_workers: int) -> tuple[Any, list[Any]]:
     return client, owned
 
 
-def connect(address: str) -> Any:
+def connect(address: str) -> Client:
     """A Client of the scheduler at ``address``, or a ValueError saying what to check."""
     from distributed import Client
 
@@ -405,7 +421,7 @@ def connect(address: str) -> Any:
         ) from None
 
 
-def start_local_cluster(n_workers: int) -> Any:
+def start_local_cluster(n_workers: int) -> LocalCluster:
     """A LocalCluster of ``n_workers`` single-threaded worker processes that
     ignore SIGINT.
 
@@ -438,8 +454,12 @@ def start_local_cluster(n_workers: int) -> Any:
             signal.signal(signal.SIGINT, previous)
 
 
-def make_executor(client: Any = None, n_workers: int | None = None):
-    """``"sync"`` gives the in-process executor; anything else a :class:`DaskExecutor`."""
+def make_executor(
+    client: Client | str | SerialExecutor | DaskExecutor | None = None,
+    n_workers: int | None = None,
+) -> Executor:
+    """``"sync"`` gives the in-process executor; an executor is used as it is;
+    anything else (a Client, a scheduler address, None) gives a :class:`DaskExecutor`."""
     from lsdask.engine.executor import SerialExecutor
 
     if isinstance(client, str) and client == "sync":

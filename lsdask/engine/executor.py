@@ -1,29 +1,25 @@
-"""What the learning algorithms need from an executor, and the in-process one.
+"""The in-process executor, and the sum every executor makes of a wave.
 
-The algorithms see only three verbs:
-
-- ``register(batches)``: once per run, make the batches' loaders available
-  where tasks run; returns one handle per batch;
-- ``broadcast(obj)``: once per global update, make the globals available;
-- ``map(fn, handles, shared)``: run ``fn(batch, shared)`` for each handle and
-  return the results in order; ``submit`` and ``collect`` are the same in
-  two halves, so the driver can work (write memo, compute the ELBO) while
-  the workers run the next wave;
-- ``map_sum(fn, handles, shared)``: the same, summed in a binary tree
-  (pairs of neighbours, then pairs of pairs), so only one result reaches the
-  driver. Every executor pairs results the same way, so sums are identical.
-
-So the algorithms never import Dask, and an executor never knows what the
-function computes.
+The contract every executor satisfies is :class:`lsdask.learn.protocols.Executor`
+(re-exported here): ``register`` the batches once per run, ``broadcast`` the
+globals once per update, ``map``/``submit``+``collect`` a task over the
+batches, ``map_sum`` it into one result. So the algorithms never import Dask,
+and an executor never knows what the function computes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any, TypeVar, cast
+
+from lsdask.learn.protocols import A, Batch, Executor, Handle, Pending, Task
+
+R = TypeVar("R")
+
+__all__ = ["Executor", "SerialExecutor", "tree_sum"]
 
 
-def tree_sum(items: Sequence[Any]) -> Any:
+def tree_sum(items: Sequence[A]) -> A:
     """Sum by adding neighbours pairwise, level by level (the Dask reduction's order)."""
     level = list(items)
     if not level:
@@ -36,49 +32,33 @@ def tree_sum(items: Sequence[Any]) -> Any:
     return level[0]
 
 
-class Executor(Protocol):
-    #: how many batches this executor runs at once
-    n_slots: int
-
-    def register(self, batches: Sequence[Any]) -> list[Any]: ...
-
-    def broadcast(self, obj: Any) -> Any: ...
-
-    def map(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> list: ...
-
-    def submit(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any: ...
-
-    def collect(self, pending: Any) -> list: ...
-
-    def map_sum(
-        self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any
-    ) -> Any: ...
-
-    def close(self) -> None: ...
-
-
 class SerialExecutor:
     """Runs every task in this process, one after another: for tests and small data."""
 
     n_slots = 1
 
-    def register(self, batches: Sequence[Any]) -> list[Any]:
+    def register(self, batches: Sequence[Batch]) -> list[Handle]:
         return list(batches)
 
-    def broadcast(self, obj: Any) -> Any:
+    def broadcast(self, obj: object) -> Handle:
         return obj
 
-    def map(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> list:
+    def map(self, fn: Task[R], handles: Sequence[Handle], shared: Handle) -> list[R]:
         return [fn(h, shared) for h in handles]
 
-    def submit(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any:
+    def submit(self, fn: Task[R], handles: Sequence[Handle], shared: Handle) -> Pending:
+        """Run the tasks at once; the pending wave is their results."""
         return self.map(fn, handles, shared)
 
-    def collect(self, pending: Any) -> list:
-        return pending
+    def collect(self, pending: Pending) -> list[Any]:
+        return cast("list[Any]", pending)  # what submit returned: the results
 
-    def map_sum(self, fn: Callable[[Any, Any], Any], handles: Sequence[Any], shared: Any) -> Any:
+    def map_sum(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> A:
         return tree_sum(self.map(fn, handles, shared))
+
+    def memory(self) -> list[int]:
+        """Nothing: the tasks run in the driver, whose memory the progress line gives."""
+        return []
 
     def close(self) -> None:
         pass

@@ -30,8 +30,8 @@ def outer_features_into(X, F):
         base = 0
         for i in range(D):
             xi = X[n, i]
-            out = F[n, base : base + D - i]  # slices on both sides: a vectorized
-            tail = X[n, i:]  # loop (10x faster than indexing F[n, m] with a counter)
+            out = F[n, base : base + D - i]  # slices on both sides: LLVM vectorizes
+            tail = X[n, i:]  # the loop (not so with F[n, m] and a running counter)
             for j in range(D - i):
                 out[j] = xi * tail[j]
             base += D - i

@@ -23,9 +23,8 @@ computed (O(K)) and the rest of ``u`` decides between the two buckets so
 that, over ``u``, the document bucket is chosen with probability exactly
 ``D / (D + B)`` and each topic with exactly its weight: the draw is exact,
 with no rejection, and the O(K) part runs only on a fraction about
-``bound / (D + bound)`` of the tokens: 0.3-2% for LDA's alpha / K on the
-benchmark's corpora, more when ``a`` is large or a topic is empty (the
-bound's ``min_k n_k`` is then 0).
+``bound / (D + bound)`` of the tokens: small for LDA's alpha / K, more when
+``a`` is large or a topic is empty (the bound's ``min_k n_k`` is then 0).
 
 The counts are integers: ``ndk`` (documents x K), ``nwk`` (V x K, one word's
 topics contiguous), ``nk`` (K,); ``word_total`` (V,) holds each word's number

@@ -2,7 +2,7 @@
 
 A topic model's posterior ``lambda`` (K x V) equals the prior ``eta`` wherever
 no token of word v was ever given to topic k; with the L-sparse local step
-that is most entries (93% on 20 Newsgroups at K=400 after two laps). These
+that is most entries. These
 kernels find the other entries without building the (K, V) array (by row,
 in the order the driver sums them), group them by column (word) so that a
 batch can rebuild just the rows of its own vocabulary, and let the

@@ -15,14 +15,16 @@ import numpy as np
 from lsdask.config import TOPL_INSERTION_MAX
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)
+# numba's stub of njit lacks ``_nrt``, an option numba itself accepts
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _ranks_ahead(v, k, kept_v, kept_k):
     """Whether weight ``v`` of id ``k`` ranks ahead of a kept ``(kept_v, kept_k)``:
     a larger weight, or an equal one with the lower id."""
     return v > kept_v or (v == kept_v and k < kept_k)
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)
+# numba's stub of njit lacks ``_nrt``, an option numba itself accepts
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _insert_sorted(vals, out, n_kept, L, v, k):
     """Insert weight ``v`` of id ``k`` into the descending buffer ``vals``/``out``
     holding ``n_kept`` of at most L entries; among equal weights the lower id
@@ -75,7 +77,8 @@ def _select(w, L, out):
         _select_sort(w, L, out)
 
 
-@numba.njit(nogil=True, cache=True, _nrt=False)
+# numba's stub of njit lacks ``_nrt``, an option numba itself accepts
+@numba.njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
 def _select_pruned(table, row, shift, by_shift, n, L, floor, bound, vals, out):
     """Top-L of the weights ``w[k] = table[row, k] + shift[k]`` over the ``n``
     ids ``by_shift[:n]``, which come sorted by ``shift``, largest first; ``out``

@@ -7,20 +7,22 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Generic, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
+from lsdask.learn.protocols import Batch, CountsTokens, Executor, G, HasCost, Model
 from lsdask.models.stats import SuffStats
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class LearnResult:
-    """What a run produced.
+class LearnResult(Generic[G]):
+    """What a run produced: the globals and whole-data statistics ``S`` at the end.
 
     ``elbo_trace`` has one value per global update (per batch visit when one
     batch is visited per update); ``lap_trace`` the lap (fractional) of each
@@ -29,7 +31,7 @@ class LearnResult:
     mixture), which changes when retraining takes in or drops batches.
     """
 
-    globals: Any
+    globals: G
     stats: SuffStats
     elbo_trace: list[float] = field(default_factory=list)
     lap_trace: list[float] = field(default_factory=list)
@@ -40,17 +42,19 @@ class LearnResult:
     memo: list[SuffStats | None] | None = None
 
 
-def padded_trace(values: Any, n: int) -> np.ndarray:
+def padded_trace(values: Iterable[float] | None, n: int) -> npt.NDArray[np.float64]:
     """The last ``n`` values of a trace as float64, nan in front where it does not
     reach back that far (a trace kept only since a later version)."""
-    trace = np.asarray([] if values is None else values, dtype=np.float64)[-n:] if n else []
+    trace = (
+        np.asarray([] if values is None else values, dtype=np.float64)[-n:] if n else np.empty(0)
+    )
     return np.concatenate([np.full(n - len(trace), np.nan), trace])
 
 
 class Trace:
     """Accumulates the per-update traces and logs one line per lap."""
 
-    def __init__(self, result: LearnResult, n_batches: int) -> None:
+    def __init__(self, result: LearnResult[G], n_batches: int) -> None:
         self.result = result
         self.n_batches = n_batches
         self.t0 = time.perf_counter()
@@ -66,7 +70,7 @@ class Trace:
 
 def lap_order(
     rng: np.random.Generator, n_batches: int, size: int, costs: Sequence[float] | None = None
-) -> np.ndarray:
+) -> npt.NDArray[np.int64]:
     """A fresh random visiting order for one lap, cut into waves of ``size`` by :func:`waves`.
 
     With ``costs`` (work per batch: tokens of a corpus row group, rows of a
@@ -85,23 +89,25 @@ def lap_order(
     return np.concatenate([*order, by_cost[full:]])  # an incomplete wave last, so waves stay whole
 
 
-def batch_costs(batches: Sequence[Any]) -> list[float] | None:
-    """Each batch's ``cost`` attribute, or None unless every batch has a finite one."""
+def batch_costs(batches: Sequence[Batch]) -> list[float] | None:
+    """Each batch's :attr:`~lsdask.learn.protocols.HasCost.cost`, or None unless
+    every batch has a finite one."""
     try:
-        costs = [float(getattr(b, "cost", np.nan)) for b in batches]
+        costs = [float(b.cost) if isinstance(b, HasCost) else np.nan for b in batches]
     except (TypeError, ValueError):  # e.g. a dask chunk of unknown size
         return None
     return costs if all(np.isfinite(costs)) else None
 
 
-def waves(order: Sequence[int], size: int) -> Iterator[list[int]]:
+def waves(order: Iterable[int], size: int) -> Iterator[list[int]]:
     """Consecutive groups of ``size`` batch indices."""
-    order = list(order)
-    for start in range(0, len(order), size):
-        yield order[start : start + size]
+    indices = list(order)
+    for start in range(0, len(indices), size):
+        yield indices[start : start + size]
 
 
 def relative_change(new: float, old: float) -> float:
+    """``|new - old| / |old|`` (old at least the smallest positive double)."""
     return abs(new - old) / max(abs(old), 1e-300)
 
 
@@ -110,12 +116,21 @@ def shows_bar(enabled: bool | None) -> bool:
     return sys.stderr.isatty() if enabled is None else bool(enabled)
 
 
-def progress_bar(total: int, desc: str, enabled: bool | None) -> Any:
+class ProgressBar(Protocol):
+    """What the loops use of a tqdm bar."""
+
+    def update(self, n: int = 1) -> object: ...
+
+    def close(self) -> None: ...
+
+
+def progress_bar(total: int, desc: str, enabled: bool | None) -> ProgressBar:
     """A tqdm bar on a terminal (or when asked), else a no-op stand-in."""
     if shows_bar(enabled):
         from tqdm.auto import tqdm
 
-        return tqdm(total=total, desc=desc, leave=False)
+        bar: ProgressBar = tqdm(total=total, desc=desc, leave=False)
+        return bar
     return _NoBar()
 
 
@@ -127,7 +142,8 @@ class _NoBar:
         pass
 
 
-Callback = Callable[[LearnResult], None]
+#: called with the result so far after every lap
+Callback = Callable[[LearnResult[G]], None]
 
 
 def check_lap_converged(
@@ -141,6 +157,7 @@ def check_lap_converged(
 
 
 def finite_or_raise(value: float, what: str) -> float:
+    """``value``, or a FloatingPointError saying what to change where it is not finite."""
     if not np.isfinite(value):
         raise FloatingPointError(
             f"the {what} became {value}; the data may hold extreme values, or the prior is "
@@ -156,9 +173,9 @@ def log_lap(
     change: float,
     seconds: float,
     fraction: float,
-    model: Any,
+    model: Model[G],
     stats: SuffStats,
-    executor: Any,
+    executor: Executor,
 ) -> None:
     """One line per lap: ELBO and its change, throughput and memory.
 
@@ -172,10 +189,10 @@ def log_lap(
     since = "first lap" if np.isnan(change) else f"relative change {change:.3g}"
     parts = [f"lap {lap}: ELBO {elbo:.6e} ({since}), {seconds:.1f} s"]
     parts.append(f"{rows:,.0f} rows/s")
-    if hasattr(model, "token_count"):
+    if isinstance(model, CountsTokens):
         parts.append(f"{model.token_count(stats) * fraction / seconds:,.0f} tokens/s")
     parts.append(f"driver RSS {_rss_mib():,.0f} MiB")
-    worker_rss = executor.memory() if hasattr(executor, "memory") else []
+    worker_rss = executor.memory()
     if worker_rss:
         parts.append("workers RSS " + "/".join(f"{r / 2**20:,.0f}" for r in worker_rss) + " MiB")
     log.info(", ".join(parts))

@@ -2,20 +2,15 @@
 
 A start for variational LDA (``LDA(init="gibbs")``): mean-field coordinate
 ascent keeps the basin it starts in, and from document seeds (k-means++) it
-settles with near-duplicate topics; token-level sampling explores first.
-``pipelines/benchmarks/diag_lda_search.py`` measured memoized VI from this
-start (with the exact serial sampler of the time) ending 0.021-0.033
-nats/token (100 sweeps) and 0.064-0.075 (300 sweeps) above its k-means++
-start on AP and 20 Newsgroups at K=100. The sampler runs
-in the driver on the whole corpus or, beyond ``config.GIBBS_SAMPLE_*``, a
-sample of it (whole tokens: counts are rounded). Over 20 Newsgroups at
-K=100, 1,000 sweeps over all 11,314 documents score -7.932 and -7.937
-nats/token on heldout documents (two seeds), over 10,000 of them -7.960 to
--7.989 (four samples, two of them from
-``pipelines/benchmarks/diag_lda_start.py --what sample``), and a lap of
-memoized VI keeps most of the difference. A
-token's draw costs its document's topics, and all K topics only for the
-small fraction of draws that fall in the prior's bucket
+settles with near-duplicate topics; token-level sampling (Griffiths &
+Steyvers 2004) explores first, and memoized VI from its topics keeps most of
+what the sampler reached (``pipelines/benchmarks/README_lda.md`` compares
+the starts).
+
+The sampler runs in the driver on the whole corpus or, beyond
+``config.GIBBS_SAMPLE_*``, a sample of whole documents (whole tokens: counts
+are rounded). A token's draw costs its document's topics, and all K topics
+only for the small fraction of draws that fall in the prior's bucket
 (``lsdask.kernels.gibbs``).
 """
 
@@ -53,13 +48,15 @@ def tokens_per_doc(X: sp.csr_matrix) -> np.ndarray:
     return np.bincount(rows, weights=repeats, minlength=X.shape[0]).astype(np.int64)
 
 
-def random_start(X: sp.csr_matrix, K: int, rng: np.random.Generator):
+def random_start(
+    X: sp.csr_matrix, K: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(doc_ptr, words, z, ndk, nwk, nk)``: the tokens of ``X`` (see
     :func:`tokens_of`), each in a topic drawn uniformly at random, and their
     document-topic (n_docs, K), word-topic (V, K) and topic counts."""
     n_docs, V = X.shape
     doc_ptr, words = tokens_of(X)
-    z = rng.integers(K, size=words.shape[0]).astype(np.int32)
+    z = rng.integers(K, size=int(words.shape[0])).astype(np.int32)
     doc_of = np.repeat(np.arange(n_docs), np.diff(doc_ptr))
     ndk = np.zeros((n_docs, K), dtype=np.int32)
     nwk = np.zeros((V, K), dtype=np.int32)
@@ -133,7 +130,18 @@ class _Part:
     its own stream of uniforms (the first part draws from the caller's
     generator, so one part makes the serial sampler's draws)."""
 
-    def __init__(self, doc_ptr, first, last, ndk, nwk, nk, copy, rng, record):
+    def __init__(
+        self,
+        doc_ptr: np.ndarray,
+        first: int,
+        last: int,
+        ndk: np.ndarray,
+        nwk: np.ndarray,
+        nk: np.ndarray,
+        copy: bool,
+        rng: np.random.Generator,
+        record: bool,
+    ) -> None:
         self.doc_ptr = doc_ptr[first : last + 1]
         self.n_tokens = int(doc_ptr[last] - doc_ptr[first])
         self.ndk = ndk[first:last]
@@ -144,7 +152,11 @@ class _Part:
         self._moves = np.empty((3, self.n_tokens if record else 0), dtype=np.int32)
         self.moves: tuple[np.ndarray, ...] = ()  # (words, old topics, new topics) of the last sweep
 
-    def sweep(self, words, z, word_total, a, eta):
+    def sweep(
+        self, words: np.ndarray, z: np.ndarray, word_total: np.ndarray, a: float, eta: float
+    ) -> int:
+        """One collapsed Gibbs sweep over the part's tokens (its moves kept for the
+        other parts); returns how many draws summed over all K topics."""
         uniforms = self.rng.random(self.n_tokens)
         full_sums, n = gibbs_sweep_moves(
             self.doc_ptr, words, z, self.ndk, self.nwk, self.nk, word_total, a, eta, uniforms,

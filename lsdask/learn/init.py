@@ -12,20 +12,27 @@ global step turns those statistics into the first ``q(pi), q(phi)``.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TypeAlias
 
 import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
 
+from lsdask.models.mixture import MixtureModel
+from lsdask.models.observation import ObservationModel, P
 from lsdask.models.stats import SuffStats
 
 logger = logging.getLogger(__name__)
 
 INIT_METHODS = ("kmeans++", "random")
 
+#: an initialization sample: dense rows, or a CSR matrix of counts
+Sample: TypeAlias = "np.ndarray | sp.csr_matrix"
+
 
 def _nearest(
-    observation: Any, X: Any, seeds: np.ndarray, rows: Any = None
-) -> tuple[np.ndarray, np.ndarray]:
+    observation: ObservationModel[P], X: Sample, seeds: np.ndarray, rows: object = None
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int32]]:
     """Each row's divergence to its nearest seed, and that seed; ``rows`` is
     ``observation.divergence_sample(X)`` if the caller has it."""
     closest = np.full(X.shape[0], np.inf)
@@ -40,8 +47,8 @@ def _nearest(
 
 
 def kmeans_plus_plus(
-    observation: Any, X: Any, K: int, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
+    observation: ObservationModel[P], X: Sample, K: int, rng: np.random.Generator
+) -> tuple[np.ndarray, npt.NDArray[np.int32]]:
     """K seed rows chosen by greedy k-means++ under ``observation.divergence``.
 
     Each step draws ``2 + log K`` candidates with probability proportional to
@@ -72,8 +79,8 @@ def kmeans_plus_plus(
 
 
 def choose_seeds(
-    observation: Any, X: Any, K: int, method: str, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
+    observation: ObservationModel[P], X: Sample, K: int, method: str, rng: np.random.Generator
+) -> tuple[np.ndarray, npt.NDArray[np.int32]]:
     """K distinct seed rows of X and each row's nearest seed."""
     n = X.shape[0]
     if K > n:
@@ -91,7 +98,9 @@ def choose_seeds(
     raise ValueError(f"init must be one of {INIT_METHODS}; got {method!r}")
 
 
-def initial_stats(model: Any, X: Any, method: str, rng: np.random.Generator) -> SuffStats:
+def initial_stats(
+    model: MixtureModel[P], X: Sample, method: str, rng: np.random.Generator
+) -> SuffStats:
     """Statistics of the sample X hard-assigned to seeds chosen by ``method``."""
     K = model.n_components
     seeds, nearest = choose_seeds(model.observation, X, K, method, rng)

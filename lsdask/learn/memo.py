@@ -15,6 +15,13 @@ A run can be checkpointed after every lap and when a stop is requested
 memo it refers to: it then continues exactly as if never stopped. Batches
 without memo in a resumed run (new data) are added to the statistics at
 their first visit.
+
+The loop reads as the algorithm: :meth:`MemoizedVI.run` makes laps
+(:meth:`~MemoizedVI._lap`); a lap visits waves of batches
+(:meth:`~MemoizedVI._wave`), re-anchors ``S`` and tests convergence
+(:meth:`~MemoizedVI._end_lap`); a stop (:meth:`~MemoizedVI._should_stop`)
+writes a checkpoint (:meth:`~MemoizedVI._checkpoint`) first. Where the run
+stands lives in one :class:`_Run`.
 """
 
 from __future__ import annotations
@@ -23,14 +30,18 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Generic
 
 import numpy as np
+import numpy.typing as npt
 
 from lsdask import config
+from lsdask.errors import FitInterrupted
 from lsdask.learn.base import (
     Callback,
     LearnResult,
+    ProgressBar,
     batch_costs,
     check_lap_converged,
     finite_or_raise,
@@ -41,15 +52,71 @@ from lsdask.learn.base import (
     waves,
 )
 from lsdask.learn.memo_store import MemoryMemo
+from lsdask.learn.protocols import (
+    Batch,
+    Executor,
+    G,
+    Handle,
+    InMemoryMemo,
+    MemoStore,
+    Model,
+    Pending,
+)
 from lsdask.learn.state import LearnState
-from lsdask.errors import FitInterrupted
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models.stats import SuffStats, sum_stats
 
 logger = logging.getLogger(__name__)
 
 #: called with (state, memo, init_stats or None) to write a checkpoint; returns its path
-Checkpointer = Callable[[LearnState, Any, SuffStats | None], Any]
+Checkpointer = Callable[[LearnState, MemoStore, SuffStats | None], Path]
+
+
+@dataclass
+class _Run(Generic[G]):
+    """One call of :meth:`MemoizedVI.run`: what it works with and where it stands."""
+
+    # what the run works with
+    model: Model[G]
+    executor: Executor
+    task: LocalStepTask[G]
+    handles: list[Handle]  # one per batch, from executor.register
+    costs: list[float] | None  # each batch's work, to group waves (lap_order)
+    wave_size: int  # P, batches visited against the same globals
+    memo: MemoStore  # S_b of every visited batch
+    rng: np.random.Generator
+    resumed: LearnState  # where the run started (a fresh LearnState when new)
+    init_stats: SuffStats | None  # the initial globals' statistics, for checkpoints
+    checkpoint: Checkpointer | None
+    stop_requested: Callable[[], bool] | None
+    callback: Callback[G] | None
+
+    # where it stands
+    glob: G  # the current globals
+    total: SuffStats  # S, the whole-data statistics (a private dense copy, updated in place)
+    filling: bool  # the first lap, which fills the memo against the initial globals
+    lap_elbos: list[float]  # the ELBO at the end of every lap
+    result: LearnResult[G]  # traces so far
+    t0: float  # time.perf_counter() at the start (earlier by a resumed run's time)
+
+    @property
+    def n_batches(self) -> int:
+        return len(self.handles)
+
+
+@dataclass
+class _Lap:
+    """The lap under way."""
+
+    number: int  # laps done before it, plus one
+    order: npt.NDArray[np.int64]  # the batches in visiting order
+    start: int  # batches of ``order`` visited before this run (a lap resumed part-way)
+    waves: list[list[int]]  # the rest of ``order``, cut into waves
+    bar: ProgressBar
+    started: float  # time.perf_counter() at its start
+    position: int  # batches of ``order`` visited
+    shared: Handle  # the globals the workers run against
+    pending: Pending | None = None  # the wave submitted and not yet collected
 
 
 @dataclass
@@ -81,33 +148,94 @@ class MemoizedVI:
 
     def run(
         self,
-        model: Any,
-        executor: Any,
-        batches: Sequence[Any],
-        glob: Any,
+        model: Model[G],
+        executor: Executor,
+        batches: Sequence[Batch],
+        glob: G | None,
         rng: np.random.Generator,
         sparsity: int | None,
-        callback: Callback | None = None,
+        callback: Callback[G] | None = None,
         *,
-        memo: Any = None,
+        memo: MemoStore | None = None,
         state: LearnState | None = None,
         init_stats: SuffStats | None = None,
         checkpoint: Checkpointer | None = None,
         stop_requested: Callable[[], bool] | None = None,
-    ) -> LearnResult:
+    ) -> LearnResult[G]:
         """Run (or continue) memoized VI.
 
-        ``glob`` are the initial globals; on a resume (``state`` given with a
-        filled ``memo``) they are recomputed from the memo, except in an
-        unfinished first lap, which goes on against ``init_stats``' globals.
+        Parameters
+        ----------
+        model, executor, batches
+            The model's math, where its tasks run, and the fixed batches.
+        glob
+            The initial globals. On a resume (``state`` given with a filled
+            ``memo``) they are recomputed from the memo, except in an
+            unfinished first lap, which goes on against ``init_stats``' globals
+            (``glob`` may then be None).
+        rng
+            Draws each lap's visiting order; a resumed run restores its state.
+        sparsity
+            L of the local step (None: dense responsibilities).
+        callback
+            Called with the result so far after every lap.
+        memo
+            Where each batch's statistics are kept (default in memory).
+        state
+            Where a resumed run stands (:class:`LearnState`).
+        init_stats
+            The statistics the initial globals came from, kept in a checkpoint
+            written before the memo is filled.
+        checkpoint
+            Writes a checkpoint after every lap and on a stop.
+        stop_requested
+            Asked after every wave and lap; when true the run writes a
+            checkpoint and raises :class:`lsdask.errors.FitInterrupted`.
+
+        Returns
+        -------
+        LearnResult
+            The globals and ``S`` after the last lap, and the traces.
         """
+        run = self._start(
+            model, executor, batches, glob, rng, sparsity, callback, memo,
+            state or LearnState(), init_stats, checkpoint, stop_requested,
+        )  # fmt: skip
+        for number in range(run.resumed.lap + 1, self.n_laps + 1):
+            if run.result.converged:
+                break
+            self._lap(run, number)
+        run.result.globals, run.result.stats = run.glob, run.total
+        if isinstance(run.memo, InMemoryMemo):
+            run.result.memo = run.memo.as_list()
+        return run.result
+
+    # ---- the run
+
+    def _start(
+        self,
+        model: Model[G],
+        executor: Executor,
+        batches: Sequence[Batch],
+        glob: G | None,
+        rng: np.random.Generator,
+        sparsity: int | None,
+        callback: Callback[G] | None,
+        memo: MemoStore | None,
+        state: LearnState,
+        init_stats: SuffStats | None,
+        checkpoint: Checkpointer | None,
+        stop_requested: Callable[[], bool] | None,
+    ) -> _Run[G]:
+        """Register the batches and set ``S`` and the globals: from the memo when
+        it holds a finished lap, else the initial globals (of ``init_stats``
+        where given) against which the first lap fills the memo."""
         task = LocalStepTask(model, sparsity)
         handles = executor.register(batches)
         costs = batch_costs(batches)
         B = len(handles)
         P = self.batches_per_update or executor.n_slots
         memo = MemoryMemo(B) if memo is None else memo
-        state = state or LearnState()
         if state.rng_state is not None:
             rng.bit_generator.state = state.rng_state
         filling = not any(memo.has(b) for b in range(B)) or state.lap == 0
@@ -117,99 +245,157 @@ class MemoizedVI:
             glob = model.global_step(total)
         elif init_stats is not None:
             glob = model.global_step(init_stats)
-        result = LearnResult(glob, total, memo=memo.as_list() if hasattr(memo, "as_list") else None)
+        if glob is None:
+            raise ValueError(
+                "MemoizedVI.run needs the initial globals (glob), init_stats to compute "
+                "them from, or a memo of a finished lap"
+            )
+        listed = memo.as_list() if isinstance(memo, InMemoryMemo) else None
+        result = LearnResult(glob, total, memo=listed)
         result.elbo_trace, result.lap_trace = list(state.elbo_trace), list(state.lap_trace)
         result.time_trace = list(state.time_trace)
         # checkpoints from before the size trace: nan where it was not kept
         result.size_trace = list(padded_trace(state.size_trace, len(state.elbo_trace)))
         t0 = time.perf_counter() - (state.time_trace[-1] if state.time_trace else 0.0)
-        lap_elbos = list(state.lap_elbos)
         result.n_laps, result.converged = state.lap, state.converged
+        return _Run(
+            model=model, executor=executor, task=task, handles=handles, costs=costs,
+            wave_size=P, memo=memo, rng=rng, resumed=state, init_stats=init_stats,
+            checkpoint=checkpoint, stop_requested=stop_requested, callback=callback,
+            glob=glob, total=total, filling=filling, lap_elbos=list(state.lap_elbos),
+            result=result, t0=t0,
+        )  # fmt: skip
 
-        def record(elbo: float, laps: float) -> None:
-            result.size_trace.append(model.data_size(total))
-            result.elbo_trace.append(float(elbo))
-            result.lap_trace.append(laps)
-            result.time_trace.append(time.perf_counter() - t0)
+    def _lap(self, run: _Run[G], number: int) -> None:
+        """One pass over the batches: its waves in turn, then the lap's end."""
+        lap = self._begin_lap(run, number)
+        for i in range(len(lap.waves)):
+            self._wave(run, lap, i)
+        lap.bar.close()
+        self._end_lap(run, lap)
 
-        def snapshot(lap_done: int, position: int, order: Any) -> LearnState:
-            return LearnState(
-                lap=lap_done, position=position,
-                order=None if order is None else [int(b) for b in order],
-                rng_state=rng.bit_generator.state, elbo_trace=list(result.elbo_trace),
-                lap_trace=list(result.lap_trace), time_trace=list(result.time_trace),
-                size_trace=list(result.size_trace),
-                lap_elbos=list(lap_elbos), converged=result.converged,
-                target_laps=self.n_laps,
-            )  # fmt: skip
+    def _begin_lap(self, run: _Run[G], number: int) -> _Lap:
+        """The lap's visiting order (a fresh one, or the stopped lap's where a run
+        resumes part-way), the globals sent, and its first wave started."""
+        B, P = run.n_batches, run.wave_size
+        resumed = run.resumed
+        if resumed.order is not None and number == resumed.lap + 1:
+            order, start = np.asarray(resumed.order), resumed.position
+        else:
+            order = lap_order(run.rng, B, P, run.costs) if self.shuffle else np.arange(B)
+            start = 0
+        bar = progress_bar(B, f"lap {number}", self.progress)
+        bar.update(start)
+        started = time.perf_counter()
+        shared = run.executor.broadcast(run.model.for_local_step(run.glob))
+        lap = _Lap(
+            number=number, order=order, start=start, waves=list(waves(order[start:], P)),
+            bar=bar, started=started, position=start, shared=shared,
+        )  # fmt: skip
+        if lap.waves:
+            lap.pending = self._submit(run, lap.waves[0], shared)
+        return lap
 
-        for lap in range(state.lap + 1, self.n_laps + 1):
-            if result.converged:
-                break
-            resuming_mid_lap = state.order is not None and lap == state.lap + 1
-            if resuming_mid_lap:
-                order, start = np.asarray(state.order), state.position
-            else:
-                order = lap_order(rng, B, P, costs) if self.shuffle else np.arange(B)
-                start = 0
-            bar = progress_bar(B, f"lap {lap}", self.progress)
-            bar.update(start)
-            lap_start = time.perf_counter()
-            shared = executor.broadcast(model.for_local_step(glob))
-            position = start
-            lap_waves = list(waves(order[start:], P))
-            pending = None
-            if lap_waves:
-                pending = executor.submit(task, [handles[b] for b in lap_waves[0]], shared)
-            for i, wave in enumerate(lap_waves):
-                fresh = executor.collect(pending)
-                pending = None  # nothing of a collected wave stays alive on the workers
-                if not filling:
-                    for b, stats in zip(wave, fresh, strict=True):
-                        old = memo.get(b)
-                        total.replace_(old, stats)
-                    glob = model.global_step(total)
-                    shared = executor.broadcast(model.for_local_step(glob))
-                position += len(wave)
-                stopping = stop_requested is not None and stop_requested() and position < B
-                if i + 1 < len(lap_waves) and not stopping:
-                    # the workers start the next wave while the driver writes the
-                    # memo and evaluates the ELBO
-                    nxt = [handles[b] for b in lap_waves[i + 1]]
-                    pending = executor.submit(task, nxt, shared)
-                for b, stats in zip(wave, fresh, strict=True):
-                    memo.put(b, stats)
-                bar.update(len(wave))
-                if not filling:
-                    elbo = finite_or_raise(model.elbo(total, glob), "ELBO")
-                    record(elbo, lap - 1 + position / B)
-                if stopping:
-                    bar.close()
-                    path = None
-                    if checkpoint is not None:
-                        path = checkpoint(
-                            snapshot(lap - 1, position, order), memo,
-                            init_stats if filling else None,
-                        )  # fmt: skip
-                    raise FitInterrupted(path)
-            bar.close()
-            total = sum_stats(memo.values())  # re-anchor: exact sum of the memo (a fresh copy)
-            glob = model.global_step(total)
-            lap_elbos.append(finite_or_raise(model.elbo(total, glob), "ELBO"))
-            if filling:
-                record(lap_elbos[-1], float(lap))
-                filling = False
-            result.globals, result.stats, result.n_laps = glob, total.dense_copy(), lap
-            done, change = check_lap_converged(lap_elbos, self.tol, lap, min_laps=2)
-            result.converged = done
-            log_lap(logger, lap, lap_elbos[-1], change, time.perf_counter() - lap_start,
-                    (B - start) / B, model, total, executor)  # fmt: skip
-            path = None if checkpoint is None else checkpoint(snapshot(lap, 0, None), memo, None)
-            if callback is not None:
-                callback(result)
-            if stop_requested is not None and stop_requested() and not done and lap < self.n_laps:
-                raise FitInterrupted(path)
-        result.globals, result.stats = glob, total
-        if hasattr(memo, "as_list"):
-            result.memo = memo.as_list()
-        return result
+    def _wave(self, run: _Run[G], lap: _Lap, i: int) -> None:
+        """Visit wave ``i``: its statistics replace the memoized ones in ``S``,
+        ``S <- S - S_b(old) + S_b(new)``, then the global step; the next wave
+        starts against the new globals while the driver memoizes this one's
+        statistics and evaluates the ELBO. The first lap only fills the memo
+        (its globals stay the initial ones)."""
+        wave = lap.waves[i]
+        fresh: list[SuffStats] = run.executor.collect(lap.pending)
+        lap.pending = None  # nothing of a collected wave stays alive on the workers
+        if not run.filling:
+            for b, stats in zip(wave, fresh, strict=True):
+                run.total.replace_(run.memo.get(b), stats)
+            run.glob = run.model.global_step(run.total)
+            lap.shared = run.executor.broadcast(run.model.for_local_step(run.glob))
+        lap.position += len(wave)
+        stopping = self._should_stop(run, more_to_do=lap.position < run.n_batches)
+        if i + 1 < len(lap.waves) and not stopping:
+            lap.pending = self._submit(run, lap.waves[i + 1], lap.shared)
+        for b, stats in zip(wave, fresh, strict=True):
+            run.memo.put(b, stats)
+        lap.bar.update(len(wave))
+        if not run.filling:
+            elbo = finite_or_raise(run.model.elbo(run.total, run.glob), "ELBO")
+            self._record(run, elbo, lap.number - 1 + lap.position / run.n_batches)
+        if stopping:
+            lap.bar.close()
+            raise FitInterrupted(self._checkpoint(run, lap.number - 1, lap.position, lap.order))
+
+    def _end_lap(self, run: _Run[G], lap: _Lap) -> None:
+        """Re-anchor ``S`` to the exact sum of the memo, take the global step,
+        test convergence, log, checkpoint, and stop where asked."""
+        run.total = sum_stats(run.memo.values())  # a fresh copy: rounding never accumulates
+        run.glob = run.model.global_step(run.total)
+        run.lap_elbos.append(finite_or_raise(run.model.elbo(run.total, run.glob), "ELBO"))
+        if run.filling:
+            self._record(run, run.lap_elbos[-1], float(lap.number))
+            run.filling = False
+        result = run.result
+        result.globals, result.stats, result.n_laps = run.glob, run.total.dense_copy(), lap.number
+        done, change = check_lap_converged(run.lap_elbos, self.tol, lap.number, min_laps=2)
+        result.converged = done
+        B = run.n_batches
+        log_lap(logger, lap.number, run.lap_elbos[-1], change, time.perf_counter() - lap.started,
+                (B - lap.start) / B, run.model, run.total, run.executor)  # fmt: skip
+        path = self._checkpoint(run, lap.number, 0, None)
+        if run.callback is not None:
+            run.callback(result)
+        if self._should_stop(run, more_to_do=not done and lap.number < self.n_laps):
+            raise FitInterrupted(path)
+
+    # ---- the steps' parts
+
+    def _submit(self, run: _Run[G], wave: list[int], shared: Handle) -> Pending:
+        """Start the local step of the wave's batches against ``shared``."""
+        return run.executor.submit(run.task, [run.handles[b] for b in wave], shared)
+
+    def _record(self, run: _Run[G], elbo: float, laps: float) -> None:
+        """Append one value to every trace (``laps``: the fractional lap)."""
+        run.result.size_trace.append(run.model.data_size(run.total))
+        run.result.elbo_trace.append(float(elbo))
+        run.result.lap_trace.append(laps)
+        run.result.time_trace.append(time.perf_counter() - run.t0)
+
+    def _should_stop(self, run: _Run[G], more_to_do: bool) -> bool:
+        """Whether a stop was requested while there is work left to stop."""
+        return run.stop_requested is not None and run.stop_requested() and more_to_do
+
+    def _checkpoint(
+        self,
+        run: _Run[G],
+        lap_done: int,
+        position: int,
+        order: npt.NDArray[np.int64] | None,
+    ) -> Path | None:
+        """Write a checkpoint of the run after ``lap_done`` laps and ``position``
+        batches of ``order`` (None at a lap's end); its path, or None without a
+        checkpointer. Before the memo is filled it keeps ``init_stats``."""
+        if run.checkpoint is None:
+            return None
+        return run.checkpoint(
+            self._snapshot(run, lap_done, position, order),
+            run.memo,
+            run.init_stats if run.filling else None,
+        )
+
+    def _snapshot(
+        self,
+        run: _Run[G],
+        lap_done: int,
+        position: int,
+        order: npt.NDArray[np.int64] | None,
+    ) -> LearnState:
+        """Where the run stands, enough to continue it exactly."""
+        result = run.result
+        return LearnState(
+            lap=lap_done, position=position,
+            order=None if order is None else [int(b) for b in order],
+            rng_state=run.rng.bit_generator.state, elbo_trace=list(result.elbo_trace),
+            lap_trace=list(result.lap_trace), time_trace=list(result.time_trace),
+            size_trace=list(result.size_trace),
+            lap_elbos=list(run.lap_elbos), converged=result.converged,
+            target_laps=self.n_laps,
+        )  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,7 @@ class LearnState:
         boundary, where ``order`` is None).
     order : list of int or None
         Visiting order of the lap under way.
-    rng_state : dict
+    rng_state : dict or None
         The numpy Generator's bit-generator state after ``order`` was drawn.
     elbo_trace, lap_trace, time_trace, size_trace, lap_elbos : lists of float
     converged : bool
@@ -32,7 +33,7 @@ class LearnState:
     lap: int = 0
     position: int = 0
     order: list[int] | None = None
-    rng_state: dict | None = None
+    rng_state: Mapping[str, Any] | None = None
     elbo_trace: list[float] = field(default_factory=list)
     lap_trace: list[float] = field(default_factory=list)
     time_trace: list[float] = field(default_factory=list)

@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from lsdask import config
 from lsdask.learn.base import Callback, LearnResult, Trace, finite_or_raise, progress_bar, waves
+from lsdask.learn.protocols import Batch, Executor, G, Model
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models.stats import SuffStats
 
@@ -56,14 +56,14 @@ class StochasticVI:
 
     def run(
         self,
-        model: Any,
-        executor: Any,
-        batches: Sequence[Any],
-        glob: Any,
+        model: Model[G],
+        executor: Executor,
+        batches: Sequence[Batch],
+        glob: G,
         rng: np.random.Generator,
         sparsity: int | None,
-        callback: Callback | None = None,
-    ) -> LearnResult:
+        callback: Callback[G] | None = None,
+    ) -> LearnResult[G]:
         task = LocalStepTask(model, sparsity)
         handles = executor.register(batches)
         B = len(handles)
@@ -88,6 +88,7 @@ class StochasticVI:
                 t += 1
                 bar.update(len(wave))
             bar.close()
+            assert state is not None  # every lap visits at least one batch
             result.globals, result.stats, result.n_laps = glob, state, lap
             logger.info("svi lap %d: ELBO estimate %.6e, rho %.3g", lap, result.elbo_trace[-1], rho)
             if callback is not None:

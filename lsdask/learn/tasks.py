@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic
 
 from lsdask.errors import DataError
+from lsdask.learn.protocols import Batch, G, Model
 from lsdask.models.stats import SuffStats
 
 
 @dataclass(frozen=True)
-class LocalStepTask:
+class LocalStepTask(Generic[G]):
     """Load a batch and run the model's local step against the globals.
 
     A pure function of (batch, globals): running it twice gives the same
     statistics, so a task retried after a lost worker never double-counts.
     """
 
-    model: Any
+    model: Model[G]
     sparsity: int | None
 
-    def __call__(self, batch: Any, glob: Any) -> SuffStats:
+    def __call__(self, batch: Batch, glob: G) -> SuffStats:
         rows = batch.load()
         try:
             return self.model.local_step(rows, glob, self.sparsity)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -18,6 +17,7 @@ from lsdask.learn.base import (
     check_lap_converged,
     finite_or_raise,
 )
+from lsdask.learn.protocols import Batch, Executor, G, Model
 from lsdask.learn.tasks import LocalStepTask
 
 logger = logging.getLogger(__name__)
@@ -33,14 +33,14 @@ class FullBatchVB:
 
     def run(
         self,
-        model: Any,
-        executor: Any,
-        batches: Sequence[Any],
-        glob: Any,
+        model: Model[G],
+        executor: Executor,
+        batches: Sequence[Batch],
+        glob: G,
         rng: np.random.Generator,
         sparsity: int | None,
-        callback: Callback | None = None,
-    ) -> LearnResult:
+        callback: Callback[G] | None = None,
+    ) -> LearnResult[G]:
         task = LocalStepTask(model, sparsity)
         handles = executor.register(batches)
         result = LearnResult(glob, model.empty_stats())

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Self
 
 import numpy as np
 from scipy.special import digamma
@@ -20,7 +21,7 @@ from lsdask.models.gaussian_base import (
     default_scale,
     squared_euclidean,
 )
-from lsdask.models.observation import ObservationModel
+from lsdask.models.observation import ObservationModel, Parts, Rows, configured
 from lsdask.models.special import LOG_2PI, gamma_kl
 from lsdask.models.stats import SuffStats
 from lsdask.models.workspace import Workspace, take
@@ -48,7 +49,7 @@ class NormalGammaPosterior:
 
 
 @dataclass(frozen=True)
-class DiagGaussian(ObservationModel):
+class DiagGaussian(ObservationModel[NormalGammaPosterior]):
     """Gaussian likelihood with unknown mean and diagonal covariance.
 
     Parameters
@@ -76,7 +77,16 @@ class DiagGaussian(ObservationModel):
     def data_dim(self) -> int | None:
         return self.dim
 
-    def with_data_defaults(self, sample) -> DiagGaussian:
+    # the parameters with_data_defaults sets
+    @property
+    def _D(self) -> int:
+        return configured(self, "dim", self.dim)
+
+    @property
+    def _m0(self) -> np.ndarray:
+        return configured(self, "prior_mean", self.prior_mean)
+
+    def with_data_defaults(self, sample: Rows) -> Self:
         X = as_dense_rows(sample, self.dim)
         if not self.a > 1:
             raise ValueError(f"a must be > 1 for a finite prior variance; got {self.a}")
@@ -88,17 +98,20 @@ class DiagGaussian(ObservationModel):
 
     @property
     def b0(self) -> float:
-        return self.prior_scale * (self.a - 1.0)
+        return configured(self, "prior_scale", self.prior_scale) * (self.a - 1.0)
 
-    def check_data(self, X) -> None:
+    def check_data(self, X: Rows) -> None:
         as_dense_rows(X, self.dim)
 
-    def prepare(self, X, ws: Workspace | None = None):
+    def prepare(self, X: Rows, ws: Workspace | None = None) -> tuple[np.ndarray, np.ndarray]:
         X = as_dense_rows(X, self.dim)
         return X, np.multiply(X, X, out=take(ws, "squares", X.shape))
 
     def expected_log_lik(
-        self, block, post: NormalGammaPosterior, ws: Workspace | None = None
+        self,
+        block: tuple[np.ndarray, np.ndarray],
+        post: NormalGammaPosterior,
+        ws: Workspace | None = None,
     ) -> np.ndarray:
         X, X2 = block
         shape = (X.shape[0], post.const.size)
@@ -107,47 +120,51 @@ class DiagGaussian(ObservationModel):
         W += post.const
         return W
 
-    def summarize_sparse(self, block, resp, idx, out: dict) -> None:
+    def summarize_sparse(
+        self, block: tuple[np.ndarray, np.ndarray], resp: np.ndarray, idx: np.ndarray, out: Parts
+    ) -> None:
         X, X2 = block
         sparse_weighted_rows(X, resp, idx, out["x"])
         sparse_weighted_rows(X2, resp, idx, out["x2"])
 
-    def summarize_dense(self, block, R, out: dict) -> None:
+    def summarize_dense(
+        self, block: tuple[np.ndarray, np.ndarray], R: np.ndarray, out: Parts
+    ) -> None:
         X, X2 = block
         dense_weighted_rows(X, R, out["x"])
         dense_weighted_rows(X2, R, out["x2"])
 
-    def empty_stats(self, K: int) -> dict:
-        return {"x": np.zeros((K, self.dim)), "x2": np.zeros((K, self.dim))}
+    def empty_stats(self, K: int) -> dict[str, np.ndarray]:
+        return {"x": np.zeros((K, self._D)), "x2": np.zeros((K, self._D))}
 
     def global_step(self, stats: SuffStats) -> NormalGammaPosterior:
-        N = stats["N"]
-        m0 = self.prior_mean
+        N = stats.array("N")
+        m0 = self._m0
         kappa = self.kappa + N
-        m = (self.kappa * m0 + stats["x"]) / kappa[:, None]
+        m = (self.kappa * m0 + stats.array("x")) / kappa[:, None]
         a = self.a + 0.5 * N
-        b = self.b0 + 0.5 * (stats["x2"] + self.kappa * m0**2 - kappa[:, None] * m**2)
+        b = self.b0 + 0.5 * (stats.array("x2") + self.kappa * m0**2 - kappa[:, None] * m**2)
         b = np.maximum(b, 1e-300)
         E_lam = a[:, None] / b
         E_loglam = digamma(a)[:, None] - np.log(b)
         sq_coef = np.ascontiguousarray((-0.5 * E_lam).T)
         lin_coef = np.ascontiguousarray((E_lam * m).T)
         const = (
-            -0.5 * self.dim * LOG_2PI
+            -0.5 * self._D * LOG_2PI
             + 0.5 * E_loglam.sum(1)
             - 0.5 * (E_lam * m**2).sum(1)
-            - 0.5 * self.dim / kappa
+            - 0.5 * self._D / kappa
         )
         return NormalGammaPosterior(kappa, m, a, b, E_lam, E_loglam, sq_coef, lin_coef, const)
 
     def elbo(self, stats: SuffStats, post: NormalGammaPosterior) -> float:
         expected_loglik = (
-            stats["N"] @ post.const
-            + np.sum(stats["x2"] * post.sq_coef.T)
-            + np.sum(stats["x"] * post.lin_coef.T)
+            stats.array("N") @ post.const
+            + np.sum(stats.array("x2") * post.sq_coef.T)
+            + np.sum(stats.array("x") * post.lin_coef.T)
         )
         kl_gamma = gamma_kl(post.a[:, None], post.b, self.a, self.b0)
-        diff = post.m - self.prior_mean
+        diff = post.m - self._m0
         kl_mean = (
             0.5 * np.log(post.kappa / self.kappa)[:, None]
             - 0.5
@@ -155,14 +172,14 @@ class DiagGaussian(ObservationModel):
         )
         return float(expected_loglik - kl_gamma.sum() - kl_mean.sum())
 
-    def point_log_lik(self, X, post: NormalGammaPosterior) -> np.ndarray:
+    def point_log_lik(self, X: Rows, post: NormalGammaPosterior) -> np.ndarray:
         X = as_dense_rows(X, self.dim)
         var = post.variances
-        out = -0.5 * (self.dim * LOG_2PI + np.log(var).sum(1))[None, :]
+        out = -0.5 * (self._D * LOG_2PI + np.log(var).sum(1))[None, :]
         inv = 1.0 / var
         quad = (X * X) @ inv.T - 2.0 * X @ (post.m * inv).T + (post.m**2 * inv).sum(1)[None, :]
         return out - 0.5 * quad
 
-    def divergence(self, X, seeds) -> np.ndarray:
+    def divergence(self, X: Rows, seeds: Rows) -> np.ndarray:
         """Squared Euclidean distance: the Bregman divergence of the mean parameter."""
         return squared_euclidean(as_dense_rows(X, self.dim), as_dense_rows(seeds, self.dim))

@@ -11,8 +11,8 @@ whole row k. So only the other entries are stored:
   entry, and keeps them by topic (:class:`StoredConcentrations`) for the ELBO,
   whose Dirichlet terms then cost one lgamma per stored entry and one pass
   over ``S`` in memory order;
-- the workers receive them grouped by word (:class:`SparseDirichletLogs`:
-  7 MB instead of 65 MB at K=400, V=21k on 20 Newsgroups) and rebuild only
+- the workers receive them grouped by word (:class:`SparseDirichletLogs`,
+  a fraction of the dense K x V array's bytes) and rebuild only
   their batch's rows, bit for bit equal to the dense ``psi(lambda) -
   psi(row sums)``;
 - the dense ``lambda`` is built only when asked for (fitted attributes,
@@ -174,7 +174,9 @@ class DirichletPosterior:
         K, V = A.shape
         blocks = row_blocks(K, A.size, threads)
 
-        def find_entries(start: int, stop: int) -> tuple:
+        def find_entries(
+            start: int, stop: int
+        ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
             rows = A[start:stop]
             return entries_unequal_to(rows, shift, b), rows.sum(axis=1)
 

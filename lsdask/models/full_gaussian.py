@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Self
 
 import numpy as np
 
@@ -29,7 +30,14 @@ from lsdask.models.gaussian_base import (
     gaussian_log_pdf,
     squared_euclidean,
 )
-from lsdask.models.observation import BoundedWeights, ObservationModel
+from lsdask.models.observation import (
+    BoundedWeights,
+    ObservationModel,
+    Parts,
+    Rows,
+    configured,
+    kept,
+)
 from lsdask.models.special import LOG_2PI, logdet_spd, wishart_expectations, wishart_kl
 from lsdask.models.stats import SuffStats
 from lsdask.models.workspace import Workspace, take
@@ -54,12 +62,14 @@ class NormalWishartPosterior:
 
     @property
     def covariances(self) -> np.ndarray:
-        D = self.B.shape[-1]
-        return self.B / (self.nu - D - 1.0)[:, None, None]
+        """``E[Sigma_k] = B_k / (nu_k - D - 1)``."""
+        B = kept(self.B, "B")
+        D = B.shape[-1]
+        return B / (self.nu - D - 1.0)[:, None, None]
 
 
 @dataclass(frozen=True)
-class FullGaussian(ObservationModel):
+class FullGaussian(ObservationModel[NormalWishartPosterior]):
     """Gaussian likelihood with unknown mean and full covariance.
 
     Parameters
@@ -89,7 +99,20 @@ class FullGaussian(ObservationModel):
     def data_dim(self) -> int | None:
         return self.dim
 
-    def with_data_defaults(self, sample) -> FullGaussian:
+    # the parameters with_data_defaults sets
+    @property
+    def _D(self) -> int:
+        return configured(self, "dim", self.dim)
+
+    @property
+    def _nu(self) -> float:
+        return configured(self, "nu", self.nu)
+
+    @property
+    def _m0(self) -> np.ndarray:
+        return configured(self, "prior_mean", self.prior_mean)
+
+    def with_data_defaults(self, sample: Rows) -> Self:
         X = as_dense_rows(sample, self.dim)
         D = X.shape[1]
         nu = float(D + 2) if self.nu is None else float(self.nu)
@@ -103,18 +126,22 @@ class FullGaussian(ObservationModel):
 
     @property
     def B0(self) -> np.ndarray:
-        return np.eye(self.dim) * self.prior_scale * (self.nu - self.dim - 1.0)
+        scale = configured(self, "prior_scale", self.prior_scale)
+        return np.eye(self._D) * scale * (self._nu - self._D - 1.0)
 
-    def check_data(self, X) -> None:
+    def check_data(self, X: Rows) -> None:
         as_dense_rows(X, self.dim)
 
-    def prepare(self, X, ws: Workspace | None = None):
+    def prepare(self, X: Rows, ws: Workspace | None = None) -> tuple[np.ndarray, np.ndarray]:
         X = as_dense_rows(X, self.dim)
-        D = self.dim
+        D = self._D
         return X, outer_features_into(X, take(ws, "features", (X.shape[0], D * (D + 1) // 2)))
 
     def expected_log_lik(
-        self, block, post: NormalWishartPosterior, ws: Workspace | None = None
+        self,
+        block: tuple[np.ndarray, np.ndarray],
+        post: NormalWishartPosterior,
+        ws: Workspace | None = None,
     ) -> np.ndarray:
         X, F = block
         shape = (X.shape[0], post.nu.size)
@@ -133,64 +160,70 @@ class FullGaussian(ObservationModel):
     bounded_log_lik = True
 
     def _c0(self, post: NormalWishartPosterior) -> np.ndarray:
-        return -0.5 * self.dim * LOG_2PI + 0.5 * post.E_logdet - 0.5 * self.dim / post.kappa
+        return -0.5 * self._D * LOG_2PI + 0.5 * post.E_logdet - 0.5 * self._D / post.kappa
 
     def bounded_setup(self, post: NormalWishartPosterior) -> BoundedWeights:
-        d = post.m - self.prior_mean
+        d = post.m - self._m0
         E_phi_d = np.einsum("kde,ke->kd", post.E_phi, d)
         coef = np.concatenate([post.quad_coef, E_phi_d.T])  # (M + D, K)
         offset = self._c0(post) - 0.5 * np.einsum("kd,kd->k", d, E_phi_d)
         return BoundedWeights.from_coef(coef, offset)
 
     def bounded_expected_log_lik(
-        self, X, setup: BoundedWeights, ws: Workspace | None = None
+        self, X: Rows, setup: BoundedWeights, ws: Workspace | None = None
     ) -> tuple[np.ndarray, np.ndarray, float]:
         X = as_dense_rows(X, self.dim)
         return float32_quadratic_weights(X, self.prior_mean, True, setup, ws)
 
-    def expected_log_lik_pairs(self, X, post: NormalWishartPosterior, indptr, cand):
+    def expected_log_lik_pairs(
+        self, X: Rows, post: NormalWishartPosterior, indptr: np.ndarray, cand: np.ndarray
+    ) -> np.ndarray:
         X = as_dense_rows(X, self.dim)
         quad = pair_quadratic_forms(X, post.E_phi, post.m, indptr, cand, np.empty(cand.size))
         return self._c0(post)[cand] - 0.5 * quad
 
-    def batch_rows(self, X) -> np.ndarray:
+    def batch_rows(self, X: Rows) -> np.ndarray:
         return as_dense_rows(X, self.dim)
 
     def for_local_step(self, post: NormalWishartPosterior) -> NormalWishartPosterior:
         """Without ``B`` (K x D x D), which no part of the local step reads."""
         return replace(post, B=None)
 
-    def summarize_sparse(self, block, resp, idx, out: dict) -> None:
+    def summarize_sparse(
+        self, block: tuple[np.ndarray, np.ndarray], resp: np.ndarray, idx: np.ndarray, out: Parts
+    ) -> None:
         X, F = block
         sparse_weighted_rows(X, resp, idx, out["x"])
         sparse_weighted_rows(F, resp, idx, out["xx"])
 
     sparse_summary_from_rows = True
 
-    def summarize_sparse_rows(self, X, resp, idx, out: dict) -> None:
+    def summarize_sparse_rows(self, X: Rows, resp: np.ndarray, idx: np.ndarray, out: Parts) -> None:
         X = as_dense_rows(X, self.dim)
         sparse_weighted_rows(X, resp, idx, out["x"])
         sparse_outer_sums(X, resp, idx, out["xx"])
 
-    def summarize_dense(self, block, R, out: dict) -> None:
+    def summarize_dense(
+        self, block: tuple[np.ndarray, np.ndarray], R: np.ndarray, out: Parts
+    ) -> None:
         X, F = block
         dense_weighted_rows(X, R, out["x"])
         dense_weighted_rows(F, R, out["xx"])
 
-    def empty_stats(self, K: int) -> dict:
-        D = self.dim
+    def empty_stats(self, K: int) -> dict[str, np.ndarray]:
+        D = self._D
         return {"x": np.zeros((K, D)), "xx": np.zeros((K, D * (D + 1) // 2))}
 
     def global_step(self, stats: SuffStats) -> NormalWishartPosterior:
-        D = self.dim
-        N = stats["N"]
-        m0 = self.prior_mean
+        D = self._D
+        N = stats.array("N")
+        m0 = self._m0
         kappa = self.kappa + N
-        m = (self.kappa * m0 + stats["x"]) / kappa[:, None]
-        nu = self.nu + N
+        m = (self.kappa * m0 + stats.array("x")) / kappa[:, None]
+        nu = self._nu + N
         B = (
             self.B0
-            + unpack_symmetric(np.ascontiguousarray(stats["xx"]), D)
+            + unpack_symmetric(np.ascontiguousarray(stats.array("xx")), D)
             + self.kappa * np.outer(m0, m0)
             - kappa[:, None, None] * m[:, :, None] * m[:, None, :]
         )
@@ -210,20 +243,20 @@ class FullGaussian(ObservationModel):
         )
 
     def elbo(self, stats: SuffStats, post: NormalWishartPosterior) -> float:
-        D = self.dim
-        N = stats["N"]
+        D = self._D
+        N = stats.array("N")
         # sum_n r_nk E[log N(x_n | mu_k, Phi_k^-1)], expanded in the statistics
         expected_loglik = (
             N @ post.const
-            + np.sum(stats["xx"] * post.quad_coef.T)
-            + np.sum(stats["x"] * post.lin_coef.T)
+            + np.sum(stats.array("xx") * post.quad_coef.T)
+            + np.sum(stats.array("x") * post.lin_coef.T)
         )
         B0 = self.B0
         kl_wishart = wishart_kl(
-            post.nu, post.B, post.logdet_B, post.E_phi, post.E_logdet,
-            self.nu, B0, float(logdet_spd(B0)),
+            post.nu, kept(post.B, "B"), post.logdet_B, post.E_phi, post.E_logdet,
+            self._nu, B0, float(logdet_spd(B0)),
         )  # fmt: skip
-        diff = post.m - self.prior_mean
+        diff = post.m - self._m0
         kl_mean = (
             0.5 * D * np.log(post.kappa / self.kappa)
             - 0.5 * D
@@ -233,9 +266,9 @@ class FullGaussian(ObservationModel):
         )
         return float(expected_loglik - kl_wishart.sum() - kl_mean.sum())
 
-    def point_log_lik(self, X, post: NormalWishartPosterior) -> np.ndarray:
+    def point_log_lik(self, X: Rows, post: NormalWishartPosterior) -> np.ndarray:
         return gaussian_log_pdf(as_dense_rows(X, self.dim), post.means, post.covariances)
 
-    def divergence(self, X, seeds) -> np.ndarray:
+    def divergence(self, X: Rows, seeds: Rows) -> np.ndarray:
         """Squared Euclidean distance: the Bregman divergence of the mean parameter."""
         return squared_euclidean(as_dense_rows(X, self.dim), as_dense_rows(seeds, self.dim))

@@ -3,17 +3,17 @@ fixed dimension, data-driven prior scale, and point-estimate scoring."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 from scipy.linalg import solve_triangular
 
 from lsdask.kernels import float32_product, float32_underflow_error, outer_features_into
+from lsdask.models.observation import BoundedWeights
 from lsdask.models.special import LOG_2PI
 from lsdask.models.workspace import Workspace, take
 
 
-def as_dense_rows(X, D: int | None) -> np.ndarray:
+def as_dense_rows(X: npt.ArrayLike, D: int | None) -> np.ndarray:
     """Check a dense (n, D) block and return it as C-contiguous float64."""
     X = np.asarray(X)
     if X.ndim != 2:
@@ -55,7 +55,11 @@ def squared_euclidean(X: np.ndarray, seeds: np.ndarray) -> np.ndarray:
 
 
 def float32_quadratic_weights(
-    X: np.ndarray, center: np.ndarray | None, linear: bool, setup: Any, ws: Workspace | None
+    X: np.ndarray,
+    center: np.ndarray | None,
+    linear: bool,
+    setup: BoundedWeights,
+    ws: Workspace | None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """``(W32, row_err, abs_err)`` of :meth:`ObservationModel.bounded_expected_log_lik` for
     weights that are one product of the features ``f = vech(x' x'^T)`` (then

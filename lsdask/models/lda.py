@@ -8,7 +8,7 @@ afresh at every visit (cold start, App. D.4) and summarized per batch into:
 
 - ``words``: S at its nonzero (topic, word) pairs (a :class:`SparseBlock`,
   16 bytes per entry), all within the batch's own vocabulary: at most
-  K x V_b entries, not K x V, and about 2% of K x V_b under the L-sparse step;
+  K x V_b entries, not K x V, and a small share of K x V_b under the L-sparse step;
 - ``H``: the assignment entropy ``-sum c r log r``;
 - ``alloc``: ``sum_d c_Dir(alpha/K) - c_Dir(N_d + alpha/K)``, the document
   allocation terms at their optimal ``q(pi_d)``;
@@ -27,7 +27,8 @@ import scipy.sparse as sp
 
 from lsdask.kernels.lda import lda_batch_step
 from lsdask.models.dirichlet_logs import DirichletPosterior
-from lsdask.models.stats import SparseBlock, SuffStats, as_dense
+from lsdask.models.observation import Rows
+from lsdask.models.stats import SparseBlock, Stat, SuffStats
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class LocalStepOptions:
     restart_iters: int = 3  # iterations per proposal (2-5 in the HDP supplement, Sec. E)
 
 
-def as_csr_batch(X) -> sp.csr_matrix:
+def as_csr_batch(X: Rows) -> sp.csr_matrix:
     """A batch of documents as CSR with int64 indptr, int32 ids, float64 counts."""
     X = X if sp.issparse(X) else sp.csr_matrix(np.asarray(X))
     X = sp.csr_matrix(X)
@@ -81,15 +82,18 @@ class LDAModel:
     eta: float = 0.1
     options: LocalStepOptions = LocalStepOptions()
 
-    def check_data(self, X) -> None:
+    def check_data(self, X: Rows) -> None:
         X = as_csr_batch(X)
         if X.shape[1] != self.vocab_size:
             raise ValueError(
                 f"expected count vectors over V={self.vocab_size} words; got {X.shape[1]} columns"
             )
 
-    def doc_topic_step(self, X, glob: DirichletPosterior, sparsity: int | None):
-        """Run the local step on a batch: ``(stats pieces, doc-topic counts N_d)``."""
+    def doc_topic_step(
+        self, X: Rows, glob: DirichletPosterior, sparsity: int | None
+    ) -> tuple[dict[str, Stat], np.ndarray, tuple[int, int, int]]:
+        """Run the local step on a batch: ``(stats pieces, doc-topic counts N_d,
+        (iterations, restarts tried, restarts accepted))``."""
         X = as_csr_batch(X)
         K = self.n_components
         cols, local = np.unique(X.indices, return_inverse=True)
@@ -105,7 +109,7 @@ class LDAModel:
             o.max_restarts if o.restarts else 0, o.restart_iters,
             out_words, doc_topic,
         )  # fmt: skip
-        pieces = {
+        pieces: dict[str, Stat] = {
             "words": SparseBlock.from_columns(cols, out_words, self.vocab_size),
             "H": np.array([entropy]),
             "alloc": np.array([alloc]),
@@ -114,7 +118,7 @@ class LDAModel:
         }
         return pieces, doc_topic, (iters, tried, accepted)
 
-    def local_step(self, X, glob: DirichletPosterior, sparsity: int | None) -> SuffStats:
+    def local_step(self, X: Rows, glob: DirichletPosterior, sparsity: int | None) -> SuffStats:
         pieces, _, _ = self.doc_topic_step(X, glob, sparsity)
         return SuffStats(**pieces)
 
@@ -134,22 +138,22 @@ class LDAModel:
 
     def row_count(self, stats: SuffStats) -> float:
         """Documents summarized in the statistics."""
-        return float(stats["n_docs"][0])
+        return float(stats.array("n_docs")[0])
 
     def token_count(self, stats: SuffStats) -> float:
         """Word tokens summarized in the statistics."""
-        return float(stats["N"].sum())
+        return float(stats.array("N").sum())
 
     def data_size(self, stats: SuffStats) -> float:
         """What the ELBO is reported per: tokens."""
         return self.token_count(stats)
 
     def global_step(self, stats: SuffStats) -> DirichletPosterior:
-        return DirichletPosterior.from_counts(as_dense(stats["words"]), self.eta)
+        return DirichletPosterior.from_counts(stats.array("words"), self.eta)
 
     def elbo(self, stats: SuffStats, glob: DirichletPosterior) -> float:
         return (
-            glob.elbo_terms(as_dense(stats["words"]))
-            + float(stats["H"][0])
-            + float(stats["alloc"][0])
+            glob.elbo_terms(stats.array("words"))
+            + float(stats.array("H")[0])
+            + float(stats.array("alloc")[0])
         )

@@ -9,7 +9,7 @@ nothing of batches' storage or of Dask.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic
 
 import numpy as np
 
@@ -27,22 +27,22 @@ from lsdask.kernels import (
     topl_resp_from_log_weights,
 )
 from lsdask.models.allocation import FiniteMixtureAllocation
-from lsdask.models.observation import ObservationModel
+from lsdask.models.observation import ObservationModel, P, Rows
 from lsdask.models.stats import SuffStats
 from lsdask.models.workspace import Workspace
 
 
 @dataclass(frozen=True)
-class MixtureGlobals:
+class MixtureGlobals(Generic[P]):
     """Global variational parameters: ``q(pi) = Dir(theta)`` and ``q(phi)``."""
 
     theta: np.ndarray  # (K,)
     elogpi: np.ndarray  # (K,) E[log pi_k], cached for the local step
-    obs: Any  # the observation model's posterior
+    obs: P  # the observation model's posterior
 
 
 @dataclass(frozen=True)
-class MixtureModel:
+class MixtureModel(Generic[P]):
     """Finite mixture with L-sparse local step.
 
     Parameters
@@ -65,7 +65,7 @@ class MixtureModel:
         about ``2 D^2`` each (L plus a few), so it pays from ``K >= 8 (L + 3)``.
     """
 
-    observation: ObservationModel
+    observation: ObservationModel[P]
     n_components: int
     alpha: float
     block_rows: int = config.BLOCK_ROWS
@@ -76,13 +76,15 @@ class MixtureModel:
         return FiniteMixtureAllocation(self.n_components, self.alpha)
 
     # local step -------------------------------------------------------------
-    def log_weights(self, block: Any, glob: MixtureGlobals, ws: Workspace | None = None):
+    def log_weights(
+        self, block: object, glob: MixtureGlobals[P], ws: Workspace | None = None
+    ) -> np.ndarray:
         """``W[n, k] = E[log pi_k] + E[log F(x_n | phi_k)]`` (Eq. 5), an (n, K) array."""
         W = self.observation.expected_log_lik(block, glob.obs, ws)
         W += glob.elogpi
         return W
 
-    def local_step(self, X: Any, glob: MixtureGlobals, sparsity: int | None) -> SuffStats:
+    def local_step(self, X: Rows, glob: MixtureGlobals[P], sparsity: int | None) -> SuffStats:
         """Responsibilities for every row of X, summarized into statistics.
 
         ``sparsity=None`` uses dense responsibilities (Alg. 1 left); an integer
@@ -92,7 +94,7 @@ class MixtureModel:
         K = self.n_components
         obs = self.observation
         parts = {"N": np.zeros(K), "H": np.zeros(K), **obs.empty_stats(K)}
-        if self._preselects(sparsity):
+        if sparsity is not None and self._preselects(sparsity):
             X = obs.batch_rows(X)  # converted once, read three times
             resp, idx = self._preselected_topl(X, glob, sparsity)
             parts["N"] += sparse_counts(resp, idx, K)
@@ -102,10 +104,11 @@ class MixtureModel:
         n = X.shape[0]
         # models that summarize a whole batch from its raw rows keep every
         # block's responsibilities (N x L) until the end of the batch
-        whole = sparsity is not None and obs.sparse_summary_from_rows
-        if whole:
-            resp_all = np.empty((n, sparsity))
-            idx_all = np.empty((n, sparsity), dtype=np.int32)
+        L_whole = sparsity if obs.sparse_summary_from_rows else None
+        whole = L_whole is not None
+        if L_whole is not None:
+            resp_all = np.empty((n, L_whole))
+            idx_all = np.empty((n, L_whole), dtype=np.int32)
         ws = Workspace()  # the blocks' temporaries, reused block after block
         for start in range(0, n, self.block_rows):
             block = obs.prepare(X[start : start + self.block_rows], ws)
@@ -137,7 +140,9 @@ class MixtureModel:
             return False
         return self.preselect or self.n_components >= 8 * (sparsity + 3)
 
-    def _preselected_topl(self, X: Any, glob: MixtureGlobals, L: int):
+    def _preselected_topl(
+        self, X: Rows, glob: MixtureGlobals[P], L: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``topl_resp_from_log_weights`` of the exact log weights of a whole
         batch, without computing all of them in float64: float32 weights with
         an error bound give each row's candidates, only those are weighed
@@ -157,9 +162,11 @@ class MixtureModel:
         exact += glob.elogpi[cand]
         return topl_resp_from_candidates(indptr, cand, exact, L)
 
-    def responsibilities(self, X: Any, glob: MixtureGlobals, sparsity: int | None):
+    def responsibilities(
+        self, X: Rows, glob: MixtureGlobals[P], sparsity: int | None
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """Dense (n, K) responsibilities, or ``(resp, idx)`` when sparse."""
-        if self._preselects(sparsity):
+        if sparsity is not None and self._preselects(sparsity):
             return self._preselected_topl(X, glob, sparsity)
         block = self.observation.prepare(X)
         W = self.log_weights(block, glob)
@@ -172,31 +179,31 @@ class MixtureModel:
         K = self.n_components
         return SuffStats(N=np.zeros(K), H=np.zeros(K), **self.observation.empty_stats(K))
 
-    def for_local_step(self, glob: MixtureGlobals) -> MixtureGlobals:
+    def for_local_step(self, glob: MixtureGlobals[P]) -> MixtureGlobals[P]:
         """What the workers need for the local step (what the observation model
         sends of its posterior: fewer bytes broadcast per global step)."""
         return MixtureGlobals(glob.theta, glob.elogpi, self.observation.for_local_step(glob.obs))
 
     def row_count(self, stats: SuffStats) -> float:
         """Observations summarized in the statistics (responsibilities sum to one)."""
-        return float(stats["N"].sum())
+        return float(stats.array("N").sum())
 
     def data_size(self, stats: SuffStats) -> float:
         """What the ELBO is reported per: observations."""
         return self.row_count(stats)
 
-    def global_step(self, stats: SuffStats) -> MixtureGlobals:
+    def global_step(self, stats: SuffStats) -> MixtureGlobals[P]:
         """Optimal ``q(pi), q(phi)`` given whole-data statistics."""
         alloc = self.allocation
-        theta = alloc.global_step(stats["N"])
+        theta = alloc.global_step(stats.array("N"))
         return MixtureGlobals(
             theta, alloc.expected_log_weights(theta), self.observation.global_step(stats)
         )
 
-    def elbo(self, stats: SuffStats, glob: MixtureGlobals) -> float:
+    def elbo(self, stats: SuffStats, glob: MixtureGlobals[P]) -> float:
         """Exact ELBO (Eq. 18) from statistics: data + entropy + allocation terms."""
         return (
             self.observation.elbo(stats, glob.obs)
-            + float(stats["H"].sum())
-            + self.allocation.elbo(stats["N"], glob.theta)
+            + float(stats.array("H").sum())
+            + self.allocation.elbo(stats.array("N"), glob.theta)
         )

@@ -9,6 +9,7 @@ out each document's multinomial coefficient, a constant.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Self
 
 import numpy as np
 import scipy.sparse as sp
@@ -19,8 +20,8 @@ from lsdask.kernels import (
     sparse_weighted_csr_rows,
 )
 from lsdask.models.dirichlet_logs import DirichletPosterior
-from lsdask.models.observation import ObservationModel
-from lsdask.models.stats import SparseBlock, SuffStats, as_dense
+from lsdask.models.observation import ObservationModel, Parts, Rows, configured
+from lsdask.models.stats import SparseBlock, Stat, SuffStats
 from lsdask.models.workspace import Workspace
 
 
@@ -35,7 +36,7 @@ class CSRBlock:
         return self.indptr.shape[0] - 1
 
 
-def as_count_block(X, V: int | None) -> CSRBlock:
+def as_count_block(X: Rows, V: int | None) -> CSRBlock:
     """Check a block of word counts (dense (n, V) or scipy sparse) and return CSR arrays."""
     if sp.issparse(X):
         X = sp.csr_matrix(X)
@@ -55,7 +56,7 @@ def as_count_block(X, V: int | None) -> CSRBlock:
 
 
 @dataclass(frozen=True)
-class Multinomial(ObservationModel):
+class Multinomial(ObservationModel[DirichletPosterior]):
     """Multinomial likelihood with a symmetric Dirichlet prior.
 
     Parameters
@@ -75,17 +76,22 @@ class Multinomial(ObservationModel):
     def data_dim(self) -> int | None:
         return self.vocab_size
 
-    def with_data_defaults(self, sample) -> Multinomial:
+    @property
+    def _V(self) -> int:
+        """V, once with_data_defaults set it."""
+        return configured(self, "vocab_size", self.vocab_size)
+
+    def with_data_defaults(self, sample: Rows) -> Self:
         if not self.lam > 0:
             raise ValueError(f"lam (the Dirichlet pseudo-count) must be > 0; got {self.lam}")
         V = sample.shape[1]
         as_count_block(sample, self.vocab_size)
         return replace(self, vocab_size=int(V))
 
-    def check_data(self, X) -> None:
+    def check_data(self, X: Rows) -> None:
         as_count_block(X, self.vocab_size)
 
-    def prepare(self, X, ws: Workspace | None = None) -> CSRBlock:
+    def prepare(self, X: Rows, ws: Workspace | None = None) -> CSRBlock:
         return as_count_block(X, self.vocab_size)
 
     def expected_log_lik(
@@ -95,40 +101,45 @@ class Multinomial(ObservationModel):
         C = post.logs.rows(cols)  # E[log phi] of the block's own words only
         return csr_matmul(block.indptr, local.astype(np.int32), block.data, C)
 
-    def summarize_sparse(self, block: CSRBlock, resp, idx, out: dict) -> None:
+    def summarize_sparse(
+        self, block: CSRBlock, resp: np.ndarray, idx: np.ndarray, out: Parts
+    ) -> None:
         sparse_weighted_csr_rows(block.indptr, block.indices, block.data, resp, idx, out["words"])
 
-    def summarize_dense(self, block: CSRBlock, R, out: dict) -> None:
+    def summarize_dense(self, block: CSRBlock, R: np.ndarray, out: Parts) -> None:
         dense_weighted_csr_rows(block.indptr, block.indices, block.data, R, out["words"])
 
-    def empty_stats(self, K: int) -> dict:
-        return {"words": np.zeros((K, self.vocab_size))}
+    def empty_stats(self, K: int) -> dict[str, np.ndarray]:
+        return {"words": np.zeros((K, self._V))}
 
     def global_step(self, stats: SuffStats) -> DirichletPosterior:
-        return DirichletPosterior.from_counts(as_dense(stats["words"]), self.lam)
+        return DirichletPosterior.from_counts(stats.array("words"), self.lam)
 
     def for_local_step(self, post: DirichletPosterior) -> DirichletPosterior:
         return post.for_workers()
 
     def elbo(self, stats: SuffStats, post: DirichletPosterior) -> float:
-        return post.elbo_terms(as_dense(stats["words"]))
+        return post.elbo_terms(stats.array("words"))
 
-    def compact_stats(self, out: dict) -> dict:
+    def compact_stats(self, out: Parts) -> dict[str, Stat]:
         """A batch's word counts per cluster as their nonzero entries: the L-sparse
         step gives each document L clusters, so most of K x V stays zero."""
         words = out["words"]
-        out["words"] = SparseBlock.from_columns(np.arange(words.shape[1]), words, words.shape[1])
-        return out
+        compact: dict[str, Stat] = dict(out)
+        compact["words"] = SparseBlock.from_columns(
+            np.arange(words.shape[1]), words, words.shape[1]
+        )
+        return compact
 
-    def point_log_lik(self, X, post: DirichletPosterior) -> np.ndarray:
+    def point_log_lik(self, X: Rows, post: DirichletPosterior) -> np.ndarray:
         block = as_count_block(X, self.vocab_size)
         log_phi_t = np.ascontiguousarray(np.log(post.topics).T)
         return csr_matmul(block.indptr, block.indices, block.data, log_phi_t)
 
-    def divergence_sample(self, X) -> WordDistributions:
-        return WordDistributions.from_counts(as_count_block(X, self.vocab_size), self.vocab_size)
+    def divergence_sample(self, X: Rows) -> WordDistributions:
+        return WordDistributions.from_counts(as_count_block(X, self.vocab_size), self._V)
 
-    def divergence(self, X, seeds) -> np.ndarray:
+    def divergence(self, X: Rows | WordDistributions, seeds: Rows) -> np.ndarray:
         """KL divergence from each row's word distribution to each smoothed seed's.
 
         ``KL(x_hat || phi_j) = sum_v x_hat_v log x_hat_v - x_hat . log phi_j`` with
@@ -138,7 +149,7 @@ class Multinomial(ObservationModel):
         """
         rows = X if isinstance(X, WordDistributions) else self.divergence_sample(X)
         seed_block = as_count_block(seeds, self.vocab_size)
-        V, lam = self.vocab_size, self.lam
+        V, lam = self._V, self.lam
         seeds_csr = sp.csr_matrix(
             (seed_block.data, seed_block.indices, seed_block.indptr),
             shape=(seed_block.n_rows, V),

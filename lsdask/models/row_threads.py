@@ -5,7 +5,8 @@ the workers wait for the new globals, so the driver's cores are free. Its
 passes are row-wise (each row's result depends on that row alone) and run
 in code that releases the GIL (numba ``nogil`` kernels, numpy and scipy
 ufuncs), so contiguous blocks of rows in threads give the serial result
-bit for bit. Small arrays stay serial: a thread pool costs about 0.1 ms.
+bit for bit. Small arrays stay serial: starting a thread pool would cost
+more than the threads save.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import itertools
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 
@@ -43,7 +44,10 @@ def row_blocks(n_rows: int, size: int, threads: int | None = None) -> list[tuple
     return [(int(a), int(b)) for a, b in itertools.pairwise(edges)]
 
 
-def map_blocks(fn: Callable[[int, int], Any], blocks: list[tuple[int, int]]) -> list[Any]:
+T = TypeVar("T")
+
+
+def map_blocks(fn: Callable[[int, int], T], blocks: list[tuple[int, int]]) -> list[T]:
     """``[fn(start, stop) for each block]``, in threads when there are several."""
     if len(blocks) == 1:
         return [fn(*blocks[0])]

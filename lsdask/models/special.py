@@ -79,7 +79,7 @@ def wishart_kl(
     )
 
 
-def gamma_kl(a_q, b_q, a_p, b_p):
+def gamma_kl(a_q: np.ndarray, b_q: np.ndarray, a_p: float, b_p: float) -> np.ndarray:
     """``KL(Gamma(a_q, b_q) || Gamma(a_p, b_p))``, shape-rate, elementwise."""
     return (
         (a_q - a_p) * digamma(a_q)
@@ -90,7 +90,9 @@ def gamma_kl(a_q, b_q, a_p, b_p):
     )
 
 
-def wishart_expectations(nu: np.ndarray, B: np.ndarray):
+def wishart_expectations(
+    nu: np.ndarray, B: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(log|B|, E[Phi], E[log|Phi|])`` for a stack of Wishart(nu_k, B_k)."""
     D = B.shape[-1]
     logdet = logdet_spd(B)

@@ -10,6 +10,7 @@ local step keeps a ``Workspace`` for the batch and takes views of it.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 
 class Workspace:
@@ -18,7 +19,9 @@ class Workspace:
     def __init__(self) -> None:
         self._arrays: dict[str, np.ndarray] = {}
 
-    def take(self, name: str, shape: tuple[int, ...], dtype=np.float64) -> np.ndarray:
+    def take(
+        self, name: str, shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64
+    ) -> np.ndarray:
         """An uninitialized (shape) view, valid until the next ``take`` of ``name``."""
         a = self._arrays.get(name)
         if (
@@ -31,6 +34,8 @@ class Workspace:
         return a[: shape[0]]
 
 
-def take(ws: Workspace | None, name: str, shape: tuple[int, ...], dtype=np.float64) -> np.ndarray:
+def take(
+    ws: Workspace | None, name: str, shape: tuple[int, ...], dtype: npt.DTypeLike = np.float64
+) -> np.ndarray:
     """``ws.take(name, shape, dtype)``, or a fresh array without a workspace."""
     return np.empty(shape, dtype=dtype) if ws is None else ws.take(name, shape, dtype)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from typing import Self
 
 import numpy as np
 
@@ -30,7 +31,14 @@ from lsdask.models.gaussian_base import (
     float32_quadratic_weights,
     gaussian_log_pdf,
 )
-from lsdask.models.observation import BoundedWeights, ObservationModel
+from lsdask.models.observation import (
+    BoundedWeights,
+    ObservationModel,
+    Parts,
+    Rows,
+    configured,
+    kept,
+)
 from lsdask.models.special import LOG_2PI, logdet_spd, wishart_expectations, wishart_kl
 from lsdask.models.stats import SuffStats
 from lsdask.models.workspace import Workspace, take
@@ -52,8 +60,10 @@ class WishartPosterior:
 
     @property
     def covariances(self) -> np.ndarray:
-        D = self.B.shape[-1]
-        return self.B / (self.nu - D - 1.0)[:, None, None]
+        """``E[Sigma_k] = B_k / (nu_k - D - 1)``."""
+        B = kept(self.B, "B")
+        D = B.shape[-1]
+        return B / (self.nu - D - 1.0)[:, None, None]
 
 
 def _warn_if_not_centered(X: np.ndarray) -> None:
@@ -76,7 +86,7 @@ def _warn_if_not_centered(X: np.ndarray) -> None:
 
 
 @dataclass(frozen=True)
-class ZeroMeanGaussian(ObservationModel):
+class ZeroMeanGaussian(ObservationModel[WishartPosterior]):
     """Zero-mean Gaussian likelihood with Wishart prior on the precision.
 
     Parameters
@@ -101,7 +111,16 @@ class ZeroMeanGaussian(ObservationModel):
     def data_dim(self) -> int | None:
         return self.dim
 
-    def with_data_defaults(self, sample) -> ZeroMeanGaussian:
+    # the parameters with_data_defaults sets
+    @property
+    def _D(self) -> int:
+        return configured(self, "dim", self.dim)
+
+    @property
+    def _nu(self) -> float:
+        return configured(self, "nu", self.nu)
+
+    def with_data_defaults(self, sample: Rows) -> Self:
         X = as_dense_rows(sample, self.dim)
         D = X.shape[1]
         nu = float(D + 2) if self.nu is None else float(self.nu)
@@ -116,16 +135,16 @@ class ZeroMeanGaussian(ObservationModel):
     # prior --------------------------------------------------------------
     @property
     def B0(self) -> np.ndarray:
-        D = self.dim
-        return np.eye(D) * self.prior_scale * (self.nu - D - 1.0)
+        D = self._D
+        return np.eye(D) * configured(self, "prior_scale", self.prior_scale) * (self._nu - D - 1.0)
 
     # local step ---------------------------------------------------------
-    def check_data(self, X) -> None:
+    def check_data(self, X: Rows) -> None:
         as_dense_rows(X, self.dim)
 
-    def prepare(self, X, ws: Workspace | None = None) -> np.ndarray:
+    def prepare(self, X: Rows, ws: Workspace | None = None) -> np.ndarray:
         X = as_dense_rows(X, self.dim)
-        D = self.dim
+        D = self._D
         return outer_features_into(X, take(ws, "features", (X.shape[0], D * (D + 1) // 2)))
 
     def expected_log_lik(
@@ -141,18 +160,20 @@ class ZeroMeanGaussian(ObservationModel):
         return BoundedWeights.from_coef(post.quad_coef, post.const)
 
     def bounded_expected_log_lik(
-        self, X, setup: BoundedWeights, ws: Workspace | None = None
+        self, X: Rows, setup: BoundedWeights, ws: Workspace | None = None
     ) -> tuple[np.ndarray, np.ndarray, float]:
         return float32_quadratic_weights(as_dense_rows(X, self.dim), None, False, setup, ws)
 
-    def expected_log_lik_pairs(self, X, post: WishartPosterior, indptr, cand) -> np.ndarray:
+    def expected_log_lik_pairs(
+        self, X: Rows, post: WishartPosterior, indptr: np.ndarray, cand: np.ndarray
+    ) -> np.ndarray:
         X = as_dense_rows(X, self.dim)
         E_phi = post.E_phi if post.E_phi is not None else unpack_quadratic(-2.0 * post.quad_coef.T)
-        zero = np.zeros((E_phi.shape[0], self.dim))
+        zero = np.zeros((E_phi.shape[0], self._D))
         quad = pair_quadratic_forms(X, E_phi, zero, indptr, cand, np.empty(cand.shape[0]))
         return post.const[cand] - 0.5 * quad
 
-    def batch_rows(self, X) -> np.ndarray:
+    def batch_rows(self, X: Rows) -> np.ndarray:
         return as_dense_rows(X, self.dim)
 
     def for_local_step(self, post: WishartPosterior) -> WishartPosterior:
@@ -160,51 +181,53 @@ class ZeroMeanGaussian(ObservationModel):
         ``quad_coef``, which holds E_phi exactly (:func:`unpack_quadratic`)."""
         return replace(post, B=None, E_phi=None)
 
-    def summarize_sparse(self, block, resp, idx, out: dict) -> None:
+    def summarize_sparse(
+        self, block: np.ndarray, resp: np.ndarray, idx: np.ndarray, out: Parts
+    ) -> None:
         sparse_weighted_rows(block, resp, idx, out["xx"])
 
     sparse_summary_from_rows = True
 
-    def summarize_sparse_rows(self, X, resp, idx, out: dict) -> None:
+    def summarize_sparse_rows(self, X: Rows, resp: np.ndarray, idx: np.ndarray, out: Parts) -> None:
         sparse_outer_sums(as_dense_rows(X, self.dim), resp, idx, out["xx"])
 
-    def summarize_dense(self, block, R, out: dict) -> None:
+    def summarize_dense(self, block: np.ndarray, R: np.ndarray, out: Parts) -> None:
         dense_weighted_rows(block, R, out["xx"])
 
-    def empty_stats(self, K: int) -> dict:
-        D = self.dim
+    def empty_stats(self, K: int) -> dict[str, np.ndarray]:
+        D = self._D
         return {"xx": np.zeros((K, D * (D + 1) // 2))}
 
     # global step --------------------------------------------------------
     def global_step(self, stats: SuffStats) -> WishartPosterior:
-        D = self.dim
-        nu = self.nu + stats["N"]
-        B = self.B0 + unpack_symmetric(np.ascontiguousarray(stats["xx"]), D)
+        D = self._D
+        nu = self._nu + stats.array("N")
+        B = self.B0 + unpack_symmetric(np.ascontiguousarray(stats.array("xx")), D)
         logdet, E_phi, E_logdet = wishart_expectations(nu, B)
         quad_coef = np.ascontiguousarray((-0.5 * pack_quadratic(E_phi)).T)
         const = -0.5 * D * LOG_2PI + 0.5 * E_logdet
         return WishartPosterior(nu, B, logdet, E_phi, E_logdet, quad_coef, const)
 
     def elbo(self, stats: SuffStats, post: WishartPosterior) -> float:
-        N = stats["N"]
+        N = stats.array("N")
         # sum_n r_nk E[log N(x_n | 0, Phi_k^-1)] = N_k const_k - 1/2 tr(E[Phi_k] S_k)
-        expected_loglik = N @ post.const + np.sum(stats["xx"] * post.quad_coef.T)
+        expected_loglik = N @ post.const + np.sum(stats.array("xx") * post.quad_coef.T)
         B0 = self.B0
         kl = wishart_kl(
-            post.nu, post.B, post.logdet_B, post.E_phi, post.E_logdet,
-            self.nu, B0, float(logdet_spd(B0)),
+            post.nu, kept(post.B, "B"), post.logdet_B, kept(post.E_phi, "E_phi"), post.E_logdet,
+            self._nu, B0, float(logdet_spd(B0)),
         )  # fmt: skip
         return float(expected_loglik - kl.sum())
 
     # scoring and initialization -------------------------------------------
-    def point_log_lik(self, X, post: WishartPosterior) -> np.ndarray:
+    def point_log_lik(self, X: Rows, post: WishartPosterior) -> np.ndarray:
         return gaussian_log_pdf(as_dense_rows(X, self.dim), None, post.covariances)
 
     def _smoothed_covariances(self, seeds: np.ndarray) -> np.ndarray:
         # posterior mean covariance of a cluster holding one example
-        return (self.B0 + seeds[:, :, None] * seeds[:, None, :]) / (self.nu + 1.0 - self.dim - 1.0)
+        return (self.B0 + seeds[:, :, None] * seeds[:, None, :]) / (self._nu + 1.0 - self._D - 1.0)
 
-    def divergence(self, X, seeds) -> np.ndarray:
+    def divergence(self, X: Rows, seeds: Rows) -> np.ndarray:
         """Burg (log-det) divergence between smoothed one-example covariances.
 
         ``D(Sigma_x, Sigma_j) = tr(Sigma_x P_j) - log|Sigma_x P_j| - D`` with
@@ -212,8 +235,8 @@ class ZeroMeanGaussian(ObservationModel):
         """
         X = as_dense_rows(X, self.dim)
         seeds = as_dense_rows(seeds, self.dim)
-        D = self.dim
-        c = self.nu - D
+        D = self._D
+        c = self._nu - D
         B0 = self.B0
         B0inv = np.linalg.inv(B0)
         logdet_x = float(logdet_spd(B0)) + np.log1p(((X @ B0inv) * X).sum(axis=1))
