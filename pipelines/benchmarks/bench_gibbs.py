@@ -5,7 +5,7 @@ K = 100 and 400, alpha = 0.5 in total, eta = 0.1), each sampler runs the
 same number of sweeps from a random start, side by side in one run:
 
 - ``plain``: the textbook sweep, every token's weights over all K topics
-  (numba, one thread; lsdask's sampler before git 87f3214), the reference;
+  (numba, one thread), the reference;
 - ``lsdask 1 run``: ``gibbs_sample(..., parts=1)``, the exact two-bucket
   sampler in one thread;
 - ``lsdask 2 runs``: ``parts=2``, the library's default (two halves of the
@@ -22,24 +22,27 @@ Usage::
     python pipelines/benchmarks/bench_gibbs.py [--quick] [--sweeps 100]
 
 Writes ``results/gibbs.md`` and ``results/gibbs.json`` (``gibbs-quick.*``
-with ``--quick``: AP only, K=100, 10 sweeps).
+with ``--quick``: AP only, K=100, 10 sweeps). See ``README_gibbs.md``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
-import warnings
 from pathlib import Path
 
-import bench_lda as bl
 import numba
 import numpy as np
-from bench_machine import machine_info
-from diag_lda_optimum import heldout
+from harness import corpora, peers
+from harness.priors import ALPHA, ETA
+from harness.report import header, table
+from harness.run import Run, log, options
+from harness.scoring import score_counts
+from harness.timing import timed
 
-from lsdask.models.lda_gibbs import gibbs_sample, random_start
+from lsdask.learn.gibbs_start import gibbs_sample, random_start
+
+SEED = 0
+SAMPLERS = ("plain", "lsdask 1 run", "lsdask 2 runs", "tomotopy 1", "tomotopy 2")
 
 
 @numba.njit(nogil=True, cache=True)
@@ -78,91 +81,70 @@ def run_plain(X, K: int, sweeps: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     doc_ptr, words, z, ndk, nwk, nk = random_start(X, K, rng)  # the same start as gibbs_sample's
     for _ in range(sweeps):
-        plain_sweep(doc_ptr, words, z, ndk, nwk, nk, bl.ALPHA / K, bl.ETA, rng.random(z.shape[0]))
+        plain_sweep(doc_ptr, words, z, ndk, nwk, nk, ALPHA / K, ETA, rng.random(z.shape[0]))
     return nwk.T.astype(np.float64)
 
 
 def run_lsdask(X, K: int, sweeps: int, seed: int, parts: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    return gibbs_sample(X, K, bl.ALPHA, bl.ETA, sweeps, rng, False, parts).topic_word
+    return gibbs_sample(X, K, ALPHA, ETA, sweeps, rng, False, parts).topic_word
 
 
 def run_tomotopy(X, K: int, sweeps: int, seed: int, workers: int) -> tuple[np.ndarray, float]:
     """Topic-word counts after ``sweeps``, and the seconds of adding the documents
     (not counted: the other samplers get the documents as arrays)."""
     start = time.perf_counter()
-    mdl = bl.tomotopy_lda(X, K, seed)
+    mdl = peers.tomotopy_lda(X, K, seed)
     added = time.perf_counter() - start
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "training result may differ ... workers != 1"
-        mdl.train(sweeps, workers=workers)
-    lam = bl.tomotopy_pseudo_counts(mdl, K, X.shape[1], {})
-    return np.maximum(lam - bl.ETA, 0.0), added
+    peers.tomotopy_train(mdl, sweeps, workers)
+    return peers.tomotopy_counts(mdl, K, X.shape[1]), added
 
 
-def timed(fn):
-    wall, cpu = time.perf_counter(), time.process_time()
-    out = fn()
-    return out, time.perf_counter() - wall, time.process_time() - cpu
+def sampler(name: str, X, K: int, sweeps: int, seed: int):
+    """A call of sampler ``name``: (counts, seconds not counted)."""
+    if name == "plain":
+        return lambda: (run_plain(X, K, sweeps, seed), 0.0)
+    n = int(name.split()[1])
+    if name.startswith("lsdask"):
+        return lambda: (run_lsdask(X, K, sweeps, seed, n), 0.0)
+    return lambda: run_tomotopy(X, K, sweeps, seed, n)
 
 
-SAMPLERS = ("plain", "lsdask 1 run", "lsdask 2 runs", "tomotopy 1", "tomotopy 2")
-
-
-def measure(data: bl.CorpusData, K: int, sweeps: int, seed: int) -> dict:
-    X = data.X_train
+def measure(data: corpora.CorpusData, K: int, sweeps: int, seed: int) -> dict:
     runs = {}
     for name in SAMPLERS:
-        if name == "plain":
-            fn = lambda: (run_plain(X, K, sweeps, seed), 0.0)  # noqa: E731
-        elif name.startswith("lsdask"):
-            parts = int(name.split()[1])
-            fn = lambda parts=parts: (run_lsdask(X, K, sweeps, seed, parts), 0.0)  # noqa: E731
-        else:
-            workers = int(name.split()[1])
-            fn = lambda workers=workers: run_tomotopy(X, K, sweeps, seed, workers)  # noqa: E731
-        (counts, not_counted), wall, cpu = timed(fn)
+        (counts, not_counted), wall, cpu = timed(sampler(name, data.X_train, K, sweeps, seed))
         runs[name] = {
             "wall_per_sweep": (wall - not_counted) / sweeps,
             "cpu_per_sweep": (cpu - not_counted) / sweeps,
-            "heldout": heldout(data, counts),
+            "heldout": score_counts(data.A, data.B, counts),
             "tokens": float(counts.sum()),
         }
-        bl.log(
+        log(
             f"  {name}: {1e3 * runs[name]['wall_per_sweep']:.1f} ms/sweep wall, "
             f"{1e3 * runs[name]['cpu_per_sweep']:.1f} CPU; heldout {runs[name]['heldout']:.4f}"
         )
     return runs
 
 
-def warm_up(data: bl.CorpusData) -> None:
+def warm_up(data: corpora.CorpusData) -> None:
     """Compile the numba kernels on a few documents before anything is timed."""
     X = data.X_train[:20]
     run_plain(X, 5, 1, 0)
     run_lsdask(X, 5, 1, 0, 1)
 
 
-def render(res: dict, args: argparse.Namespace) -> str:
-    info = res["machine"]
-    lines = [
-        "# Collapsed Gibbs samplers" + (" (quick)" if args.quick else ""),
-        "",
-        f"Command: `python pipelines/benchmarks/bench_gibbs.py"
-        f"{' --quick' if args.quick else ''} --sweeps {args.sweeps}`  ",
-        f"Started {res['started']}; {res['seconds'] / 60:.1f} min; load average at start "
-        f"{res['load'][0]}, at end {res['load'][1]}; git {info.get('git_commit')}; "
-        f"{info.get('cpu')}, {info.get('cores_usable')} cores.",
-        "",
-        f"{args.sweeps} sweeps from a random start on row 2's training documents of "
-        f"`bench_lda.py`, alpha = {bl.ALPHA} in total, eta = {bl.ETA}. ms per sweep, setup "
+def render(res: dict, quick: bool) -> str:
+    sweeps = res["sweeps"]
+    lines = header(res, "Collapsed Gibbs samplers" + (" (quick)" if quick else ""))
+    lines += [
+        f"{sweeps} sweeps from a random start on row 2's training documents of "
+        f"`bench_lda.py`, alpha = {ALPHA} in total, eta = {ETA}. ms per sweep, setup "
         "included (tomotopy's adding of documents excluded); heldout: document completion of "
         "the topic-word counts after the sweeps (nats/token, as row 2).",
         "",
-        "| corpus, K | plain (1 thread) | lsdask 1 run | lsdask 2 runs (CPU) | tomotopy 1 "
-        "| tomotopy 2 (CPU) | plain / lsdask 1 | tomotopy 1 / lsdask 1 | tomotopy 2 / lsdask 2 "
-        "| heldout: plain, lsdask 1, lsdask 2, tomotopy 1, tomotopy 2 |",
-        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    rows = []
     for key, runs in res["configs"].items():
 
         def ms(name: str, runs=runs) -> float:
@@ -171,45 +153,46 @@ def render(res: dict, args: argparse.Namespace) -> str:
         def cpu(name: str, runs=runs) -> float:
             return 1e3 * runs[name]["cpu_per_sweep"]
 
-        scores = ", ".join(f"{runs[n]['heldout']:.3f}" for n in SAMPLERS)
-        lines.append(
-            f"| {key} | {ms('plain'):.1f} | {ms('lsdask 1 run'):.1f} | "
-            f"{ms('lsdask 2 runs'):.1f} ({cpu('lsdask 2 runs'):.1f}) | {ms('tomotopy 1'):.1f} | "
-            f"{ms('tomotopy 2'):.1f} ({cpu('tomotopy 2'):.1f}) | "
-            f"{ms('plain') / ms('lsdask 1 run'):.2f}x | "
-            f"{ms('tomotopy 1') / ms('lsdask 1 run'):.2f}x | "
-            f"{ms('tomotopy 2') / ms('lsdask 2 runs'):.2f}x | {scores} |"
+        rows.append(
+            [
+                key,
+                f"{ms('plain'):.1f}",
+                f"{ms('lsdask 1 run'):.1f}",
+                f"{ms('lsdask 2 runs'):.1f} ({cpu('lsdask 2 runs'):.1f})",
+                f"{ms('tomotopy 1'):.1f}",
+                f"{ms('tomotopy 2'):.1f} ({cpu('tomotopy 2'):.1f})",
+                f"{ms('plain') / ms('lsdask 1 run'):.2f}x",
+                f"{ms('tomotopy 1') / ms('lsdask 1 run'):.2f}x",
+                f"{ms('tomotopy 2') / ms('lsdask 2 runs'):.2f}x",
+                ", ".join(f"{runs[n]['heldout']:.3f}" for n in SAMPLERS),
+            ]
         )
-    return "\n".join(lines) + "\n"
+    head = ["corpus, K", "plain (1 thread)", "lsdask 1 run", "lsdask 2 runs (CPU)"]
+    head += ["tomotopy 1", "tomotopy 2 (CPU)", "plain / lsdask 1", "tomotopy 1 / lsdask 1"]
+    head += ["tomotopy 2 / lsdask 2", "heldout: " + ", ".join(SAMPLERS)]
+    return "\n".join(lines + table(head, rows)) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="AP only, K=100, 10 sweeps")
+    ap = options(__doc__, "AP only, K=100, 10 sweeps")
     ap.add_argument("--sweeps", type=int, default=None, help="sweeps per sampler (default 100)")
-    ap.add_argument("--corpora-dir", type=Path, default=bl.REPO / "data/corpora")
-    ap.add_argument("--work-dir", type=Path, default=bl.REPO / "data/lda_bench")
+    ap.add_argument("--corpora-dir", type=Path, default=corpora.CORPORA_DIR)
+    ap.add_argument("--work-dir", type=Path, default=corpora.WORK_DIR)
     args = ap.parse_args(argv)
-    args.sweeps = args.sweeps or (10 if args.quick else 100)
-    corpora, Ks = (("ap",), (100,)) if args.quick else (("ap", "20news"), (100, 400))
-    started, t0, load0 = time.strftime("%Y-%m-%d %H:%M:%S"), time.perf_counter(), bl.load_avg()
-    bl.ensure_corpora(args.corpora_dir)
-    args.work_dir.mkdir(parents=True, exist_ok=True)
-    res: dict = {"started": started, "configs": {}}
-    for corpus in corpora:
-        data = bl.prepare_corpus(bl.FULL, corpus, args.corpora_dir, args.work_dir)
+    sweeps = args.sweeps or (10 if args.quick else 100)
+    names, Ks = (("ap",), (100,)) if args.quick else (("ap", "20news"), (100, 400))
+    stem = "gibbs-quick" if args.quick else "gibbs"
+    run = Run(__file__, stem, args.out, argv, sweeps=sweeps, configs={})
+    corpora.ensure_corpora(args.corpora_dir)
+    for name in names:
+        data = corpora.prepare_corpus(name, args.corpora_dir, args.work_dir, seed=SEED)
         warm_up(data)
         for K in Ks:
-            bl.log(f"{corpus} K={K}: {args.sweeps} sweeps per sampler")
-            res["configs"][f"{corpus}, {K}"] = measure(data, K, args.sweeps, bl.FULL.seed)
-    res["seconds"] = time.perf_counter() - t0
-    res["load"] = [load0[0], bl.load_avg()[0]]
-    res["machine"] = machine_info({"lsdask": "lsdask", "tomotopy": "tomotopy", "numba": "numba"})
-    name = "gibbs-quick" if args.quick else "gibbs"
-    (bl.RESULTS_DIR / f"{name}.json").write_text(json.dumps(res, indent=1, default=float))
-    text = render(res, args)
-    (bl.RESULTS_DIR / f"{name}.md").write_text(text)
-    print(text)
+            log(f"{name} K={K}: {sweeps} sweeps per sampler")
+            run.res["configs"][f"{name}, {K}"] = run.step(
+                f"{name} K={K}", lambda data=data, K=K: measure(data, K, sweeps, SEED)
+            )
+    run.finish(lambda res: render(res, args.quick))
     return 0
 
 

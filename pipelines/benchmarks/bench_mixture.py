@@ -7,7 +7,7 @@ the numba kernels, and the median is kept. Kernel comparisons run with BLAS
 limited to one thread (``threadpoolctl.threadpool_limits(1)``), which is how a
 Dask worker runs (one process, one thread).
 
-Rows (see ``pipelines/benchmarks/README.md``):
+Rows (see ``pipelines/benchmarks/README_mixture.md``):
 
 1. top-L vs dense responsibilities from the same log weights (K=800, L=4);
 2. summary step (features + N_k + S_k) with L=4 vs dense responsibilities;
@@ -16,6 +16,9 @@ Rows (see ``pipelines/benchmarks/README.md``):
 5. heldout log-likelihood after the same number of laps, L = 1, 4, 16, dense;
 6. scikit-learn ``BayesianGaussianMixture`` vs lsdask (time per pass, heldout);
 7. peak RSS of the Dask workers for N and 4N patches, and of the driver.
+
+Below the table: the fits of rows 3 and 5 and the local step's profile
+(``profiles/mixture.py``).
 
 Usage::
 
@@ -30,28 +33,23 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
-import pickle
 import resource
-import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_machine import machine_info as describe_machine
-from threadpoolctl import threadpool_info, threadpool_limits
-
-REPO = Path(__file__).resolve().parents[2]
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
-BSDS_DIR = Path("/work/shared/data/bsds500")
-CHUNK_ROWS = 36_816  # one Zarr chunk = one minibatch (lsparse Sec. 4)
-RSS_TAG = "RSS_JSON "
+from harness import REPO, cluster, patches, peers
+from harness.machine import load_avg
+from harness.memory import mib, peak_rss_kib
+from harness.report import check, header, step_times, table
+from harness.run import Run, log, options
+from harness.timing import each, lap_seconds, steady_lap, time_interleaved
+from profiles import mixture as profile
+from threadpoolctl import threadpool_limits
 
 
 # --------------------------------------------------------------------------
@@ -128,116 +126,6 @@ def sparsity_name(L: int | None) -> str:
     return "dense" if L is None else f"L={L}"
 
 
-# --------------------------------------------------------------------------
-# timing and bookkeeping helpers
-# --------------------------------------------------------------------------
-def time_interleaved(
-    fns: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1
-) -> dict[str, dict[str, Any]]:
-    """Median wall time of each callable, the candidates run alternately.
-
-    Every callable is first run ``warmup`` times (numba compilation, caches),
-    then all of them once per repetition, in turn, so slow phases of a noisy
-    machine hit every candidate alike.
-    """
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - t0)
-    return {name: {"median_s": float(np.median(s)), "samples_s": s} for name, s in samples.items()}
-
-
-def each(fn: Callable[[Any], Any], items: Any) -> None:
-    """Call ``fn`` on every item and drop the results, as the model's block loop does
-    (keeping them would time page faults of fresh memory instead of the kernel)."""
-    for item in items:
-        fn(item)
-
-
-def blocks(n: int, size: int) -> list[slice]:
-    return [slice(s, min(s + size, n)) for s in range(0, n, size)]
-
-
-def load_avg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def lap_seconds(est: Any) -> list[float]:
-    """Seconds of each lap from a fitted estimator's traces (lap 1 from the learner's start)."""
-    laps = np.asarray(est.lap_trace_)
-    times = np.asarray(est.time_trace_)
-    ends = [float(times[np.isclose(laps, k)][-1]) for k in range(1, int(est.n_laps_) + 1)]
-    return list(np.diff([0.0, *ends]))
-
-
-def steady_lap(laps: list[float]) -> float:
-    """Median lap time excluding lap 1 (which fills the memo and loads numba caches)."""
-    return float(np.median(laps[1:] if len(laps) > 1 else laps))
-
-
-def check(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
-
-
-# --------------------------------------------------------------------------
-# data
-# --------------------------------------------------------------------------
-def ensure_patches(patch_dir: Path) -> None:
-    """Make the BSDS500 train/heldout Zarr stores if they are missing (~15 s)."""
-    if (patch_dir / "train.zarr").exists() and (patch_dir / "heldout.zarr").exists():
-        return
-    log(f"making BSDS500 patches in {patch_dir}")
-    splits = [str(BSDS_DIR / s) for s in ("train", "val", "test")]
-    cmd = [sys.executable, str(REPO / "datasets/make_patches.py"), *splits]
-    subprocess.run([*cmd, "--out", str(patch_dir), "--no-progress"], check=True, cwd=REPO)
-
-
-def prefix_store(train: Path, n_chunks: int, out_dir: Path) -> tuple[str, int]:
-    """A Zarr store holding the first ``n_chunks`` chunks of ``train``; (path, rows)."""
-    import zarr
-
-    src = zarr.open_array(str(train), mode="r")
-    chunk = int(src.chunks[0])
-    n_rows = min(n_chunks * chunk, src.shape[0])
-    path = out_dir / f"train_{n_chunks}chunks.zarr"
-    if path.exists():
-        dst = zarr.open_array(str(path), mode="r")
-        if dst.shape == (n_rows, src.shape[1]) and int(dst.chunks[0]) == chunk:
-            return str(path), n_rows
-    dst = zarr.create_array(
-        store=str(path),
-        shape=(n_rows, src.shape[1]),
-        chunks=(chunk, src.shape[1]),
-        dtype=src.dtype,
-        zarr_format=3,
-        fill_value=0.0,
-        overwrite=True,
-    )
-    for sl in blocks(n_rows, chunk):
-        dst[sl] = src[sl]
-    return str(path), n_rows
-
-
-def random_rows(store: str | Path, n: int, seed: int) -> np.ndarray:
-    """``n`` rows drawn without replacement (sorted), as float64."""
-    import zarr
-
-    arr = zarr.open_array(str(store), mode="r")[:]
-    rng = np.random.default_rng(seed)
-    if n < arr.shape[0]:
-        arr = arr[np.sort(rng.choice(arr.shape[0], size=n, replace=False))]
-    return np.ascontiguousarray(arr, dtype=np.float64)
-
-
 @dataclass
 class Data:
     patch_dir: Path
@@ -248,46 +136,19 @@ class Data:
 
 
 def prepare_data(cfg: Config, patch_dir: Path, work_dir: Path) -> Data:
-    ensure_patches(patch_dir)
+    """The patch stores (made if missing), prefixes of the training store for rows
+    3/5 and 7, and a random sample of heldout patches."""
+    patches.ensure_patches(patch_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     train = patch_dir / "train.zarr"
-    lap_store, lap_rows = prefix_store(train, cfg.lap_chunks, work_dir)
-    rss = [prefix_store(train, c, work_dir) for c in cfg.rss_chunks]
-    heldout = random_rows(patch_dir / "heldout.zarr", cfg.heldout_rows, cfg.seed)
+    lap_store, lap_rows = patches.prefix_store(train, cfg.lap_chunks, work_dir)
+    rss = [patches.prefix_store(train, c, work_dir) for c in cfg.rss_chunks]
+    heldout = patches.random_rows(patch_dir / "heldout.zarr", cfg.heldout_rows, cfg.seed)
     return Data(patch_dir, lap_store, lap_rows, heldout, rss)
 
 
 # --------------------------------------------------------------------------
-# machine information
-# --------------------------------------------------------------------------
-def machine_info() -> dict[str, Any]:
-    info = describe_machine(
-        {
-            **{m: m for m in ("lsdask", "numpy", "scipy", "numba", "dask", "distributed", "zarr")},
-            "scikit-learn": "sklearn",
-        }
-    )
-    info["numpy_blas"] = [
-        {
-            k: v
-            for k, v in lib.items()
-            if k in ("internal_api", "version", "num_threads", "threading_layer", "architecture")
-        }
-        for lib in threadpool_info()
-        if lib.get("user_api") == "blas" and "numpy" in lib.get("filepath", "")
-    ]
-    info["block_rows"] = _block_rows()
-    return info
-
-
-def _block_rows() -> int:
-    from lsdask import config
-
-    return int(config.BLOCK_ROWS)
-
-
-# --------------------------------------------------------------------------
-# lsdask fits (rows 3, 5, 6)
+# rows 3 and 5 (and 6): lsdask fits
 # --------------------------------------------------------------------------
 def fit_mixture(X: Any, cfg: Config, L: int | None, n_laps: int, **kw: Any) -> tuple[Any, dict]:
     """Fit a zero-mean GaussianMixture for exactly ``n_laps`` memo laps; est and numbers."""
@@ -326,28 +187,15 @@ def heldout_score(est: Any, heldout: np.ndarray) -> tuple[float, float]:
     return score, time.perf_counter() - t0
 
 
-def local_cluster(n_workers: int) -> tuple[Any, Any]:
-    """A LocalCluster with lsdask's own settings (processes, one thread each) and its client."""
-    from distributed import Client, LocalCluster
-
-    cluster = LocalCluster(
-        n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0"
-    )
-    return cluster, Client(cluster)
-
-
 def run_quality_fits(cfg: Config, data: Data) -> dict[str, Any]:
-    """Rows 3 and 5: memo fits on the lap store, 2-worker LocalCluster, same seed.
-
-    Also times single batch tasks inside the workers (row 3) with the fitted
-    dense model.
-    """
+    """Rows 3 and 5: memo fits on the lap store, 2-worker LocalCluster, same seed;
+    then single batch tasks timed inside the workers (row 3) with the dense model."""
     fits, models = {}, {}
     with contextlib.ExitStack() as stack:
         client = None
         if cfg.shared_cluster:
-            cluster, client = local_cluster(cfg.n_workers)
-            stack.callback(cluster.close)
+            lc, client = cluster.local_cluster(cfg.n_workers)
+            stack.callback(lc.close)
             stack.callback(client.close)
         where = {"client": client} if client else {"client": None, "n_workers": cfg.n_workers}
         for L in cfg.sparsities:
@@ -379,11 +227,6 @@ def _timed_task(batch: Any, model: Any, glob: Any, L: int | None) -> tuple[float
     return wall, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
 
 
-def local_globals(model: Any, glob: Any) -> Any:
-    """What the learners broadcast to the workers (the globals a local step needs)."""
-    return model.for_local_step(glob) if hasattr(model, "for_local_step") else glob
-
-
 TASK_FIELDS = ("wall_s", "cpu_s", "minor_faults")
 
 
@@ -402,11 +245,11 @@ def worker_task_seconds(
     samples: dict[str, dict[str, list[float]]] = {}
     with contextlib.ExitStack() as stack:
         if client is None:
-            cluster, client = local_cluster(cfg.n_workers)
-            stack.callback(cluster.close)
+            lc, client = cluster.local_cluster(cfg.n_workers)
+            stack.callback(lc.close)
             stack.callback(client.close)
         m = client.scatter(model, broadcast=True)
-        g = client.scatter(local_globals(model, glob), broadcast=True)
+        g = client.scatter(profile.local_globals(model, glob), broadcast=True)
         for rep in range(1 + cfg.repeats):  # the first round is the warm-up
             for L in (None, 4):
                 futures = [client.submit(_timed_task, b, m, g, L, pure=False) for b in batches]
@@ -458,34 +301,8 @@ def row5_heldout(cfg: Config, quality: dict) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------
-# kernel rows (1, 2, 4) and the local-step profile
+# rows 1, 2 and 4: kernels
 # --------------------------------------------------------------------------
-@dataclass
-class Batch:
-    """One batch with everything its local step needs, precomputed block by block."""
-
-    X: np.ndarray
-    model: Any
-    glob: Any
-    slices: list[slice]
-    features: list[np.ndarray]  # vech(x x^T) per block
-    W: list[np.ndarray]  # log weights per block
-    R: list[np.ndarray]  # dense responsibilities per block
-    sparse: list[tuple[np.ndarray, np.ndarray]]  # (resp, idx) per block
-
-
-def make_batch(X: np.ndarray, model: Any, glob: Any, L: int) -> Batch:
-    from lsdask.kernels import dense_resp_from_log_weights, topl_resp_from_log_weights
-
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    slices = blocks(X.shape[0], model.block_rows)
-    feats = [model.observation.prepare(X[sl]) for sl in slices]
-    W = [model.log_weights(F, glob) for F in feats]
-    R = [dense_resp_from_log_weights(w) for w in W]
-    sparse = [topl_resp_from_log_weights(w, L) for w in W]
-    return Batch(X, model, glob, slices, feats, W, R, sparse)
-
-
 def init_model(X: np.ndarray, K: int, n_sample: int, seed: int) -> tuple[Any, Any]:
     """An lsdask model initialized from random example patches (lsdask's own init)."""
     from lsdask.learn import initial_stats
@@ -501,12 +318,12 @@ def row1_topl(cfg: Config, data: Data) -> dict[str, Any]:
     """Top-L vs dense responsibilities from the same real log weights, K=800."""
     from lsdask.kernels import dense_resp_from_log_weights, topl_resp_from_log_weights
 
-    X = random_rows(data.lap_store, cfg.topl_rows, cfg.seed + 1)
+    X = patches.random_rows(data.lap_store, cfg.topl_rows, cfg.seed + 1)
     t0 = time.perf_counter()
     model, glob = init_model(X, cfg.topl_K, cfg.topl_init_rows, cfg.seed)
     init_s = time.perf_counter() - t0
     with threadpool_limits(1):
-        slices = blocks(X.shape[0], model.block_rows)
+        slices = patches.blocks(X.shape[0], model.block_rows)
         W = [model.log_weights(model.observation.prepare(X[sl]), glob) for sl in slices]
         L = cfg.topl_L
         t = time_interleaved(
@@ -532,7 +349,7 @@ def row1_topl(cfg: Config, data: Data) -> dict[str, Any]:
     }
 
 
-def row2_summary(cfg: Config, b: Batch) -> dict[str, Any]:
+def row2_summary(cfg: Config, b: profile.Batch) -> dict[str, Any]:
     """Summary step (N_k and S_k) from L-sparse vs dense responsibilities, as
     ``MixtureModel.local_step`` does it: dense, one BLAS product of the
     responsibilities with the vech(x x^T) features block by block; L-sparse,
@@ -546,7 +363,7 @@ def row2_summary(cfg: Config, b: Batch) -> dict[str, Any]:
     resp_all = np.concatenate([r for r, _ in b.sparse])
     idx_all = np.concatenate([i for _, i in b.sparse])
 
-    def dense(with_features: bool) -> Callable[[], Any]:
+    def dense(with_features: bool) -> Any:
         def run() -> dict:
             out = {"N": np.zeros(K), **obs.empty_stats(K)}
             for i, sl in enumerate(b.slices):
@@ -557,7 +374,7 @@ def row2_summary(cfg: Config, b: Batch) -> dict[str, Any]:
 
         return run
 
-    def sparse_blocks(with_features: bool) -> Callable[[], Any]:
+    def sparse_blocks(with_features: bool) -> Any:
         def run() -> dict:
             out = {"N": np.zeros(K), **obs.empty_stats(K)}
             for i, sl in enumerate(b.slices):
@@ -608,7 +425,7 @@ def row2_summary(cfg: Config, b: Batch) -> dict[str, Any]:
     }
 
 
-def row4_log_weights(cfg: Config, b: Batch) -> dict[str, Any]:
+def row4_log_weights(cfg: Config, b: profile.Batch) -> dict[str, Any]:
     """All log weights of a batch (features + product + constants) vs a bare BLAS product."""
     N, D = b.X.shape
     K, M = b.model.n_components, D * (D + 1) // 2
@@ -647,78 +464,14 @@ def row4_log_weights(cfg: Config, b: Batch) -> dict[str, Any]:
     }
 
 
-def profile_local_step(cfg: Config, b: Batch) -> dict[str, Any]:
-    """Seconds per stage of one batch's local step, dense vs L-sparse (1 BLAS thread)."""
-    from lsdask.kernels import (
-        dense_entropy,
-        dense_resp_from_log_weights,
-        sparse_entropy,
-        topl_resp_from_log_weights,
-    )
-
-    model, glob, K = b.model, b.glob, b.model.n_components
-    L = b.sparse[0][0].shape[1]
-    obs = model.observation
-    pre: dict[str, Any] = {}
-    if model._preselects(L):  # the L-sparse step's own stages (float32 weights)
-        from lsdask.kernels import (
-            bounded_candidates,
-            stack_candidates,
-            topl_resp_from_candidates,
-        )
-
-        g = local_globals(model, glob)  # as the workers have them
-        setup = obs.bounded_setup(g.obs)
-        offset = setup.offset + g.elogpi
-        X64 = obs.batch_rows(b.X)
-        low = [obs.bounded_expected_log_lik(X64[sl], setup) for sl in b.slices]  # fresh arrays
-        parts = [bounded_candidates(W, offset, e, setup.col_err, a, L) for W, e, a in low]
-        indptr, cand = stack_candidates(parts)
-        exact = obs.expected_log_lik_pairs(X64, g.obs, indptr, cand) + g.elogpi[cand]
-        pre = {
-            "sparse_weights_float32": lambda: each(
-                lambda sl: obs.bounded_expected_log_lik(X64[sl], setup), b.slices
-            ),
-            "sparse_candidates": lambda: each(
-                lambda w: bounded_candidates(w[0], offset, w[1], setup.col_err, w[2], L), low
-            ),
-            "sparse_exact_pairs": lambda: obs.expected_log_lik_pairs(X64, g.obs, indptr, cand),
-            "sparse_topl_from_candidates": lambda: topl_resp_from_candidates(
-                indptr, cand, exact, L
-            ),
-        }
-    stages = {
-        "features": lambda: each(lambda sl: model.observation.prepare(b.X[sl]), b.slices),
-        "log_weights_product": lambda: each(lambda F: model.log_weights(F, glob), b.features),
-        "resp_dense": lambda: each(dense_resp_from_log_weights, b.W),
-        "resp_topl": lambda: each(lambda w: topl_resp_from_log_weights(w, L), b.W),
-        "entropy_dense": lambda: each(dense_entropy, b.R),
-        "entropy_sparse": lambda: each(lambda s: sparse_entropy(s[0], s[1], K), b.sparse),
-        "local_step_dense": lambda: model.local_step(b.X, glob, None),
-        "local_step_sparse": lambda: model.local_step(b.X, glob, L),
-        "global_step_and_elbo": lambda: model.elbo(stats, model.global_step(stats)),
-        **pre,
-    }
-    stats = model.local_step(b.X, glob, None)
-    with threadpool_limits(1):
-        t = time_interleaved(stages, cfg.repeats)
-    med = {k: v["median_s"] for k, v in t.items()}
-    med["local_step_ratio"] = med["local_step_dense"] / med["local_step_sparse"]
-    med["globals_pickle_mb"] = len(pickle.dumps(local_globals(model, glob))) / 1e6
-    med["stats_pickle_mb"] = len(pickle.dumps(stats)) / 1e6
-    if pre:
-        med["candidates_per_row"] = cand.size / b.X.shape[0]
-    return {"K": K, "L": L, "n_patches": b.X.shape[0], "preselect": bool(pre), **med}
-
-
 def kernel_rows(cfg: Config, data: Data, est: Any) -> dict[str, Any]:
     """Rows 2 and 4 and the local-step profile on one batch, with a fitted model."""
-    X = random_rows(data.lap_store, CHUNK_ROWS, cfg.seed + 3)
-    batch = make_batch(X, est.model_, est.posterior_, L=4)
+    X = patches.random_rows(data.lap_store, patches.CHUNK_ROWS, cfg.seed + 3)
+    batch = profile.make_batch(X, est.model_, est.posterior_, L=4)
     return {
         "row2": row2_summary(cfg, batch),
         "row4": row4_log_weights(cfg, batch),
-        "profile": profile_local_step(cfg, batch),
+        "profile": profile.profile_local_step(cfg.repeats, batch),
     }
 
 
@@ -728,22 +481,11 @@ def kernel_rows(cfg: Config, data: Data, est: Any) -> dict[str, Any]:
 def row6_sklearn(cfg: Config, data: Data) -> dict[str, Any]:
     """BayesianGaussianMixture vs lsdask (sync, 1 BLAS thread) on the same subsample."""
     from sklearn.exceptions import ConvergenceWarning
-    from sklearn.mixture import BayesianGaussianMixture
 
-    X = random_rows(data.lap_store, cfg.sk_rows, cfg.seed + 2)
+    X = patches.random_rows(data.lap_store, cfg.sk_rows, cfg.seed + 2)
     out: dict[str, Any] = {"n_patches": X.shape[0], "passes": cfg.sk_passes, "K": cfg.K}
     with threadpool_limits(1):
-        sk = BayesianGaussianMixture(
-            n_components=cfg.K,
-            covariance_type="full",
-            weight_concentration_prior_type="dirichlet_distribution",
-            weight_concentration_prior=1.0 / cfg.K,  # = lsdask's Dir(alpha / K), alpha = 1
-            init_params="k-means++",
-            max_iter=1,
-            warm_start=True,
-            tol=0.0,
-            random_state=cfg.seed,
-        )
+        sk = peers.sklearn_mixture(cfg.K, cfg.seed)
         pass_s = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
@@ -758,8 +500,7 @@ def row6_sklearn(cfg: Config, data: Data) -> dict[str, Any]:
         em_s = []
         for _ in range(2):
             t0 = time.perf_counter()
-            _, log_resp = sk._e_step(X)
-            sk._m_step(X, log_resp)
+            peers.sklearn_em_iteration(sk, X)
             em_s.append(time.perf_counter() - t0)
         out["sklearn"] = {
             "fit_call_s": pass_s,
@@ -784,29 +525,12 @@ def row6_sklearn(cfg: Config, data: Data) -> dict[str, Any]:
 # --------------------------------------------------------------------------
 # row 7: peak RSS (each measurement in a fresh process with a fresh cluster)
 # --------------------------------------------------------------------------
-def peak_rss_kib() -> int:
-    """Peak resident set of this process in KiB.
-
-    ``VmHWM`` of ``/proc/self/status`` (the high-water mark of this process's
-    own address space); ``getrusage(...).ru_maxrss`` is only the fallback,
-    because on Linux it survives ``execve`` and so reports the peak of the
-    parent when a big process starts a small one with vfork/exec.
-    """
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-
-
 def rss_child(store: str, K: int, L: int, n_workers: int, seed: int) -> None:
     """Run one memo lap on a fresh LocalCluster; print the peak RSS of workers and driver."""
     from lsdask import GaussianMixture
 
-    cluster, client = local_cluster(n_workers)
-    with cluster, client:
+    lc, client = cluster.local_cluster(n_workers)
+    with lc, client:
         before = client.run(peak_rss_kib)
         t0 = time.perf_counter()
         GaussianMixture(
@@ -820,17 +544,13 @@ def rss_child(store: str, K: int, L: int, n_workers: int, seed: int) -> None:
         ).fit(store)
         lap_s = time.perf_counter() - t0
         workers = client.run(peak_rss_kib)
-    print(
-        RSS_TAG
-        + json.dumps(
-            {
-                "worker_peak_kib": sorted(workers.values()),
-                "worker_start_kib": sorted(before.values()),
-                "driver_peak_kib": peak_rss_kib(),
-                "fit_wall_s": lap_s,
-            }
-        ),
-        flush=True,
+    cluster.emit(
+        {
+            "worker_peak_kib": sorted(workers.values()),
+            "worker_start_kib": sorted(before.values()),
+            "driver_peak_kib": peak_rss_kib(),
+            "fit_wall_s": lap_s,
+        }
     )
 
 
@@ -838,23 +558,12 @@ def row7_rss(cfg: Config, data: Data) -> dict[str, Any]:
     runs = []
     for store, n_rows in data.rss_stores:
         log(f"row 7: one L={cfg.rss_sparsity} lap on {n_rows} patches in a fresh process")
-        cmd = [
-            sys.executable,
-            __file__,
-            "--rss-child",
-            store,
-            "--rss-k",
-            str(cfg.K),
-            "--rss-l",
-            str(cfg.rss_sparsity),
-            "--rss-workers",
-            str(cfg.n_workers),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RSS_TAG)]
-        if proc.returncode != 0 or not lines:
-            raise RuntimeError(f"RSS child failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        runs.append({"store": store, "n_patches": n_rows, **json.loads(lines[-1][len(RSS_TAG) :])})
+        cmd = [sys.executable, __file__, "--rss-child", store, "--rss-k", str(cfg.K)]
+        cmd += ["--rss-l", str(cfg.rss_sparsity), "--rss-workers", str(cfg.n_workers)]
+        fresh = cluster.run_fresh(cmd)
+        if fresh.result is None:
+            raise RuntimeError(f"RSS child failed ({fresh.failed}):\n{fresh.stderr[-3000:]}")
+        runs.append({"store": store, "n_patches": n_rows, **fresh.result})
     small, large = runs
     ratio = max(large["worker_peak_kib"]) / max(small["worker_peak_kib"])
     return {
@@ -871,10 +580,6 @@ def row7_rss(cfg: Config, data: Data) -> dict[str, Any]:
 # --------------------------------------------------------------------------
 # report
 # --------------------------------------------------------------------------
-def _mib(kib: float) -> str:
-    return f"{kib / 1024:.0f} MiB"
-
-
 def table_rows(res: dict[str, Any], cfg: Config) -> list[list[str]]:
     r1, r2, r3, r4, r5, r6, r7 = (res[f"row{i}"] for i in range(1, 8))
     ll = r5["heldout_loglik"]
@@ -886,7 +591,7 @@ def table_rows(res: dict[str, Any], cfg: Config) -> list[list[str]]:
         [
             "1",
             f"top-L vs dense responsibilities from the same log weights, K={r1['K']}, "
-            f"L={r1['L']}, {r1['n_patches']:,} patches in blocks of {res['machine']['block_rows']} "
+            f"L={r1['L']}, {r1['n_patches']:,} patches in blocks of {res['block_rows']} "
             "rows [1 BLAS thread]",
             f"dense {r1['dense_s']:.3f} s, top-L {r1['topl_s']:.3f} s",
             f"{r1['ratio']:.1f}x",
@@ -964,9 +669,9 @@ def table_rows(res: dict[str, Any], cfg: Config) -> list[list[str]]:
             "7",
             f"peak RSS per worker, one L={r7['L']} memo lap, K={r7['K']}, "
             f"{small['n_patches']:,} vs {large['n_patches']:,} patches, 2-worker LocalCluster",
-            f"workers {', '.join(_mib(k) for k in small['worker_peak_kib'])} vs "
-            f"{', '.join(_mib(k) for k in large['worker_peak_kib'])}; driver "
-            f"{_mib(small['driver_peak_kib'])} vs {_mib(large['driver_peak_kib'])}",
+            f"workers {', '.join(mib(k) for k in small['worker_peak_kib'])} vs "
+            f"{', '.join(mib(k) for k in large['worker_peak_kib'])}; driver "
+            f"{mib(small['driver_peak_kib'])} vs {mib(large['driver_peak_kib'])}",
             f"{r7['ratio']:.3f} (driver {r7['driver_ratio']:.2f})",
             "<= 1.1",
             check(r7["pass"]),
@@ -975,168 +680,72 @@ def table_rows(res: dict[str, Any], cfg: Config) -> list[list[str]]:
 
 
 def render_markdown(res: dict[str, Any], cfg: Config) -> str:
-    m = res["machine"]
-    blas = "; ".join(
-        f"{b['internal_api']} {b['version']} ({b['architecture']}, {b['threading_layer']}, "
-        f"{b['num_threads']} threads by default)"
-        for b in m["numpy_blas"]
-    )
-    lines = [
-        f"# lsdask mixture benchmark ({cfg.name} run)",
-        "",
-        f"Command: `{res['command']}`  ",
-        f"Started {res['started']}, total wall time {res['total_wall_s'] / 60:.1f} min.  ",
-        f"Machine: {m['cpu']}, {m['cores']} cores ({m['cores_usable']} usable), "
-        f"{m['memory_gib']} GiB, {m['platform']}, Python {m['python']}.  ",
-        f"numpy BLAS: {blas}.  ",
-        "Versions: "
-        + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
-        + f"; git {m['git_commit']}; lsdask imported from `{m['lsdask_path']}`.  ",
-        f"Load average (1, 5, 15 min) at start {res['load_start']}, at end {res['load_end']} "
-        "(shared machine: absolute times are noisy, compare the ratios).",
-        "",
+    lines = header(res, f"lsdask mixture benchmark ({cfg.name} run)")
+    lines += [
         "Rows marked [1 BLAS thread] run under `threadpoolctl.threadpool_limits(1)`, which is "
         "how a Dask worker runs (one process, one thread); their times are the median of "
         f"{cfg.repeats} interleaved repetitions after a warm-up call (numba compiled). "
         f"All patches are mean-removed 8x8 BSDS500 patches (D=64); lsdask init: {cfg.init}.",
         "",
-        "| # | Benchmark | Measured | Ratio | Target | Result |",
-        "|---|---|---|---|---|---|",
     ]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(res, cfg)]
-    lines += [
-        "",
-        "## Fits of rows 3 and 5",
-        "",
-        "| sparsity | laps | lap 1 s | median lap 2..n s | setup s (cluster + init) "
-        "| final ELBO | heldout log-lik |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name, f in res["quality_fits"].items():
-        lines.append(
-            f"| {name} | {f['n_laps']} | {f['lap_s'][0]:.1f} | {f['steady_lap_s']:.1f} | "
-            f"{f['setup_s']:.1f} | {f['final_elbo']:.6e} | {f['heldout_loglik']:.4f} |"
-        )
-    p = res["profile"]
-    lines += [
-        "",
-        f"## Local-step profile: one batch of {p['n_patches']:,} patches, K={p['K']}, "
-        f"L={p['L']} [1 BLAS thread]",
-        "",
-        "| stage | dense s | L-sparse s |",
-        "|---|---|---|",
-    ]
-    if p.get("preselect"):
-        lines += [
-            f"| features vech(x x^T), float64 | {p['features']:.3f} | - |",
-            f"| log weights: float64 product (dense); float32 features and product in "
-            f"blocks of <= 256 features, with the error bound (L-sparse) | "
-            f"{p['log_weights_product']:.3f} | {p['sparse_weights_float32']:.3f} |",
-            f"| candidates from the bound ({p['candidates_per_row']:.2f} per row) | - | "
-            f"{p['sparse_candidates']:.3f} |",
-            f"| exact float64 weights of the candidates | - | {p['sparse_exact_pairs']:.3f} |",
-            f"| responsibilities | {p['resp_dense']:.3f} | "
-            f"{p['sparse_topl_from_candidates']:.3f} |",
+    head = ["#", "Benchmark", "Measured", "Ratio", "Target", "Result"]
+    lines += table(head, table_rows(res, cfg))
+    lines += ["", "## Fits of rows 3 and 5", ""]
+    fits = [
+        [
+            name,
+            str(f["n_laps"]),
+            f"{f['lap_s'][0]:.1f}",
+            f"{f['steady_lap_s']:.1f}",
+            f"{f['setup_s']:.1f}",
+            f"{f['final_elbo']:.6e}",
+            f"{f['heldout_loglik']:.4f}",
         ]
-    else:
-        lines += [
-            f"| features vech(x x^T) | {p['features']:.3f} | {p['features']:.3f} |",
-            f"| log weights product | {p['log_weights_product']:.3f} | "
-            f"{p['log_weights_product']:.3f} |",
-            f"| responsibilities | {p['resp_dense']:.3f} | {p['resp_topl']:.3f} |",
-        ]
-    lines += [
-        f"| entropy | {p['entropy_dense']:.3f} | {p['entropy_sparse']:.3f} |",
-        f"| summary N_k + S_k (no features) | {res['row2']['dense_no_features']:.3f} | "
-        f"{res['row2']['sparse']:.3f} |",
-        f"| **whole `local_step`** | **{p['local_step_dense']:.3f}** | "
-        f"**{p['local_step_sparse']:.3f}** ({p['local_step_ratio']:.2f}x) |",
-        f"| driver: global step + ELBO (once per wave of {cfg.n_workers} batches) | "
-        f"{p['global_step_and_elbo']:.3f} | {p['global_step_and_elbo']:.3f} |",
-        "",
-        f"Globals broadcast to the workers every wave: {p['globals_pickle_mb']:.1f} MB pickled; "
-        f"statistics returned per batch: {p['stats_pickle_mb']:.1f} MB.",
-        "",
-        "Wall time per step: "
-        + ", ".join(f"{k} {v / 60:.1f} min" for k, v in res["step_wall_s"].items())
-        + ".",
-        "",
-        "Raw numbers: `" + res["json_name"] + "`.",
-        "",
+        for name, f in res["quality_fits"].items()
     ]
+    head = ["sparsity", "laps", "lap 1 s", "median lap 2..n s", "setup s (cluster + init)"]
+    lines += table([*head, "final ELBO", "heldout log-lik"], fits)
+    lines += profile.render(res["profile"], res["row2"], cfg.n_workers)
+    lines += ["", step_times(res), "", "Raw numbers: `" + res["json_name"] + "`.", ""]
     return "\n".join(lines)
-
-
-def strip_for_json(obj: Any) -> Any:
-    """JSON-safe copy: numpy scalars to Python, estimators dropped."""
-    if isinstance(obj, dict):
-        return {k: strip_for_json(v) for k, v in obj.items() if k != "models"}
-    if isinstance(obj, list | tuple):
-        return [strip_for_json(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    return obj
 
 
 # --------------------------------------------------------------------------
 # main
 # --------------------------------------------------------------------------
-def run(cfg: Config, patch_dir: Path, work_dir: Path, command: str) -> dict[str, Any]:
-    t_start = time.perf_counter()
-    res: dict[str, Any] = {
-        "command": command,
-        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "load_start": load_avg(),
-        "config": asdict(cfg),
-        "machine": machine_info(),
-        "step_wall_s": {},
-    }
-
-    def step(name: str, fn: Callable[[], Any]) -> Any:
-        t0 = time.perf_counter()
-        out = fn()
-        res["step_wall_s"][name] = time.perf_counter() - t0
-        return out
-
-    data = step("data", lambda: prepare_data(cfg, patch_dir, work_dir))
+def run(cfg: Config, patch_dir: Path, work_dir: Path, run: Run) -> None:
+    res = run.res
+    data = run.step("data", lambda: prepare_data(cfg, patch_dir, work_dir))
     res["n_heldout"] = int(data.heldout.shape[0])
     log(f"data ready: lap store {data.lap_rows} rows, heldout subset {data.heldout.shape[0]}")
 
-    quality = step("rows 3+5 fits", lambda: run_quality_fits(cfg, data))
+    quality = run.step("rows 3+5 fits", lambda: run_quality_fits(cfg, data))
     res["quality_fits"] = quality["fits"]
     dense = quality.pop("models")["dense"]
     res["row3"] = row3_lap(cfg, data, quality, quality["tasks"])
     res["row5"] = row5_heldout(cfg, quality)
 
     log("rows 2 and 4: kernels on one batch with the fitted dense model")
-    res.update(step("rows 2+4", lambda: kernel_rows(cfg, data, dense)))
+    res.update(run.step("rows 2+4", lambda: kernel_rows(cfg, data, dense)))
 
     log(f"row 1: top-L vs dense responsibilities, K={cfg.topl_K}")
-    res["row1"] = step("row 1", lambda: row1_topl(cfg, data))
+    res["row1"] = run.step("row 1", lambda: row1_topl(cfg, data))
     log("row 6: scikit-learn vs lsdask")
-    res["row6"] = step("row 6", lambda: row6_sklearn(cfg, data))
-    res["row7"] = step("row 7", lambda: row7_rss(cfg, data))
-
-    res["load_end"] = load_avg()
-    res["total_wall_s"] = time.perf_counter() - t_start
-    return res
+    res["row6"] = run.step("row 6", lambda: row6_sklearn(cfg, data))
+    res["row7"] = run.step("row 7", lambda: row7_rss(cfg, data))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small smoke run (< 2 min)")
+    parser = options(__doc__, "small smoke run (< 2 min)")
     parser.add_argument(
         "--patches",
         type=Path,
-        default=REPO / "data/bsds_patches",
+        default=patches.PATCH_DIR,
         help="folder with train.zarr/heldout.zarr (made from BSDS500 if missing)",
     )
     parser.add_argument(
         "--work-dir", type=Path, default=REPO / "data/bench", help="generated Zarr stores"
     )
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder")
     # internal: one peak-RSS measurement in a fresh process (row 7)
     parser.add_argument("--rss-child", help=argparse.SUPPRESS)
     parser.add_argument("--rss-k", type=int, help=argparse.SUPPRESS)
@@ -1147,16 +756,13 @@ def main(argv: list[str] | None = None) -> int:
         rss_child(args.rss_child, args.rss_k, args.rss_l, args.rss_workers, seed=0)
         return 0
 
+    from lsdask import config
+
     cfg = QUICK if args.quick else FULL
-    command = "python pipelines/benchmarks/bench_mixture.py" + (" --quick" if args.quick else "")
-    res = run(cfg, args.patches, args.work_dir, command)
     stem = "mixture-quick" if args.quick else "mixture"
-    res["json_name"] = f"{stem}.json"
-    args.out.mkdir(parents=True, exist_ok=True)
-    md = render_markdown(res, cfg)
-    (args.out / f"{stem}.md").write_text(md)
-    (args.out / f"{stem}.json").write_text(json.dumps(strip_for_json(res), indent=1) + "\n")
-    print(md)
+    bench = Run(__file__, stem, args.out, argv, config=asdict(cfg), block_rows=config.BLOCK_ROWS)
+    run(cfg, args.patches, args.work_dir, bench)
+    bench.finish(lambda res: render_markdown(res, cfg))
     return 0
 
 

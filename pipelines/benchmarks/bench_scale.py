@@ -1,4 +1,4 @@
-"""Scale benchmark (issue 4): one memoized-VI lap over millions of documents and patches.
+"""Scale benchmark: one memoized-VI lap over millions of documents and patches.
 
 Measured side by side in one run, every fit in a fresh process with a fresh
 LocalCluster (so peak memory is that fit's own):
@@ -14,16 +14,15 @@ c. ``lsdask.GaussianMixture`` (zero-mean) K=200, L=4, one memoized-VI lap over
    10M synthetic 64-dimensional patches (Zarr chunks of 36,816 rows):
    seconds, patches/s, peak RSS per worker.
 
-The data are made once by ``datasets/make_synthetic_corpus.py`` and
-``datasets/make_synthetic_patches.py`` (known models, one Dask task per
-file/chunk) and cached under ``data/bench_scale/``.
+The data are made once (:mod:`harness.synthetic`) and cached under
+``data/bench_scale/``.
 
 A lap is timed by the estimator's own ``time_trace_`` (the first memoized
 lap visits every batch once; the trace starts after the cluster started and
 the model was initialized). The per-batch memo lives on disk
-(``checkpoint_dir``, :class:`lsdask.learn.memo_store.DiskMemo`) unless
-``--memo memory``: an LDA batch's memo is K x V_b float64 (about 14 MB here),
-so 2,000 batches held in the driver would need about 27 GB.
+(``checkpoint_dir``) unless ``--memo memory``: an LDA batch's memo grows with
+K and the batch's vocabulary, and thousands of batches held in the driver
+need far more memory than the data.
 
 Usage::
 
@@ -38,10 +37,7 @@ quick and scaled runs write ``scale-quick.*`` and ``scale-x<F>.*``).
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -50,11 +46,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench_machine import machine_info as describe_machine
-
-REPO = Path(__file__).resolve().parents[2]
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
-CHILD_TAG = "SCALE_JSON "
+from harness import REPO, cluster, synthetic
+from harness.memory import max_rss_kib, mib, peak_rss_kib, rss_now_kib
+from harness.report import check, header, step_times, table
+from harness.run import Run, log, options
 
 
 # --------------------------------------------------------------------------
@@ -106,8 +101,8 @@ FULL = Config(
     chunk_rows=36_816,
     patch_K=200,
     patch_L=4,
-    # k-means++ under the Burg divergence costs about 75 s of driver time at
-    # K=200 (see README.md); it is outside the timed lap either way
+    # k-means++ under the Burg divergence costs a lot of driver time at K=200
+    # (README_mixture.md); it is outside the timed lap either way
     patch_init="random",
 )
 
@@ -145,147 +140,30 @@ def scaled(cfg: Config, factor: float) -> Config:
     )
 
 
-# --------------------------------------------------------------------------
-# helpers
-# --------------------------------------------------------------------------
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def load_avg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def _load_script(relpath: str, name: str) -> Any:
-    """A script of ``datasets/`` as a module (the folder is not a package)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / relpath)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def peak_rss_kib() -> int:
-    """Peak resident set of this process in KiB: ``VmHWM`` of ``/proc/self/status``.
-
-    ``getrusage(RUSAGE_SELF).ru_maxrss`` (reported too) survives ``execve`` on
-    Linux, so a worker process spawned by a larger parent may report the
-    parent's peak; ``VmHWM`` is this process's own address space.
-    """
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-
-
-def max_rss_kib() -> int:
-    """``resource.getrusage(resource.RUSAGE_SELF).ru_maxrss`` (KiB on Linux)."""
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-
-
-def rss_now_kib() -> int:
-    """Current resident set of this process in KiB."""
-    import psutil
-
-    return int(psutil.Process().memory_info().rss // 1024)
-
-
-def folder_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-def machine_info() -> dict[str, Any]:
-    return describe_machine(
-        {m: m for m in ("lsdask", "numpy", "numba", "dask", "distributed", "pyarrow", "zarr")}
-    )
-
-
-# --------------------------------------------------------------------------
-# data (cached under data/bench_scale/)
-# --------------------------------------------------------------------------
-def corpus_dir(cfg: Config, work_dir: Path, n_docs: int) -> Path:
-    return work_dir / (
-        f"lda-{n_docs}d-V{cfg.vocab_size}-K{cfg.true_topics}-len{cfg.mean_doc_length:g}"
-        f"-rg{cfg.docs_per_row_group}-s{cfg.seed}"
-    )
-
-
-def patches_dir(cfg: Config, work_dir: Path) -> Path:
-    return work_dir / (
-        f"patches-{cfg.n_patches}x{cfg.patch_dim}-K{cfg.true_components}-c{cfg.chunk_rows}"
-        f"-s{cfg.seed}"
-    )
-
-
 def ensure_corpus(cfg: Config, work_dir: Path, n_docs: int) -> tuple[Path, dict[str, Any]]:
-    """The cached corpus of ``n_docs`` documents (made on a 2-worker LocalCluster if missing)."""
-    from lsdask.io.corpus import Corpus
-
-    path = corpus_dir(cfg, work_dir, n_docs)
-    made_s = None
-    if not (path / "manifest.json").exists():
-        gen = _load_script("datasets/make_synthetic_corpus.py", "bench_make_synthetic_corpus")
-        log(f"making corpus {path.name} ({n_docs:,} documents)")
-        t0 = time.perf_counter()
-        gen.make_corpus(
-            path,
-            n_docs=n_docs,
-            vocab_size=cfg.vocab_size,
-            n_topics=cfg.true_topics,
-            mean_doc_length=cfg.mean_doc_length,
-            docs_per_row_group=cfg.docs_per_row_group,
-            docs_per_file=max(cfg.docs_per_file, cfg.docs_per_row_group),
-            seed=cfg.seed,
-            client=None,
-            n_workers=cfg.n_workers,
-        )
-        made_s = time.perf_counter() - t0
-    corpus = Corpus.open(path)
-    return path, {
-        "path": str(path),
-        "n_docs": corpus.n_docs,
-        "n_tokens": corpus.n_tokens,
-        "n_batches": len(corpus.batches),
-        "bytes": folder_bytes(path / "parts"),
-        "generate_s": made_s,
-    }
+    return synthetic.ensure_corpus(
+        work_dir,
+        n_docs=n_docs,
+        vocab_size=cfg.vocab_size,
+        n_topics=cfg.true_topics,
+        mean_doc_length=cfg.mean_doc_length,
+        docs_per_row_group=cfg.docs_per_row_group,
+        docs_per_file=cfg.docs_per_file,
+        seed=cfg.seed,
+        n_workers=cfg.n_workers,
+    )
 
 
 def ensure_patches(cfg: Config, work_dir: Path) -> tuple[str, dict[str, Any]]:
-    """The cached patch store (made on a 2-worker LocalCluster if missing)."""
-    import zarr
-
-    path = patches_dir(cfg, work_dir)
-    gen = _load_script("datasets/make_synthetic_patches.py", "bench_make_synthetic_patches")
-    made_s = None
-    if not (path / gen.ARRAY_NAME).exists():
-        log(f"making patch store {path.name}")
-        t0 = time.perf_counter()
-        gen.make_patches(
-            path,
-            n_patches=cfg.n_patches,
-            dim=cfg.patch_dim,
-            n_components=cfg.true_components,
-            chunk_rows=cfg.chunk_rows,
-            seed=cfg.seed,
-            client=None,
-            n_workers=cfg.n_workers,
-        )
-        made_s = time.perf_counter() - t0
-    store = str(path / gen.ARRAY_NAME)
-    array = zarr.open_array(store, mode="r")
-    return store, {
-        "path": store,
-        "n_patches": int(array.shape[0]),
-        "n_batches": -(-int(array.shape[0]) // int(array.chunks[0])),
-        "bytes": folder_bytes(Path(store)),
-        "generate_s": made_s,
-    }
+    return synthetic.ensure_patches(
+        work_dir,
+        n_patches=cfg.n_patches,
+        dim=cfg.patch_dim,
+        n_components=cfg.true_components,
+        chunk_rows=cfg.chunk_rows,
+        seed=cfg.seed,
+        n_workers=cfg.n_workers,
+    )
 
 
 # --------------------------------------------------------------------------
@@ -317,18 +195,13 @@ def warm_up(kind: str, data: str, K: int, L: int) -> float:
 
 def child(args: argparse.Namespace) -> None:
     """Start a LocalCluster, run one memo lap, print the measurements as one JSON line."""
-    from distributed import Client, LocalCluster
-
     import lsdask
 
     t0 = time.perf_counter()
-    cluster = LocalCluster(
-        n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0"
-    )
-    client = Client(cluster)
+    lc, client = cluster.local_cluster(args.workers)
     setup_s = time.perf_counter() - t0
     memo = args.memo_dir
-    with cluster, client:
+    with lc, client:
         start = client.run(peak_rss_kib)
         warm = client.run(warm_up, args.child, args.data, args.k, args.l)
         common = dict(
@@ -358,78 +231,40 @@ def child(args: argparse.Namespace) -> None:
         workers_maxrss = client.run(max_rss_kib)
         workers_now = client.run(rss_now_kib)
     lap_s = float(est.time_trace_[-1])
-    out = {
-        "kind": args.child,
-        "data": args.data,
-        "n_workers": args.workers,
-        "K": args.k,
-        "L": args.l,
-        "n_rows": n_rows,
-        "n_tokens": n_tokens,
-        "n_laps": int(est.n_laps_),
-        "cluster_start_s": setup_s,
-        "warm_up_s": sorted(warm.values()),
-        "fit_wall_s": fit_s,
-        "lap_s": lap_s,
-        "rows_per_s": n_rows / lap_s,
-        "tokens_per_s": None if n_tokens is None else n_tokens / lap_s,
-        "worker_peak_kib": sorted(workers.values()),
-        "worker_maxrss_kib": sorted(workers_maxrss.values()),
-        "worker_start_kib": sorted(start.values()),
-        "worker_end_kib": sorted(workers_now.values()),
-        "driver_peak_kib": peak_rss_kib(),
-        "driver_maxrss_kib": max_rss_kib(),
-        "memo_bytes": folder_bytes(Path(memo) / "memo") if memo else None,
-        "elbo": float(est.elbo_trace_[-1]),
-    }
-    print(CHILD_TAG + json.dumps(out), flush=True)
-
-
-def _tree_rss_bytes(proc: Any) -> int:
-    """Resident memory of a process and all its descendants (driver, nannies, workers)."""
-    import psutil
-
-    total = 0
-    for p in [proc, *proc.children(recursive=True)]:
-        try:
-            total += p.memory_info().rss
-        except psutil.Error:
-            pass
-    return total
-
-
-def _kill_tree(proc: Any) -> None:
-    """Kill a child process started here and its descendants, by process id."""
-    import psutil
-
-    procs = [*proc.children(recursive=True), proc]
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(procs, timeout=10)
+    cluster.emit(
+        {
+            "kind": args.child,
+            "data": args.data,
+            "n_workers": args.workers,
+            "K": args.k,
+            "L": args.l,
+            "n_rows": n_rows,
+            "n_tokens": n_tokens,
+            "n_laps": int(est.n_laps_),
+            "cluster_start_s": setup_s,
+            "warm_up_s": sorted(warm.values()),
+            "fit_wall_s": fit_s,
+            "lap_s": lap_s,
+            "rows_per_s": n_rows / lap_s,
+            "tokens_per_s": None if n_tokens is None else n_tokens / lap_s,
+            "worker_peak_kib": sorted(workers.values()),
+            "worker_maxrss_kib": sorted(workers_maxrss.values()),
+            "worker_start_kib": sorted(start.values()),
+            "worker_end_kib": sorted(workers_now.values()),
+            "driver_peak_kib": peak_rss_kib(),
+            "driver_maxrss_kib": max_rss_kib(),
+            "memo_bytes": synthetic.folder_bytes(Path(memo) / "memo") if memo else None,
+            "elbo": float(est.elbo_trace_[-1]),
+        }
+    )
 
 
 def run_child(
-    kind: str,
-    data: str,
-    n_workers: int,
-    K: int,
-    L: int,
-    init: str,
-    memo: str,
-    work_dir: Path,
-    max_tree_gib: float,
-) -> dict[str, Any]:
-    """Run :func:`child` in a fresh Python process; return its measurements.
-
-    The memory of the child and its Dask workers is polled every half second;
-    above ``max_tree_gib`` the whole tree is killed (the machine is shared) and
-    the result says so (``"failed"``) instead of holding measurements.
-    """
-    import psutil
-
+    kind: str, data: str, n_workers: int, K: int, L: int, init: str, memo: str,
+    work_dir: Path, max_tree_gib: float,
+) -> dict[str, Any]:  # fmt: skip
+    """Run :func:`child` in a fresh Python process under the memory guard; return
+    its measurements, or why it failed (``"failed"``)."""
     memo_dir = None
     if memo == "disk":
         memo_dir = work_dir / f"memo-{kind}-{os.getpid()}"
@@ -441,51 +276,22 @@ def run_child(
     if memo_dir is not None:
         cmd += ["--memo-dir", str(memo_dir)]
     log(f"{kind}: one memo lap, K={K}, L={L}, {n_workers} worker(s), {Path(data).name}")
-    limit = max_tree_gib * 2**30
-    peak_tree, killed = 0, False
-    out_path = work_dir / f"child-{os.getpid()}.out"
-    err_path = work_dir / f"child-{os.getpid()}.err"
-    t0 = time.perf_counter()
     try:
-        with open(out_path, "w") as out, open(err_path, "w") as err:
-            proc = psutil.Popen(cmd, stdout=out, stderr=err, text=True, cwd=REPO)
-            try:
-                while proc.poll() is None:
-                    peak_tree = max(peak_tree, _tree_rss_bytes(proc))
-                    if peak_tree > limit:
-                        killed = True
-                        _kill_tree(proc)
-                        break
-                    time.sleep(0.5)
-            except BaseException:
-                _kill_tree(proc)
-                raise
-            returncode = proc.wait()
-        stdout, stderr = out_path.read_text(), err_path.read_text()
+        fresh = cluster.run_fresh(cmd, max_tree_gib)
     finally:
-        out_path.unlink(missing_ok=True)
-        err_path.unlink(missing_ok=True)
         if memo_dir is not None:
             shutil.rmtree(memo_dir, ignore_errors=True)
-    lines = [ln for ln in stdout.splitlines() if ln.startswith(CHILD_TAG)]
-    if killed or returncode != 0 or not lines:
-        reason = (
-            f"killed: driver + workers RSS {peak_tree / 2**30:.1f} GiB passed the "
-            f"{max_tree_gib:.1f} GiB limit after {time.perf_counter() - t0:.0f} s"
-            if killed
-            else f"exit status {returncode}"
-        )
-        log(f"  FAILED ({reason})")
+    if fresh.result is None:
+        log(f"  FAILED ({fresh.failed})")
         return {
             "kind": kind,
             "data": data,
             "n_workers": n_workers,
-            "failed": reason,
-            "tree_rss_peak_bytes": peak_tree,
-            "stderr_tail": stderr[-4000:],
+            "failed": fresh.failed,
+            "tree_rss_peak_bytes": fresh.tree_peak_bytes,
+            "stderr_tail": fresh.stderr[-4000:],
         }
-    res = json.loads(lines[-1][len(CHILD_TAG) :])
-    res["tree_rss_peak_bytes"] = peak_tree
+    res = {**fresh.result, "tree_rss_peak_bytes": fresh.tree_peak_bytes}
     log(
         f"  lap {res['lap_s']:.1f} s ({res['rows_per_s']:,.0f} rows/s), worker peaks "
         f"{[round(k / 1024) for k in res['worker_peak_kib']]} MiB, driver "
@@ -520,27 +326,8 @@ def warm_cache(kind: str, data: str, K: int, L: int) -> None:
 # --------------------------------------------------------------------------
 # the run and its report
 # --------------------------------------------------------------------------
-def run(
-    cfg: Config, work_dir: Path, memo: str, command: str, max_tree_gib: float
-) -> dict[str, Any]:
-    t_start = time.perf_counter()
-    res: dict[str, Any] = {
-        "command": command,
-        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "load_start": load_avg(),
-        "config": asdict(cfg),
-        "memo": memo,
-        "max_tree_gib": max_tree_gib,
-        "machine": machine_info(),
-        "step_wall_s": {},
-    }
-
-    def step(name: str, fn: Any) -> Any:
-        t0 = time.perf_counter()
-        out = fn()
-        res["step_wall_s"][name] = time.perf_counter() - t0
-        return out
-
+def run(cfg: Config, work_dir: Path, memo: str, max_tree_gib: float, bench: Run) -> None:
+    res, step = bench.res, bench.step
     work_dir.mkdir(parents=True, exist_ok=True)
     small, large = cfg.lda_docs
     small_path, res["corpus_small"] = step(
@@ -554,50 +341,32 @@ def run(
     step("warm numba cache: LDA", lambda: warm_cache("lda", str(small_path), cfg.lda_K, cfg.lda_L))
     step("warm numba cache: GMM", lambda: warm_cache("gmm", store, cfg.patch_K, cfg.patch_L))
 
-    def lda(path: Path, n_workers: int) -> dict[str, Any]:
-        return run_child(
-            "lda", str(path), n_workers, cfg.lda_K, cfg.lda_L, cfg.lda_init, memo, work_dir,
-            max_tree_gib,
-        )  # fmt: skip
+    def fit(kind: str, data: Any, n_workers: int) -> dict[str, Any]:
+        K, L, init = (
+            (cfg.lda_K, cfg.lda_L, cfg.lda_init)
+            if kind == "lda"
+            else (cfg.patch_K, cfg.patch_L, cfg.patch_init)
+        )
+        return run_child(kind, str(data), n_workers, K, L, init, memo, work_dir, max_tree_gib)
 
-    res["lda_small_2w"] = step("(a) LDA small, 2 workers", lambda: lda(small_path, cfg.n_workers))
-    res["lda_small_1w"] = step("(b) LDA small, 1 worker", lambda: lda(small_path, 1))
-    res["lda_large_2w"] = step("(a) LDA large, 2 workers", lambda: lda(large_path, cfg.n_workers))
-    res["gmm"] = step(
-        "(c) GMM patches",
-        lambda: run_child(
-            "gmm",
-            store,
-            cfg.n_workers,
-            cfg.patch_K,
-            cfg.patch_L,
-            cfg.patch_init,
-            memo,
-            work_dir,
-            max_tree_gib,
-        ),
+    res["lda_small_2w"] = step(
+        "(a) LDA small, 2 workers", lambda: fit("lda", small_path, cfg.n_workers)
     )
+    res["lda_small_1w"] = step("(b) LDA small, 1 worker", lambda: fit("lda", small_path, 1))
+    res["lda_large_2w"] = step(
+        "(a) LDA large, 2 workers", lambda: fit("lda", large_path, cfg.n_workers)
+    )
+    res["gmm"] = step("(c) GMM patches", lambda: fit("gmm", store, cfg.n_workers))
     a_s, a_l, b_1 = res["lda_small_2w"], res["lda_large_2w"], res["lda_small_1w"]
     if not (a_s.get("failed") or a_l.get("failed")):
         res["worker_rss_growth"] = max(a_l["worker_peak_kib"]) / max(a_s["worker_peak_kib"])
         res["driver_rss_growth"] = a_l["driver_peak_kib"] / a_s["driver_peak_kib"]
     if not (a_s.get("failed") or b_1.get("failed")):
         res["speedup_2_vs_1"] = a_s["rows_per_s"] / b_1["rows_per_s"]
-    res["load_end"] = load_avg()
-    res["total_wall_s"] = time.perf_counter() - t_start
-    return res
-
-
-def _mib(kib: float) -> str:
-    return f"{kib / 1024:,.0f} MiB"
 
 
 def _peaks(r: dict[str, Any]) -> str:
-    return ", ".join(_mib(k) for k in r["worker_peak_kib"])
-
-
-def check(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
+    return ", ".join(mib(k) for k in r["worker_peak_kib"])
 
 
 def _fit_cell(r: dict[str, Any], unit: str) -> str:
@@ -607,7 +376,7 @@ def _fit_cell(r: dict[str, Any], unit: str) -> str:
     tokens = "" if r["tokens_per_s"] is None else f" ({r['tokens_per_s']:,.0f} tokens/s)"
     return (
         f"{r['lap_s']:.1f} s, {r['rows_per_s']:,.0f} {unit}/s{tokens}; worker peaks "
-        f"{_peaks(r)}; driver {_mib(r['driver_peak_kib'])}"
+        f"{_peaks(r)}; driver {mib(r['driver_peak_kib'])}"
     )
 
 
@@ -620,26 +389,16 @@ def table_rows(res: dict[str, Any], cfg: Config) -> list[list[str]]:
     if "worker_rss_growth" in res:
         growth, dgrowth = res["worker_rss_growth"], res["driver_rss_growth"]
         worker_cell = (
-            f"{_mib(max(a_s['worker_peak_kib']))} -> {_mib(max(a_l['worker_peak_kib']))} = "
+            f"{mib(max(a_s['worker_peak_kib']))} -> {mib(max(a_l['worker_peak_kib']))} = "
             f"{growth:.3f}x"
         )
         driver_cell = (
-            f"{_mib(a_s['driver_peak_kib'])} -> {_mib(a_l['driver_peak_kib'])} = {dgrowth:.3f}x"
+            f"{mib(a_s['driver_peak_kib'])} -> {mib(a_l['driver_peak_kib'])} = {dgrowth:.3f}x"
         )
         results = [check(growth <= cfg.rss_target), check(dgrowth <= cfg.rss_target)]
     else:
         worker_cell = driver_cell = "not measured: a fit failed"
         results = ["FAIL", "FAIL"]
-    growth_rows = [
-        [
-            "a3",
-            f"peak worker RSS growth, {n_s:,} -> {n_l:,} docs (max over workers, VmHWM)",
-            worker_cell,
-            limit,
-            results[0],
-        ],
-        ["a4", f"peak driver RSS growth, {n_s:,} -> {n_l:,} docs", driver_cell, limit, results[1]],
-    ]
     if "speedup_2_vs_1" in res:
         speed = res["speedup_2_vs_1"]
         speed_cell = f"{a_s['rows_per_s']:,.0f} / {b_1['rows_per_s']:,.0f} docs/s = {speed:.2f}x"
@@ -650,7 +409,14 @@ def table_rows(res: dict[str, Any], cfg: Config) -> list[list[str]]:
     return [
         ["a1", f"{lda}, {n_s:,} docs, 2 workers", _fit_cell(a_s, "docs"), "report", "info"],
         ["a2", f"{lda}, {n_l:,} docs, 2 workers", _fit_cell(a_l, "docs"), "report", "info"],
-        *growth_rows,
+        [
+            "a3",
+            f"peak worker RSS growth, {n_s:,} -> {n_l:,} docs (max over workers, VmHWM)",
+            worker_cell,
+            limit,
+            results[0],
+        ],
+        ["a4", f"peak driver RSS growth, {n_s:,} -> {n_l:,} docs", driver_cell, limit, results[1]],
         [
             "b",
             f"{lda}, {n_s:,} docs: throughput 2 workers / 1 worker",
@@ -669,44 +435,17 @@ def table_rows(res: dict[str, Any], cfg: Config) -> list[list[str]]:
     ]
 
 
-def render_markdown(res: dict[str, Any], cfg: Config) -> str:
-    m = res["machine"]
-    lines = [
-        f"# lsdask scale benchmark ({cfg.name} run)",
-        "",
-        f"Command: `{res['command']}`  ",
-        f"Started {res['started']}, total wall time {res['total_wall_s'] / 60:.1f} min.  ",
-        f"Machine: {m['cpu']}, {m['cores']} cores ({m['cores_usable']} usable), "
-        f"{m['memory_gib']} GiB, {m['platform']}, Python {m['python']}.  ",
-        "Versions: "
-        + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
-        + f"; git {m['git_commit']}.  ",
-        f"Load average (1, 5, 15 min) at start {res['load_start']}, at end {res['load_end']} "
-        "(shared machine: absolute times are noisy).",
-        "",
-        "Every fit runs in a fresh process with a fresh LocalCluster (processes, 1 thread "
-        "each) whose workers first load the numba kernels (a tiny in-process fit); a lap is "
-        "the estimator's `time_trace_` after one memoized lap (cluster start-up, kernel "
-        f"loading and initialization excluded); memo: {res['memo']}. Peak RSS is `VmHWM` "
-        "of each process (its `ru_maxrss` is shown too).",
-        "",
-        "| # | Benchmark | Measured | Target | Result |",
-        "|---|---|---|---|---|",
-    ]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(res, cfg)]
-    lines += ["", "## Fits", ""]
-    lines += [
-        "| fit | rows | batches | workers | cluster start s | kernel warm-up s | fit wall s "
-        "| lap s | rows/s | worker peak (VmHWM) | worker ru_maxrss | driver peak "
-        "| memo on disk |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+def fits_table(res: dict[str, Any]) -> list[str]:
+    """Every fit's sizes, times and peaks."""
     batches = {
         "lda_small_2w": res["corpus_small"]["n_batches"],
         "lda_small_1w": res["corpus_small"]["n_batches"],
         "lda_large_2w": res["corpus_large"]["n_batches"],
         "gmm": res["patches"]["n_batches"],
     }
+    head = ["fit", "rows", "batches", "workers", "cluster start s", "kernel warm-up s"]
+    head += ["fit wall s", "lap s", "rows/s", "worker peak (VmHWM)", "worker ru_maxrss"]
+    lines = table([*head, "driver peak", "memo on disk"], [])
     for name, n_batches in batches.items():
         r = res[name]
         if r.get("failed"):
@@ -718,31 +457,36 @@ def render_markdown(res: dict[str, Any], cfg: Config) -> str:
             f"| {r['cluster_start_s']:.1f} | {max(r['warm_up_s']):.1f} | {r['fit_wall_s']:.1f} "
             f"| {r['lap_s']:.1f} "
             f"| {r['rows_per_s']:,.0f} | {_peaks(r)} "
-            f"| {', '.join(_mib(k) for k in r['worker_maxrss_kib'])} "
-            f"| {_mib(r['driver_peak_kib'])} | {memo} |"
+            f"| {', '.join(mib(k) for k in r['worker_maxrss_kib'])} "
+            f"| {mib(r['driver_peak_kib'])} | {memo} |"
         )
+    return lines
+
+
+def render_markdown(res: dict[str, Any], cfg: Config) -> str:
+    lines = header(res, f"lsdask scale benchmark ({cfg.name} run)")
+    lines += [
+        "Every fit runs in a fresh process with a fresh LocalCluster (processes, 1 thread "
+        "each) whose workers first load the numba kernels (a tiny in-process fit); a lap is "
+        "the estimator's `time_trace_` after one memoized lap (cluster start-up, kernel "
+        f"loading and initialization excluded); memo: {res['memo']}. Peak RSS is `VmHWM` "
+        "of each process (its `ru_maxrss` is shown too).",
+        "",
+    ]
+    lines += table(["#", "Benchmark", "Measured", "Target", "Result"], table_rows(res, cfg))
+    lines += ["", "## Fits", "", *fits_table(res)]
     data = []
     for key in ("corpus_small", "corpus_large", "patches"):
         d = res[key]
         made = "cached" if d["generate_s"] is None else f"made in {d['generate_s']:.1f} s"
         data.append(f"`{Path(d['path']).name}` ({d['bytes'] / 2**20:,.0f} MiB, {made})")
-    lines += [
-        "",
-        "Data: " + "; ".join(data) + ".",
-        "",
-        "Wall time per step: "
-        + ", ".join(f"{k} {v / 60:.1f} min" for k, v in res["step_wall_s"].items())
-        + ".",
-        "",
-        "Raw numbers: `" + res["json_name"] + "`.",
-        "",
-    ]
+    lines += ["", "Data: " + "; ".join(data) + ".", "", step_times(res), ""]
+    lines += ["Raw numbers: `" + res["json_name"] + "`.", ""]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, < 2 minutes")
+    parser = options(__doc__, "tiny sizes, < 2 minutes")
     parser.add_argument(
         "--scale", type=float, default=None, help="multiply every data size by F (0 < F <= 1)"
     )
@@ -758,7 +502,6 @@ def main(argv: list[str] | None = None) -> int:
         default=REPO / "data" / "bench_scale",
         help="cached corpora and patches, temporary memo folders",
     )
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder")
     parser.add_argument(
         "--max-gib",
         type=float,
@@ -783,19 +526,13 @@ def main(argv: list[str] | None = None) -> int:
     cfg = QUICK if args.quick else FULL
     if args.scale is not None and args.scale != 1:
         cfg = scaled(FULL, args.scale)
-    command = "python pipelines/benchmarks/bench_scale.py" + "".join(
-        f" {a}" for a in (argv if argv is not None else sys.argv[1:])
-    )
     total_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     max_gib = args.max_gib if args.max_gib is not None else total_gib / 2
-    res = run(cfg, args.work_dir, args.memo, command, max_gib)
     stem = "scale" if cfg.name == "full" else f"scale-{cfg.name}"
-    res["json_name"] = f"{stem}.json"
-    args.out.mkdir(parents=True, exist_ok=True)
-    md = render_markdown(res, cfg)
-    (args.out / f"{stem}.md").write_text(md)
-    (args.out / f"{stem}.json").write_text(json.dumps(res, indent=1) + "\n")
-    print(md)
+    record = {"config": asdict(cfg), "memo": args.memo, "max_tree_gib": max_gib}
+    bench = Run(__file__, stem, args.out, argv, **record)
+    run(cfg, args.work_dir, args.memo, max_gib, bench)
+    bench.finish(lambda res: render_markdown(res, cfg))
     return 0
 
 

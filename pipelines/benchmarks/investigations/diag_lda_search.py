@@ -1,11 +1,12 @@
 """Which changes to the search move lsdask's LDA fit toward tomotopy's optimum?
 
 ``diag_lda_optimum.py`` shows that the heldout gap to tomotopy (row 2 of
-``bench_lda.py``) is a local optimum of memoized VI, not of its objective.
+``bench_lda.py``, lsdask started by k-means++) is a local optimum of memoized
+VI, not of its objective.
 This diagnostic measures, on the same training documents, priors and heldout
 split, how far some changes to the search move the L=8 fit:
 
-- ``default``: k-means++ start, restart proposals on (the library's fit);
+- ``default``: k-means++ start, restart proposals on;
 - ``no restarts``: the same without restart proposals (they only ever remove
   a topic from a document, so they push documents toward fewer topics);
 - ``annealed alpha``: one full-batch lap at each per-topic alpha of a
@@ -27,7 +28,7 @@ goes to ``lda-search-<runs>-<corpus>-K<K>.md``.
 
 Usage::
 
-    python pipelines/benchmarks/diag_lda_search.py [--corpus ap] [--K 100]
+    python pipelines/benchmarks/investigations/diag_lda_search.py [--corpus ap] [--K 100]
 
 Writes ``pipelines/benchmarks/results/lda-search-<corpus>-K<K>.md``.
 """
@@ -36,10 +37,11 @@ from __future__ import annotations
 
 import time
 
-import bench_lda as bl
+import _harness  # noqa: F401
 import diag_lda_optimum as dg
 import numpy as np
-from bench_machine import machine_info
+from harness.corpora import CorpusData
+from harness.priors import ALPHA, ETA
 
 #: per-topic alpha of the annealed laps (those above the target alpha / K are run)
 ANNEAL_PER_TOPIC = (2.0, 1.0, 1.0, 0.5, 0.5, 0.25, 0.25, 0.1, 0.1, 0.05, 0.05, 0.02, 0.02, 0.01)
@@ -67,9 +69,7 @@ def row(name: str, run: dict, laps: int | None = None, seconds: float | None = N
     )
 
 
-def annealed(
-    data: bl.CorpusData, K: int, schedule: list[float], laps: int
-) -> tuple[dict, int, float]:
+def annealed(data: CorpusData, K: int, schedule: list[float], laps: int) -> tuple[dict, int, float]:
     """One lap at each per-topic alpha of ``schedule``, then the default fit:
     (its run, laps in all, seconds in all)."""
     init, seconds = "kmeans++", 0.0
@@ -82,13 +82,13 @@ def annealed(
 
 def anneal_schedule(K: int) -> list[float]:
     """The per-topic alphas of ``ANNEAL_PER_TOPIC`` above the target ``ALPHA / K``."""
-    return [a for a in ANNEAL_PER_TOPIC if a > bl.ALPHA / K]
+    return [a for a in ANNEAL_PER_TOPIC if a > ALPHA / K]
 
 
 def merged(counts: np.ndarray, n_pairs: int) -> tuple[np.ndarray, float, float]:
     """``counts`` with its ``n_pairs`` most similar disjoint pairs of live topics
     merged; also the similarity of the first and last pair merged."""
-    phi = (counts + bl.ETA) / (counts + bl.ETA).sum(axis=1, keepdims=True)
+    phi = (counts + ETA) / (counts + ETA).sum(axis=1, keepdims=True)
     root = np.sqrt(phi)
     sim = root @ root.T
     np.fill_diagonal(sim, -np.inf)
@@ -120,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", default=",".join(RUNS), help="which runs, comma-separated")
     args = ap.parse_args(argv)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
-    cfg = bl.FULL
     data = dg.load_corpus(args)
     K = args.K
     rows: list[str] = []
@@ -154,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"(similarity {first:.2f}..{last:.2f})", r, laps, seconds))  # fmt: skip
     if "tomotopy" in runs:
         for n in (int(s) for s in args.sweeps.split(",")):
-            gibbs, gibbs_s = dg.gibbs_counts(data.X_train, K, n, cfg.seed)
+            gibbs, gibbs_s = dg.gibbs_counts(data.X_train, K, n, dg.SEED)
             sampler = {"counts": gibbs, "heldout": [dg.heldout(data, gibbs)], "seconds": gibbs_s}
             add(row(f"tomotopy, {n} sweeps", sampler))
             r = dg.run_lsdask(data, K, gibbs, args.polish_laps)
@@ -163,16 +162,14 @@ def main(argv: list[str] | None = None) -> int:
         for n in (int(s) for s in args.gibbs_init_sweeps.split(",")):
             r = dg.run_lsdask(data, K, "gibbs", args.laps, gibbs_sweeps=n)
             add(row(f"lsdask init='gibbs' ({n} sweeps on the init sample), then default", r))
-    info = machine_info({"lsdask": "lsdask", "tomotopy": "tomotopy"})
-    lines = [
-        f"# LDA search diagnostic ({args.corpus}, K={K})",
-        "",
-        f"Command: `python pipelines/benchmarks/diag_lda_search.py --corpus {args.corpus} "
-        f"--K {K}" + ("" if runs == set(RUNS) else f" --runs {args.runs}") + "`  ",
-        f"Started {started}; git {info.get('git_commit')}; {info.get('cpu')}.",
-        "",
-        f"Priors alpha = {bl.ALPHA} (alpha/K per topic), eta = {bl.ETA}; the heldout split of "
-        f"`bench_lda.py` ({cfg.n_test} documents, word types 80/20, seed {cfg.seed}). "
+    command = (
+        "python pipelines/benchmarks/investigations/diag_lda_search.py "
+        f"--corpus {args.corpus} --K {K}" + ("" if runs == set(RUNS) else f" --runs {args.runs}")
+    )
+    lines = dg.report_head(f"LDA search diagnostic ({args.corpus}, K={K})", command, started)
+    lines += [
+        f"Priors alpha = {ALPHA} (alpha/K per topic), eta = {ETA}; the heldout split of "
+        f"`bench_lda.py` ({data.info['test_docs']} documents, word types 80/20, seed {dg.SEED}). "
         f"lsdask: L=8 memoized VI in-process, at most {args.laps} laps per fit (fewer when "
         "the ELBO converges). Live topics: more than one token. Seconds: all training in the "
         "row (tomotopy: 2 threads).",

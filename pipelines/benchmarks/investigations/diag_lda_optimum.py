@@ -1,7 +1,7 @@
 """Why lsdask's LDA ends below tomotopy's heldout score: objective or optimizer?
 
-Row 2 of ``bench_lda.py`` finds tomotopy's collapsed Gibbs sampler 0.06-0.09
-nats/token ahead of every variational method at the same priors. This
+Row 2 of ``bench_lda.py`` found tomotopy's collapsed Gibbs sampler ahead of
+every variational method started by k-means++ at the same priors. This
 diagnostic tells apart the two explanations:
 
 - the variational objective prefers worse topics (then memoized VI started
@@ -13,12 +13,12 @@ diagnostic tells apart the two explanations:
 
 It trains tomotopy on the benchmark's training documents, then runs lsdask
 L=8 memoized VI twice with the same priors: from tomotopy's topic-word counts
-(``init=`` an array) and from its default k-means++ start, scoring the
-heldout documents (the benchmark's split) after every lap.
+(``init=`` an array) and from the k-means++ start, scoring the heldout
+documents (the benchmark's split) after every lap.
 
 Usage::
 
-    python pipelines/benchmarks/diag_lda_optimum.py [--corpus ap] [--K 100]
+    python pipelines/benchmarks/investigations/diag_lda_optimum.py [--corpus ap] [--K 100]
 
 Writes ``pipelines/benchmarks/results/lda-optimum-<corpus>-K<K>.md``.
 """
@@ -27,46 +27,46 @@ from __future__ import annotations
 
 import argparse
 import time
-import warnings
 from pathlib import Path
 
-import bench_lda as bl
+import _harness  # noqa: F401
 import numpy as np
-from bench_machine import machine_info
+from harness import RESULTS_DIR, corpora, peers
+from harness.machine import describe
+from harness.priors import ALPHA, ETA
+from harness.scoring import score_counts
 
 import lsdask
 from lsdask.evaluate import document_completion
 
+SEED = 0  # the benchmark's seed: its heldout split and the runs' random state
+
 
 def gibbs_counts(X, K: int, iterations: int, seed: int) -> tuple[np.ndarray, float]:
     """tomotopy's topic-word counts (K, V) after ``iterations`` sweeps, and seconds."""
-    mdl = bl.tomotopy_lda(X, K, seed)
+    mdl = peers.tomotopy_lda(X, K, seed)
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        mdl.train(iterations, workers=2)
+    peers.tomotopy_train(mdl, iterations, workers=2)
     seconds = time.perf_counter() - t0
-    lam = bl.tomotopy_pseudo_counts(mdl, K, X.shape[1], {})
-    return np.maximum(lam - bl.ETA, 0.0), seconds  # tomotopy adds eta
+    return peers.tomotopy_counts(mdl, K, X.shape[1]), seconds
 
 
-def heldout(data: bl.CorpusData, counts: np.ndarray) -> float:
-    phi = counts + bl.ETA
-    return document_completion(data.A, data.B, phi / phi.sum(axis=1, keepdims=True), bl.ALPHA)
+def heldout(data: corpora.CorpusData, counts: np.ndarray) -> float:
+    return score_counts(data.A, data.B, counts)
 
 
-def run_lsdask(data: bl.CorpusData, K: int, init, laps: int, **options) -> dict:
+def run_lsdask(data: corpora.CorpusData, K: int, init, laps: int, **options) -> dict:
     """L=8 memoized VI in-process from ``init``, scored after every lap;
-    ``options`` go to ``lsdask.LDA`` (``restarts``, ``alpha``, ``tol``)."""
+    ``options`` go to ``lsdask.LDA`` (``restarts``, ``alpha``, ``tol``, ...)."""
     scores: list[float] = []
 
     def after_lap(result) -> None:
         topics = result.globals.topics
-        scores.append(document_completion(data.A, data.B, topics, bl.ALPHA))
+        scores.append(document_completion(data.A, data.B, topics, ALPHA))
 
-    options = {"alpha": bl.ALPHA, **options}
+    options = {"alpha": ALPHA, **options}
     est = lsdask.LDA(
-        K, sparsity=8, eta=bl.ETA, n_laps=laps, init=init, random_state=0, client="sync",
+        K, sparsity=8, eta=ETA, n_laps=laps, init=init, random_state=SEED, client="sync",
         **options,
     )  # fmt: skip
     t0 = time.perf_counter()
@@ -76,31 +76,45 @@ def run_lsdask(data: bl.CorpusData, K: int, init, laps: int, **options) -> dict:
         "laps": int(est.n_laps_),
         "elbo": est.elbo_trace_ / data.n_tokens,
         "heldout": scores,
-        "mass": np.sort(est.components_.sum(axis=1) - bl.ETA * data.vocab_size)[::-1],
-        "counts": est.components_ - bl.ETA,
+        "mass": np.sort(est.components_.sum(axis=1) - ETA * data.vocab_size)[::-1],
+        "counts": est.components_ - ETA,
     }
 
 
 def corpus_arguments(doc: str) -> argparse.ArgumentParser:
-    """The options every LDA diagnostic takes: which corpus and K, and where data lives."""
+    """The options every LDA diagnostic takes: which corpus and K, where data lives,
+    where the report goes."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--corpus", default="ap", choices=["ap", "20news"])
     ap.add_argument("--K", type=int, default=100)
-    ap.add_argument("--corpora-dir", type=Path, default=bl.REPO / "data/corpora")
-    ap.add_argument("--work-dir", type=Path, default=bl.REPO / "data/lda_bench")
+    ap.add_argument("--corpora-dir", type=Path, default=corpora.CORPORA_DIR)
+    ap.add_argument("--work-dir", type=Path, default=corpora.WORK_DIR)
+    ap.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder")
     return ap
 
 
-def load_corpus(args: argparse.Namespace) -> bl.CorpusData:
+def load_corpus(args: argparse.Namespace) -> corpora.CorpusData:
     """Row 2's training documents and heldout split of ``args.corpus`` (ingested if missing)."""
-    bl.ensure_corpora(args.corpora_dir)
-    args.work_dir.mkdir(parents=True, exist_ok=True)
-    return bl.prepare_corpus(bl.FULL, args.corpus, args.corpora_dir, args.work_dir)
+    corpora.ensure_corpora(args.corpora_dir)
+    return corpora.prepare_corpus(args.corpus, args.corpora_dir, args.work_dir, seed=SEED)
+
+
+def report_head(title: str, command: str, started: str) -> list[str]:
+    """Title, command, start, commit and CPU of a diagnostic's report."""
+    info = describe()
+    return [
+        f"# {title}",
+        "",
+        f"Command: `{command}`  ",
+        f"Started {started}; git {info['git_commit']}; {info['cpu']}.",
+        "",
+    ]
 
 
 def write_report(kind: str, args: argparse.Namespace, lines: list[str]) -> None:
-    """Print ``lines`` and write them to ``results/lda-<kind>-<corpus>-K<K>.md``."""
-    (bl.RESULTS_DIR / f"lda-{kind}-{args.corpus}-K{args.K}.md").write_text("\n".join(lines))
+    """Print ``lines`` and write them to ``<out>/lda-<kind>-<corpus>-K<K>.md``."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"lda-{kind}-{args.corpus}-K{args.K}.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 
@@ -110,27 +124,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--laps", type=int, default=40)
     args = ap.parse_args(argv)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
-    cfg = bl.FULL
     data = load_corpus(args)
     K = args.K
-    counts, gibbs_s = gibbs_counts(data.X_train, K, args.gibbs_iterations, cfg.seed)
+    counts, gibbs_s = gibbs_counts(data.X_train, K, args.gibbs_iterations, SEED)
     gibbs_score = heldout(data, counts)
     print(f"tomotopy, {args.gibbs_iterations} sweeps ({gibbs_s:.1f} s): {gibbs_score:.4f}")
     runs = {
         "from tomotopy's topics": run_lsdask(data, K, counts, args.laps),
-        "from k-means++ (default)": run_lsdask(data, K, "kmeans++", args.laps),
+        "from k-means++": run_lsdask(data, K, "kmeans++", args.laps),
     }
-    info = machine_info({"lsdask": "lsdask", "tomotopy": "tomotopy"})
     gibbs_mass = np.sort(counts.sum(axis=1))[::-1]
-    lines = [
-        f"# LDA optimum diagnostic ({args.corpus}, K={K})",
-        "",
-        f"Command: `python pipelines/benchmarks/diag_lda_optimum.py --corpus {args.corpus} "
-        f"--K {K}`  ",
-        f"Started {started}; git {info.get('git_commit')}; {info.get('cpu')}.",
-        "",
-        f"Priors alpha = {bl.ALPHA} (alpha/K per topic), eta = {bl.ETA}; the heldout split of "
-        f"`bench_lda.py` ({cfg.n_test} documents, word types 80/20, seed {cfg.seed}). "
+    command = (
+        "python pipelines/benchmarks/investigations/diag_lda_optimum.py "
+        f"--corpus {args.corpus} --K {K}"
+    )
+    lines = report_head(f"LDA optimum diagnostic ({args.corpus}, K={K})", command, started)
+    lines += [
+        f"Priors alpha = {ALPHA} (alpha/K per topic), eta = {ETA}; the heldout split of "
+        f"`bench_lda.py` ({data.info['test_docs']} documents, word types 80/20, seed {SEED}). "
         f"tomotopy: {args.gibbs_iterations} collapsed Gibbs sweeps, 2 threads, "
         f"{gibbs_s:.1f} s; its topics score **{gibbs_score:.4f}** nats/token.",
         "",
