@@ -24,6 +24,13 @@ class ClusterError(RuntimeError):
     were lost more times in a row than the executor retries."""
 
 
+class LockError(RuntimeError):
+    """A folder that another process is writing (a corpus being appended to, a
+    checkpoint folder under a fit), or on a file system without locks; the
+    message names the holder and what to do. The environment, not bad input:
+    the command line exits with status 1."""
+
+
 class FitInterrupted(Exception):
     """Raised when a stop was requested (SIGINT/SIGTERM) and a checkpoint written."""
 
@@ -39,4 +46,11 @@ class Terminated(KeyboardInterrupt):
     catches SIGTERM itself, to write a checkpoint first)."""
 
 
-__all__ = ["ClusterError", "DataError", "FitInterrupted", "NotFittedError", "Terminated"]
+__all__ = [
+    "ClusterError",
+    "DataError",
+    "FitInterrupted",
+    "LockError",
+    "NotFittedError",
+    "Terminated",
+]

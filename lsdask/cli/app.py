@@ -12,7 +12,7 @@ from typing import Any
 
 from lsdask.cli.parser import COMMANDS, build_parser
 from lsdask.engine.dask_executor import one_line
-from lsdask.errors import ClusterError, FitInterrupted, Terminated
+from lsdask.errors import ClusterError, FitInterrupted, LockError, Terminated
 
 __all__ = ["main"]
 
@@ -92,8 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argparse. A failing Dask cluster (its scheduler gone, its workers lost
     beyond the executor's retries) is one such line with status 1; without
     ``-v`` the Dask client's own error records (reconnection tracebacks) are
-    dropped, its warnings kept. SIGTERM exits with
-    143, Ctrl-C with 130.
+    dropped, its warnings kept. A folder locked by another process (a corpus
+    being appended to, a checkpoint folder under another fit) is one such line
+    with status 1. SIGTERM exits with 143, Ctrl-C with 130.
     """
     args = build_parser().parse_args(argv)
     package_logger = logging.getLogger("lsdask")
@@ -120,6 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"lsdask: error: {err}", file=sys.stderr)
         return 2
+    except LockError as err:  # another process writes the folder: the environment
+        print(f"lsdask: error: {err}", file=sys.stderr)
+        return 1
     except FitInterrupted as stop:
         started = getattr(args, "checkpoint", None)
         how = (

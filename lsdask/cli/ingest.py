@@ -20,7 +20,7 @@ from lsdask.io.ingest.words import DEFAULT_TOKEN_PATTERN, Tokenizer
 from lsdask.jobs.ingest import format_ingest_summary, run_ingest
 from lsdask.validation import parse_positive_int
 
-__all__ = ["INGEST_DF_DEFAULTS", "add_parser", "run"]
+__all__ = ["INGEST_DF_DEFAULTS", "add_lock_options", "add_parser", "run"]
 
 
 def _count_or_fraction(text: str) -> int | float:
@@ -108,6 +108,7 @@ def add_parser(sub: Any) -> None:
             f"{config.DEFAULT_DOCS_PER_FILE:,}); retraining takes in or retires part files",
         )  # fmt: skip
         p.add_argument("--overwrite", action="store_true", help="replace an existing corpus")
+        add_lock_options(p, "with --append-to: ")
         if name in INGEST_DF_DEFAULTS:  # raw text: tokenizer options
             p.add_argument(
                 "--stopwords", metavar="english|none|FILE",
@@ -189,10 +190,35 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--overwrite replaces a corpus; --append-to adds to one: drop one of them")
     summary = run_ingest(
         args.kind, inputs, args.append_to if appending else args.out, options=options,
-        vocab=args.vocab, append=appending,
+        vocab=args.vocab, append=appending, wait=args.wait, lock=not args.no_lock,
     )  # fmt: skip
     print(format_ingest_summary(summary))
     return 0
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return seconds
+
+
+def add_lock_options(p: argparse.ArgumentParser, when: str = "") -> None:
+    """``--wait SECONDS`` and ``--no-lock``: what a writer does when another
+    process holds the folder's lock (lsdask.io.locks)."""
+    p.add_argument(
+        "--wait", type=_seconds, default=0.0, metavar="SECONDS",
+        help=f"{when}wait up to SECONDS for another process that writes the same folder "
+        "(default 0: stop at once with an error naming it)",
+    )  # fmt: skip
+    p.add_argument(
+        "--no-lock", action="store_true",
+        help=f"{when}do not lock the folder: only on a file system without locks, and only "
+        "where no other process writes it at the same time",
+    )  # fmt: skip
 
 
 def _tokenizer_from_args(args: argparse.Namespace) -> Tokenizer | None:

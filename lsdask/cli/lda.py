@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from lsdask.cli.ingest import add_lock_options
 from lsdask.cli.options import (
     add_execution,
     add_fit_options,
@@ -23,6 +24,7 @@ from lsdask.cli.options import (
 from lsdask.cli.params import add_params, params_from_args, run_params
 from lsdask.estimators.lda import LDA
 from lsdask.estimators.params import LDA_PARAMS
+from lsdask.io.locks import lock_settings
 from lsdask.jobs.corpus_lda import fit_corpus_lda, format_fit_report
 from lsdask.jobs.topics import format_topics, topic_report
 from lsdask.jobs.transform import format_transform_summary, transform_corpus
@@ -59,17 +61,20 @@ def add_fit(sub: Any) -> None:
         "a finished run gets --laps more laps over the corpus as it is now (part files added "
         "to or removed from it are taken in); replaces the model in --out",
     )
+    add_lock_options(fit, "with --checkpoint/--resume: ")
 
 
 def run_fit(args: argparse.Namespace) -> int:
     model = LDA(**params_from_args(args, ("n_components", *MODEL, *RUN)), **run_params(args))
-    report = fit_corpus_lda(
-        model,
-        args.corpus,
-        out_dir=args.out,
-        heldout=args.heldout,
-        overwrite=args.overwrite or args.resume is not None,
-    )
+    # the checkpoint folder's lock: another fit on it is waited for or refused
+    with lock_settings(wait=args.wait, enabled=not args.no_lock):
+        report = fit_corpus_lda(
+            model,
+            args.corpus,
+            out_dir=args.out,
+            heldout=args.heldout,
+            overwrite=args.overwrite or args.resume is not None,
+        )
     print(format_fit_report(report, title=f"lsdask fit {args.corpus}"))
     return 0
 

@@ -9,7 +9,6 @@ attributes to expose.
 
 from __future__ import annotations
 
-import logging
 from abc import abstractmethod
 from typing import Any
 
@@ -24,10 +23,8 @@ from lsdask.estimators.state import checkpoint_settings
 from lsdask.io.sources import as_batch_source
 from lsdask.learn import initial_stats
 from lsdask.models import MixtureModel, ObservationModel
-from lsdask.persist.resume import open_resume
+from lsdask.persist.resume import holding_checkpoint_folder, open_resume
 from lsdask.validation import check_sparsity
-
-logger = logging.getLogger(__name__)
 
 
 class MixtureEstimatorBase(VariationalEstimator):
@@ -97,6 +94,7 @@ class MixtureEstimatorBase(VariationalEstimator):
         """Expose the observation posterior as fitted attributes."""
 
     # fitting -----------------------------------------------------------------
+    @holding_checkpoint_folder
     def fit(self, X: Any, y: Any = None, *, callback: Any = None) -> MixtureEstimatorBase:
         """Learn the mixture from X.
 

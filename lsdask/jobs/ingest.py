@@ -109,6 +109,8 @@ def run_ingest(
     vocab: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
     append: bool = False,
+    wait: float | None = None,
+    lock: bool | None = None,
 ) -> IngestSummary:
     """Ingest ``inputs`` into the corpus ``out_dir`` with the ``kind`` function.
 
@@ -117,7 +119,9 @@ def run_ingest(
     encoded over its vocabulary by the tokenizer it was ingested with, and
     numbered after its largest doc_id (unless they bring ids of their own).
     They are ingested into a hidden sibling folder first, so a failure leaves
-    the corpus as it was.
+    the corpus as it was. The append holds the corpus's lock from the start
+    (:mod:`lsdask.io.locks`): a second writer of the corpus is refused, or
+    waits ``wait`` seconds for it.
 
     Parameters
     ----------
@@ -140,12 +144,24 @@ def run_ingest(
         (:func:`read_vocab_arg`).
     progress : bool or None, default None
         Progress bars (None: only on a terminal).
+    wait : float or None
+        With ``append``: seconds to wait for the corpus while another process
+        writes it (None: :func:`lsdask.io.locks.lock_settings`'s, by default
+        0, refuse at once).
+    lock : bool or None
+        With ``append``: False appends without the corpus's lock (a file
+        system without locks, and no other writer); None: lock.
 
     Returns
     -------
     IngestSummary
         The ingest function's summary; an :class:`AppendSummary` with
         ``append``.
+
+    Raises
+    ------
+    lsdask.errors.LockError
+        With ``append``, if another process writes the corpus (past ``wait``).
     """
     from lsdask.io import ingest
 
@@ -165,7 +181,7 @@ def run_ingest(
         )
     kwargs = {k: v for k, v in (options or {}).items() if v is not None}
     if append:
-        return _append(functions[kind], inputs, out_dir, kwargs, vocab, progress)
+        return _append(functions[kind], inputs, out_dir, kwargs, vocab, progress, wait, lock)
     imposed = read_vocab_arg(vocab)
     if imposed is not None:
         kwargs["vocab"] = imposed
@@ -180,10 +196,14 @@ def _append(
     kwargs: dict[str, Any],
     vocab: Any,
     progress: bool | None,
+    wait: float | None,
+    lock: bool | None,
 ) -> AppendSummary:
-    """``run_ingest(..., append=True)``: ingest beside the corpus, then append."""
+    """``run_ingest(..., append=True)``: ingest beside the corpus, then append,
+    holding the corpus's lock throughout (a second writer is told at once)."""
     from lsdask.io.atomic import remove_tree, temp_sibling
     from lsdask.io.corpus.store import Corpus
+    from lsdask.io.corpus.transactions import corpus_lock
 
     if vocab is not None:
         raise ValueError(
@@ -191,14 +211,17 @@ def _append(
         )
     target = Corpus.open(corpus_dir)
     root = Path(target.path)
-    staging = temp_sibling(root, "append")
-    logger.info("ingest %s -> new part of corpus %s", [str(p) for p in inputs], target.path)
-    try:
-        summary = function(*inputs, staging, progress=progress, vocab=target, **kwargs)
-        keep_ids = bool(kwargs.get("id_field") or kwargs.get("id_column"))
-        added = target.append_corpus(Corpus.open(staging), keep_ids=keep_ids)
-    finally:
-        remove_tree(staging)
+    with corpus_lock(root, wait=wait, enabled=lock):
+        staging = temp_sibling(root, "append")
+        logger.info("ingest %s -> new part of corpus %s", [str(p) for p in inputs], target.path)
+        try:
+            summary = function(*inputs, staging, progress=progress, vocab=target, **kwargs)
+            keep_ids = bool(kwargs.get("id_field") or kwargs.get("id_column"))
+            added = target.append_corpus(
+                Corpus.open(staging), keep_ids=keep_ids, wait=wait, lock=lock
+            )
+        finally:
+            remove_tree(staging)
     return AppendSummary(
         **{**summary, "path": str(target.path), "n_batches": len(added)},
         appended_part=added[0].file if added else None,

@@ -11,7 +11,9 @@ lap and position, the RNG state, the traces and, for every batch key, the
 memo file of that batch. A checkpoint is written under a temporary name and
 renamed, then ``LATEST`` is replaced atomically, and only then are older
 checkpoints and unreferenced memo files deleted: a crash at any point leaves
-the previous checkpoint usable. Nothing is pickled.
+the previous checkpoint usable. Nothing is pickled. One fit at a time writes a
+folder: it holds the folder's lock (``.lsdask.lock``, see
+:func:`lsdask.persist.resume.checkpoint_lock`) while it runs.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lsdask.errors import DataError
+from lsdask.io.faults import fault_point
 from lsdask.learn.state import LearnState
 from lsdask.models.stats import SuffStats
 from lsdask.persist.memo_files import DiskMemo, load_stats, save_stats
@@ -85,7 +88,8 @@ class CheckpointDir:
     ) -> Path:
         """Write a checkpoint of ``state`` atomically and make it the latest."""
         name = f"ckpt-{state.lap:05d}-{state.position:06d}-{uuid.uuid4().hex[:6]}"
-        # one writer per folder (a fit): temporary folders left are of a writer killed mid-write
+        # one writer per folder (the fit holding its lock): temporary folders left are
+        # of a writer killed mid-write
         for stale in self.root.glob(".tmp-ckpt-*"):
             shutil.rmtree(stale, ignore_errors=True)
         tmp = self.root / f".tmp-{name}"
@@ -114,6 +118,7 @@ class CheckpointDir:
             if old.name != name:
                 shutil.rmtree(old, ignore_errors=True)
         logger.info("checkpoint written: %s (lap %d, position %d)", name, state.lap, state.position)
+        fault_point("checkpoint.written")
         return self.root / name
 
     def read_state(self) -> LearnState | None:

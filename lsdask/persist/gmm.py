@@ -29,6 +29,7 @@ from lsdask.persist.model_config import MIXTURE_POSTERIORS
 from lsdask.persist.model_dir import (
     PARAMS_NAME,
     check_save_target,
+    model_root,
     read_arrays,
     read_meta,
     saved_params,
@@ -89,7 +90,7 @@ def write_gmm(state: ModelState, path: str | os.PathLike[str], *, overwrite: boo
 
 def read_gmm(path: str | os.PathLike[str]) -> ModelState:
     """The state of the Gaussian mixture saved at ``path`` (see :func:`load_gmm`)."""
-    root = Path(path)
+    root = model_root(path)
     where = f"model {str(root)!r}"
     if not (root / PARAMS_NAME).is_file():
         raise FileNotFoundError(

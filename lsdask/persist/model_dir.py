@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from lsdask.io.atomic import replace_dir, temp_sibling
+from lsdask.io.atomic import recover_output, replace_dir, temp_sibling
 
 PARAMS_NAME = "params.json"
 ARRAYS_NAME = "arrays.npz"
@@ -58,6 +58,15 @@ def saved_params(params: dict[str, Any]) -> dict[str, Any]:
     return {
         name: json_value(name, value) for name, value in params.items() if name not in NOT_SAVED
     }
+
+
+def model_root(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a reader opens it: a model that a writer killed while it
+    swapped it in left beside it is first put in place
+    (:func:`lsdask.io.atomic.recover_output`)."""
+    root = Path(path)
+    recover_output(root)
+    return root
 
 
 def is_model_dir(path: Path) -> bool:

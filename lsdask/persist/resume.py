@@ -3,12 +3,16 @@ on SIGINT/SIGTERM.
 
 A fit describes what it asks of its checkpoint folder with plain values (a
 :class:`CheckpointSettings`); the estimators make one from their parameters.
+A fit holds its checkpoint folder's lock from start to end
+(:func:`checkpoint_lock`, :func:`holding_checkpoint_folder`): a second fit on
+the same folder would delete the first one's memo files.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import signal
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lsdask.errors import FitInterrupted
+from lsdask.io.locks import FolderLock
 from lsdask.persist.checkpoint import CheckpointDir
 from lsdask.persist.memo_files import DiskMemo
 from lsdask.persist.model_config import model_from_config, model_to_config
@@ -55,6 +60,64 @@ class CheckpointSettings:
     n_init: int = 1
 
 
+_ADVICE = (
+    "Two fits on one checkpoint folder would delete each other's memo files. Wait for it "
+    "(lsdask fit ... --wait SECONDS; Python: with lsdask.io.locks.lock_settings(wait=SECONDS): "
+    "...fit(...)), or give this fit another checkpoint folder."
+)
+
+
+def checkpoint_lock(
+    folder: str | os.PathLike[str] | None,
+    *,
+    wait: float | None = None,
+    enabled: bool | None = None,
+) -> contextlib.AbstractContextManager[Any]:
+    """The lock a fit holds on its checkpoint ``folder`` (created if missing)
+    while it runs; nothing to hold for None, or for a path that is a file
+    (:func:`open_resume` says what is wrong with it). ``wait`` and ``enabled``
+    default to :func:`lsdask.io.locks.lock_settings`'s.
+
+    Raises
+    ------
+    lsdask.errors.LockError
+        On entering, if another fit holds the folder (past ``wait``), naming it.
+    """
+    if not isinstance(folder, str | os.PathLike) or (
+        os.path.exists(folder) and (not os.path.isdir(folder) or _foreign(Path(folder)))
+    ):
+        # None, a value the estimator's checks refuse, or a folder open_resume refuses
+        # (no lock file is written into it)
+        return contextlib.nullcontext()
+    return FolderLock(folder, "checkpoint folder", _ADVICE, wait=wait, enabled=enabled)
+
+
+def _foreign(root: Path) -> list[str]:
+    """What a folder without a checkpoint holds that checkpoints are not written
+    among (a checkpoint folder holds ``memo/``, ``ckpt-*``, ``LATEST`` and hidden
+    files); empty for a checkpoint folder."""
+    if (root / "LATEST").exists():
+        return []
+    return sorted(
+        p.name
+        for p in root.iterdir()
+        if p.name != "memo" and not p.name.startswith(("ckpt-", ".", "LATEST"))
+    )
+
+
+def holding_checkpoint_folder(fit: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate an estimator's ``fit``: it holds the lock of its checkpoint
+    folder (the ``checkpoint_dir`` attribute) from before the checkpoint is
+    read until after the last one is written (:func:`checkpoint_lock`)."""
+
+    @functools.wraps(fit)
+    def locked_fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with checkpoint_lock(getattr(self, "checkpoint_dir", None)):
+            return fit(self, *args, **kwargs)
+
+    return locked_fit
+
+
 def open_resume(settings: CheckpointSettings, asked: dict[str, Any]) -> dict[str, Any] | None:
     """The checkpoint to resume from, or None for a fresh run; one written by
     another estimator or number of components, or whose model differs from
@@ -82,11 +145,7 @@ def open_resume(settings: CheckpointSettings, asked: dict[str, Any]) -> dict[str
         )
     folder = CheckpointDir(root)
     if folder.latest() is None:
-        foreign = sorted(
-            p.name
-            for p in root.iterdir()
-            if p.name != "memo" and not p.name.startswith(("ckpt-", ".", "LATEST"))
-        )
+        foreign = _foreign(root)
         if foreign:
             raise ValueError(
                 f"checkpoint_dir {str(root)!r} holds no checkpoint but other things (e.g. "

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from lsdask.persist import gmm, lda
-from lsdask.persist.model_dir import PARAMS_NAME, read_json
+from lsdask.persist.model_dir import PARAMS_NAME, model_root, read_json
 from lsdask.persist.registry import kind_of
 
 __all__ = ["load_model", "save_model"]
@@ -67,7 +67,7 @@ def load_model(path: str | os.PathLike[str], *, client: Any = None) -> Any:
         If ``params.json`` names no format lsdask reads, or the files are
         corrupt or do not belong together (as the format's load function).
     """
-    root = Path(path)
+    root = model_root(path)
     if not (root / PARAMS_NAME).is_file():
         raise FileNotFoundError(
             f"no lsdask model at {str(root)!r}: {PARAMS_NAME} is missing (save one with "

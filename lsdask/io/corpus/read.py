@@ -4,7 +4,9 @@ Part of the Parquet corpus store (:mod:`lsdask.io.corpus`): reading and
 checking ``manifest.json`` and ``vocab.txt``, listing the Parquet files of a
 corpus, rebuilding the batch list from their footers (``rescan``) and
 checking that the files the manifest lists are present, and finding the next
-free doc_id and part-file name for an append.
+free doc_id and part-file name for an append. A part of an append that has not
+committed (its transaction id under ``manifest["pending"]``, or not yet in the
+manifest a rescan started from) is never taken in by a rescan.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from lsdask.io.corpus.write import (
     FORMAT,
     MANIFEST_NAME,
     PARTS_DIR,
+    TXN_KEY,
     VERSION,
     VOCAB_DIGEST_KEY,
     VOCAB_NAME,
@@ -132,6 +135,7 @@ def _file_row_groups(
     vocabulary stamp was checked with its footer ``meta`` (:func:`_footer_sizes`),
     which is not read again."""
     where = f"corpus {root}, file {file}"
+    txn = part_txn(meta)
     try:
         with pq.ParquetFile(str(root / file), metadata=meta) as f:
             names = f.schema_arrow.names
@@ -148,6 +152,7 @@ def _file_row_groups(
                 batch = DocBatch.from_arrow(table, f"{where}, row group {g}", vocab_size)
                 entries.append(
                     {"file": file, "row_group": g, "n_docs": n, "n_tokens": batch.n_tokens}
+                    | ({} if txn is None else {"txn": txn})
                 )
         size = (root / file).stat().st_size
         for e in entries:
@@ -189,6 +194,30 @@ def _footer_sizes(
     return [(g, n) for g, n in sizes if n > 0], meta
 
 
+def part_txn(meta: pq.FileMetaData) -> str | None:
+    """The transaction id a part file written by lsdask carries (None: written
+    by another tool, or by lsdask before transactions were recorded)."""
+    stamp = (meta.metadata or {}).get(TXN_KEY)
+    return None if stamp is None else stamp.decode()
+
+
+def pending(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The appends under way (or stopped before they committed): entries
+    ``{"txn", "file", "host", "pid", "started"}`` of ``manifest["pending"]``."""
+    entries = manifest.get("pending")
+    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+
+def committed_txns(manifest: dict[str, Any]) -> set[str]:
+    """The transaction ids the manifest's batches record."""
+    return {b["txn"] for b in manifest["batches"] if isinstance(b.get("txn"), str)}
+
+
+def pending_txns(manifest: dict[str, Any]) -> set[str]:
+    """The transaction ids of the appends the manifest lists as pending."""
+    return {e["txn"] for e in pending(manifest) if isinstance(e.get("txn"), str)}
+
+
 def _same_size(root: Path, file: str, listed: list[dict[str, Any]]) -> bool:
     """Whether ``file`` still has the size its manifest entries recorded (entries
     of manifests written before sizes were kept record none: taken as the same)."""
@@ -205,12 +234,22 @@ def _rescan(root: Path, manifest: dict[str, Any], vocab_digest: str) -> dict[str
         listed.setdefault(b["file"], []).append(b)
     on_disk = _parquet_files(root)
     present = set(on_disk)
-    order = [f for f in listed if f in present] + [f for f in on_disk if f not in listed]
+    candidates = [f for f in listed if f in present] + [f for f in on_disk if f not in listed]
+    uncommitted = _Uncommitted(root, manifest)
     batches: list[dict[str, Any]] = []
+    order: list[str] = []
     n_changed = 0
-    for file in order:
+    for file in candidates:
         old = listed.get(file, [])
-        sizes, meta = _footer_sizes(root, file, vocab_digest)
+        try:
+            sizes, meta = _footer_sizes(root, file, vocab_digest)
+        except DataError:
+            if not old and not (root / file).exists():
+                continue  # moved away meanwhile (quarantined by an append)
+            raise
+        if not old and uncommitted.holds(file, part_txn(meta)):
+            continue
+        order.append(file)
         if [(b["row_group"], b["n_docs"]) for b in old] == sizes and (_same_size(root, file, old)):
             batches.extend(old)
         else:
@@ -261,6 +300,41 @@ def _rescan(root: Path, manifest: dict[str, Any], vocab_digest: str) -> dict[str
         updated=_now(),
     )
     return new
+
+
+class _Uncommitted:
+    """Tells the part files of appends that have not committed in the manifest a
+    rescan starts from: their transaction id is pending there, or (an append
+    that began after it was read) in the manifest as it is when the rescan meets
+    the file (an append records itself before its part reaches ``parts/``). A
+    part with a transaction id neither knows was copied in from another corpus,
+    and is taken in as any other part."""
+
+    def __init__(self, root: Path, manifest: dict[str, Any]) -> None:
+        self._root = root
+        self._committed = committed_txns(manifest)
+        self._pending = pending_txns(manifest)
+
+    def holds(self, file: str, txn: str | None) -> bool:
+        if txn is None or txn in self._committed:
+            return False
+        if txn not in self._pending and txn not in self._known_now():
+            return False
+        logger.info(
+            "corpus %s: %s belongs to an append that has not committed (transaction %s); "
+            "it is left out",
+            self._root, file, txn,
+        )  # fmt: skip
+        return True
+
+    def _known_now(self) -> set[str]:
+        """The transaction ids the manifest on disk knows (read again each time:
+        only parts of other corpora and of appends under way ask)."""
+        try:
+            now = _read_manifest(self._root)
+        except DataError:
+            return set()
+        return committed_txns(now) | pending_txns(now)
 
 
 def _doc_id_range(root: Path, file: str) -> tuple[int, int] | None:
@@ -332,7 +406,8 @@ def _check_files(root: Path, manifest: dict[str, Any]) -> None:
             f"({', '.join(gone[:5])}{', ...' if len(gone) > 5 else ''}); reopen with "
             "Corpus.open(path, rescan=True) to rebuild the batch list from the files present"
         )
-    new = sorted(on_disk - listed)
+    appending = {e.get("file") for e in pending(manifest)}
+    new = sorted(on_disk - listed - appending)
     if new:
         logger.warning(
             "corpus %s: %d Parquet file(s) in %s/ are not in the manifest (%s); they are "
@@ -358,6 +433,7 @@ def _save_rescanned(root: Path, manifest: dict[str, Any]) -> None:
 def _next_part_name(root: Path, manifest: dict[str, Any]) -> str:
     names = [Path(b["file"]).name for b in manifest["batches"]]
     names += [Path(f).name for f in _parquet_files(root)]
+    names += [Path(str(e.get("file"))).name for e in pending(manifest)]
     numbers = [int(m.group(1)) for n in names if (m := _PART_NAME.match(n))]
     return f"part-{max(numbers, default=-1) + 1:05d}.parquet"
 

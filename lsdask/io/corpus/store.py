@@ -29,10 +29,13 @@ The manifest looks like::
 
 Writes are atomic: :meth:`Corpus.write` builds the whole directory under a
 temporary sibling name and renames it into place at the end;
-:meth:`Corpus.append` writes a new Parquet file under a temporary name,
-renames it, then replaces the manifest (itself written to a temporary file
-and renamed). New Parquet files dropped into ``parts/`` by another job become
-new batches with ``Corpus.open(path, rescan=True)``.
+:meth:`Corpus.append` holds the corpus's lock, writes a new Parquet file under
+a temporary name, records the append as pending in the manifest, renames the
+file into ``parts/`` and commits the manifest (each manifest written to a
+temporary file and renamed): see :mod:`lsdask.io.corpus.transactions`. New
+Parquet files dropped into ``parts/`` by another job become new batches with
+``Corpus.open(path, rescan=True)``; the part of an append that has not
+committed never does.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lsdask.errors import DataError
-from lsdask.io.atomic import remove_tree, replace_dir, temp_sibling
+from lsdask.io.atomic import recover_output, remove_tree, replace_dir, temp_sibling
 from lsdask.io.corpus.batch import COLUMNS, SCHEMA, CorpusBatch, DocBatch
 from lsdask.io.corpus.read import (
     _check_files,
@@ -62,6 +65,12 @@ from lsdask.io.corpus.read import (
     _rescan,
     _save_rescanned,
 )
+from lsdask.io.corpus.transactions import (
+    begin_append,
+    commit_append,
+    corpus_lock,
+    recover_appends,
+)
 from lsdask.io.corpus.vocabulary import vocabulary_difference, vocabulary_digest
 from lsdask.io.corpus.write import (
     DEFAULT_DOCS_PER_FILE,
@@ -71,18 +80,19 @@ from lsdask.io.corpus.write import (
     PARTS_DIR,
     VERSION,
     VOCAB_NAME,
-    _as_number,
     _check_positive,
     _check_target,
     _check_vocab,
     _doc_groups,
     _make_manifest,
-    _now,
     _write_groups,
     _write_json_atomic,
     _write_vocab,
     check_out_dir,
+    new_txn,
 )
+from lsdask.io.faults import fault_point
+from lsdask.io.locks import try_lock
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +107,6 @@ __all__ = [
     "check_out_dir",
     "read_all",
 ]
-
-
 
 
 class Corpus:
@@ -199,7 +207,11 @@ class Corpus:
             name), files that are gone are dropped (a warning names them and the
             documents that leave; the manifest keeps them under
             ``removed_parts``), files whose row groups changed are re-read. The
-            rebuilt manifest is saved (atomically) when the directory is writable.
+            rebuilt manifest is saved (atomically) when the directory is writable
+            and no append changed it meanwhile. The part file of an append that
+            has not committed is left out; one whose append was stopped (its
+            process is gone: the corpus is not locked) is first moved to
+            ``quarantine/``, with a warning.
 
         Raises
         ------
@@ -210,6 +222,7 @@ class Corpus:
             (without ``rescan``) the manifest lists files that are gone.
         """
         root = Path(path)
+        recover_output(root)  # a writer killed while it swapped the whole corpus
         if not root.exists():
             raise FileNotFoundError(
                 f"no corpus at {str(root)!r}: the path does not exist. Make one with "
@@ -222,6 +235,11 @@ class Corpus:
                 f"{MANIFEST_NAME}, {VOCAB_NAME} and {PARTS_DIR}/)"
             )
         manifest = _read_manifest(root)
+        if rescan:
+            with try_lock(root, "corpus") as unlocked:
+                if unlocked:  # no append under way: finish for stopped ones
+                    manifest = _recovered(root)
+            fault_point("corpus.open.read")
         vocab = _read_vocab(root / VOCAB_NAME, root)
         if len(vocab) != manifest["vocab_size"]:
             raise DataError(
@@ -231,7 +249,7 @@ class Corpus:
         if rescan:
             rescanned = _rescan(root, manifest, vocabulary_digest(vocab))
             if rescanned["batches"] != manifest["batches"]:
-                _save_rescanned(root, rescanned)
+                _save_if_unchanged(root, manifest, rescanned)
             manifest = rescanned
         else:
             _check_files(root, manifest)
@@ -326,6 +344,7 @@ class Corpus:
                 lambda i: f"part-{i:05d}.parquet",
                 per_file // rows,
                 vocabulary_digest(words),
+                new_txn(),
             )
             info = ingest_info() if callable(ingest_info) else ingest_info
             manifest = _make_manifest(len(words), entries, rows, info)
@@ -348,7 +367,14 @@ class Corpus:
 
     # ---- append
 
-    def append(self, docs: Any, file_name: str | None = None) -> list[CorpusBatch]:
+    def append(
+        self,
+        docs: Any,
+        file_name: str | None = None,
+        *,
+        wait: float | None = None,
+        lock: bool | None = None,
+    ) -> list[CorpusBatch]:
         """Add documents as one new Parquet file (new batches), atomically.
 
         Parameters
@@ -360,6 +386,14 @@ class Corpus:
         file_name : str, optional
             Name of the new file in ``parts/`` (must end in ``.parquet``);
             default the next free ``part-NNNNN.parquet``.
+        wait : float, optional
+            Seconds to wait for the corpus's lock while another process
+            appends (default: refuse at once, or what
+            :func:`lsdask.io.locks.lock_settings` set).
+        lock : bool, optional
+            False appends without the lock, on a file system without locks
+            where no other process writes the corpus (default: lock, or what
+            :func:`lsdask.io.locks.lock_settings` set).
 
         Returns
         -------
@@ -367,47 +401,53 @@ class Corpus:
             The new batches (also appended to :attr:`batches`); empty if
             ``docs`` was empty, in which case nothing is written.
 
+        Raises
+        ------
+        lsdask.errors.LockError
+            If another process holds the corpus (past ``wait``), naming it.
+
         Notes
         -----
-        The file is written under a hidden temporary name and renamed; the
-        manifest is then re-read from disk, extended and replaced atomically.
-        Two processes appending to the same corpus at the same moment are not
-        supported.
+        The append holds the corpus's lock throughout. The file, stamped with
+        a new transaction id, is written under a hidden temporary name; the
+        manifest, re-read from disk, records the append as pending; the file
+        is renamed into ``parts/``; then one atomic write of the manifest adds
+        its batches and drops the pending entry (the commit). A part whose
+        append stopped before its commit is never read, and the next append
+        moves it to ``quarantine/``.
         """
         root = Path(self._path)
-        manifest = _read_manifest(root)
-        name = file_name if file_name is not None else _next_part_name(root, manifest)
-        final = _check_new_part(root, manifest, name)
-        tmp = temp_sibling(root / PARTS_DIR / name)
-        rows = int(manifest.get("docs_per_row_group", DEFAULT_DOCS_PER_ROW_GROUP))
-        try:
-            # only a matrix's rows are numbered here (every part's footer is read for it)
-            first = _next_doc_id(root, manifest) if sp.issparse(docs) else 0
-            groups = _doc_groups(docs, self.vocab_size, rows, first)
-            entries = _write_groups(
-                groups, root / PARTS_DIR, lambda i: tmp.name, None, vocabulary_digest(self.vocab)
-            )
-            if not entries:
-                logger.info("append to corpus %s: no documents, nothing written", root)
-                return []
-            os.replace(tmp, final)
-        finally:
-            tmp.unlink(missing_ok=True)
-        for e in entries:
-            e["file"] = f"{PARTS_DIR}/{name}"
-        batches = manifest["batches"] + entries
-        new = dict(manifest)
-        new.update(
-            batches=batches,
-            n_docs=int(sum(b["n_docs"] for b in batches)),
-            n_tokens=_as_number(sum(float(b["n_tokens"]) for b in batches)),
-            updated=_now(),
-        )
-        try:
-            _write_json_atomic(root / MANIFEST_NAME, new)
-        except BaseException:
-            final.unlink(missing_ok=True)
-            raise
+        with corpus_lock(root, wait=wait, enabled=lock):
+            manifest = recover_appends(root, _read_manifest(root))
+            name = file_name if file_name is not None else _next_part_name(root, manifest)
+            final = _check_new_part(root, manifest, name)
+            fault_point("corpus.append.locked")
+            tmp = temp_sibling(root / PARTS_DIR / name)
+            rows = int(manifest.get("docs_per_row_group", DEFAULT_DOCS_PER_ROW_GROUP))
+            txn = new_txn()
+            try:
+                # only a matrix's rows are numbered here (every part's footer is read for it)
+                first = _next_doc_id(root, manifest) if sp.issparse(docs) else 0
+                groups = _doc_groups(docs, self.vocab_size, rows, first)
+                entries = _write_groups(
+                    groups, root / PARTS_DIR, lambda i: tmp.name, None,
+                    vocabulary_digest(self.vocab), txn,
+                )  # fmt: skip
+                if not entries:
+                    logger.info("append to corpus %s: no documents, nothing written", root)
+                    return []
+                manifest = begin_append(root, manifest, txn, f"{PARTS_DIR}/{name}")
+                os.replace(tmp, final)
+            finally:
+                tmp.unlink(missing_ok=True)
+            try:
+                fault_point("corpus.append.renamed")
+                for e in entries:
+                    e["file"] = f"{PARTS_DIR}/{name}"
+                new = commit_append(root, manifest, txn, entries)
+            except BaseException:  # not committed: the part goes (its entry stays pending)
+                final.unlink(missing_ok=True)
+                raise
         self._set_manifest(new)
         logger.info(
             "appended %s to corpus %s: %d documents in %d batches",
@@ -419,13 +459,20 @@ class Corpus:
         return self._batches[-len(entries) :]
 
     def append_corpus(
-        self, other: Corpus, *, keep_ids: bool = False, file_name: str | None = None
+        self,
+        other: Corpus,
+        *,
+        keep_ids: bool = False,
+        file_name: str | None = None,
+        wait: float | None = None,
+        lock: bool | None = None,
     ) -> list[CorpusBatch]:
         """Add the documents of ``other``, a corpus over this one's vocabulary
         (ingested with ``vocab=`` this corpus), as one new part file, row group
         by row group (bounded memory). They are numbered after this corpus's
         largest doc_id, so that ids stay unique, unless ``keep_ids`` (ids of
-        their own, e.g. ingested with ``id_field``). Returns the new batches.
+        their own, e.g. ingested with ``id_field``). ``wait`` and ``lock`` as
+        in :meth:`append`, which this is. Returns the new batches.
         """
         difference = vocabulary_difference(self.vocab, other.vocab)
         if difference is not None:
@@ -435,22 +482,62 @@ class Corpus:
                 f"... --append-to {self.path})"
             )
         root = Path(self._path)
-        manifest = _read_manifest(root)
-        if keep_ids:
-            _check_ids_are_new(root, manifest, other)
-        first = 0 if keep_ids else _next_doc_id(root, manifest)
+        with corpus_lock(root, wait=wait, enabled=lock):  # the doc_ids are chosen under it
+            manifest = recover_appends(root, _read_manifest(root))
+            if keep_ids:
+                _check_ids_are_new(root, manifest, other)
+            first = 0 if keep_ids else _next_doc_id(root, manifest)
+            return self.append(
+                _documents(other, first, keep_ids), file_name=file_name, wait=wait, lock=lock
+            )
 
-        def documents() -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-            i = first
-            for batch in other.batches:
-                rows = batch.load()
-                for d in range(rows.n_docs):
-                    lo, hi = rows.indptr[d], rows.indptr[d + 1]
-                    doc_id = int(rows.doc_ids[d]) if keep_ids else i
-                    yield doc_id, rows.word_ids[lo:hi], rows.counts[lo:hi]
-                    i += 1
 
-        return self.append(documents(), file_name=file_name)
+def _documents(
+    other: Corpus, first: int, keep_ids: bool
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """The documents of ``other``, row group by row group, numbered from
+    ``first`` unless ``keep_ids``."""
+    i = first
+    for batch in other.batches:
+        rows = batch.load()
+        for d in range(rows.n_docs):
+            lo, hi = rows.indptr[d], rows.indptr[d + 1]
+            doc_id = int(rows.doc_ids[d]) if keep_ids else i
+            yield doc_id, rows.word_ids[lo:hi], rows.counts[lo:hi]
+            i += 1
+
+
+def _recovered(root: Path) -> dict[str, Any]:
+    """The manifest, after finishing for appends that were stopped (holding the
+    corpus's lock); as it is where the corpus cannot be written."""
+    manifest = _read_manifest(root)
+    try:
+        return recover_appends(root, manifest)
+    except OSError as exc:
+        logger.warning(
+            "corpus %s: could not set aside the part of a stopped append (%s); it is left out",
+            root, exc,
+        )  # fmt: skip
+        return manifest
+
+
+def _save_if_unchanged(root: Path, read: dict[str, Any], rescanned: dict[str, Any]) -> None:
+    """Save a rescanned manifest, holding the corpus's lock, unless the manifest
+    changed since it was ``read`` (an append committed meanwhile: the rescan is
+    used as it is, and the next one saves)."""
+    with try_lock(root, "corpus") as unlocked:
+        try:
+            unchanged = unlocked and _read_manifest(root) == read
+        except DataError:
+            unchanged = False
+        if unchanged:
+            _save_rescanned(root, rescanned)
+        else:
+            logger.info(
+                "corpus %s: not saving the rescanned manifest: an append is under way or "
+                "committed meanwhile (the next rescan saves it)",
+                root,
+            )
 
 
 def _check_ids_are_new(root: Path, manifest: dict[str, Any], other: Corpus) -> None:

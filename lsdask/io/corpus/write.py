@@ -15,6 +15,7 @@ import json
 import logging
 import operator
 import os
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -234,6 +235,16 @@ def _group_table(group: DocBatch) -> pa.Table:
 #: word ids index (``lsdask.io.corpus.vocabulary.vocabulary_digest``), so that a part
 #: written over other words is refused when a rescan takes it in.
 VOCAB_DIGEST_KEY = b"lsdask.vocabulary_sha256"
+#: Parquet key-value metadata of a part file: the id of the write or append that
+#: made it, which its manifest entries record once that append committed
+#: (``"txn"``), so that a rescan tells the part of an append that never committed
+#: (``manifest["pending"]``) from one dropped in by another job.
+TXN_KEY = b"lsdask.transaction"
+
+
+def new_txn() -> str:
+    """A fresh transaction id (32 hex digits)."""
+    return uuid.uuid4().hex
 
 
 def _write_groups(
@@ -242,13 +253,18 @@ def _write_groups(
     file_name: Callable[[int], str],
     groups_per_file: int | None,
     vocab_digest: str,
+    txn: str | None = None,
 ) -> list[dict[str, Any]]:
     """Write row groups to Parquet files, ``groups_per_file`` per file (None: one file),
-    each stamped with ``vocab_digest``.
+    each stamped with ``vocab_digest`` and the transaction id ``txn``.
 
-    Returns the manifest batch entries; ``file_name(i)`` names the i-th file.
+    Returns the manifest batch entries (recording ``txn``); ``file_name(i)``
+    names the i-th file.
     """
-    schema = SCHEMA.with_metadata({VOCAB_DIGEST_KEY: vocab_digest.encode()})
+    stamps = {VOCAB_DIGEST_KEY: vocab_digest.encode()}
+    if txn is not None:
+        stamps[TXN_KEY] = txn.encode()
+    schema = SCHEMA.with_metadata(stamps)
     entries: list[dict[str, Any]] = []
     writer: pq.ParquetWriter | None = None
     name, in_file, file_index = "", 0, -1
@@ -267,6 +283,7 @@ def _write_groups(
                     "row_group": in_file,
                     "n_docs": group.n_docs,
                     "n_tokens": _as_number(group.n_tokens),
+                    **({} if txn is None else {"txn": txn}),
                 }
             )
             in_file += 1

@@ -1,0 +1,83 @@
+"""Named points where a test can pause or kill a writer.
+
+Concurrency and crash tests drive real processes to an exact step of a write
+(a part file renamed in, its manifest not yet written) instead of guessing with
+timings. A writer calls :func:`fault_point` at such a step; unarmed (the
+environment variables below unset, as always outside tests) it costs two
+dictionary look-ups.
+
+``LSDASK_PAUSE_AT=NAME`` with ``LSDASK_PAUSE_FILE=PATH``
+    At the point ``NAME`` the process creates ``PATH.reached`` and waits until
+    ``PATH`` exists (a test creates it to let the process go on); after
+    ``LSDASK_PAUSE_TIMEOUT`` seconds (default 120) it raises ``RuntimeError``
+    rather than hang. Once ``PATH`` exists, later passes do not stop.
+``LSDASK_CRASH_AT=NAME``
+    At the point ``NAME`` the process kills itself with SIGKILL, as a lost
+    machine or the out-of-memory killer would: no ``finally`` block runs.
+
+``NAME`` may list several points, separated by commas. The points:
+
+``corpus.append.locked``
+    An append holds the corpus's lock and has chosen its part file's name.
+``corpus.append.renamed``
+    An append's part file is renamed into ``parts/``; its manifest entry is not
+    yet committed.
+``corpus.open.read``
+    A rescan (what a fit does to its corpus) has read the manifest its batches
+    come from.
+``replace_dir.swapping``
+    A whole output (a corpus, a model folder) is renamed aside; the new one is
+    not yet renamed into its place.
+``checkpoint.written``
+    A fit has committed a checkpoint (and holds its checkpoint folder's lock).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+__all__ = ["POINTS", "fault_point"]
+
+#: The named points (see the module's documentation).
+POINTS = (
+    "corpus.append.locked",
+    "corpus.append.renamed",
+    "corpus.open.read",
+    "replace_dir.swapping",
+    "checkpoint.written",
+)
+
+
+def _armed(variable: str, name: str) -> bool:
+    value = os.environ.get(variable)
+    return value is not None and name in value.split(",")
+
+
+def fault_point(name: str) -> None:
+    """Pause or crash here if a test armed the point ``name`` (see the module's
+    documentation); otherwise do nothing."""
+    if _armed("LSDASK_CRASH_AT", name):
+        os.kill(os.getpid(), signal.SIGKILL)
+    if _armed("LSDASK_PAUSE_AT", name):
+        _pause(name)
+
+
+def _pause(name: str) -> None:
+    release = os.environ.get("LSDASK_PAUSE_FILE")
+    if not release:
+        raise RuntimeError(f"LSDASK_PAUSE_AT={name} needs LSDASK_PAUSE_FILE, the file to wait for")
+    path = Path(release)
+    if path.exists():
+        return
+    Path(f"{release}.reached").write_text(f"{os.getpid()}\n", encoding="utf-8")
+    timeout = float(os.environ.get("LSDASK_PAUSE_TIMEOUT", "120"))
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"paused at {name} for {timeout:g} s and {release} did not appear; giving up"
+            )
+        time.sleep(0.02)
