@@ -53,29 +53,39 @@ def split_documents(
 def fit_document_topics(
     X: sp.csr_matrix,
     topics: np.ndarray,
-    alpha: float,
+    alpha: float | np.ndarray,
     *,
     max_iters: int = 100,
     conv_thresh: float = 0.05,
 ) -> np.ndarray:
-    """``E[pi_d]`` for every row of X by the dense step with fixed topics (K, V)."""
+    """``E[pi_d]`` for every row of X by the dense step with fixed topics (K, V).
+
+    ``alpha`` is the document-topic prior: a float is the total concentration,
+    ``alpha / K`` per topic; an array of K values is each topic's own ``alpha_k``
+    (a learned prior, ``LDA.alpha_``).
+    """
     X = sp.csr_matrix(X)
     K = topics.shape[0]
+    a = np.full(K, alpha / K) if np.ndim(alpha) == 0 else np.asarray(alpha, dtype=np.float64)
+    if a.shape != (K,):
+        raise ValueError(
+            f"alpha must be a number or one value per topic ({K}); got shape {a.shape}"
+        )
     cols, local = np.unique(X.indices, return_inverse=True)
     C = np.ascontiguousarray(np.log(topics[:, cols]).T)
     doc_topic = np.zeros((X.shape[0], K))
     lda_batch_step(
         X.indptr.astype(np.int64), local.astype(np.int32), X.data.astype(np.float64),
         C,
-        alpha / K, 0, max_iters, conv_thresh, 1e-8, False, 0,
-        np.zeros((K, cols.size)), doc_topic,
+        a, 0.0, 0, max_iters, conv_thresh, 1e-8, False, 0,
+        np.zeros((K, cols.size)), doc_topic, np.zeros(K + 1),
     )  # fmt: skip
-    theta = doc_topic + alpha / K
+    theta = doc_topic + a
     return theta / theta.sum(axis=1, keepdims=True)
 
 
 def document_completion_sums(
-    A: sp.csr_matrix, B: sp.csr_matrix, topics: np.ndarray, alpha: float, **kwargs
+    A: sp.csr_matrix, B: sp.csr_matrix, topics: np.ndarray, alpha: float | np.ndarray, **kwargs
 ) -> tuple[float, float]:
     """``(sum of log p(B tokens), number of B tokens)`` given ``E[pi_d]`` fit on A:
     the parts of :func:`document_completion`, to add up over batches."""
@@ -94,7 +104,7 @@ def completion_score(loglik: float, tokens: float) -> float:
 
 
 def document_completion(
-    A: sp.csr_matrix, B: sp.csr_matrix, topics: np.ndarray, alpha: float, **kwargs
+    A: sp.csr_matrix, B: sp.csr_matrix, topics: np.ndarray, alpha: float | np.ndarray, **kwargs
 ) -> float:
     """Heldout log-likelihood per token of B given ``E[pi_d]`` fit on A (App. E)."""
     return completion_score(*document_completion_sums(A, B, topics, alpha, **kwargs))

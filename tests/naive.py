@@ -63,34 +63,57 @@ def vech_rows(X: np.ndarray) -> np.ndarray:
 
 
 # --- LDA local step (lsparse Alg. 2), plain numpy + scipy ---------------------
+#
+# ``a`` is the document-topic prior: a scalar (every topic's a_k) or a K-vector;
+# ``a_rest`` the prior of a leftover topic that holds no tokens (0: none).
 
 
-def lda_doc_elbo(words, counts, C, R, N, a):
-    """sum_u c_u sum_k r (C - log r) + c_Dir(a) - c_Dir(N + a)."""
+def _prior(a, K):
+    return np.broadcast_to(np.asarray(a, dtype=np.float64), (K,))
+
+
+def c_dir(theta):
+    """c_Dir(theta) = lnGamma(sum theta) - sum lnGamma(theta) (lsparse Eq. 49)."""
     from scipy.special import gammaln
 
-    K = C.shape[1]
+    theta = np.asarray(theta, dtype=np.float64)
+    return float(gammaln(theta.sum()) - gammaln(theta).sum())
+
+
+def _with_rest(theta, a_rest):
+    return np.append(theta, a_rest) if a_rest > 0 else np.asarray(theta, dtype=np.float64)
+
+
+def lda_start_weights(C_rows, a):
+    """The start's weights ``C[w_u] + log a_k - max_j log a_j``: the log of the
+    prior's mean E[pi_dk] up to a term common to every topic (0 for a uniform prior)."""
+    log_a = np.log(_prior(a, C_rows.shape[1]))
+    return C_rows + (log_a - log_a.max())[None, :]
+
+
+def lda_doc_elbo(words, counts, C, R, N, a, a_rest=0.0):
+    """sum_u c_u sum_k r (C - log r) + c_Dir(a, a_rest) - c_Dir(N + a, a_rest)."""
+    a = _prior(a, C.shape[1])
     with np.errstate(divide="ignore", invalid="ignore"):
         rlogr = np.where(R > 0, R * np.log(np.where(R > 0, R, 1.0)), 0.0)
     value = float((counts[:, None] * (R * C[words] - rlogr)).sum())
-    prior = gammaln(a * K) - K * gammaln(a)
-    post = gammaln(N.sum() + a * K) - gammaln(N + a).sum()
-    return value + prior - post
+    return value + c_dir(_with_rest(a, a_rest)) - c_dir(_with_rest(N + a, a_rest))
 
 
-def lda_dense_doc(words, counts, C, a, max_iters=100, conv_thresh=0.05):
+def lda_dense_doc(words, counts, C, a, max_iters=100, conv_thresh=0.05, a_rest=0.0):
     """DENSESTEPFORDOC without restarts: returns (R, N, ELBO after each iteration)."""
     from scipy.special import digamma
 
-    R = softmax_rows(C[words])
+    a = _prior(a, C.shape[1])
+    R = softmax_rows(lda_start_weights(C[words], a))
     N = counts @ R
-    trace = [lda_doc_elbo(words, counts, C, R, N, a)]
+    trace = [lda_doc_elbo(words, counts, C, R, N, a, a_rest)]
     for _ in range(max_iters):
         R = softmax_rows(C[words] + digamma(N + a)[None, :])
         N_new = counts @ R
         delta = np.abs(N_new - N).max() if N.size else 0.0
         N = N_new
-        trace.append(lda_doc_elbo(words, counts, C, R, N, a))
+        trace.append(lda_doc_elbo(words, counts, C, R, N, a, a_rest))
         if delta < conv_thresh:
             break
     return R, N, trace
@@ -103,18 +126,20 @@ def lda_sparse_doc(words, counts, C, a, L, max_iters=100, conv_thresh=0.05, eps=
     topics of each token's last selection, those that left the active set
     weighing 0. ``seen``, a dict, counts the reweightings that met a topic
     gone from the active set (``"gone"``) and the iterations with at most L
-    active topics (``"few"``)."""
+    active topics (``"few"``). (``a_rest`` cancels in every step.)"""
     from scipy.special import digamma
 
     U, K = len(words), C.shape[1]
+    a = _prior(a, K)
     nL = min(L, K)
     idx = np.zeros((U, L), dtype=np.int64)
     resp = np.zeros((U, L))
+    start = lda_start_weights(C[words], a)
     for u in range(U):
-        top = top_l(C[words[u]], nL)
+        top = top_l(start[u], nL)
         idx[u, :nL] = top
         idx[u, nL:] = top[0]
-        e = np.exp(C[words[u], top] - C[words[u], top].max())
+        e = np.exp(start[u, top] - start[u, top].max())
         resp[u, :nL] = e / e.sum()
     N = counts @ densify(resp, idx, K)
     active = [k for k in range(K) if N[k] > eps]
@@ -127,7 +152,7 @@ def lda_sparse_doc(words, counts, C, a, L, max_iters=100, conv_thresh=0.05, eps=
             break
         it += 1
         P = np.zeros(K)
-        P[active] = digamma(N[active] + a)
+        P[active] = digamma(N[active] + a[active])
         nL = min(L, len(active))
         if seen is not None and len(active) <= L:
             seen["few"] = seen.get("few", 0) + 1
@@ -156,3 +181,47 @@ def lda_sparse_doc(words, counts, C, a, L, max_iters=100, conv_thresh=0.05, eps=
         if delta < conv_thresh and not shrank:
             break
     return resp, idx, N
+
+
+def lda_prior_stats(doc_topic, a, a_rest=0.0):
+    """What a batch gives the prior's fit, from its documents' ``N_d`` (D, K), over
+    all K (+ 1) topics: ``S`` (K + 1,) with ``S_k = sum_d psi(theta_dk) - psi(Theta_d)``
+    (``S[K]`` the leftover's, 0 without one), ``W = sum_d sum_k (N_dk - theta_dk)
+    E[log pi_dk]``, ``Cdir = sum_d c_Dir(theta_d)`` and ``alloc = sum_d c_Dir(a) -
+    c_Dir(theta_d)``, at ``theta_d = N_d + a``, ``Theta_d = sum_k theta_dk + a_rest``."""
+    from scipy.special import digamma
+
+    doc_topic = np.asarray(doc_topic, dtype=np.float64)
+    D, K = doc_topic.shape
+    a = _prior(a, K)
+    S = np.zeros(K + 1)
+    W = Cdir = alloc = 0.0
+    for d in range(D):
+        theta = _with_rest(doc_topic[d] + a, a_rest)
+        elog = digamma(theta) - digamma(theta.sum())
+        N = np.append(doc_topic[d], 0.0) if a_rest > 0 else doc_topic[d]
+        S[: theta.size] += elog
+        W += float(((N - theta) * elog).sum())
+        Cdir += c_dir(theta)
+        alloc += c_dir(_with_rest(a, a_rest)) - c_dir(theta)
+    return S, W, Cdir, alloc
+
+
+def lda_alloc_at(doc_topic, a, a_rest, a_new, a_rest_new=None):
+    """The allocation term (lsparse Eq. 45) at the prior ``a_new`` with every
+    ``q(pi_d) = Dir(N_d + a)`` held fixed: ``sum_d c_Dir(a_new) - c_Dir(theta_d) +
+    sum_k (N_dk + a_new_k - theta_dk) E[log pi_dk]``."""
+    from scipy.special import digamma
+
+    doc_topic = np.asarray(doc_topic, dtype=np.float64)
+    K = doc_topic.shape[1]
+    a, a_new = _prior(a, K), _prior(a_new, K)
+    a_rest_new = a_rest if a_rest_new is None else a_rest_new
+    total = 0.0
+    for N in doc_topic:
+        theta = _with_rest(N + a, a_rest)
+        elog = digamma(theta) - digamma(theta.sum())
+        prior = _with_rest(a_new, a_rest_new) if a_rest > 0 else a_new
+        counts = np.append(N, 0.0) if a_rest > 0 else N
+        total += c_dir(prior) - c_dir(theta) + float(((counts + prior - theta) * elog).sum())
+    return total

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from lsdask import config
 from lsdask.engine import make_executor
 from lsdask.errors import DataError
 from lsdask.estimators.learning import VariationalEstimator
-from lsdask.estimators.params import LDA_PARAMS, lda_init_names, read_only
+from lsdask.estimators.params import AUTO, LDA_PARAMS, lda_init_names, read_only
 from lsdask.estimators.state import checkpoint_settings
 from lsdask.evaluate import (
     completion_score,
@@ -33,8 +34,8 @@ from lsdask.learn.base import padded_trace
 from lsdask.learn.gibbs_start import gibbs_refusal, gibbs_sample, within_tokens
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
-from lsdask.models.lda import LDAModel, LocalStepOptions, as_csr_batch
-from lsdask.persist.resume import open_resume
+from lsdask.models.lda import LDAGlobals, LDAModel, LocalStepOptions, as_csr_batch
+from lsdask.persist.resume import holding_checkpoint_folder, open_resume
 from lsdask.validation import check_int, check_sparsity
 
 logger = logging.getLogger(__name__)
@@ -123,10 +124,17 @@ class LDA(VariationalEstimator):
     sparsity : int or None
         L: topics kept per word type in each document (lsparse Sec. 5); None
         runs the dense step (Alg. 2, left). L >= K keeps every active topic.
-    alpha : float
+    alpha : float or "auto"
         Document-topic concentration; each topic's pseudo-count is alpha / K.
-    eta : float
-        Topic-word Dirichlet pseudo-count.
+        ``"auto"``: an asymmetric prior ``alpha_k``, one per topic, fitted in every
+        global step to the documents' ``E[log pi_d]`` (Minka's Newton method on the
+        ELBO's allocation term, from the default's alpha / K), so that topics used by
+        many documents get larger pseudo-counts (``alpha_``, ``alpha_trace_``).
+    eta : float or "auto"
+        Topic-word Dirichlet pseudo-count. ``"auto"``: a symmetric eta fitted in every
+        global step, jointly with the topics, to the topic-word counts (``eta_``).
+        Learned priors need ``algorithm="memo"`` or ``"vb"``: SVI holds no
+        whole-corpus statistics to fit them to.
     algorithm : {"memo", "svi", "vb"}
     init : {"auto", "kmeans++", "random", "gibbs"} or array of shape (K, V)
         How the topics start. ``"kmeans++"`` / ``"random"``: from K documents
@@ -175,6 +183,11 @@ class LDA(VariationalEstimator):
     ----------
     components_ : (K, V) topic-word pseudo-counts ``lambda`` (rows normalize to E[phi])
     topic_word_ : (K, V) ``E[phi]``
+    alpha_ : (K,) the document-topic prior ``alpha_k`` of each topic (alpha / K each
+        unless learned)
+    eta_ : float, the topic-word prior (``eta`` unless learned)
+    alpha_trace_ : (n_laps_,) ``sum_k alpha_k`` after every lap of ``fit`` (nan for
+        laps made before a resumed fit started)
     vocabulary_ : list of str or None
     elbo_trace_, n_laps_, converged_
     """
@@ -186,8 +199,8 @@ class LDA(VariationalEstimator):
         n_components: int = 10,
         *,
         sparsity: int | None = 8,
-        alpha: float = 0.5,
-        eta: float = 0.1,
+        alpha: float | str = 0.5,
+        eta: float | str = 0.1,
         algorithm: str = "memo",
         n_laps: int = 10,
         tol: float = config.DEFAULT_TOL,
@@ -268,13 +281,25 @@ class LDA(VariationalEstimator):
         words = _check_words(vocabulary, source.n_features)
         return source, words
 
+    def _priors(self) -> dict[str, Any]:
+        """The model's prior settings: ``alpha`` and ``eta`` (the fixed values, or the
+        defaults that learned ones start from) and ``learn_alpha``, ``learn_eta``."""
+        learn_alpha = isinstance(self.alpha, str) and self.alpha == AUTO
+        learn_eta = isinstance(self.eta, str) and self.eta == AUTO
+        return {
+            "alpha": float(LDA_PARAMS["alpha"].default if learn_alpha else self.alpha),
+            "eta": float(LDA_PARAMS["eta"].default if learn_eta else self.eta),
+            "learn_alpha": learn_alpha,
+            "learn_eta": learn_eta,
+        }
+
     def _model(self, vocab_size: int) -> LDAModel:
         options = LocalStepOptions(
             max_iters=self.max_local_iters,
             conv_thresh=self.local_conv_thresh,
             restarts=bool(self.restarts),
         )
-        return LDAModel(self.n_components, vocab_size, float(self.alpha), float(self.eta), options)
+        return LDAModel(self.n_components, vocab_size, options=options, **self._priors())
 
     def _initial_stats(
         self,
@@ -296,7 +321,7 @@ class LDA(VariationalEstimator):
                 logger.info("init='auto' starts from k-means++: %s", refusal)
         if method == "gibbs":
             counts = gibbs_sample(
-                sample, model.n_components, model.alpha, model.eta, self.gibbs_sweeps, rng,
+                sample, model.n_components, model.total_alpha, model.eta, self.gibbs_sweeps, rng,
                 self.progress,
             ).topic_word  # fmt: skip
         elif counts is None:
@@ -304,7 +329,7 @@ class LDA(VariationalEstimator):
             seeds = MixtureModel(
                 Multinomial(lam=model.eta).with_data_defaults(sample),
                 model.n_components,
-                model.alpha,
+                model.total_alpha,
             )
             counts = initial_stats(seeds, sample, method, rng)["words"]
         if sample is not None:
@@ -335,6 +360,7 @@ class LDA(VariationalEstimator):
         return as_csr_batch(sample), None
 
     # -- fitting ----------------------------------------------------------------
+    @holding_checkpoint_folder
     def fit(self, X: Any, y: Any = None, *, callback: Any = None, vocabulary: Any = None) -> LDA:
         """Learn topics from a Parquet corpus (path or Corpus), a scipy sparse
         matrix or a dense array of word counts (documents x vocabulary).
@@ -351,11 +377,7 @@ class LDA(VariationalEstimator):
         rng = np.random.default_rng(self.random_state)
         source, vocab = self._source(X, vocabulary)
         _check_has_tokens(X, source)
-        asked = {
-            "vocab_size": source.n_features,
-            "alpha": float(self.alpha),
-            "eta": float(self.eta),
-        }
+        asked = {"vocab_size": source.n_features, **self._priors()}
         self._vocabulary_sha256 = None if vocab is None else vocabulary_digest(vocab)
         resumed = open_resume(checkpoint_settings(self), asked)
         if resumed is not None:
@@ -364,15 +386,17 @@ class LDA(VariationalEstimator):
         else:
             model = self._model(source.n_features)
             sample, counts = self._init_inputs(model, source, rng)
+        alpha_totals = _AlphaTotals(callback)
         result = self._learn(
             model,
             source,
             lambda r: self._initial_stats(model, sample, r, counts, source.n_rows),
             rng,
             resumed,
-            callback,
+            alpha_totals,
         )
         self._set_fitted(model, result.globals, result.stats, vocab)
+        self.alpha_trace_ = alpha_totals.trace(result)
         self._record_fit_params()
         return self
 
@@ -410,6 +434,7 @@ class LDA(VariationalEstimator):
             self.lap_trace_ = np.zeros(0)
             self.time_trace_ = np.zeros(0)
             self.size_trace_ = np.zeros(0)
+            self.alpha_trace_ = np.zeros(0)
             self.n_laps_ = 0
             self.converged_ = False
         else:
@@ -447,12 +472,14 @@ class LDA(VariationalEstimator):
         it was kept does not reach back)."""
         return padded_trace(getattr(self, name, None), len(self.elbo_trace_) - 1)
 
-    def _set_fitted(self, model: LDAModel, glob, stats: SuffStats, vocab) -> None:
+    def _set_fitted(self, model: LDAModel, glob: LDAGlobals, stats: SuffStats, vocab) -> None:
         self.model_ = model
         self.posterior_ = glob
         self.stats_ = stats
         self.components_ = read_only(glob.lam)
         self.topic_word_ = read_only(glob.topics)
+        self.alpha_ = read_only(glob.alpha)
+        self.eta_ = glob.eta
         self.vocabulary_ = vocab
 
     # -- inference ----------------------------------------------------------------
@@ -495,7 +522,8 @@ class LDA(VariationalEstimator):
 
         A CSR matrix (documents x K): row d holds the topics given mass in
         document d (``N_dk > eps``), at most its L largest (``sparsity``), with
-        ``E[pi_dk] = (N_dk + alpha/K) / (N_d + alpha)`` renormalized over them.
+        ``E[pi_dk] = (N_dk + alpha_k) / (N_d + sum_k alpha_k)`` renormalized over them
+        (``alpha_k = alpha_``, alpha / K unless learned).
         Topics a document does not use are left out rather than filled in at
         the prior's weight, so a document of fewer than L topics has fewer
         entries, and one without words (or only words outside the vocabulary)
@@ -531,14 +559,14 @@ class LDA(VariationalEstimator):
         return K if self.sparsity is None else min(int(self.sparsity), K)
 
     def score(self, X: Any, y: Any = None, *, random_state: int = 0) -> float:
-        """Heldout document completion (lsparse App. E), nats per token; a
-        corpus is read batch by batch."""
+        """Heldout document completion (lsparse App. E), nats per token, with the
+        document-topic prior ``alpha_``; a corpus is read batch by batch."""
         self._check_fitted()
         rng = np.random.default_rng(random_state)
         loglik = tokens = 0.0
         for rows in self._row_batches(X):
             A, B = split_documents(rows, 0.8, rng)
-            part, n = document_completion_sums(A, B, self.topic_word_, self.model_.alpha)
+            part, n = document_completion_sums(A, B, self.topic_word_, self.alpha_)
             loglik, tokens = loglik + part, tokens + n
         return completion_score(loglik, tokens)
 
@@ -583,7 +611,7 @@ class TransformTask:
         model = self.model
         _, doc_topic, _ = model.doc_topic_step(X, posterior, self.L)
         K = model.n_components  # as fitted, whatever set_params said since
-        theta = doc_topic + model.alpha / K
+        theta = doc_topic + model.doc_prior(posterior)
         top = np.argsort(-theta, axis=1, kind="stable")[:, : self.keep]
         vals = np.take_along_axis(theta, top, axis=1)
         used = np.take_along_axis(doc_topic, top, axis=1) > model.options.eps
@@ -593,4 +621,35 @@ class TransformTask:
         indptr = np.concatenate([[0], np.cumsum(used.sum(axis=1))])
         out = sp.csr_matrix((vals[used], top[used], indptr), shape=(X.shape[0], K))
         out.sort_indices()
+        return out
+
+
+class _AlphaTotals:
+    """A fit's callback: records ``sum_k alpha_k`` of the globals after every lap of
+    each run (``n_init`` > 1 makes several), then calls the user's ``callback``."""
+
+    def __init__(self, callback: Any = None) -> None:
+        self.callback = callback
+        # per run: its result (weakly: the runs not kept are freed) and totals by lap
+        self.runs: list[tuple[weakref.ref, dict[int, float]]] = []
+
+    def _totals(self, result: Any) -> dict[int, float] | None:
+        return next((totals for ref, totals in self.runs if ref() is result), None)
+
+    def __call__(self, result: Any) -> None:
+        totals = self._totals(result)
+        if totals is None:
+            totals = {}
+            self.runs.append((weakref.ref(result), totals))
+        totals[int(result.n_laps)] = float(np.sum(result.globals.alpha))
+        if self.callback is not None:
+            self.callback(result)
+
+    def trace(self, result: Any) -> np.ndarray:
+        """The totals of ``result``'s run by lap, nan for laps it did not make (a
+        resumed run's laps before it started)."""
+        out = np.full(int(result.n_laps), np.nan)
+        for lap, total in (self._totals(result) or {}).items():
+            if 1 <= lap <= out.size:
+                out[lap - 1] = total
         return out

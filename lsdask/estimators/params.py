@@ -18,6 +18,7 @@ from their defaults (``repr``); :func:`clone` makes an unfitted copy.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import inspect
 from collections.abc import Callable
@@ -115,6 +116,41 @@ def at_most_k(name: str, value: Any, estimator: Any) -> None:
 def any_l(name: str, value: Any, estimator: Any) -> None:
     """LDA's L: None (dense) or an integer >= 1 (L >= K keeps every active topic)."""
     check_sparsity(value, None)
+
+
+#: LDA's ``alpha``/``eta`` value that learns the prior from the data
+AUTO = "auto"
+
+
+def positive_or_auto(what: str) -> Check:
+    """A finite number > 0, or ``"auto"``: a prior learned in the global step, which
+    ``algorithm="svi"`` cannot do (``what`` names the statistics it would need)."""
+
+    def check(name: str, value: Any, estimator: Any) -> None:
+        if isinstance(value, str) and value == AUTO:
+            if estimator.algorithm == "svi":
+                raise ValueError(
+                    f"{name}='auto' is not supported with algorithm='svi': the prior is fitted "
+                    f"to {what} of the whole corpus, which SVI never holds (its statistics "
+                    "are a running average of rescaled batches, each fitted under other "
+                    f"globals). Use algorithm='memo' or 'vb', or a fixed {name}"
+                )
+            return
+        check_positive_float(name, value, f"Use {name}='auto' to learn it from the data.")
+
+    return check
+
+
+def parse_positive_or_auto(text: str) -> float | str:
+    """Command-line text of ``auto`` or a finite number > 0 (an argparse ``type``)."""
+    if text == AUTO:
+        return AUTO
+    try:
+        return parse_positive_float(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number or 'auto', got {text!r}"
+        ) from None
 
 
 def lda_init(name: str, value: Any, estimator: Any) -> None:
@@ -302,13 +338,17 @@ TOPIC_SPARSITY = replace(
     option=replace(SPARSITY.option, none_flag="--dense", none_help="dense local step (no L)"),
 )  # fmt: skip
 DOC_ALPHA = Param(
-    "alpha", 0.5, positive(),
-    "document-topic concentration in total, alpha/K per topic (default {default})",
-    Option("--alpha", parse_positive_float),
+    "alpha", 0.5,
+    positive_or_auto("each document's E[log pi_d] (the memo of every q(pi_d))"),
+    "document-topic concentration in total, alpha/K per topic (default {default}); auto: "
+    "an asymmetric alpha_k per topic, learned in every global step from {default}/K",
+    Option("--alpha", parse_positive_or_auto, metavar="{ALPHA,auto}"),
 )  # fmt: skip
 ETA = Param(
-    "eta", 0.1, positive(), "topic-word pseudo-count (default {default})",
-    Option("--eta", parse_positive_float),
+    "eta", 0.1, positive_or_auto("the topic-word counts"),
+    "topic-word pseudo-count (default {default}); auto: learned in every global step, "
+    "from {default}",
+    Option("--eta", parse_positive_or_auto, metavar="{ETA,auto}"),
 )  # fmt: skip
 RESTARTS = Param(
     "restarts", True, boolean, "restart proposals in the local step",

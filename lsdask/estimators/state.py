@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from lsdask.estimators.params import read_only
+from lsdask.estimators.params import AUTO, read_only
 from lsdask.models.dirichlet_logs import DirichletPosterior
+from lsdask.models.lda import PRIOR_STATS, LDAGlobals
 from lsdask.models.stats import SuffStats, as_dense
 from lsdask.persist import gmm as gmm_files
 from lsdask.persist import lda as lda_files
@@ -40,8 +41,10 @@ _TRACES = ("elbo_trace_", *TRACE_FIELDS)
 
 def lda_state(model: Any) -> ModelState:
     """A fitted LDA estimator as plain data: the fit's parameters (an array
-    ``init`` as float64 topic-word counts), ``components_``, the statistics
-    ``stats_<field>`` (dense) and the traces; its vocabulary, if any."""
+    ``init`` as float64 topic-word counts), ``components_``, the priors ``alpha_``
+    (K,) and ``eta_`` (1,), the statistics ``stats_<field>`` (dense; with a learned
+    alpha also ``stats_S``, ``stats_W``, ``stats_Cdir``) and the traces; its
+    vocabulary, if any."""
     model._check_fitted()
     params = model._params_as_fitted()
     # the model as fitted, whatever set_params changed since (also for models fitted
@@ -49,17 +52,22 @@ def lda_state(model: Any) -> ModelState:
     fitted_model = model.model_
     params.update(
         n_components=int(fitted_model.n_components),
-        alpha=float(fitted_model.alpha),
-        eta=float(fitted_model.eta),
+        alpha=AUTO if fitted_model.learn_alpha else fitted_model.total_alpha,
+        eta=AUTO if fitted_model.learn_eta else float(fitted_model.eta),
     )
     init_counts = model._init_counts(None, params["init"])
     if init_counts is not None:
         params["init"] = init_counts
-    arrays = {"components_": model.components_, "elbo_trace_": model.elbo_trace_}
-    for name in TRACE_FIELDS:
+    arrays = {
+        "components_": model.components_,
+        "elbo_trace_": model.elbo_trace_,
+        "alpha_": model.alpha_,
+        "eta_": np.array([model.eta_]),
+    }
+    for name in (*TRACE_FIELDS, "alpha_trace_"):
         if hasattr(model, name):
             arrays[name] = getattr(model, name)
-    for name in lda_files.STATS_FIELDS:
+    for name in model.stats_.keys():
         arrays[f"stats_{name}"] = as_dense(model.stats_[name])
     vocab = model.vocabulary_
     V = model.components_.shape[1]
@@ -81,9 +89,11 @@ def lda_from_state(cls: type, state: ModelState, client: Any = None) -> Any:
     """A fitted ``cls`` (an LDA estimator) from :func:`lda_state`'s data, with
     ``client`` as its client.
 
-    The posterior is the global step of the saved statistics unless the saved
-    ``components_`` differ from it (an SVI fit stopped between updates): then
-    the saved ``components_`` are kept, as the saved model used them.
+    The posterior is the global step of the saved statistics (which fits learned
+    priors again, to the same values) unless the saved ``components_`` or ``alpha_``
+    differ from it (an SVI fit stopped between updates): then the saved ones are kept,
+    as the saved model used them. Models saved before ``alpha_`` and ``eta_`` were
+    kept have the fixed priors of their parameters.
     """
     arrays, fitted = state.arrays, state.fitted
     model = cls(**state.params)
@@ -94,16 +104,22 @@ def lda_from_state(cls: type, state: ModelState, client: Any = None) -> Any:
     if int(model.n_components) != K:
         raise ValueError(f"n_components={model.n_components} but the arrays have K={K}")
     lda_model = model._model(V)
-    stats = SuffStats(**{name: arrays[f"stats_{name}"] for name in lda_files.STATS_FIELDS})
+    fields = [*lda_files.STATS_FIELDS]
+    fields += [name for name in PRIOR_STATS if f"stats_{name}" in arrays]
+    stats = SuffStats(**{name: arrays[f"stats_{name}"] for name in fields})
     glob = lda_model.global_step(stats)
-    if not np.array_equal(glob.lam, lam):
-        glob = DirichletPosterior.from_lam(lam, lda_model.eta)
+    alpha = arrays.get("alpha_", glob.alpha)
+    eta = float(arrays["eta_"][0]) if "eta_" in arrays else glob.eta
+    if not (np.array_equal(glob.lam, lam) and np.array_equal(glob.alpha, alpha)):
+        glob = LDAGlobals.of(DirichletPosterior.from_lam(lam, eta), alpha)
     model._set_fitted(lda_model, glob, stats, state.texts.get(lda_files.VOCABULARY))
     model._record_fit_params()
     model.elbo_trace_ = arrays["elbo_trace_"]
-    for name in TRACE_FIELDS:
+    for name in (*TRACE_FIELDS, "alpha_trace_"):
         if name in arrays:
             setattr(model, name, arrays[name])
+    if "alpha_trace_" not in arrays:  # saved before it was kept: a fixed alpha
+        model.alpha_trace_ = np.full(int(fitted["n_laps_"]), float(np.sum(model.alpha_)))
     model.n_laps_ = int(fitted["n_laps_"])
     model.converged_ = bool(fitted["converged_"])
     model.n_features_in_ = int(fitted.get("n_features_in_", V))

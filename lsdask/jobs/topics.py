@@ -1,6 +1,8 @@
 """The topics job: a saved LDA model's top words, with UMass coherence over a corpus.
 
-``lsdask topics`` prints :func:`format_topics` of :func:`topic_report`.
+``lsdask topics`` prints :func:`format_topics` of :func:`topic_report`; for a model
+with learned priors (``alpha="auto"``, ``eta="auto"``) also each topic's ``alpha_k``
+and the learned totals.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ class TopicReport:
         UMass coherence of each topic's top words over ``corpus`` (None
         without one); ``mean_coherence`` their mean.
     corpus : str or None
+    alpha : array of K or None
+        Each topic's document-topic prior ``alpha_k`` (``LDA.alpha_``: alpha / K
+        each unless learned).
+    learned_alpha, learned_eta : bool
+        Whether the model learned alpha (``alpha="auto"``) and eta; ``eta`` its eta.
     """
 
     K: int
@@ -39,6 +46,10 @@ class TopicReport:
     coherence: np.ndarray | None = None
     mean_coherence: float | None = None
     corpus: str | None = None
+    alpha: np.ndarray | None = None
+    learned_alpha: bool = False
+    eta: float | None = None
+    learned_eta: bool = False
 
 
 def topic_report(model: Any, *, n_top: int = 10, corpus: Any = None) -> TopicReport:
@@ -67,12 +78,16 @@ def topic_report(model: Any, *, n_top: int = 10, corpus: Any = None) -> TopicRep
     if isinstance(n_top, bool) or not isinstance(n_top, int) or n_top < 1:
         raise ValueError(f"n_top must be a positive integer; got {n_top!r}")
     lda = loaded_lda(model)
-    mass = np.maximum(lda.components_ - lda.eta, 0.0).sum(axis=1)  # tokens per topic
+    mass = np.maximum(lda.components_ - lda.eta_, 0.0).sum(axis=1)  # tokens per topic
     report = TopicReport(
-        K=int(lda.n_components),
+        K=int(lda.model_.n_components),
         n_top=n_top,
         share=mass / mass.sum() if mass.sum() > 0 else mass,
         top_words=lda.top_words(n_top),
+        alpha=np.asarray(lda.alpha_),
+        learned_alpha=bool(lda.model_.learn_alpha),
+        eta=float(lda.eta_),
+        learned_eta=bool(lda.model_.learn_eta),
     )
     if corpus is not None:
         docs = open_corpus(corpus, "corpus")
@@ -85,16 +100,28 @@ def topic_report(model: Any, *, n_top: int = 10, corpus: Any = None) -> TopicRep
 
 
 def format_topics(report: TopicReport) -> str:
-    """One line per topic of a :func:`topic_report` (coherence first, if any)."""
+    """One line per topic of a :func:`topic_report` (a learned ``alpha_k`` and the
+    coherence first, if any), then the mean coherence and the learned priors."""
     coherence = report.coherence
+    alpha = report.alpha if report.learned_alpha else None
+    prior = "" if alpha is None else f"  {'alpha_k':>8}"
     umass = "" if coherence is None else f"  {'UMass':>8}"
-    lines = [f"{'topic':>5}  {'share':>6}{umass}  top {report.n_top} words"]
+    lines = [f"{'topic':>5}  {'share':>6}{prior}{umass}  top {report.n_top} words"]
     for k, words in enumerate(report.top_words):
+        prior = "" if alpha is None else f"  {alpha[k]:>8.3g}"
         umass = "" if coherence is None else f"  {coherence[k]:>8.2f}"
-        lines.append(f"{k:>5}  {report.share[k]:>6.1%}{umass}  {' '.join(words)}")
+        lines.append(f"{k:>5}  {report.share[k]:>6.1%}{prior}{umass}  {' '.join(words)}")
     if coherence is not None:
         lines.append(
             f"mean UMass coherence of {report.K} topics (top {report.n_top} words, "
             f"documents of {report.corpus}): {report.mean_coherence:.3f}"
         )
+    if alpha is not None:
+        lines.append(
+            f"learned document-topic prior: alpha = sum_k alpha_k = {float(alpha.sum()):.4g} "
+            f"over {report.K} topics (alpha_k from {float(alpha.min()):.3g} to "
+            f"{float(alpha.max()):.3g})"
+        )
+    if report.learned_eta and report.eta is not None:
+        lines.append(f"learned topic-word prior: eta = {report.eta:.4g}")
     return "\n".join(lines)

@@ -2,15 +2,26 @@
 
 Each document is a list of U unique word types ``w_u`` with counts ``c_u``.
 Given topic log-probabilities ``C[w, k] = E[log phi_kw]`` (rows for the
-batch's own vocabulary) and the document-topic prior ``a = alpha / K``, the
+batch's own vocabulary) and the document-topic prior ``a = (a_1, ..., a_K)``
+(``a_k = alpha / K`` for LDA's symmetric prior, a learned or the HDP's
+``alpha E[beta_k]`` otherwise) with ``a_rest``, the prior mass of a leftover
+topic that holds no tokens (0 for LDA; the HDP's ``alpha E[beta_{K+1}]``), the
 local step alternates
 
-    N_dk = sum_u c_u r_uk,   P_dk = psi(N_dk + a),
+    N_dk = sum_u c_u r_uk,   theta_dk = N_dk + a_k,   P_dk = psi(theta_dk),
     r_u = RESP(C[w_u] + P_d)            (dense softmax, or top-L),
 
-from ``r_u = RESP(C[w_u])`` (uniform document-topic probabilities), until
-``max_k |Delta N_dk| < conv_thresh`` or ``max_iters``. The L-sparse step keeps
-an active set ``A_d = {k : N_dk > eps}`` and works over it only; it selects
+(``psi(Theta_d)``, ``Theta_d = sum_k theta_dk + a_rest``, is common to every
+topic and cancels in RESP) from ``r_u = RESP(C[w_u] + log a)``: the topics
+weighed by the prior's mean document-topic probabilities ``E[pi_dk] = a_k / A``
+(``A = sum_k a_k + a_rest``), as the HDP supplement (Sec. E) suggests
+(``pi~_dk = E[beta_k]``), until ``max_k |Delta N_dk| < conv_thresh`` or
+``max_iters``. The start adds ``log a_k - max_j log a_j``: exactly 0.0 for a
+uniform prior, whose start is then ``RESP(C[w_u])``. (Not the prior's
+``E[log pi_dk] = psi(a_k) - psi(A)``: ``psi(a) ~ -1/a`` for small a puts a topic
+of ``a_k = 0.01`` about 100 nats down, so no document would start on it, and the
+L-sparse step never takes up a topic it did not start with.) The L-sparse step
+keeps an active set ``A_d = {k : N_dk > eps}`` and works over it only; it selects
 each token's top L afresh in the first 5 iterations and every 10th, and
 otherwise reweights the topics of the token's last selection, a topic that
 left the active set weighing 0 (App. D.3: its mass never rises again).
@@ -19,10 +30,16 @@ active topics in turn, smallest mass first, up to ``restarts`` proposals per
 document: the topic's mass is dropped, ``restart_iters`` iterations run, and
 the proposal is kept only if the document's ELBO
 
-    L_d = sum_u c_u sum_k r_uk (C[w_u, k] - log r_uk)
-          + c_Dir(a 1_K) - c_Dir(N_d + a)
+    L_d = sum_u c_u sum_k r_uk (C[w_u, k] - log r_uk) + c_Dir(a) - c_Dir(theta_d)
 
-improves. Everything here is serial and ``nogil``.
+improves, with ``c_Dir(a) = lnGamma(sum_k a_k) - sum_k lnGamma(a_k)`` (Eq. 49)
+over the K topics and, where ``a_rest > 0``, the leftover one.
+
+Inactive topics (``N_dk = 0``) contribute to the ``c_Dir`` terms only through
+totals computed once per batch (``sum_k a_k``, ``sum_k lnGamma(a_k)``), so a
+document costs O(active topics) special functions. A uniform prior keeps the
+scalar arithmetic of ``K lnGamma(a)``, ``a K``: its results do not depend on
+how the prior was passed. Everything here is serial and ``nogil``.
 """
 
 from __future__ import annotations
@@ -38,39 +55,98 @@ from lsdask.kernels.topl import _select, _select_pruned
 
 
 @numba.njit(nogil=True, cache=True)
-def _log_norm_prior(a, K):
-    return math.lgamma(a * K) - K * math.lgamma(a)
+def prior_terms(a, a_rest):
+    """What the ``c_Dir`` terms need of the prior ``(a_1..a_K, a_rest)``, once per batch.
+
+    Returns ``(A, lg_total, c_prior, lg_rest, uniform)``: ``A = sum_k a_k + a_rest``,
+    ``lg_total = sum_k lnGamma(a_k)``, ``c_prior = c_Dir(a, a_rest)`` (Eq. 49; the
+    leftover entry only where ``a_rest > 0``), ``lg_rest = lnGamma(a_rest)`` (0 where
+    ``a_rest = 0``) and whether the prior is uniform (every ``a_k`` equal, no leftover):
+    then ``A = a_1 K`` and ``lg_total = K lnGamma(a_1)``, the scalar prior's arithmetic.
+    """
+    K = a.shape[0]
+    a0 = a[0]
+    uniform = a_rest == 0.0
+    for k in range(K):
+        if a[k] != a0:
+            uniform = False
+            break
+    if uniform:
+        lg0 = math.lgamma(a0)
+        return a0 * K, K * lg0, math.lgamma(a0 * K) - K * lg0, 0.0, True
+    total = 0.0
+    lg = 0.0
+    for k in range(K):
+        total += a[k]
+        lg += math.lgamma(a[k])
+    lg_rest = 0.0
+    if a_rest > 0.0:
+        total += a_rest
+        lg_rest = math.lgamma(a_rest)
+    return total, lg, math.lgamma(total) - lg - lg_rest, lg_rest, False
 
 
 @numba.njit(nogil=True, cache=True)
-def _log_norm_doc(N, a, active, n_active, K):
+def start_offsets(a):
+    """``log a_k - max_j log a_j``: the log of the prior's mean document-topic
+    probabilities up to a common term (exactly 0.0 for a uniform prior)."""
+    K = a.shape[0]
+    off = np.empty(K)
+    hi = -np.inf
+    for k in range(K):
+        off[k] = math.log(a[k])
+        hi = max(hi, off[k])
+    for k in range(K):
+        off[k] -= hi
+    return off
+
+
+@numba.njit(nogil=True, cache=True)
+def _log_norm_doc(N, a, prior, active, n_active):
     """c_Dir(N + a) using only the active topics (the rest hold N = 0)."""
-    total = a * K
-    s = (K - n_active) * math.lgamma(a)
+    A, lg_total, _, lg_rest, uniform = prior
+    K = a.shape[0]
+    total = A
+    if uniform:
+        s = (K - n_active) * math.lgamma(a[0])
+        for j in range(n_active):
+            k = active[j]
+            total += N[k]
+            s += math.lgamma(N[k] + a[k])
+        return math.lgamma(total) - s
+    s = lg_total + lg_rest
     for j in range(n_active):
         k = active[j]
         total += N[k]
-        s += math.lgamma(N[k] + a)
+        s += math.lgamma(N[k] + a[k]) - math.lgamma(a[k])
     return math.lgamma(total) - s
 
 
 @numba.njit(nogil=True, cache=True)
-def _log_norm_doc_dense(N, a, K):
+def _log_norm_doc_dense(N, a, prior):
     """c_Dir(N + a) over all K topics, one lgamma per nonzero N_k."""
-    total = a * K
+    A, lg_total, _, lg_rest, uniform = prior
+    K = a.shape[0]
+    total = A
     s = 0.0
-    n_zero = 0
+    if uniform:
+        n_zero = 0
+        for k in range(K):
+            if N[k] == 0.0:
+                n_zero += 1
+            else:
+                total += N[k]
+                s += math.lgamma(N[k] + a[k])
+        return math.lgamma(total) - (s + n_zero * math.lgamma(a[0]))
     for k in range(K):
-        if N[k] == 0.0:
-            n_zero += 1
-        else:
+        if N[k] != 0.0:
             total += N[k]
-            s += math.lgamma(N[k] + a)
-    return math.lgamma(total) - (s + n_zero * math.lgamma(a))
+            s += math.lgamma(N[k] + a[k]) - math.lgamma(a[k])
+    return math.lgamma(total) - (s + lg_total + lg_rest)
 
 
 @numba.njit(nogil=True, cache=True)
-def _sparse_doc_elbo(words, counts, C, resp, idx, N, a, active, n_active, K):
+def _sparse_doc_elbo(words, counts, C, resp, idx, N, a, prior, active, n_active):
     value = 0.0
     for u in range(words.shape[0]):
         w = words[u]
@@ -78,11 +154,12 @@ def _sparse_doc_elbo(words, counts, C, resp, idx, N, a, active, n_active, K):
             r = resp[u, j]
             if r > 0.0:
                 value += counts[u] * r * (C[w, idx[u, j]] - math.log(r))
-    return value + _log_norm_prior(a, K) - _log_norm_doc(N, a, active, n_active, K)
+    return value + prior[2] - _log_norm_doc(N, a, prior, active, n_active)
 
 
 @numba.njit(nogil=True, cache=True)
-def _dense_doc_elbo(words, counts, C, R, N, a, K):
+def _dense_doc_elbo(words, counts, C, R, N, a, prior):
+    K = C.shape[1]
     value = 0.0
     for u in range(words.shape[0]):
         row = C[words[u]]
@@ -90,12 +167,14 @@ def _dense_doc_elbo(words, counts, C, R, N, a, K):
             r = R[u, k]
             if r > 0.0:
                 value += counts[u] * r * (row[k] - math.log(r))
-    total = a * K
+    total = prior[0]
     s = 0.0
     for k in range(K):
         total += N[k]
-        s += math.lgamma(N[k] + a)
-    return value + _log_norm_prior(a, K) - (math.lgamma(total) - s)
+        s += math.lgamma(N[k] + a[k])
+    if not prior[4]:
+        s += prior[3]
+    return value + prior[2] - (math.lgamma(total) - s)
 
 
 # rows of C spanning more than this many nats take the exact log-space path
@@ -121,7 +200,7 @@ def _exp_rows(words, C, E, exact):
 
 
 @numba.njit(nogil=True, cache=True)
-def _dense_iterations(words, counts, C, E, exact, a, max_iters, conv_thresh, R, N, trace):
+def _dense_iterations(words, counts, C, E, exact, a, prior, max_iters, conv_thresh, R, N, trace):
     """Dense iterations in place from document-topic counts N; returns iterations run.
 
     ``exp(C[w] + P) = exp(C[w]) * exp(P)``: with ``E`` from ``_exp_rows`` an
@@ -140,7 +219,7 @@ def _dense_iterations(words, counts, C, E, exact, a, max_iters, conv_thresh, R, 
         it += 1
         pmax = -np.inf
         for k in range(K):
-            P[k] = digamma(N[k] + a)
+            P[k] = digamma(N[k] + a[k])
             pmax = max(pmax, P[k])
         for k in range(K):
             eP[k] = math.exp(P[k] - pmax)
@@ -171,7 +250,7 @@ def _dense_iterations(words, counts, C, E, exact, a, max_iters, conv_thresh, R, 
             delta = max(delta, abs(N_new[k] - N[k]))
             N[k] = N_new[k]
         if it < trace.shape[0]:
-            trace[it] = _dense_doc_elbo(words, counts, C, R, N, a, K)
+            trace[it] = _dense_doc_elbo(words, counts, C, R, N, a, prior)
         if delta < conv_thresh:
             break
     return it
@@ -179,49 +258,71 @@ def _dense_iterations(words, counts, C, E, exact, a, max_iters, conv_thresh, R, 
 
 @numba.njit(nogil=True, cache=True)
 def dense_doc_step(
-    words, counts, C, a, max_iters, conv_thresh, eps, restarts, restart_iters, R, trace
+    words, counts, C, a, a_rest, max_iters, conv_thresh, eps, restarts, restart_iters, R, trace
 ):
     """DENSESTEPFORDOC with restart proposals: dense responsibilities ``R`` (U, K).
 
-    ``trace`` receives the document ELBO after the initialization (index 0)
-    and after every iteration of the main run, as far as it is long (pass an
-    empty array to skip that work). Returns
+    ``a`` (K,) is the document-topic prior and ``a_rest`` the leftover topic's
+    (see the module docstring). ``trace`` receives the document ELBO after the
+    initialization (index 0) and after every iteration of the main run, as far
+    as it is long (pass an empty array to skip that work). Returns
     ``(N_d, elbo_d, iterations, restarts tried, restarts accepted)``.
     """
     E = np.empty((words.shape[0], C.shape[1]))
     exact = np.empty(words.shape[0], dtype=np.bool_)
     _exp_rows(words, C, E, exact)
+    prior = prior_terms(a, a_rest)
+    E0 = E if prior[4] else _start_rows(words, C, start_offsets(a))
     return _dense_doc(
-        words, counts, C, E, exact, a, max_iters, conv_thresh, eps, restarts, restart_iters, R,
-        trace, True,
+        words, counts, C, E, E0, exact, a, prior, max_iters, conv_thresh, eps, restarts,
+        restart_iters, R, trace, True,
     )  # fmt: skip
 
 
 @numba.njit(nogil=True, cache=True)
+def _start_rows(words, C, off):
+    """``exp(W_u - max W_u)`` of the start's weights ``W_u = C[w_u] + off``, in log
+    space (exact however far the row spreads), once per batch word."""
+    K = C.shape[1]
+    E0 = np.empty((words.shape[0], K))
+    for u in range(words.shape[0]):
+        row = C[words[u]]
+        hi = -np.inf
+        for k in range(K):
+            hi = max(hi, row[k] + off[k])
+        for k in range(K):
+            E0[u, k] = math.exp(row[k] + off[k] - hi)
+    return E0
+
+
+@numba.njit(nogil=True, cache=True)
 def _dense_doc(
-    words, counts, C, E, exact, a, max_iters, conv_thresh, eps, restarts, restart_iters, R,
-    trace, want_elbo,
+    words, counts, C, E, E0, exact, a, prior, max_iters, conv_thresh, eps, restarts,
+    restart_iters, R, trace, want_elbo,
 ):  # fmt: skip
-    """``dense_doc_step`` given ``E, exact`` of the document's words (``_exp_rows``);
-    the returned ELBO is nan unless ``want_elbo`` or restarts."""
+    """``dense_doc_step`` given ``E, exact`` of the document's words (``_exp_rows``) and
+    ``E0``, the start's unnormalized weights (``E`` itself for a uniform prior); the
+    returned ELBO is nan unless ``want_elbo`` or restarts."""
     U = words.shape[0]
     K = C.shape[1]
     N = np.zeros(K)
     for u in range(U):
         s = 0.0
         for k in range(K):
-            s += E[u, k]
+            s += E0[u, k]
         for k in range(K):
-            R[u, k] = E[u, k] / s
+            R[u, k] = E0[u, k] / s
             N[k] += counts[u] * R[u, k]
     if trace.shape[0] > 0:
-        trace[0] = _dense_doc_elbo(words, counts, C, R, N, a, K)
-    its = _dense_iterations(words, counts, C, E, exact, a, max_iters, conv_thresh, R, N, trace)
+        trace[0] = _dense_doc_elbo(words, counts, C, R, N, a, prior)
+    its = _dense_iterations(
+        words, counts, C, E, exact, a, prior, max_iters, conv_thresh, R, N, trace
+    )
     tried = 0
     accepted = 0
     if not (want_elbo or (restarts > 0 and U > 0)):
         return N, np.nan, its, tried, accepted
-    elbo = _dense_doc_elbo(words, counts, C, R, N, a, K)
+    elbo = _dense_doc_elbo(words, counts, C, R, N, a, prior)
     if restarts > 0 and U > 0:
         no_trace = np.empty(0)
         for k_drop in np.argsort(N):
@@ -234,9 +335,10 @@ def _dense_doc(
             N2[k_drop] = 0.0
             R2 = R.copy()
             _dense_iterations(
-                words, counts, C, E, exact, a, restart_iters, conv_thresh, R2, N2, no_trace
-            )
-            elbo2 = _dense_doc_elbo(words, counts, C, R2, N2, a, K)
+                words, counts, C, E, exact, a, prior, restart_iters, conv_thresh, R2, N2,
+                no_trace,
+            )  # fmt: skip
+            elbo2 = _dense_doc_elbo(words, counts, C, R2, N2, a, prior)
             if elbo2 > elbo:
                 accepted += 1
                 elbo = elbo2
@@ -357,7 +459,7 @@ def _sparse_iterations(
         pmax = -np.inf
         for j in range(n_active):
             k = active[j]
-            P[k] = digamma(N[k] + a)
+            P[k] = digamma(N[k] + a[k])
             pmax = max(pmax, P[k])
         for j in range(n_active):
             k = active[j]
@@ -504,49 +606,69 @@ def _log_space_weights(C, w, P, is_active, topics, m, resp, u):
 
 @numba.njit(nogil=True, cache=True)
 def sparse_doc_step(
-    words, counts, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp, idx,
+    words, counts, C, a, a_rest, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp,
+    idx,
 ):  # fmt: skip
     """LSPARSESTEPFORDOC with restart proposals, for one document.
 
-    Fills ``resp`` and ``idx`` (U, L) and returns
+    ``a`` (K,) is the document-topic prior and ``a_rest`` the leftover topic's
+    (see the module docstring). Fills ``resp`` and ``idx`` (U, L) and returns
     ``(N_d, elbo_d, iterations, restarts tried, restarts accepted)``.
     """
     row_max = np.empty(words.shape[0])
-    _sparse_init(words, C, L, resp, idx, row_max)
+    prior = prior_terms(a, a_rest)
+    _sparse_init(words, C, start_offsets(a), prior[4], L, resp, idx, row_max)
     return _sparse_doc(
-        words, counts, C, row_max, a, L, max_iters, conv_thresh, eps, restarts, restart_iters,
-        resp, idx,
+        words, counts, C, row_max, a, prior, L, max_iters, conv_thresh, eps, restarts,
+        restart_iters, resp, idx,
     )  # fmt: skip
 
 
 @numba.njit(nogil=True, cache=True)
-def _sparse_init(rows, C, L, resp, idx, row_max):
-    """Top-L responsibilities of ``C[rows[u]]`` alone (uniform document-topic
-    probabilities): the start of every document's L-sparse step; ``row_max[u]``
-    receives the row's maximum."""
+def _start_token(w, nL, L, top, resp, idx, u):
+    """Token u's start: the top ``nL`` of the weights ``w`` (K,), normalized; the
+    slots beyond ``nL`` hold 0 at the first topic. Returns the largest weight."""
+    _select(w, nL, top)
+    wmax = w[top[0]]
+    s = 0.0
+    for j in range(nL):
+        idx[u, j] = top[j]
+        resp[u, j] = math.exp(w[top[j]] - wmax)
+        s += resp[u, j]
+    for j in range(L):
+        if j >= nL:
+            idx[u, j] = top[0]
+        resp[u, j] = resp[u, j] / s if j < nL else 0.0
+    return wmax
+
+
+@numba.njit(nogil=True, cache=True)
+def _sparse_init(rows, C, off, uniform, L, resp, idx, row_max):
+    """Top-L responsibilities of ``C[rows[u]] + off`` (``off = start_offsets(a)``: the
+    prior's mean document-topic probabilities; all 0.0 where ``uniform``): the start of
+    every document's L-sparse step; ``row_max[u]`` receives the maximum of
+    ``C[rows[u]]``."""
     K = C.shape[1]
     nL = min(L, K)
     top = np.empty(nL, dtype=np.int32)
+    shifted = np.empty(K)
     for u in range(rows.shape[0]):
         row = C[rows[u]]
-        _select(row, nL, top)
-        wmax = row[top[0]]
-        row_max[u] = wmax
-        s = 0.0
-        for j in range(nL):
-            idx[u, j] = top[j]
-            resp[u, j] = math.exp(row[top[j]] - wmax)
-            s += resp[u, j]
-        for j in range(L):
-            if j >= nL:
-                idx[u, j] = top[0]
-            resp[u, j] = resp[u, j] / s if j < nL else 0.0
+        if uniform:  # the weights are the row itself: its largest is the first selected
+            row_max[u] = _start_token(row, nL, L, top, resp, idx, u)
+            continue
+        hi = row[0]
+        for k in range(K):
+            hi = max(hi, row[k])
+            shifted[k] = row[k] + off[k]
+        row_max[u] = hi
+        _start_token(shifted, nL, L, top, resp, idx, u)
 
 
 @numba.njit(nogil=True, cache=True)
 def _sparse_doc(
-    words, counts, C, row_max, a, L, max_iters, conv_thresh, eps, restarts, restart_iters, resp,
-    idx,
+    words, counts, C, row_max, a, prior, L, max_iters, conv_thresh, eps, restarts, restart_iters,
+    resp, idx,
 ):  # fmt: skip
     """``sparse_doc_step`` from the initial ``resp, idx`` already in place."""
     U = words.shape[0]
@@ -562,12 +684,12 @@ def _sparse_doc(
             active[n_active] = k
             n_active += 1
     if U == 0:
-        return N, _log_norm_prior(a, K) - _log_norm_doc(N, a, active, 0, K), 0, 0, 0
+        return N, prior[2] - _log_norm_doc(N, a, prior, active, 0), 0, 0, 0
     n_active, its = _sparse_iterations(
         words, counts, C, row_max, a, L, max_iters, conv_thresh, eps, resp, idx, N, active,
         n_active, 5,
     )  # fmt: skip
-    elbo = _sparse_doc_elbo(words, counts, C, resp, idx, N, a, active, n_active, K)
+    elbo = _sparse_doc_elbo(words, counts, C, resp, idx, N, a, prior, active, n_active)
     tried = 0
     accepted = 0
     if restarts > 0 and n_active > 1:
@@ -595,7 +717,7 @@ def _sparse_doc(
                 words, counts, C, row_max, a, L, restart_iters, conv_thresh, eps, resp2, idx2, N2,
                 active2, n2, 1,
             )  # fmt: skip
-            elbo2 = _sparse_doc_elbo(words, counts, C, resp2, idx2, N2, a, active2, n2, K)
+            elbo2 = _sparse_doc_elbo(words, counts, C, resp2, idx2, N2, a, prior, active2, n2)
             if elbo2 > elbo:
                 accepted += 1
                 elbo = elbo2
@@ -609,8 +731,8 @@ def _sparse_doc(
 
 @numba.njit(nogil=True, cache=True)
 def lda_batch_step(
-    indptr, words, counts, C, a, L, max_iters, conv_thresh, eps, restarts, restart_iters,
-    out_words, doc_topic,
+    indptr, words, counts, C, a, a_rest, L, max_iters, conv_thresh, eps, restarts, restart_iters,
+    out_words, doc_topic, S,
 ):  # fmt: skip
     """Local step for every document of a batch, summarized.
 
@@ -619,29 +741,52 @@ def lda_batch_step(
     indptr : int64 (n_docs + 1,); words : int32 (nnz,) ids into the batch's
     vocabulary (0 .. V_b - 1); counts : float64 (nnz,)
     C : float64 (V_b, K), ``E[log phi]`` (transposed) of the batch's vocabulary
-    a : float, alpha / K
+    a : float64 (K,), the document-topic prior ``a_k`` (``alpha / K`` each for
+        LDA's symmetric prior)
+    a_rest : float, the prior of a leftover topic that holds no tokens (0: none,
+        as in LDA; the HDP's ``alpha E[beta_{K+1}]``)
     restarts : int, restart proposals per document (0: none; True counts as 1)
     restart_iters : int, iterations run for each proposal
     L : int, sparsity; ``L <= 0`` runs the dense step (``L = K`` runs the sparse
         code with every topic kept)
     out_words : float64 (K, V_b), receives ``sum_d sum_u c_du r_duk`` at w_du
     doc_topic : float64 (n_docs, K), receives N_dk
+    S : float64 (K + 1,), receives ``S_k = sum_d E[log pi_dk] = sum_d psi(theta_dk)
+        - psi(Theta_d)`` at ``theta_d = N_d + a``, ``Theta_d = sum_k theta_dk + a_rest``;
+        ``S[K]`` the leftover topic's (0 where ``a_rest = 0``, which has none)
 
     Returns
     -------
-    (entropy, allocation term, iterations, restarts tried, restarts accepted),
-    where entropy is ``-sum c r log r`` and the allocation term is
-    ``sum_d c_Dir(a) - c_Dir(N_d + a)`` (App. C).
+    (entropy, alloc, W, Cdir, iterations, restarts tried, restarts accepted),
+    where entropy is ``-sum c r log r``, alloc the allocation term
+    ``sum_d c_Dir(a) - c_Dir(theta_d)`` (App. C, Eq. 45 at the optimal ``q(pi_d)``),
+    ``W = sum_d sum_k (N_dk - theta_dk) E[log pi_dk] = -(a . S[:K] + a_rest S[K])``
+    and ``Cdir = sum_d c_Dir(theta_d)`` (over K + 1 entries where ``a_rest > 0``).
+    With the ``q(pi_d)`` held fixed, the allocation term at another prior ``a'`` is
+    ``D c_Dir(a') + a' . S + W - Cdir`` (D documents; ``alloc`` at ``a' = a``): what
+    the prior is fitted to (:mod:`lsdask.models.dirichlet_prior`).
+
+    ``S`` costs one digamma per active topic of each document: ``S_k = D psi(a_k) +
+    sum_{d: N_dk > 0} [psi(theta_dk) - psi(a_k)] - sum_d psi(Theta_d)``.
     """
     n_docs = indptr.shape[0] - 1
     K = C.shape[1]
     dense = L <= 0
     entropy = 0.0
     alloc = 0.0
+    norms = 0.0
     iters = 0
     tried = 0
     accepted = 0
-    prior = _log_norm_prior(a, K)
+    prior = prior_terms(a, a_rest)
+    A = prior[0]
+    uniform = prior[4]
+    off = start_offsets(a)
+    psi_a = np.empty(K)
+    for k in range(K):
+        psi_a[k] = digamma(a[k])
+        S[k] = 0.0
+    psi_theta = 0.0  # sum_d psi(Theta_d)
     no_trace = np.empty(0)
     # what depends on a word alone is computed once per batch, not per document
     V_b = C.shape[0]
@@ -650,11 +795,12 @@ def lda_batch_step(
         E_words = np.empty((V_b, K))
         exact_words = np.empty(V_b, dtype=np.bool_)
         _exp_rows(vocab, C, E_words, exact_words)
+        E0_words = E_words if uniform else _start_rows(vocab, C, off)
     else:
         resp_words = np.empty((V_b, L))
         idx_words = np.empty((V_b, L), dtype=np.int32)
         max_words = np.empty(V_b)
-        _sparse_init(vocab, C, L, resp_words, idx_words, max_words)
+        _sparse_init(vocab, C, off, uniform, L, resp_words, idx_words, max_words)
     for d in range(n_docs):
         lo = indptr[d]
         hi = indptr[d + 1]
@@ -664,13 +810,16 @@ def lda_batch_step(
         if dense:
             R = np.empty((U, K))
             E = np.empty((U, K))
+            E0 = E if uniform else np.empty((U, K))
             exact = np.empty(U, dtype=np.bool_)
             for u in range(U):
                 E[u] = E_words[w[u]]
+                if not uniform:
+                    E0[u] = E0_words[w[u]]
                 exact[u] = exact_words[w[u]]
             N, _, its, t, acc = _dense_doc(
-                w, c, C, E, exact, a, max_iters, conv_thresh, eps, restarts, restart_iters, R,
-                no_trace, False,
+                w, c, C, E, E0, exact, a, prior, max_iters, conv_thresh, eps, restarts,
+                restart_iters, R, no_trace, False,
             )  # fmt: skip
             for u in range(U):
                 for k in range(K):
@@ -688,8 +837,8 @@ def lda_batch_step(
                     idx[u, j] = idx_words[w[u], j]
                 row_max[u] = max_words[w[u]]
             N, _, its, t, acc = _sparse_doc(
-                w, c, C, row_max, a, L, max_iters, conv_thresh, eps, restarts, restart_iters,
-                resp, idx,
+                w, c, C, row_max, a, prior, L, max_iters, conv_thresh, eps, restarts,
+                restart_iters, resp, idx,
             )  # fmt: skip
             for u in range(U):
                 for j in range(L):
@@ -697,9 +846,25 @@ def lda_batch_step(
                     if r > 0.0:
                         entropy -= c[u] * r * math.log(r)
                         out_words[idx[u, j], w[u]] += c[u] * r
-        alloc += prior - _log_norm_doc_dense(N, a, K)
+        norm = _log_norm_doc_dense(N, a, prior)
+        alloc += prior[2] - norm
+        norms += norm
+        total = A
+        for k in range(K):
+            if N[k] != 0.0:
+                total += N[k]
+                S[k] += digamma(N[k] + a[k]) - psi_a[k]
+        psi_theta += digamma(total)
         iters += its
         tried += t
         accepted += acc
         doc_topic[d] = N
-    return entropy, alloc, iters, tried, accepted
+    W = 0.0
+    for k in range(K):
+        S[k] += n_docs * psi_a[k] - psi_theta
+        W -= a[k] * S[k]
+    S[K] = 0.0
+    if a_rest > 0.0:
+        S[K] = n_docs * digamma(a_rest) - psi_theta
+        W -= a_rest * S[K]
+    return entropy, alloc, W, norms, iters, tried, accepted

@@ -45,12 +45,30 @@ The ELBO is ``L = L_data + L_entropy + L_alloc`` (Eq. 42-45). With every q held 
   (again the ``-1``'s of prior and posterior cancel), so ``L(eta', q) - L(eta, q) =
   g(eta') - g(eta)`` and ``sum_k KL`` at ``eta'`` is ``sum_k KL - (g(eta') - g(eta))``.
 
-The prior is updated after a global step: ``lambda`` and the memo of ``theta``'s are
-those of the current priors, S and T are computed from them, the prior moves to the
-maximizer of f (or g), and the ELBO rises by ``f(alpha') - f(alpha)`` (or
-``g(eta') - g(eta)``). The next global step (``lambda = eta' + n``) is a coordinate
-ascent step of its own; the next local steps (``theta_d = N_d + alpha'``) are too, except
-that lsdask restarts each document cold, which need not raise L (lsparse App. D.4).
+Where lsdask fits them
+----------------------
+``LDA(alpha="auto", eta="auto")`` fits both in the global step of memoized VI and
+full-batch VB (``LDAModel.global_step`` in ``lda.py``), from the whole-data statistics
+alone:
+
+- alpha: the memo keeps, per batch, ``S``, ``W = sum_d sum_k (N_dk - theta_dk)
+  E[log pi_dk]`` and ``Cdir = sum_d c_Dir(theta_d)`` of its documents' ``q(pi_d)``
+  (HDP supplement, Sec. B-D), which give the allocation term at any prior with those q
+  fixed (:func:`allocation_at`), whatever priors the batches were visited with. The new
+  alpha is the maximizer of f given the summed S (:func:`fit_asymmetric_alpha`), so it
+  raises the ELBO over every other prior, the previous one included: an exact
+  block-coordinate ascent step.
+- eta: ``lambda = eta + n`` and eta move together to the maximum of ``L_data`` over
+  both, :func:`symmetric_eta_evidence` (:func:`fit_symmetric_eta_to_counts`), which the
+  coordinate steps of :func:`fit_symmetric_eta` (T from the current lambda, then
+  ``lambda = eta' + n``) approach only at a linear rate.
+
+Each fit starts from the same symmetric prior (the estimator's default) and is kept
+only where it raises its objective over that start, so the priors are a function of
+the statistics: a resumed run, a loaded model and a checkpoint recompute them from the
+memo, with nothing more to store. The next local steps (``theta_d = N_d + alpha'``)
+are coordinate steps too, except that lsdask restarts each document cold, which need
+not raise L (lsparse App. D.4).
 
 Both f and g are strictly concave (Minka, *Estimating a Dirichlet distribution*, 2000).
 f has a finite maximizer iff ``sum_k exp(S_k / D) < 1`` and g iff ``T < -K V log V``;
@@ -87,18 +105,22 @@ INVPSI_Y_MAX = 700.0
 _EULER = float(-digamma(1.0))  # Euler-Mascheroni gamma = -psi(1)
 
 __all__ = [
+    "ETA_CEILING",
     "FIXED_POINT_MAX_ITERS",
     "GAIN_RTOL",
     "NEWTON_MAX_ITERS",
+    "allocation_at",
     "dirichlet_prior_gradient",
     "dirichlet_prior_hessian",
     "dirichlet_prior_objective",
     "expected_log_pi_sums",
     "fit_asymmetric_alpha",
     "fit_symmetric_eta",
+    "fit_symmetric_eta_to_counts",
     "inverse_digamma",
     "sum_expected_log_phi",
     "symmetric_eta_derivatives",
+    "symmetric_eta_evidence",
     "symmetric_eta_objective",
 ]
 
@@ -231,39 +253,11 @@ def expected_log_pi_sums(theta: Any) -> np.ndarray:
     return elog.sum(axis=0)
 
 
-def sum_expected_log_phi(eta: float, counts: Any, row_totals: Any = None) -> float:
-    """``T = sum_k sum_v E_q[log phi_kv]`` for ``q(phi_k) = Dir(eta + n_k)``, in O(nnz + K).
-
-    With ``lambda_kv = eta + n_kv`` and ``Lambda_k = sum_v lambda_kv = V eta + n_k.``
-    (``n_k.`` the row total), ``E[log phi_kv] = psi(lambda_kv) - psi(Lambda_k)``. Every
-    entry of row k with ``n_kv = 0`` has the same value ``psi(eta) - psi(Lambda_k)``, so
-    with ``m_k`` the number of stored entries of row k::
-
-        T = sum_{(k, v) stored} psi(eta + n_kv) + (K V - sum_k m_k) psi(eta)
-            - V sum_k psi(V eta + n_k.)
-
-    Explicitly stored zeros are exact too (``psi(eta + 0) = psi(eta)``). ``eta`` must be the
-    prior that built ``lambda`` (the current one), not a candidate: T is a statistic of q,
-    held fixed while :func:`fit_symmetric_eta` moves eta. (From lsdask's
-    ``DirichletPosterior`` built with prior ``eta``, T is also ``stored.elog.sum() + sum_k
-    (V - nnz_k) logs.base[k]``.)
-
-    Parameters
-    ----------
-    eta : float
-        The topic-word prior that built ``lambda``, > 0.
-    counts : scipy.sparse matrix or array_like, shape (K, V)
-        ``n_kv >= 0``, finite. Sparse input is read as CSR (duplicate entries are summed,
-        on a copy); dense input is scanned for its nonzeros.
-    row_totals : array_like, shape (K,), optional
-        ``n_k. = sum_v n_kv`` where already at hand (e.g. the memo's tokens per topic);
-        must equal the row sums of ``counts`` (not checked). Computed when omitted.
-
-    Returns
-    -------
-    float
-    """
-    eta = _check_positive("eta", eta)
+def _count_entries(
+    counts: Any, row_totals: Any = None
+) -> tuple[np.ndarray, np.ndarray, int, int, np.ndarray]:
+    """``(data, rows, K, V, totals)``: the stored entries of ``counts`` (K, V), the row
+    of each, the shape and the row totals ``n_k.`` (``row_totals`` where given), checked."""
     if sp.issparse(counts):
         X = sp.csr_matrix(counts)
         if not X.has_canonical_format:
@@ -301,6 +295,43 @@ def sum_expected_log_phi(eta: float, counts: Any, row_totals: Any = None) -> flo
             raise ValueError(
                 f"row_totals must be finite and non-negative; got an entry {float(bad)!r}"
             )
+    return data, rows, K, V, totals
+
+
+def sum_expected_log_phi(eta: float, counts: Any, row_totals: Any = None) -> float:
+    """``T = sum_k sum_v E_q[log phi_kv]`` for ``q(phi_k) = Dir(eta + n_k)``, in O(nnz + K).
+
+    With ``lambda_kv = eta + n_kv`` and ``Lambda_k = sum_v lambda_kv = V eta + n_k.``
+    (``n_k.`` the row total), ``E[log phi_kv] = psi(lambda_kv) - psi(Lambda_k)``. Every
+    entry of row k with ``n_kv = 0`` has the same value ``psi(eta) - psi(Lambda_k)``, so
+    with ``m_k`` the number of stored entries of row k::
+
+        T = sum_{(k, v) stored} psi(eta + n_kv) + (K V - sum_k m_k) psi(eta)
+            - V sum_k psi(V eta + n_k.)
+
+    Explicitly stored zeros are exact too (``psi(eta + 0) = psi(eta)``). ``eta`` must be the
+    prior that built ``lambda`` (the current one), not a candidate: T is a statistic of q,
+    held fixed while :func:`fit_symmetric_eta` moves eta. (From lsdask's
+    ``DirichletPosterior`` built with prior ``eta``, T is also ``stored.elog.sum() + sum_k
+    (V - nnz_k) logs.base[k]``.)
+
+    Parameters
+    ----------
+    eta : float
+        The topic-word prior that built ``lambda``, > 0.
+    counts : scipy.sparse matrix or array_like, shape (K, V)
+        ``n_kv >= 0``, finite. Sparse input is read as CSR (duplicate entries are summed,
+        on a copy); dense input is scanned for its nonzeros.
+    row_totals : array_like, shape (K,), optional
+        ``n_k. = sum_v n_kv`` where already at hand (e.g. the memo's tokens per topic);
+        must equal the row sums of ``counts`` (not checked). Computed when omitted.
+
+    Returns
+    -------
+    float
+    """
+    eta = _check_positive("eta", eta)
+    data, _, K, V, totals = _count_entries(counts, row_totals)
     stored = float(digamma(eta + data).sum())
     zeros = (K * V - data.size) * float(digamma(eta))
     return stored + zeros - V * float(digamma(V * eta + totals).sum())
@@ -351,6 +382,47 @@ def dirichlet_prior_objective(alpha: Any, S: Any, D: float) -> float:
     D = _check_n_docs(D)
     alpha = _check_alpha("alpha", alpha, S.size, scalar_ok=False)
     return _f(alpha, S, D)
+
+
+def allocation_at(alpha: Any, S: Any, W: float, Cdir: float, D: float) -> float:
+    """The allocation term of the ELBO at the prior alpha, every ``q(pi_d)`` held fixed::
+
+        L_alloc(alpha) = D c_Dir(alpha) + alpha . S + W - Cdir
+
+    from the statistics a memo keeps of the local steps (``lsdask.kernels.lda``):
+    ``S_k = sum_d E_q[log pi_dk]``, ``W = sum_d sum_k (N_dk - theta_dk) E_q[log pi_dk]``
+    and ``Cdir = sum_d c_Dir(theta_d)``, summed over batches whose documents may have
+    been fitted at other priors (each ``theta_d`` is whatever its q is). It is lsparse
+    Eq. 45 written out (Eq. 47-48 with ``alpha/K -> alpha_k``; HDP supplement Sec. D):
+    ``sum_d c_Dir(alpha) - c_Dir(theta_d) + sum_k (N_dk + alpha_k - theta_dk)
+    E[log pi_dk]``, and ``L_alloc(alpha) - L_alloc(alpha') = f(alpha) - f(alpha')``
+    (:func:`dirichlet_prior_objective`).
+
+    Parameters
+    ----------
+    alpha : array_like, shape (K,)
+        Positive.
+    S : array_like, shape (K,)
+        Finite.
+    W, Cdir : float
+        Finite.
+    D : float
+        Number of documents summarized, >= 0 (0: the term is ``W - Cdir``).
+
+    Returns
+    -------
+    float
+    """
+    S = np.asarray(S, dtype=np.float64)
+    if S.ndim != 1 or S.size < 1 or not np.isfinite(S).all():
+        raise ValueError(f"S must be a finite 1-D array, one entry per topic; got {S!r}")
+    alpha = _check_alpha("alpha", alpha, S.size, scalar_ok=False)
+    W = _check_finite_scalar("W", W)
+    Cdir = _check_finite_scalar("Cdir", Cdir)
+    if not _is_real(D) or not np.isfinite(D) or D < 0:
+        raise ValueError(f"D (number of documents) must be a finite number >= 0; got {D!r}")
+    prior = float(D) * float(gammaln(alpha.sum()) - gammaln(alpha).sum())
+    return prior + float(alpha @ S) + W - Cdir
 
 
 def dirichlet_prior_gradient(alpha: Any, S: Any, D: float) -> np.ndarray:
@@ -783,5 +855,217 @@ def fit_symmetric_eta(
         eta = eta_at(u)
         value = _g(eta, T, K, V)
     if np.isfinite(value) and value > start_value + _g_rounding(eta0, T, K, V):
+        return eta
+    return eta0
+
+
+# ---------------------------------------------- eta with the topics re-optimized
+
+#: Largest eta :func:`fit_symmetric_eta_to_counts` returns: counts no more dispersed
+#: than those of a uniform multinomial make h rise without bound.
+ETA_CEILING = 1e6
+
+
+def _h_parts(
+    eta: float, data: np.ndarray, totals: np.ndarray, K: int, V: int
+) -> tuple[float, float, float, float]:
+    """The terms of h at eta (one lnGamma per stored entry and per topic)."""
+    return (
+        K * float(gammaln(V * eta)),
+        float(gammaln(V * eta + totals).sum()),
+        float(gammaln(eta + data).sum()),
+        data.size * float(gammaln(eta)),
+    )
+
+
+def _h(eta: float, data: np.ndarray, totals: np.ndarray, K: int, V: int) -> tuple[float, float]:
+    """h at eta, and ``GAIN_RTOL`` times the size of the terms summed in it (see
+    :func:`_f_rounding`)."""
+    prior, posterior, stored, base = _h_parts(eta, data, totals, K, V)
+    size = abs(prior) + abs(posterior) + abs(stored) + abs(base)
+    return prior - posterior + stored - base, GAIN_RTOL * (1.0 + size)
+
+
+def _trigamma(x: np.ndarray) -> np.ndarray:
+    """``psi'(x)`` for x > 0, elementwise: ``sum_{i<6} 1/(x+i)^2`` plus the asymptotic
+    series at ``x + 6`` (relative error below 1e-11; a few times faster than
+    ``scipy.special.polygamma(1, x)``, which goes through the Hurwitz zeta function)."""
+    inv = 1.0 / (x + 6.0)
+    inv2 = inv * inv
+    series = 1.0 / 6 - inv2 * (1.0 / 30 - inv2 * (1.0 / 42 - inv2 * (1.0 / 30 - inv2 * (5.0 / 66))))
+    out = inv + 0.5 * inv2 + inv * inv2 * series
+    for i in range(6):
+        shifted = x + i
+        out += 1.0 / (shifted * shifted)
+    return out
+
+
+def _h_derivs(
+    eta: float, data: np.ndarray, totals: np.ndarray, K: int, V: int
+) -> tuple[float, float]:
+    m = data.size
+    h1 = (
+        K * V * digamma(V * eta)
+        - V * digamma(V * eta + totals).sum()
+        + digamma(eta + data).sum()
+        - m * digamma(eta)
+    )
+    h2 = (
+        K * V * V * polygamma(1, V * eta)
+        - V * V * _trigamma(V * eta + totals).sum()
+        + _trigamma(eta + data).sum()
+        - m * polygamma(1, eta)
+    )
+    return float(h1), float(h2)
+
+
+def _T(eta: float, data: np.ndarray, totals: np.ndarray, K: int, V: int) -> float:
+    """:func:`sum_expected_log_phi` of checked entries."""
+    stored = float(digamma(eta + data).sum())
+    return (
+        stored
+        + (K * V - data.size) * float(digamma(eta))
+        - V * float(digamma(V * eta + totals).sum())
+    )
+
+
+def symmetric_eta_evidence(eta: float, counts: Any) -> float:
+    """The topic terms of the LDA ELBO at the best topics for eta, as a function of eta::
+
+        h(eta) = max_lambda L_data(eta, lambda)
+               = sum_k [c_Dir(eta 1_V) - c_Dir(eta 1_V + n_k)]
+               = sum_k [lnGamma(V eta) - lnGamma(V eta + n_k.)]
+                 + sum_{(k, v): n_kv > 0} [lnGamma(eta + n_kv) - lnGamma(eta)]
+
+    ``L_data`` (lsparse Eq. 43, App. B.2) is maximized over ``q(phi_k) = Dir(lambda_k)``
+    by ``lambda = eta + n`` (the global step), where its ``E[log phi]`` terms cancel:
+    h is the log Dirichlet-multinomial (Polya) likelihood of the counts, without the
+    multinomial coefficients (Minka 2000), in O(nnz + K). Its derivative is that of
+    :func:`symmetric_eta_objective` at ``T = sum_expected_log_phi(eta, counts)`` (the
+    lambda terms are stationary), so its maximizer is the fixed point of
+    :func:`fit_symmetric_eta` alternated with the global step.
+
+    Parameters
+    ----------
+    eta : float
+        > 0.
+    counts : scipy.sparse matrix or array_like, shape (K, V)
+        ``n_kv >= 0``, finite (as in :func:`sum_expected_log_phi`).
+
+    Returns
+    -------
+    float
+    """
+    eta = _check_positive("eta", eta)
+    data, _, K, V, totals = _count_entries(counts)
+    return _h(eta, data, totals, K, V)[0]
+
+
+def fit_symmetric_eta_to_counts(
+    counts: Any,
+    eta0: float,
+    *,
+    floor: float = 1e-6,
+    ceiling: float = ETA_CEILING,
+    max_iters: int = NEWTON_MAX_ITERS,
+    tol: float = 1e-12,
+) -> float:
+    """Maximize :func:`symmetric_eta_evidence` over ``floor <= eta <= ceiling``.
+
+    What the global step of ``eta="auto"`` does: eta and the topics ``lambda = eta +
+    n`` move together to the best pair for the counts n, the maximum of ``L_data`` over
+    both. :func:`fit_symmetric_eta` (T from the current lambda, then the global step)
+    is one coordinate-ascent step towards it, an EM step; those converge at a rate of
+    about one minus the share of stored entries, slowly for sparse counts. Here:
+    Newton's method in ``u = log eta`` on h itself, with ``dh/du = eta h'`` and
+    ``d2h/du2 = eta h' + eta^2 h''``, steps capped at ``MAX_LOG_STEP`` and halved
+    until h rises (taken whole where their predicted gain is below the rounding of
+    h). Where no halving raises h, one coordinate step (:func:`fit_symmetric_eta` at
+    ``T = sum_expected_log_phi(eta, counts)``), which never decreases h, is taken
+    instead; the fit stops if that does not raise h either, or when the Newton step
+    is below ``tol``.
+
+    The result is returned only if it raises h over ``eta0`` by more than rounding
+    (``GAIN_RTOL`` times the size of the terms of h), otherwise ``eta0`` is; a start
+    outside ``[floor, ceiling]`` is first moved into it.
+
+    Parameters
+    ----------
+    counts : scipy.sparse matrix or array_like, shape (K, V)
+        Topic-word counts ``n_kv >= 0``, finite, V >= 2.
+    eta0 : float
+        Start, > 0.
+    floor, ceiling : float
+        Bounds on eta, ``0 < floor <= ceiling``.
+    max_iters : int
+        Newton iterations cap, >= 1.
+    tol : float
+        Stop when the Newton step in ``log eta`` is below this, >= 0.
+
+    Returns
+    -------
+    float
+    """
+    data, _, K, V, totals = _count_entries(counts)
+    _check_count("V", V, 2, "vocabulary size")
+    eta0 = _check_positive("eta0", eta0)
+    floor = _check_positive("floor", floor)
+    ceiling = _check_positive("ceiling", ceiling)
+    if ceiling < floor:
+        raise ValueError(f"ceiling must be >= floor = {floor!r}; got {ceiling!r}")
+    max_iters = _check_count("max_iters", max_iters, 1, "iteration cap")
+    tol = _check_tol(tol)
+    start_value, start_rounding = _h(eta0, data, totals, K, V)
+    u_lo, u_hi = float(np.log(floor)), float(np.log(ceiling))
+
+    def eta_at(u: float) -> float:  # the bounds themselves at the bounds
+        return floor if u <= u_lo else ceiling if u >= u_hi else float(np.exp(u))
+
+    def value_at(u: float) -> tuple[float, float]:
+        return _h(eta_at(u), data, totals, K, V)
+
+    u = min(max(float(np.log(eta0)), u_lo), u_hi)
+    with np.errstate(over="ignore", invalid="ignore"):
+        value, rounding = value_at(u)
+        for _ in range(max_iters):
+            eta = eta_at(u)
+            h1, h2 = _h_derivs(eta, data, totals, K, V)
+            dh, curv = eta * h1, eta * h1 + eta * eta * h2
+            step = -dh / curv if curv < 0.0 else np.sign(dh) * MAX_LOG_STEP
+            step = float(np.clip(step, -MAX_LOG_STEP, MAX_LOG_STEP))
+            if (u <= u_lo and step < 0.0) or (u >= u_hi and step > 0.0):
+                break  # at a bound, pushed against it
+            if abs(step) <= tol:
+                u = min(max(u + step, u_lo), u_hi)
+                break
+            predicted = dh * step + 0.5 * curv * step * step
+            if curv < 0.0 and predicted <= rounding:
+                u = min(max(u + step, u_lo), u_hi)  # too small for values of h to judge
+                value, rounding = value_at(u)
+                continue
+            t, improved = 1.0, False
+            for _ in range(MAX_HALVINGS):
+                trial = min(max(u + t * step, u_lo), u_hi)
+                if trial == u:
+                    break
+                trial_value, trial_rounding = value_at(trial)
+                if trial_value > value:
+                    improved = True
+                    break
+                t *= 0.5
+            if not improved:
+                # Newton failed: one coordinate step, which never decreases h
+                T = _T(eta, data, totals, K, V)
+                moved = fit_symmetric_eta(T, K, V, eta, floor=floor)
+                trial = min(max(float(np.log(moved)), u_lo), u_hi)
+                if trial == u:
+                    break
+                trial_value, trial_rounding = value_at(trial)
+                if not trial_value > value:
+                    break
+            u, value, rounding = trial, trial_value, trial_rounding
+        eta = eta_at(u)
+        value = _h(eta, data, totals, K, V)[0]
+    if np.isfinite(value) and value > start_value + start_rounding:
         return eta
     return eta0

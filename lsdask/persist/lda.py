@@ -7,12 +7,17 @@ A model directory holds::
                       # checkpoint folder),
                       # fitted scalars (n_laps_, converged_, vocab size, ...)
         arrays.npz    # components_ (lambda), elbo_trace_, lap_trace_, time_trace_,
-                      # and the statistics stats_ (words, H, alloc, N, n_docs);
+                      # the priors alpha_ (K,) and eta_ (1,), alpha_trace_,
+                      # and the statistics stats_ (words, H, alloc, N, n_docs;
+                      # S, W, Cdir with a learned alpha);
                       # init, when the init parameter was an array
         vocab.txt     # UTF-8, one word per line (only when vocabulary_ is set)
 
 The statistics are what ``partial_fit`` adds new documents to, so a loaded
-model keeps learning where the saved one stopped. Arrays are stored in
+model keeps learning where the saved one stopped. ``params.json`` holds
+``alpha``/``eta`` as fitted: a number, or ``"auto"`` for a learned prior, whose
+values are ``alpha_`` and ``eta_``; files written before those were kept (a
+number in ``params.json``, no ``alpha_``) load with that fixed prior. Arrays are stored in
 float64 as they are and read with ``allow_pickle=False``; the posterior is
 rebuilt from them, so ``components_``, ``transform``, ``score`` and
 ``top_words`` of the loaded model are identical to the saved one's.
@@ -35,6 +40,7 @@ from lsdask.persist.model_dir import (
     ARRAYS_NAME,
     PARAMS_NAME,
     check_save_target,
+    model_root,
     read_arrays,
     read_meta,
     saved_params,
@@ -184,6 +190,14 @@ def _read_arrays(root: Path, K: int, V: int) -> dict[str, np.ndarray]:
             )
     if "elbo_trace_" not in arrays or arrays["elbo_trace_"].ndim != 1:
         raise ValueError(f"{where} lacks a 1-D array 'elbo_trace_'")
+    # kept since priors can be learned (absent from older files)
+    optional = {"alpha_": (K,), "eta_": (1,), "stats_S": (K,), "stats_W": (1,), "stats_Cdir": (1,)}
+    for name, shape in optional.items():
+        if name in arrays and arrays[name].shape != shape:
+            raise ValueError(
+                f"{where}: {name} has shape {arrays[name].shape}, expected {shape} "
+                f"(K={K} in {PARAMS_NAME})"
+            )
     return arrays
 
 
@@ -211,7 +225,7 @@ def _read_vocab(root: Path, V: int) -> list[str]:
 
 def read_lda(path: str | os.PathLike[str]) -> ModelState:
     """The state of the LDA model saved at ``path``, checked (see :func:`load_lda`)."""
-    root = Path(path)
+    root = model_root(path)
     if not root.exists():
         raise FileNotFoundError(f"no LDA model at {str(root)!r}: the path does not exist")
     if not root.is_dir():
