@@ -8,9 +8,9 @@ as a dataflow of one task per stored batch.
 
 import logging
 
+from lsdask._version import __version__
 from lsdask.estimators import LDA, GaussianMixture, MultinomialMixture
 
-__version__ = "0.1.0"
 __all__ = ["LDA", "GaussianMixture", "MultinomialMixture", "__version__"]
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from lsdask.errors import NotFittedError as NotFittedError  # its home before lsdask.errors
+
 
 def check_int(name: str, value: Any, low: int, high: int | None = None, hint: str = "") -> int:
     """An integer in ``[low, high]`` (``high=None``: no upper bound)."""

@@ -1,7 +1,7 @@
 """Patch GMM (Hughes & Sudderth, Sec. 4): images -> Zarr patches -> L-sparse vs dense GMM.
 
 The steps (patches, fits, heldout scores, pictures) are the library's
-:func:`lsdask.jobs.patch_gmm.prepare_patches` and
+:func:`lsdask.jobs.patches.prepare_patches` and
 :func:`lsdask.jobs.patch_gmm.fit_and_report`;
 this file only turns image folders into a list of images, builds the model
 and parses the command line.
@@ -39,20 +39,20 @@ except ImportError:  # run from a checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lsdask.cli.options import add_execution, add_verbose, client_from_args
 from lsdask.estimators.gaussian import GaussianMixture
-from lsdask.io.patches import find_images, sample_images
-from lsdask.jobs.patch_gmm import (
-    DEMO_BATCH_SIZE,
-    PATCH_ALPHA,
-    PatchFitReport,
-    fit_and_report,
-    format_report,
-    prepare_patches,
+from lsdask.io.patches import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_PATCH_SIZE,
+    DEFAULT_STRIDE,
+    find_images,
+    sample_images,
 )
+from lsdask.jobs.patch_gmm import PATCH_ALPHA, PatchFitReport, fit_and_report, format_report
+from lsdask.jobs.patches import DEMO_BATCH_SIZE, prepare_patches
 
 logger = logging.getLogger(__name__)
 
 #: Patches per minibatch for image folders: the paper's 36,816 (Sec. 4).
-FOLDER_BATCH_SIZE = 36816
+FOLDER_BATCH_SIZE = DEFAULT_BATCH_SIZE
 
 
 def _resolve_images(images: Any) -> tuple[list[Any], bool]:
@@ -99,8 +99,8 @@ def run_patch_gmm(
     max_images: int | None = None,
     batch_size: int | None = None,
     heldout_fraction: float | None = None,
-    patch_size: int = 8,
-    stride: int = 4,
+    patch_size: int = DEFAULT_PATCH_SIZE,
+    stride: int = DEFAULT_STRIDE,
     progress: bool | None = False,
 ) -> PatchGmmRun:
     """Run the patch-GMM experiment and return what it learned.
@@ -168,9 +168,9 @@ def run_patch_gmm(
     patch_seconds = time.perf_counter() - start
     report = fit_and_report(
         model,
-        summary["train"]["path"],
+        summary.train.path,
         out_dir=out_dir,
-        heldout=summary["heldout"]["path"] if summary["heldout"]["n_patches"] else None,
+        heldout=summary.heldout.path if summary.heldout.n_patches else None,
         compare_dense=compare_dense,
         patch_size=patch_size,
     )

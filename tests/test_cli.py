@@ -175,9 +175,10 @@ def test_fit_gmm_checkpoint_then_resume_equals_the_straight_run(tmp_path: Path, 
 
 
 def test_fit_gmm_checkpoint_refuses_the_dense_comparison(tmp_path: Path) -> None:
+    model = GaussianMixture(2, sparsity=1, client="sync", checkpoint_dir=str(tmp_path / "ck"))
     with pytest.raises(ValueError, match="compare_dense=False"):
-        model = GaussianMixture(2, sparsity=1, client="sync", checkpoint_dir=str(tmp_path / "ck"))
         fit_and_report(model, np.zeros((10, 2)))
+    assert not (tmp_path / "ck").exists()  # refused before the fit
 
 
 def test_fit_gmm_without_out_writes_nothing(patch_store: dict, tmp_path: Path, capsys) -> None:
@@ -288,7 +289,7 @@ def test_model_options_come_from_the_parameter_tables() -> None:
                               "--no-restarts", "--laps", "4"])  # fmt: skip
     assert (args.sparsity, args.restarts, args.n_laps) == (None, False, 4)
     args = parser.parse_args(["fit-gmm", "x.zarr", "--components", "2", "--covariance", "full"])
-    values = params_from_args(args, (*gmm.MODEL, *gmm.RUN))
+    values = params_from_args(args, (*gmm.OPTIONS_BEFORE_HELDOUT, *gmm.OPTIONS_AFTER_HELDOUT))
     expected = {**GAUSSIAN_PARAMS.defaults(), "n_components": 2, "covariance_type": "full",
                 "alpha": PATCH_ALPHA, "random_state": 0}  # fmt: skip
     assert values == {name: expected[name] for name in values}
@@ -383,11 +384,18 @@ def test_pipeline_on_synthetic_images(pipeline_module, tmp_path: Path) -> None:
         images, tmp_path / "run", model, batch_size=60, heldout_fraction=0.34
     )
     fit = result.fit
-    assert fit.patches["train"]["n_images"] == 2
-    assert fit.patches["heldout"]["n_images"] == 1
-    assert fit.n_train == fit.patches["train"]["n_patches"] > 0
-    assert fit.n_components == 3 and fit.sparsity == 2
+    assert fit.patches.train.n_images == 2
+    assert fit.patches.heldout.n_images == 1
+    assert fit.n_train == fit.patches.train.n_patches > 0
     assert set(fit.runs) == {"L=2", "dense"}
+    # what the pipeline fitted: K=3 clusters of 8x8 patches, L=2 and its dense twin
+    sparse, dense = fit.runs["L=2"].model, fit.runs["dense"].model
+    assert sparse.weights_.shape == dense.weights_.shape == (3,)
+    assert sparse.n_features_in_ == dense.n_features_in_ == fit.n_features == 64
+    assert (sparse.sparsity, dense.sparsity) == (2, None)
+    assert fit.runs["L=2"].laps == sparse.n_laps_ >= 1
+    assert fit.runs["L=2"].elbo_final == sparse.elbo_trace_[-1]
+    assert fit.runs["dense"].elbo_final == dense.elbo_trace_[-1]
     assert all(math.isfinite(run.heldout_score) for run in fit.runs.values())
     assert fit.elbo_plot == str(tmp_path / "run" / "elbo.png")
     assert_png(fit.elbo_plot)
@@ -905,7 +913,8 @@ def test_run_bars_demo_learns_bars(tmp_path: Path) -> None:
     result = run_bars_demo(model, tmp_path, n_docs=600)
     assert result.n_docs == 540 and result.n_heldout == 60
     assert result.K == 10 and result.L == 4 and result.laps == 10 and result.alpha == 1.0
-    assert model.batch_size == 135  # a quarter of the training documents
+    assert result.model.batch_size == 135  # a quarter of the training documents
+    assert model.batch_size is None and not hasattr(model, "n_laps_")  # a clone was fitted
     assert result.mean_l1 < 0.15  # every bar found
     assert sorted(result.match.tolist()) == list(range(10))
     assert math.isfinite(result.heldout_score) and result.heldout_score < 0

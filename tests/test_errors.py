@@ -145,3 +145,23 @@ def test_a_zarr_array_in_memory_is_refused_with_what_to_do():
                        r"pass its values \(X\[:\]\)"):  # fmt: skip
         lsdask.GaussianMixture(2, client="sync").fit(z)
     lsdask.GaussianMixture(2, n_laps=1, client="sync").fit(z[:])  # as the message says
+
+
+def test_exceptions_keep_their_old_import_homes():
+    """The exceptions moved into lsdask.errors are the same classes where they
+    were defined before, imported without a warning."""
+    import warnings
+
+    import lsdask.errors
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from lsdask.engine import ClusterError
+        from lsdask.io.sources import DataError as OldDataError
+        from lsdask.learn.state import FitInterrupted
+        from lsdask.validation import NotFittedError as OldNotFittedError
+
+    assert OldNotFittedError is lsdask.errors.NotFittedError
+    assert FitInterrupted is lsdask.errors.FitInterrupted
+    assert OldDataError is lsdask.errors.DataError
+    assert ClusterError is lsdask.errors.ClusterError

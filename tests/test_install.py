@@ -190,6 +190,38 @@ def test_locator_declines_other_functions_and_unwritable_folders(
     assert cache.LsdaskCacheLocator.from_function(dense_entropy.py_func, py_file) is None
 
 
+def test_cache_folder_is_named_by_the_imported_lsdask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The version in the folder's name is the imported package's (a source tree
+    earlier on sys.path than an install of another version names its own)."""
+    monkeypatch.setenv("LSDASK_CACHE_DIR", str(tmp_path))
+    folder = cache.cache_dir()
+    assert folder is not None and folder.parent == tmp_path / lsdask.__version__
+
+
+def test_writable_check_is_made_once_per_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probes: list[str] = []
+    real = cache.tempfile.TemporaryFile
+
+    def probe(*args, **kwargs):
+        probes.append(kwargs["dir"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cache.tempfile, "TemporaryFile", probe)
+    folder = tmp_path / "kernels"
+    py_file = dense_entropy.py_func.__code__.co_filename
+    locator = cache.LsdaskCacheLocator(dense_entropy.py_func, py_file, str(folder))
+    locator.ensure_cache_path()
+    locator.ensure_cache_path()
+    assert probes == [str(folder)] and folder.is_dir()
+    folder.rmdir()  # removed meanwhile: the folder comes back for numba's next save
+    locator.ensure_cache_path()
+    assert folder.is_dir() and probes == [str(folder)]
+
+
 def test_kernel_compiles_into_the_per_user_folder(tmp_path: Path) -> None:
     source_pycache = Path(lsdask.kernels.__file__).parent / "__pycache__"
     before = _numba_files(source_pycache, "entropy.dense_entropy-")

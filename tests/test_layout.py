@@ -1,6 +1,6 @@
 """The package is a clean stack: no import circle, and no layer imports one above it.
 
-The layers, from the foundation up (docs/layout.md): errors and config;
+The layers, from the foundation up (docs/layout.md): _version, errors and config;
 validation; kernels; models (with evaluate and synthetic); io; learn; engine;
 persist; estimators; plotting; jobs; cli. Every import statement counts,
 also those inside functions: a lazy import hides a circle, it does not remove it.
@@ -18,6 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lsdask"
 #: each top-level entry of the package and its floor; an entry imports only
 #: entries on lower floors (and modules of its own entry)
 FLOORS = {
+    "_version": 0,
     "errors": 0,
     "config": 0,
     "validation": 1,
@@ -53,7 +54,10 @@ def _modules() -> dict[str, Path]:
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The lsdask modules that ``name`` imports (a package's __init__ where a
-    name is not a module of its own)."""
+    name is not a module of its own), with the packages above them: importing
+    ``lsdask.a.b.c`` runs ``lsdask/a/__init__`` and ``lsdask/a/b/__init__`` too
+    (not counted for the packages ``name`` is inside, which run first, nor for
+    ``lsdask`` itself, above every layer)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -70,7 +74,21 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             for alias in node.names:
                 sub = f"{origin}.{alias.name}"
                 found.add(sub if sub in modules else origin)
-    return found
+    return found | _parent_packages(name, found, modules)
+
+
+def _parent_packages(name: str, imported: set[str], modules: dict[str, Path]) -> set[str]:
+    """The packages between ``lsdask`` and each module of ``imported`` that
+    ``name`` is not inside (``lsdask.a`` and ``lsdask.a.b`` for ``lsdask.a.b.c``)."""
+    parents = set()
+    for module in imported:
+        parts = module.split(".")
+        for end in range(2, len(parts)):
+            package = ".".join(parts[:end])
+            inside = name == package or name.startswith(package + ".")
+            if package in modules and not inside:
+                parents.add(package)
+    return parents
 
 
 def _entry(module: str) -> str:
@@ -154,7 +172,37 @@ def test_the_check_finds_a_circle_and_an_upward_import(tmp_path) -> None:
     graph = {name: _imports(name, path, modules) for name, path in modules.items()}
     assert graph["lsdask.models.a"] == {"lsdask.models.b"}
     assert graph["lsdask.models.b"] == {"lsdask.models.a"}
+    assert graph["lsdask.errors"] == {"lsdask.models.a", "lsdask.models"}
     with pytest.raises(AssertionError):
         test_no_layer_imports_one_above_it(graph)
+    with pytest.raises(AssertionError):
+        test_no_import_circle(graph)
+
+
+def test_the_check_finds_a_circle_through_a_package_init(tmp_path) -> None:
+    """Importing ``lsdask.io.ingest.words`` runs ``lsdask/io/ingest/__init__``: a
+    circle that only closes through that package is found all the same."""
+    files = {
+        "lsdask.io": "io/__init__.py",
+        "lsdask.io.corpus": "io/corpus/__init__.py",
+        "lsdask.io.corpus.store": "io/corpus/store.py",
+        "lsdask.io.ingest": "io/ingest/__init__.py",
+        "lsdask.io.ingest.words": "io/ingest/words.py",
+    }
+    code = {
+        "lsdask.io.corpus.store": "from lsdask.io.ingest.words import Tokenizer\n",
+        "lsdask.io.ingest": "from lsdask.io.corpus.store import Corpus\n",
+    }
+    modules = {}
+    for name, relative in files.items():
+        path = tmp_path / "lsdask" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(code.get(name, ""))
+        modules[name] = path
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    # the packages above the imported module, but not lsdask.io, which both are inside
+    assert graph["lsdask.io.corpus.store"] == {"lsdask.io.ingest.words", "lsdask.io.ingest"}
+    assert graph["lsdask.io.ingest"] == {"lsdask.io.corpus.store", "lsdask.io.corpus"}
+    test_no_layer_imports_one_above_it(graph)  # one layer: nothing upward
     with pytest.raises(AssertionError):
         test_no_import_circle(graph)

@@ -16,15 +16,15 @@ from lsdask.cli.params import add_params, params_from_args, run_params
 from lsdask.estimators.gaussian import GaussianMixture
 from lsdask.estimators.params import GAUSSIAN_PARAMS
 from lsdask.jobs.patch_gmm import PATCH_ALPHA, fit_and_report, format_report
-from lsdask.persist.gmm import save_gmm
-from lsdask.persist.lda import check_save_target
+from lsdask.persist import check_save_target, save_gmm
 
 __all__ = ["add_parser", "run"]
 
-#: the model's options, then the run's (the job's options stand between them)
-MODEL = ("n_components", "sparsity", "algorithm", "n_laps", "covariance_type", "alpha",
-         "batch_size")  # fmt: skip
-RUN = ("random_state", "batches_per_update")
+#: the estimator's options listed before the job's own (``--heldout``, ``--out``, ...)
+OPTIONS_BEFORE_HELDOUT = ("n_components", "sparsity", "algorithm", "n_laps", "covariance_type",
+                          "alpha", "batch_size")  # fmt: skip
+#: the estimator's options listed after the job's own
+OPTIONS_AFTER_HELDOUT = ("random_state", "batches_per_update")
 
 
 def add_parser(sub: Any) -> None:
@@ -34,7 +34,7 @@ def add_parser(sub: Any) -> None:
         description="Fit an (L-sparse) Gaussian mixture to the rows of a 2-D Zarr array.",
     )
     fit.add_argument("zarr_path", type=Path, metavar="ZARR_PATH", help="training Zarr array")
-    add_params(fit, GAUSSIAN_PARAMS, MODEL, alpha=PATCH_ALPHA)
+    add_params(fit, GAUSSIAN_PARAMS, OPTIONS_BEFORE_HELDOUT, alpha=PATCH_ALPHA)
     fit.add_argument("--heldout", type=Path, metavar="ZARR_PATH", help="heldout Zarr array")
     fit.add_argument("--out", type=out_path, help="folder for elbo.png and clusters.png")
     fit.add_argument(
@@ -42,7 +42,7 @@ def add_parser(sub: Any) -> None:
         help="save the fitted model there (lsdask.persist.load_gmm reads it back)",
     )  # fmt: skip
     fit.add_argument("--overwrite", action="store_true", help="replace an existing model at --save")
-    add_params(fit, GAUSSIAN_PARAMS, RUN)
+    add_params(fit, GAUSSIAN_PARAMS, OPTIONS_AFTER_HELDOUT)
     add_fit_options(
         fit,
         "a finished run gets --laps more laps over the array as it is now (chunks appended "
@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"{name}: no Zarr array at {str(path)!r}")
     if args.save is not None:
         check_save_target(args.save, args.overwrite)  # before the fit, not after it
-    model = GaussianMixture(**params_from_args(args, (*MODEL, *RUN)), **run_params(args))
+    options = (*OPTIONS_BEFORE_HELDOUT, *OPTIONS_AFTER_HELDOUT)
+    model = GaussianMixture(**params_from_args(args, options), **run_params(args))
     report = fit_and_report(
         model,
         str(args.zarr_path),

@@ -7,8 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from lsdask.cli.options import add_verbose, out_path
-from lsdask.io.patches import find_images
-from lsdask.jobs.patch_gmm import format_patches_summary, prepare_patches
+from lsdask.io.patches import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_PATCH_SIZE,
+    DEFAULT_STRIDE,
+    find_images,
+)
+from lsdask.jobs.patches import format_patches_summary, prepare_patches
 from lsdask.validation import parse_positive_int
 
 __all__ = ["add_parser", "run"]
@@ -33,13 +38,16 @@ def add_parser(sub: Any) -> None:
         "--out", type=out_path, required=True,
         help="output folder: new, empty, or a previous patch store (replaced when done)",
     )  # fmt: skip
-    patches.add_argument("--patch-size", type=parse_positive_int, default=8, help="patch side")
     patches.add_argument(
-        "--stride", type=parse_positive_int, default=4, help="step between patches"
+        "--patch-size", type=parse_positive_int, default=DEFAULT_PATCH_SIZE, help="patch side"
     )
     patches.add_argument(
-        "--batch-size", type=parse_positive_int, default=36816, help="patches per Zarr chunk"
+        "--stride", type=parse_positive_int, default=DEFAULT_STRIDE, help="step between patches"
     )
+    patches.add_argument(
+        "--batch-size", type=parse_positive_int, default=DEFAULT_BATCH_SIZE,
+        help="patches per Zarr chunk",
+    )  # fmt: skip
     patches.add_argument(
         "--heldout-fraction", type=float, default=0.1, help="fraction of images held out"
     )

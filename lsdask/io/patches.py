@@ -35,6 +35,9 @@ from lsdask.io.atomic import remove_tree, replace_dir, temp_sibling
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_PATCH_SIZE",
+    "DEFAULT_STRIDE",
     "IMAGE_SUFFIXES",
     "LUMA_WEIGHTS",
     "extract_patches",
@@ -44,6 +47,15 @@ __all__ = [
     "to_grayscale",
     "write_patch_store",
 ]
+
+#: Side of the square patches, in pixels (the paper's 8 x 8, Sec. 4).
+DEFAULT_PATCH_SIZE = 8
+
+#: Step between neighbouring patches, in pixels (the paper's 4, Sec. 4).
+DEFAULT_STRIDE = 4
+
+#: Rows per Zarr chunk, i.e. patches per minibatch (the paper's 36,816, Sec. 4).
+DEFAULT_BATCH_SIZE = 36816
 
 #: ITU-R BT.601 luma weights for the red, green and blue channels.
 LUMA_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
@@ -122,8 +134,8 @@ def _check_positive_int(name: str, value: Any) -> int:
 
 def extract_patches(
     image: np.ndarray,
-    patch_size: int = 8,
-    stride: int = 4,
+    patch_size: int = DEFAULT_PATCH_SIZE,
+    stride: int = DEFAULT_STRIDE,
     remove_mean: bool = True,
 ) -> np.ndarray:
     """Cut an image into flattened, optionally mean-removed square patches.
@@ -368,9 +380,9 @@ def write_patch_store(
     images: Iterable[str | os.PathLike[str] | np.ndarray],
     out_dir: str | os.PathLike[str],
     *,
-    patch_size: int = 8,
-    stride: int = 4,
-    batch_size: int = 36816,
+    patch_size: int = DEFAULT_PATCH_SIZE,
+    stride: int = DEFAULT_STRIDE,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     heldout_fraction: float = 0.1,
     random_state: int = 0,
     max_images: int | None = None,

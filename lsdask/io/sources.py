@@ -10,7 +10,6 @@ never passes through the driver.
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 from collections.abc import Callable
@@ -22,8 +21,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from lsdask.errors import DataError
-
-logger = logging.getLogger(__name__)
 
 
 def missing_here(path: str) -> str:

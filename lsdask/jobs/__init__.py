@@ -5,6 +5,7 @@ A job takes a configured estimator (its parameters say how to fit, and where:
 report; ``format_*`` functions turn reports into text.
 
 - :mod:`lsdask.jobs.cluster`: one Dask client shared by several fits;
+- :mod:`lsdask.jobs.patches`: images cut into train/heldout Zarr arrays of patches;
 - :mod:`lsdask.jobs.patch_gmm`: image patches -> L-sparse vs dense Gaussian mixture;
 - :mod:`lsdask.jobs.bars_lda`: LDA on the synthetic bars corpus, with a picture;
 - :mod:`lsdask.jobs.demo`: both of the above on one client (``lsdask demo``);

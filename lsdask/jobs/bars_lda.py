@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from lsdask.estimators.lda import LDA
-from lsdask.jobs.cluster import dask_client
+from lsdask.estimators.params import clone
+from lsdask.jobs.cluster import on_shared_client
 from lsdask.jobs.wording import plural
 from lsdask.synthetic import make_bars_corpus, match_topics
 
@@ -29,7 +30,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["BARS_DOC_TOPIC_PRIOR", "BarsReport", "bars_lda", "format_bars_report", "run_bars_demo"]
 
-#: Per-topic Dirichlet concentration of the demo's documents. With 50 tokens
+#: Per-topic Dirichlet concentration of the demo's documents, and of the
+#: demo's LDA (:func:`bars_lda`). With 50 tokens
 #: per document, documents made of one or two bars (0.1) let 20 laps of
 #: variational inference find every bar from any seed; with Griffiths &
 #: Steyvers' 1.0, documents mix most bars and some runs end in local optima
@@ -57,7 +59,8 @@ class BarsReport:
     Attributes
     ----------
     model : LDA
-        The fitted estimator; ``K``, ``L`` (None: dense) and ``alpha`` its.
+        The fitted estimator (a clone of the one given); ``K``, ``L`` (None:
+        dense) and ``alpha`` its.
     n_docs, n_heldout : int
         Training and heldout documents; ``n_tokens`` the training tokens and
         ``vocab_size`` the words.
@@ -98,27 +101,28 @@ def run_bars_demo(
     n_docs: int = 2000,
     side: int = 5,
     doc_length: int = 50,
-    doc_topic_prior: float = BARS_DOC_TOPIC_PRIOR,
     heldout_fraction: float = 0.1,
     random_state: int = 0,
 ) -> BarsReport:
     """Fit ``estimator`` to the bars corpus, score heldout documents, draw ``topics.png``.
 
     The estimator's parameters say everything about the fit, its ``client``
-    and ``n_workers`` where it runs; a ``batch_size`` of None becomes a
+    and ``n_workers`` where it runs. A clone of it is fitted (the estimator
+    given is left as it is); a ``batch_size`` of None becomes, in the clone, a
     quarter of the training documents (4 batches, two per worker of a
     2-worker cluster).
 
     Parameters
     ----------
     estimator : lsdask.LDA
-        The configured estimator (:func:`bars_lda`); fitted in place. The
-        corpus has ``2 * side`` true topics (10 for ``side=5``).
+        The configured estimator (:func:`bars_lda`). The corpus has
+        ``2 * side`` true topics (10 for ``side=5``).
     out_dir : str, os.PathLike or None
         Folder for ``topics.png`` (created); None draws nothing.
-    n_docs, side, doc_length, doc_topic_prior
+    n_docs, side, doc_length
         The corpus (:func:`lsdask.synthetic.make_bars_corpus`), drawn with
-        ``random_state``.
+        ``random_state``; its documents' per-topic concentration is
+        :data:`BARS_DOC_TOPIC_PRIOR`, as :func:`bars_lda`'s.
     heldout_fraction : float, default 0.1
         The last ``round(heldout_fraction * n_docs)`` documents are held out
         (documents are exchangeable, so any split is a random one).
@@ -138,46 +142,42 @@ def run_bars_demo(
 
     if not 0.0 <= float(heldout_fraction) < 1.0:
         raise ValueError(f"heldout_fraction must be in [0, 1); got {heldout_fraction!r}")
-    X, true_topics = make_bars_corpus(n_docs, side, doc_length, doc_topic_prior, random_state)
+    X, true_topics = make_bars_corpus(n_docs, side, doc_length, BARS_DOC_TOPIC_PRIOR, random_state)
     n_heldout = round(float(heldout_fraction) * X.shape[0])
     n_train = X.shape[0] - n_heldout
     if n_train < 1:
         raise ValueError(f"no training documents left: n_docs={n_docs}, {heldout_fraction=}")
     train, heldout = X[:n_train], X[n_train:]
-    if estimator.batch_size is None:
-        estimator.set_params(batch_size=max(1, -(-n_train // 4)))
-    K, L = estimator.n_components, estimator.sparsity
+    model = clone(estimator)
+    if model.batch_size is None:
+        model.set_params(batch_size=max(1, -(-n_train // 4)))
+    K, L = model.n_components, model.sparsity
     logger.info(
         "bars LDA: %d train, %d heldout documents; K=%d, L=%s, %d laps at most",
-        n_train, n_heldout, K, L, estimator.n_laps,
+        n_train, n_heldout, K, L, model.n_laps,
     )  # fmt: skip
-    client = estimator.client
-    with dask_client(client, estimator.n_workers) as shared:
-        estimator.set_params(client=shared)
+    with on_shared_client(model):
         start = time.perf_counter()
-        try:
-            estimator.fit(train)
-        finally:
-            estimator.set_params(client=client)
+        model.fit(train)
         seconds = time.perf_counter() - start
-    match, l1 = match_topics(true_topics, estimator.topic_word_)
+    match, l1 = match_topics(true_topics, model.topic_word_)
     report = BarsReport(
-        model=estimator,
+        model=model,
         n_docs=n_train,
         n_heldout=n_heldout,
         n_tokens=float(train.sum()),
         vocab_size=int(X.shape[1]),
         K=K,
         L=L,
-        alpha=float(estimator.alpha),
-        laps=int(estimator.n_laps_),
-        converged=bool(estimator.converged_),
+        alpha=float(model.alpha),
+        laps=int(model.n_laps_),
+        converged=bool(model.converged_),
         seconds=seconds,
-        heldout_score=estimator.score(heldout) if n_heldout else None,
+        heldout_score=model.score(heldout) if n_heldout else None,
         mean_l1=float(np.nanmean(l1)),
         l1=l1,
         match=match,
-        elbo_final=float(estimator.elbo_trace_[-1]),
+        elbo_final=float(model.elbo_trace_[-1]),
     )
     logger.info(
         "bars LDA: %d laps in %.1f s, heldout %s nats/token, mean L1 %.3f",
@@ -190,7 +190,7 @@ def run_bars_demo(
         )
         report.topics_plot = str(
             plot_topic_images(
-                true_topics, estimator.topic_word_, Path(out_dir) / "topics.png", side, title=title
+                true_topics, model.topic_word_, Path(out_dir) / "topics.png", side, title=title
             )
         )
     return report

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Iterator
 from typing import Any
 
-logger = logging.getLogger(__name__)
-
-__all__ = ["DEFAULT_WORKERS", "dask_client", "describe_client"]
+__all__ = ["DEFAULT_WORKERS", "dask_client", "describe_client", "on_shared_client"]
 
 #: Workers of the LocalCluster started when no client is given.
 DEFAULT_WORKERS = 2
@@ -52,6 +49,38 @@ def dask_client(client: Any = None, n_workers: int | None = None) -> Iterator[An
     finally:
         for obj in owned:
             obj.close()
+
+
+@contextlib.contextmanager
+def on_shared_client(estimator: Any, *others: Any) -> Iterator[Any]:
+    """Run ``estimator`` and ``others`` on one client for the time of the block,
+    then give each its own ``client`` back.
+
+    The client is opened by :func:`dask_client` from ``estimator``'s
+    ``client`` and ``n_workers`` (a LocalCluster started for the block is
+    closed at its end); every estimator gets it with ``set_params`` and gets
+    its own ``client`` back on exit, also when the block raises.
+
+    Parameters
+    ----------
+    estimator, *others
+        lsdask estimators.
+
+    Yields
+    ------
+    "sync" or distributed.Client
+        The shared client.
+    """
+    estimators = (estimator, *others)
+    own = [e.client for e in estimators]
+    with dask_client(estimator.client, estimator.n_workers) as shared:
+        for e in estimators:
+            e.set_params(client=shared)
+        try:
+            yield shared
+        finally:
+            for e, client in zip(estimators, own, strict=True):
+                e.set_params(client=client)
 
 
 def describe_client(client: Any, n_workers: int | None = None) -> str:

@@ -22,14 +22,14 @@ from typing import Any
 import numpy as np
 
 from lsdask.estimators.lda import LDA
-from lsdask.estimators.params import LDA_INIT_METHODS, lda_init_names
+from lsdask.estimators.params import LDA_INIT_METHODS, clone, lda_init_names
 from lsdask.evaluate import document_completion, split_documents
 from lsdask.io.corpus.store import Corpus, read_all
-from lsdask.jobs.cluster import dask_client
+from lsdask.jobs.cluster import on_shared_client
 from lsdask.jobs.inputs import check_same_vocab, open_corpus
 from lsdask.learn.base import padded_trace
+from lsdask.persist import check_save_target, load_lda, save_lda
 from lsdask.persist.checkpoint import CheckpointDir
-from lsdask.persist.lda import check_save_target, load_lda, save_lda
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class CorpusFitReport:
     Attributes
     ----------
     model : LDA
-        The fitted estimator.
+        The fitted estimator: a clone of the one given.
     corpus : str
         The training corpus; ``n_docs``, ``n_tokens`` and ``vocab_size`` its size.
     K, L, algorithm
@@ -135,7 +135,7 @@ def _initial_topics(init: Any, train: Corpus, n_components: int) -> Any:
             f"--init model {init} has {source.n_components} topics; --topics is "
             f"{n_components} (use the same K to start from its topics)"
         )
-    return np.maximum(source.components_ - source.eta, 0.0)
+    return np.maximum(source.components_ - source.eta_, 0.0)
 
 
 def fit_corpus_lda(
@@ -152,17 +152,18 @@ def fit_corpus_lda(
 
     The estimator's parameters say everything about the fit, its ``client``
     and ``n_workers`` where it runs (one Dask client is opened for the fit,
-    so that its dashboard's address can be reported; the estimator keeps its
-    own ``client``), its ``checkpoint_dir`` and ``resume`` how it is
-    checkpointed and continued. Its ``init`` may also name a ``.npy`` file of
-    topic-word counts (K, V) or a saved model's directory (its topics,
-    ``components_ - eta``, over the same vocabulary and K), as
-    ``lsdask fit --init`` does; the job puts those counts in its place.
+    so that its dashboard's address can be reported), its ``checkpoint_dir``
+    and ``resume`` how it is checkpointed and continued. Its ``init`` may
+    also name a ``.npy`` file of topic-word counts (K, V) or a saved model's
+    directory (its topics, ``components_ - eta``, over the same vocabulary
+    and K), as ``lsdask fit --init`` does. A clone of the estimator is
+    fitted, with those counts as its ``init``, and returned as the report's
+    ``model``: the estimator given is left as it is.
 
     Parameters
     ----------
     estimator : lsdask.LDA
-        The configured estimator; fitted in place.
+        The configured estimator.
     corpus : str, os.PathLike or lsdask.io.corpus.Corpus
         Training documents; each row group is one batch.
     out_dir : str, os.PathLike or None
@@ -198,30 +199,26 @@ def fit_corpus_lda(
         check_same_vocab(train.vocab, held, "heldout corpus", f"the training corpus {train.path}")
     if out_dir is not None:
         check_save_target(out_dir, overwrite)
-    init = _initial_topics(estimator.init, train, estimator.n_components)
-    if init is not estimator.init:
-        estimator.set_params(init=init)
+    model = clone(estimator)
+    init = _initial_topics(model.init, train, model.n_components)
+    if init is not model.init:
+        model.set_params(init=init)
     # fail before starting a cluster, also for init counts of the wrong shape
-    estimator.check_params(n_features=train.vocab_size)
-    laps_before = _laps_in_checkpoint(estimator.checkpoint_dir) if estimator.resume else 0
-    K, L, algorithm = estimator.n_components, estimator.sparsity, estimator.algorithm
+    model.check_params(n_features=train.vocab_size)
+    laps_before = _laps_in_checkpoint(model.checkpoint_dir) if model.resume else 0
+    K, L, algorithm = model.n_components, model.sparsity, model.algorithm
     logger.info(
         "fitting LDA K=%d, L=%s (%s) on %s: %d documents, %d batches",
         K, L, algorithm, train.path, train.n_docs, len(train.batches),
     )  # fmt: skip
-    trace = HeldoutTrace(held, estimator.alpha) if held is not None and held.n_docs else None
-    client = estimator.client
-    with dask_client(client, estimator.n_workers) as shared:
+    trace = HeldoutTrace(held, model.alpha) if held is not None and held.n_docs else None
+    with on_shared_client(model) as shared:
         link = getattr(shared, "dashboard_link", None)
-        estimator.set_params(client=shared)
         start = time.perf_counter()
-        try:
-            estimator.fit(train, callback=trace)
-        finally:
-            estimator.set_params(client=client)
+        model.fit(train, callback=trace)
         seconds = time.perf_counter() - start
     report = CorpusFitReport(
-        model=estimator,
+        model=model,
         corpus=train.path,
         n_docs=train.n_docs,
         n_tokens=train.n_tokens,
@@ -229,23 +226,23 @@ def fit_corpus_lda(
         K=K,
         L=L,
         algorithm=algorithm,
-        laps=int(estimator.n_laps_),
-        laps_this_run=int(estimator.n_laps_) - laps_before,
-        converged=bool(estimator.converged_),
+        laps=int(model.n_laps_),
+        laps_this_run=int(model.n_laps_) - laps_before,
+        converged=bool(model.converged_),
         seconds=seconds,
-        elbo_final=float(estimator.elbo_trace_[-1]),
+        elbo_final=float(model.elbo_trace_[-1]),
         heldout=None if held is None else held.path,
         n_heldout_docs=0 if held is None else held.n_docs,
-        heldout_score=estimator.score(held) if held is not None and held.n_docs else None,
-        top_words=estimator.top_words(n_top_words)[:n_show_topics],
-        dashboard=None if client == "sync" else link,
+        heldout_score=model.score(held) if held is not None and held.n_docs else None,
+        top_words=model.top_words(n_top_words)[:n_show_topics],
+        dashboard=None if model.client == "sync" else link,
     )
     logger.info(
         "LDA: %d laps in all, %d in %.1f s this run; final ELBO %.6g, heldout %s",
         report.laps, report.laps_this_run, seconds, report.elbo_final, report.heldout_score,
     )  # fmt: skip
     if out_dir is not None:
-        report.model_dir = str(save_lda(estimator, out_dir, overwrite=overwrite))
+        report.model_dir = str(save_lda(model, out_dir, overwrite=overwrite))
         _draw(report, trace, Path(out_dir))
     return report
 
@@ -296,7 +293,8 @@ class HeldoutTrace:
         self.scores: list[float] = []
 
     def __call__(self, result: Any) -> None:
-        score = document_completion(self.A, self.B, result.globals.topics, self.alpha)
+        alpha = getattr(result.globals, "alpha", self.alpha)  # a learned one: the lap's
+        score = document_completion(self.A, self.B, result.globals.topics, alpha)
         self.seconds.append(float(result.time_trace[-1]))
         self.scores.append(score)
         logger.info("lap %d: heldout %.4f nats/token", result.n_laps, score)

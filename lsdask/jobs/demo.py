@@ -1,7 +1,7 @@
 """``lsdask demo``: the patch GMM and the bars LDA on one Dask client, no download.
 
 :func:`run_full_demo` starts (or connects to) one cluster with
-:func:`lsdask.jobs.cluster.dask_client` and runs both jobs on it:
+:func:`lsdask.jobs.cluster.on_shared_client` and runs both jobs on it:
 :func:`lsdask.jobs.patch_gmm.run_demo` (L-sparse vs dense Gaussian mixture
 of 8x8 patches of a sample photograph) and
 :func:`lsdask.jobs.bars_lda.run_bars_demo` (L-sparse LDA on the synthetic
@@ -10,7 +10,6 @@ bars corpus). :func:`format_demo_report` prints both reports.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from dataclasses import dataclass
@@ -19,10 +18,8 @@ from pathlib import Path
 from lsdask.estimators.gaussian import GaussianMixture
 from lsdask.estimators.lda import LDA
 from lsdask.jobs.bars_lda import BarsReport, format_bars_report, run_bars_demo
-from lsdask.jobs.cluster import dask_client
+from lsdask.jobs.cluster import on_shared_client
 from lsdask.jobs.patch_gmm import PatchFitReport, format_report, run_demo
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["DemoReport", "format_demo_report", "run_full_demo"]
 
@@ -70,16 +67,9 @@ def run_full_demo(
     """
     start = time.perf_counter()
     out = Path(out_dir)
-    client, lda_client = gmm.client, lda.client
-    with dask_client(client, gmm.n_workers) as shared:
-        gmm.set_params(client=shared)
-        lda.set_params(client=shared)
-        try:
-            patches = run_demo(gmm, out, random_state=random_state)
-            bars = run_bars_demo(lda, out, random_state=random_state)
-        finally:
-            gmm.set_params(client=client)
-            lda.set_params(client=lda_client)
+    with on_shared_client(gmm, lda):
+        patches = run_demo(gmm, out, random_state=random_state)
+        bars = run_bars_demo(lda, out, random_state=random_state)
     return DemoReport(patches, bars, time.perf_counter() - start)
 
 

@@ -1,17 +1,15 @@
 """The patch-GMM job (Hughes & Sudderth, Sec. 4): image patches -> L-sparse vs dense GMM.
 
-``lsdask demo`` (first part), ``lsdask patches``, ``lsdask fit-gmm`` and
-``pipelines/patch_gmm.py`` are thin layers over these functions:
+``lsdask demo`` (first part), ``lsdask fit-gmm`` and ``pipelines/patch_gmm.py``
+are thin layers over these functions (the patches themselves are cut by
+:func:`lsdask.jobs.patches.prepare_patches`):
 
-- :func:`prepare_patches` cuts images into mean-removed patches in
-  ``train.zarr`` / ``heldout.zarr``;
 - :func:`fit_and_report` fits a configured :class:`lsdask.GaussianMixture`
   (and the same model dense), scores heldout patches and draws ``elbo.png``
   and ``clusters.png``, and returns a :class:`PatchFitReport`;
 - :func:`run_demo` does both on the two halves of a photograph shipped
   with matplotlib (no download);
-- :func:`format_report` and :func:`format_patches_summary` turn the results
-  into text for the command line.
+- :func:`format_report` turns the results into text for the command line.
 
 They log with :mod:`logging` and never print.
 """
@@ -22,7 +20,6 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,28 +29,21 @@ import numpy as np
 from lsdask.estimators.gaussian import GaussianMixture
 from lsdask.estimators.params import clone
 from lsdask.io.sources import as_batch_source
-from lsdask.jobs.cluster import dask_client
+from lsdask.jobs.cluster import on_shared_client
+from lsdask.jobs.patches import DEMO_BATCH_SIZE, PatchStoreSummary, prepare_patches
 from lsdask.jobs.wording import plural
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "DEMO_BATCH_SIZE",
     "PATCH_ALPHA",
     "GmmRun",
     "PatchFitReport",
     "fit_and_report",
-    "format_patches_summary",
     "format_report",
-    "prepare_patches",
     "run_demo",
     "run_label",
 ]
-
-#: Patches per batch for the demo. Each half of the sample photograph gives
-#: 9,387 patches (8x8, stride 4), so this makes 4 nearly equal batches, which
-#: keeps two workers busy with two batches per global update.
-DEMO_BATCH_SIZE = 2350
 
 #: Concentration of the cluster weights used by the demo, ``lsdask fit-gmm``
 #: and the pipeline, as in the paper's patch experiments (Sec. 4, alpha = 10).
@@ -104,7 +94,7 @@ class PatchFitReport:
     elbo_plot, clusters_plot : str or None
         The pictures (None without ``out_dir``; no clusters picture for rows
         that are not square patches).
-    patches : dict or None
+    patches : PatchStoreSummary or None
         The patch store's summary, where the job cut the patches.
     """
 
@@ -122,58 +112,12 @@ class PatchFitReport:
     speedup: float | None = None
     elbo_plot: str | None = None
     clusters_plot: str | None = None
-    patches: dict[str, dict[str, Any]] | None = None
+    patches: PatchStoreSummary | None = None
 
     @property
     def main(self) -> GmmRun:
         """The estimator's own fit."""
         return next(iter(self.runs.values()))
-
-
-def prepare_patches(
-    images: Iterable[Any],
-    out_dir: str | os.PathLike[str],
-    *,
-    patch_size: int = 8,
-    stride: int = 4,
-    batch_size: int = DEMO_BATCH_SIZE,
-    heldout_fraction: float = 0.5,
-    random_state: int = 0,
-    max_images: int | None = None,
-    progress: bool | None = False,
-) -> dict[str, dict[str, Any]]:
-    """Cut images into mean-removed patches in ``out_dir/{train,heldout}.zarr``.
-
-    A thin wrapper of :func:`lsdask.io.patches.write_patch_store` (see there
-    for the parameters) that logs what was written.
-
-    Returns
-    -------
-    dict
-        The summary of :func:`~lsdask.io.patches.write_patch_store`.
-    """
-    from lsdask.io.patches import write_patch_store
-
-    summary = write_patch_store(
-        images,
-        out_dir,
-        patch_size=patch_size,
-        stride=stride,
-        batch_size=batch_size,
-        heldout_fraction=heldout_fraction,
-        random_state=random_state,
-        max_images=max_images,
-        progress=progress,
-    )
-    logger.info(
-        "patches: %d train (%d images), %d heldout (%d images) in %s",
-        summary["train"]["n_patches"],
-        summary["train"]["n_images"],
-        summary["heldout"]["n_patches"],
-        summary["heldout"]["n_images"],
-        out_dir,
-    )
-    return summary
 
 
 def _zarr_patch_size(X: Any) -> int | None:
@@ -276,21 +220,16 @@ def fit_and_report(
     models = {run_label(estimator.sparsity): estimator}
     if compare:
         models["dense"] = clone(estimator).set_params(sparsity=None)
-    client = estimator.client
     runs: dict[str, GmmRun] = {}
-    with dask_client(client, estimator.n_workers) as shared:
+    with on_shared_client(*models.values()) as shared:
         if compare:
             _warm_up(estimator, shared, train_source.n_features)
         for label, model in models.items():
             logger.info(
                 "fitting %s: K=%d, %d laps at most", label, model.n_components, model.n_laps
             )
-            model.set_params(client=shared)
             start = time.perf_counter()
-            try:
-                model.fit(train)
-            finally:
-                model.set_params(client=client)
+            model.fit(train)
             seconds = time.perf_counter() - start
             runs[label] = GmmRun(
                 model=model,
@@ -436,7 +375,7 @@ def run_demo(
         random_state=random_state,
     )
     report = fit_and_report(
-        estimator, summary["train"]["path"], out_dir=out_dir, heldout=summary["heldout"]["path"]
+        estimator, summary.train.path, out_dir=out_dir, heldout=summary.heldout.path
     )
     report.patches = summary
     return report
@@ -450,12 +389,12 @@ def format_report(report: PatchFitReport, *, title: str | None = None) -> str:
     patches = report.patches
     if patches:
         lines.append(
-            f"data: {patches['train']['n_patches']:,} train patches "
-            f"({plural(patches['train']['n_images'], 'image')}), "
-            f"{patches['heldout']['n_patches']:,} heldout patches "
-            f"({plural(patches['heldout']['n_images'], 'image')}), D={report.n_features}"
+            f"data: {patches.train.n_patches:,} train patches "
+            f"({plural(patches.train.n_images, 'image')}), "
+            f"{patches.heldout.n_patches:,} heldout patches "
+            f"({plural(patches.heldout.n_images, 'image')}), D={report.n_features}"
         )
-        lines.append(f"      store: {Path(patches['train']['path']).parent}")
+        lines.append(f"      store: {patches.folder}")
     else:
         lines.append(
             f"data: {report.n_train:,} train rows, {report.n_heldout:,} heldout rows, "
@@ -480,7 +419,8 @@ def format_report(report: PatchFitReport, *, title: str | None = None) -> str:
             f"{run.elbo_final:>16.1f} {run.elbo_final / n_train:>10.4f}"
         )
     lines.append("")
-    main_label, main = next(iter(report.runs.items()))
+    main = report.main
+    main_label = run_label(report.sparsity)
     if report.heldout_diff_percent is not None:
         lines.append(
             f"heldout log-likelihood per patch, {main_label} vs dense: "
@@ -505,12 +445,3 @@ def format_report(report: PatchFitReport, *, title: str | None = None) -> str:
     if pictures:
         lines.append("pictures: " + ", ".join(pictures))
     return "\n".join(lines)
-
-
-def format_patches_summary(summary: dict[str, dict[str, Any]]) -> str:
-    """One line per split of a :func:`prepare_patches` summary."""
-    return "\n".join(
-        f"{split:<8} {summary[split]['n_patches']:>10,} patches from "
-        f"{plural(summary[split]['n_images'], 'image')}: {summary[split]['path']}"
-        for split in ("train", "heldout")
-    )

@@ -29,6 +29,14 @@ LSDASK_CACHE_DIR
 
 Notes
 -----
+Numba has no public API to choose where a function's cache goes, so this
+module uses its private one: :class:`LsdaskCacheLocator` subclasses
+``numba.core.caching._CacheLocator`` and ``_SourceFileBackedLocatorMixin``,
+and :func:`install` edits ``CacheImpl._locator_classes``. Those names are
+checked against the numba releases that ``pyproject.toml`` allows (its
+``numba`` pin), and :func:`install` warns, instead of failing, where the list
+is missing.
+
 Functions of other libraries keep numba's default behaviour: the locator
 declines them, and ``NUMBA_CACHE_DIR`` is neither set nor read here (for
 lsdask's own kernels ``LSDASK_CACHE_DIR`` takes its place). Where the folder
@@ -40,7 +48,6 @@ list of locators, this one included.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import os
 import sys
 import tempfile
@@ -52,6 +59,8 @@ from typing import Any
 import numba
 from numba.core import caching
 
+from lsdask._version import __version__
+
 __all__ = ["LsdaskCacheLocator", "cache_dir", "cache_path_for", "cache_root", "install"]
 
 #: The environment variable that overrides the root of lsdask's cache.
@@ -59,6 +68,9 @@ ENV_VAR = "LSDASK_CACHE_DIR"
 
 #: The lsdask package folder; only functions defined below it are handled here.
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+#: :data:`PACKAGE_DIR` with every link resolved, as the source files are compared with it.
+_REAL_PACKAGE_DIR = os.path.realpath(PACKAGE_DIR)
 
 
 def cache_root() -> Path | None:
@@ -87,26 +99,12 @@ def cache_root() -> Path | None:
     return Path(home) / ".cache" / "lsdask"
 
 
-@functools.cache
-def _lsdask_version() -> str:
-    """The running lsdask's version, for the per-version folder.
-
-    The installed distribution's metadata, which names the install that is
-    imported (kernels are decorated while ``lsdask/__init__.py`` is still
-    importing, before ``lsdask.__version__`` is set); else
-    ``lsdask.__version__`` where set (a source tree on ``sys.path``), else
-    ``"unknown"``. Read once, so that every kernel of a process shares a folder.
-    """
-    try:
-        return importlib.metadata.version("lsdask")
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    version = getattr(sys.modules.get("lsdask"), "__version__", None)
-    return version if isinstance(version, str) and version else "unknown"
-
-
 def cache_dir() -> Path | None:
     """The folder for this lsdask, Python and numba version, below :func:`cache_root`.
+
+    The lsdask version is that of the package imported
+    (:mod:`lsdask._version`), also where a source tree earlier on ``sys.path``
+    shadows an installed distribution of another version.
 
     Returns
     -------
@@ -118,7 +116,7 @@ def cache_dir() -> Path | None:
     if root is None:
         return None
     python = f"py{sys.version_info[0]}{sys.version_info[1]}"
-    return root / _lsdask_version() / f"numba-{python}-numba{numba.__version__}"
+    return root / __version__ / f"numba-{python}-numba{numba.__version__}"
 
 
 def cache_path_for(py_file: str | os.PathLike[str]) -> Path | None:
@@ -139,7 +137,7 @@ def cache_path_for(py_file: str | os.PathLike[str]) -> Path | None:
         folder can be named.
     """
     source = os.path.realpath(os.path.abspath(os.fspath(py_file)))
-    package = os.path.realpath(PACKAGE_DIR)
+    package = _REAL_PACKAGE_DIR
     try:
         if os.path.commonpath([package, source]) != package:
             return None
@@ -181,6 +179,10 @@ class LsdaskCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLo
     def ensure_cache_path(self) -> None:
         """Create the cache folder and check that a file can be written in it.
 
+        The folder is (re)created on every call (numba calls this before it
+        saves, and a folder removed meanwhile must come back); whether a file
+        can be written in it is tried once per folder and process.
+
         Raises
         ------
         OSError
@@ -188,7 +190,7 @@ class LsdaskCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLo
             then declines, and numba's default locators take over.
         """
         os.makedirs(self._cache_path, exist_ok=True)
-        tempfile.TemporaryFile(dir=self._cache_path).close()
+        _check_writable(self._cache_path)
 
     @classmethod
     def from_function(cls, py_func: Callable[..., Any], py_file: str) -> LsdaskCacheLocator | None:
@@ -213,17 +215,19 @@ class LsdaskCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLo
         return locator
 
 
-def _cache_impl_class() -> Any:
-    """Numba's base cache implementation, whose ``_locator_classes`` all caches share.
+@functools.cache
+def _check_writable(folder: str) -> None:
+    """Write and remove a temporary file in ``folder``: an OSError where that
+    fails. A success is remembered (per folder), a failure tried again."""
+    tempfile.TemporaryFile(dir=folder).close()
 
-    Its name is ``CacheImpl`` in recent numba and ``_CacheImpl`` in older
-    releases; None where neither has a ``_locator_classes`` list.
-    """
-    for name in ("CacheImpl", "_CacheImpl"):
-        impl = getattr(caching, name, None)
-        if isinstance(getattr(impl, "_locator_classes", None), list):
-            return impl
-    return None
+
+def _cache_impl_class() -> Any:
+    """Numba's base cache implementation, whose ``_locator_classes`` all caches
+    share (``CacheImpl`` in the numba releases lsdask supports); None where it
+    has no ``_locator_classes`` list."""
+    impl = getattr(caching, "CacheImpl", None)
+    return impl if isinstance(getattr(impl, "_locator_classes", None), list) else None
 
 
 def _is_lsdask_locator(cls: object) -> bool:

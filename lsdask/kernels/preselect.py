@@ -22,9 +22,10 @@ Stability of Numerical Algorithms*, Sec. 3.1), and ``sum_i |f_i a_i| <= |f| |a|`
 (Cauchy-Schwarz). Whatever order a BLAS sums in, ``gamma_m`` grows with m, so
 :func:`float32_product` splits the M features into blocks of at most
 ``FLOAT32_BLOCK``, one product per block, and adds the n_b partial products:
-the error is then within ``gamma_{m_b + n_b - 1}`` instead of ``gamma_M``
-(about 9x tighter for M = 2080, so about half as many candidates) at about
-the same cost; see :func:`float32_dot_error_factor`.
+the error is then within ``gamma_{m_b + n_b - 1}`` instead of ``gamma_M``, at
+about the same cost. A tighter bound leaves fewer weights within reach of the
+top L, so fewer candidates need their exact weights; see
+:func:`float32_dot_error_factor`.
 
 That relative bound holds while nothing underflows. Below 2^-126 float32 is
 subnormal and a rounding (of an input, or of a product) errs by up to

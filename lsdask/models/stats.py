@@ -9,7 +9,7 @@ names so that a typo is an error rather than a new field.
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterable, KeysView, Mapping
+from collections.abc import ItemsView, Iterable, KeysView
 from typing import TypeAlias
 
 import numpy as np
@@ -134,10 +134,6 @@ class SuffStats:
             name: a if isinstance(a, SparseBlock) else np.asarray(a, dtype=np.float64)
             for name, a in arrays.items()
         }
-
-    @classmethod
-    def from_mapping(cls, arrays: Mapping[str, npt.ArrayLike | SparseBlock]) -> SuffStats:
-        return cls(**dict(arrays))
 
     def __getitem__(self, name: str) -> Stat:
         """Statistic ``name`` as kept (an array, or a :class:`SparseBlock`)."""

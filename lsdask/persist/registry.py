@@ -89,7 +89,7 @@ def entry(kind: str) -> Entry:
     try:
         return _ENTRIES[kind]
     except KeyError:
-        known = sorted(_ENTRIES) or "none: import lsdask.estimators first"
+        known = sorted(_ENTRIES) or "none"
         raise LookupError(
             f"no estimator is registered for models of kind {kind!r}; known: {known}"
         ) from None

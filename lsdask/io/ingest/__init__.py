@@ -5,7 +5,8 @@ lines), :mod:`~lsdask.io.ingest.table` (CSV and Parquet tables),
 :mod:`~lsdask.io.ingest.bow` (LDA-C, UCI), :mod:`~lsdask.io.ingest.options`
 (the options they share), :mod:`~lsdask.io.ingest.words` (the tokenizer,
 vocabulary selection, encoding) and :mod:`~lsdask.io.ingest.stopwords`, on the
-shared machinery of :mod:`~lsdask.io.ingest.common`.
+shared machinery of :mod:`~lsdask.io.ingest.common` and the input files'
+opening and errors of :mod:`~lsdask.io.ingest.inputs`.
 
 Raw text (a folder of files or a tar archive, JSON lines, a CSV or Parquet
 text column) is read twice, streaming, in bounded memory:
@@ -42,8 +43,6 @@ attributes or as a mapping.
 
 from __future__ import annotations
 
-import logging
-
 from lsdask.io.ingest.bow import import_ldac, import_uci
 from lsdask.io.ingest.common import MAX_NAMES_IN_MANIFEST as MAX_NAMES_IN_MANIFEST
 from lsdask.io.ingest.common import IngestSummary
@@ -52,8 +51,6 @@ from lsdask.io.ingest.options import PathLike as PathLike
 from lsdask.io.ingest.options import VocabArg as VocabArg
 from lsdask.io.ingest.table import ingest_table
 from lsdask.io.ingest.text_files import ingest_jsonl, ingest_text_folder
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "IngestOptions",

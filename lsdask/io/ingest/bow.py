@@ -16,13 +16,10 @@ import numpy as np
 
 from lsdask.errors import DataError
 from lsdask.io.corpus.batch import bad_count_message, first_bad_count
-from lsdask.io.ingest.common import (
+from lsdask.io.ingest.common import IngestSummary, _Bag, _BagSource, _ingest_bags
+from lsdask.io.ingest.inputs import (
     READ_ERRORS,
-    IngestSummary,
-    _Bag,
-    _BagSource,
-    _existing_file,
-    _ingest_bags,
+    existing_file,
     numbered_lines,
     open_input,
     read_error,
@@ -191,8 +188,8 @@ def import_ldac(
         file holds words already).
     """
     options = IngestOptions.merge(options, keywords, import_ldac)
-    dat = _existing_file(dat_path, "dat_path")
-    vocab_file = _existing_file(vocab_path, "vocab_path")
+    dat = existing_file(dat_path, "dat_path")
+    vocab_file = existing_file(vocab_path, "vocab_path")
     file_words = read_word_list(vocab_file)
     info = {"format": "ldac", "source": str(dat), "vocab_file": str(vocab_file)}
     return _ingest_bags(
@@ -335,8 +332,8 @@ def import_uci(
         a number of entries different from ``NNZ``.
     """
     options = IngestOptions.merge(options, keywords, import_uci)
-    docword = _existing_file(docword_path, "docword_path")
-    vocab_file = _existing_file(vocab_path, "vocab_path")
+    docword = existing_file(docword_path, "docword_path")
+    vocab_file = existing_file(vocab_path, "vocab_path")
     file_words = read_word_list(vocab_file)
     info = {"format": "uci", "source": str(docword), "vocab_file": str(vocab_file)}
     return _ingest_bags(

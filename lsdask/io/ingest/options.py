@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Self, TypedDict, TypeVar
 
 from lsdask.io.corpus.store import DEFAULT_DOCS_PER_FILE, DEFAULT_DOCS_PER_ROW_GROUP, Corpus
-from lsdask.io.ingest.words import Tokenizer, _check_df, _check_max_vocab
+from lsdask.io.ingest.words import Tokenizer, check_df, check_max_vocab
 
 __all__ = [
     "IngestKeywords",
@@ -112,10 +112,10 @@ class IngestOptions:
                 f"{'it' if len(given) == 1 else 'them'}, or drop vocab to build a new vocabulary"
             )
         if self.min_df is not None:
-            _check_df("min_df", self.min_df, minimum=0)
+            check_df("min_df", self.min_df, minimum=0)
         if self.max_df is not None:
-            _check_df("max_df", self.max_df, minimum=1)
-        _check_max_vocab(self.max_vocab)
+            check_df("max_df", self.max_df, minimum=1)
+        check_max_vocab(self.max_vocab)
 
     @classmethod
     def merge(

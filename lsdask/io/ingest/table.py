@@ -15,15 +15,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lsdask.errors import DataError
-from lsdask.io.ingest.common import (
-    IngestSummary,
-    _Doc,
-    _existing_file,
-    _ingest_texts,
-    _TextSource,
+from lsdask.io.ingest.common import IngestSummary, _Doc, _ingest_texts, _TextSource, document_id
+from lsdask.io.ingest.inputs import (
     check_line_encoding,
     check_out_of_input,
-    document_id,
+    existing_file,
     not_text_error,
     numbered_lines,
     open_input,
@@ -273,7 +269,7 @@ def ingest_table(
         is not a string column, or a CSV row is malformed (naming the line).
     """
     options = TextIngestOptions.merge(options, keywords, ingest_table)
-    p = _existing_file(path, "path")
+    p = existing_file(path, "path")
     fmt, sep = _table_format(p, format, delimiter)
     if fmt == "csv":
         check_line_encoding(encoding)

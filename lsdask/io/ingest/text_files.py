@@ -19,15 +19,11 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from lsdask.errors import DataError
-from lsdask.io.ingest.common import (
-    IngestSummary,
-    _Doc,
-    _existing_file,
-    _ingest_texts,
-    _TextSource,
+from lsdask.io.ingest.common import IngestSummary, _Doc, _ingest_texts, _TextSource, document_id
+from lsdask.io.ingest.inputs import (
     check_encoding,
     check_out_of_input,
-    document_id,
+    existing_file,
     not_text_error,
     numbered_lines,
     open_input,
@@ -183,7 +179,7 @@ def ingest_text_folder(
         For a keyword argument it does not take.
     """
     options = TextIngestOptions.merge(options, keywords, ingest_text_folder)
-    path = _existing_file(path_or_tar, "path_or_tar")
+    path = existing_file(path_or_tar, "path_or_tar")
     check_encoding(encoding)
     seen: set[str] = set()
     if path.is_dir():
@@ -321,7 +317,7 @@ def ingest_jsonl(
         of ``text_fields``.
     """
     options = TextIngestOptions.merge(options, keywords, ingest_jsonl)
-    p = _existing_file(path, "path")
+    p = existing_file(path, "path")
     fields = [text_fields] if isinstance(text_fields, str) else list(text_fields)
     if not fields:
         raise ValueError("text_fields is empty; name at least one field holding text")

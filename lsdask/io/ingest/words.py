@@ -33,6 +33,8 @@ __all__ = [
     "DEFAULT_TOKEN_PATTERN",
     "Tokenizer",
     "VocabularyBuilder",
+    "check_df",
+    "check_max_vocab",
     "encode",
     "select_vocabulary",
 ]
@@ -144,8 +146,14 @@ class Tokenizer:
         return f"Tokenizer(lowercase={self.lowercase}, pattern={self.pattern!r}, stopwords={stop})"
 
 
-def _check_df(name: str, value: Any, *, minimum: int) -> int | float:
-    """Validate a document-frequency bound: an int count or a float fraction."""
+def check_df(name: str, value: Any, *, minimum: int) -> int | float:
+    """A document-frequency bound ``min_df`` or ``max_df`` (``name``): an int
+    count of documents >= ``minimum``, or a float fraction of them in [0, 1].
+
+    The one check of these bounds: every entry point that takes them
+    (:class:`VocabularyBuilder`, :func:`select_vocabulary`,
+    :class:`~lsdask.io.ingest.options.IngestOptions`) calls it once.
+    """
     if isinstance(value, bool):
         pass
     elif isinstance(value, numbers.Integral):
@@ -159,7 +167,8 @@ def _check_df(name: str, value: Any, *, minimum: int) -> int | float:
     )
 
 
-def _check_max_vocab(max_vocab: Any) -> int | None:
+def check_max_vocab(max_vocab: Any) -> int | None:
+    """``max_vocab``: None (no cap) or a positive int (see :func:`check_df`)."""
     if max_vocab is None:
         return None
     if isinstance(max_vocab, numbers.Integral) and not isinstance(max_vocab, bool):
@@ -220,9 +229,25 @@ def select_vocabulary(
     ValueError
         For invalid bounds, or if no word is left.
     """
-    min_df = _check_df("min_df", min_df, minimum=0)
-    max_df = _check_df("max_df", max_df, minimum=1)
-    max_vocab = _check_max_vocab(max_vocab)
+    return _select_vocabulary(
+        words,
+        doc_freq,
+        n_docs,
+        check_df("min_df", min_df, minimum=0),
+        check_df("max_df", max_df, minimum=1),
+        check_max_vocab(max_vocab),
+    )
+
+
+def _select_vocabulary(
+    words: Sequence[str],
+    doc_freq: Sequence[int] | np.ndarray,
+    n_docs: int,
+    min_df: int | float,
+    max_df: int | float,
+    max_vocab: int | None,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """:func:`select_vocabulary` with bounds already checked."""
     df = np.asarray(doc_freq, dtype=np.int64)
     if df.shape != (len(words),):
         raise ValueError(f"doc_freq has shape {df.shape}; expected ({len(words)},), one per word")
@@ -290,9 +315,9 @@ class VocabularyBuilder:
         max_df: int | float = DEFAULT_MAX_DF,
         max_vocab: int | None = None,
     ) -> None:
-        self.min_df = _check_df("min_df", min_df, minimum=0)
-        self.max_df = _check_df("max_df", max_df, minimum=1)
-        self.max_vocab = _check_max_vocab(max_vocab)
+        self.min_df = check_df("min_df", min_df, minimum=0)
+        self.max_df = check_df("max_df", max_df, minimum=1)
+        self.max_vocab = check_max_vocab(max_vocab)
         self.n_docs = 0
         self._df: Counter[str] = Counter()
         self._report: dict[str, Any] | None = None
@@ -322,13 +347,13 @@ class VocabularyBuilder:
         if self.n_docs == 0:
             raise ValueError("no documents were added, so there is no vocabulary to build")
         words = list(self._df)
-        keep, self._report = select_vocabulary(
+        keep, self._report = _select_vocabulary(  # the bounds were checked in __init__
             words,
             np.fromiter(self._df.values(), dtype=np.int64, count=len(words)),
             self.n_docs,
-            min_df=self.min_df,
-            max_df=self.max_df,
-            max_vocab=self.max_vocab,
+            self.min_df,
+            self.max_df,
+            self.max_vocab,
         )
         vocab = [words[i] for i in keep]
         logger.info(
