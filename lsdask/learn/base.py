@@ -7,17 +7,23 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Protocol
+from typing import Any, Generic, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from lsdask.learn.protocols import Batch, CountsTokens, Executor, G, HasCost, Model
+from lsdask.learn.protocols import (
+    Batch,
+    CountsTokens,
+    Executor,
+    G,
+    HasCost,
+    Model,
+    StepsFromPrevious,
+)
 from lsdask.models.stats import SuffStats
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -40,6 +46,29 @@ class LearnResult(Generic[G]):
     n_laps: int = 0
     converged: bool = False
     memo: list[SuffStats | None] | None = None
+
+
+def carried_of(model: Model[G], glob: G) -> dict[str, list[float]] | None:
+    """What the next global step of ``model`` starts from, of the globals ``glob``
+    (:class:`~lsdask.learn.protocols.StepsFromPrevious`); None for a model whose
+    global step is a function of the statistics alone."""
+    return model.carry(glob) if isinstance(model, StepsFromPrevious) else None
+
+
+def step_globals(model: Model[G], stats: SuffStats, carried: Mapping[str, Any] | None) -> G:
+    """The global step from whole-data statistics, started from ``carried`` (what
+    :func:`carried_of` returned, or a checkpoint kept) where the model's step
+    reads it; None starts it afresh."""
+    if carried is not None and isinstance(model, StepsFromPrevious):
+        return cast(G, model.global_step_from(stats, carried))
+    return model.global_step(stats)
+
+
+def next_globals(model: Model[G], stats: SuffStats, previous: G) -> G:
+    """The global step that replaces the globals ``previous``: from the statistics
+    alone, or, for a :class:`~lsdask.learn.protocols.StepsFromPrevious` model,
+    also from what of ``previous`` its search starts from."""
+    return step_globals(model, stats, carried_of(model, previous))
 
 
 def padded_trace(values: Iterable[float] | None, n: int) -> npt.NDArray[np.float64]:

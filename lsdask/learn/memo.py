@@ -43,12 +43,15 @@ from lsdask.learn.base import (
     LearnResult,
     ProgressBar,
     batch_costs,
+    carried_of,
     check_lap_converged,
     finite_or_raise,
     lap_order,
     log_lap,
+    next_globals,
     padded_trace,
     progress_bar,
+    step_globals,
     waves,
 )
 from lsdask.learn.memo_store import MemoryMemo
@@ -170,8 +173,9 @@ class MemoizedVI:
             The model's math, where its tasks run, and the fixed batches.
         glob
             The initial globals. On a resume (``state`` given with a filled
-            ``memo``) they are recomputed from the memo, except in an
-            unfinished first lap, which goes on against ``init_stats``' globals
+            ``memo``) they are recomputed from the memo (and ``state.carried``,
+            where the model's global step starts from its previous globals),
+            except in an unfinished first lap, which goes on against ``init_stats``' globals
             (``glob`` may then be None).
         rng
             Draws each lap's visiting order; a resumed run restores its state.
@@ -198,8 +202,9 @@ class MemoizedVI:
             The globals and ``S`` after the last lap, and the traces.
         """
         run = self._start(
-            model, executor, batches, glob, rng, sparsity, callback, memo,
-            state or LearnState(), init_stats, checkpoint, stop_requested,
+            model=model, executor=executor, batches=batches, glob=glob, rng=rng,
+            sparsity=sparsity, callback=callback, memo=memo, state=state or LearnState(),
+            init_stats=init_stats, checkpoint=checkpoint, stop_requested=stop_requested,
         )  # fmt: skip
         for number in range(run.resumed.lap + 1, self.n_laps + 1):
             if run.result.converged:
@@ -214,6 +219,7 @@ class MemoizedVI:
 
     def _start(
         self,
+        *,
         model: Model[G],
         executor: Executor,
         batches: Sequence[Batch],
@@ -241,8 +247,8 @@ class MemoizedVI:
         filling = not any(memo.has(b) for b in range(B)) or state.lap == 0
         # the driver's running total, updated in place (a private dense copy)
         total = sum_stats(memo.values()) if not filling else model.empty_stats().dense_copy()
-        if not filling:
-            glob = model.global_step(total)
+        if not filling:  # the globals of the checkpoint, recomputed from the memo
+            glob = step_globals(model, total, state.carried)
         elif init_stats is not None:
             glob = model.global_step(init_stats)
         if glob is None:
@@ -308,7 +314,7 @@ class MemoizedVI:
         if not run.filling:
             for b, stats in zip(wave, fresh, strict=True):
                 run.total.replace_(run.memo.get(b), stats)
-            run.glob = run.model.global_step(run.total)
+            run.glob = next_globals(run.model, run.total, run.glob)
             lap.shared = run.executor.broadcast(run.model.for_local_step(run.glob))
         lap.position += len(wave)
         stopping = self._should_stop(run, more_to_do=lap.position < run.n_batches)
@@ -328,7 +334,7 @@ class MemoizedVI:
         """Re-anchor ``S`` to the exact sum of the memo, take the global step,
         test convergence, log, checkpoint, and stop where asked."""
         run.total = sum_stats(run.memo.values())  # a fresh copy: rounding never accumulates
-        run.glob = run.model.global_step(run.total)
+        run.glob = next_globals(run.model, run.total, run.glob)
         run.lap_elbos.append(finite_or_raise(run.model.elbo(run.total, run.glob), "ELBO"))
         if run.filling:
             self._record(run, run.lap_elbos[-1], float(lap.number))
@@ -397,5 +403,5 @@ class MemoizedVI:
             lap_trace=list(result.lap_trace), time_trace=list(result.time_trace),
             size_trace=list(result.size_trace),
             lap_elbos=list(run.lap_elbos), converged=result.converged,
-            target_laps=self.n_laps,
+            target_laps=self.n_laps, carried=carried_of(run.model, run.glob),
         )  # fmt: skip

@@ -14,7 +14,7 @@ does not inherit from it):
 
 A capability that only some collaborators have is a small protocol of its
 own, checked with ``isinstance`` (:class:`CountsTokens`, :class:`HasCost`,
-:class:`InMemoryMemo`).
+:class:`InMemoryMemo`, :class:`StepsFromPrevious`).
 The executors (:mod:`lsdask.engine`) and the on-disk memo
 (:mod:`lsdask.persist.memo_files`) sit above this package and satisfy these
 protocols without importing anything from the loops.
@@ -22,7 +22,7 @@ protocols without importing anything from the loops.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, Self, TypeAlias, TypeVar, runtime_checkable
 
 from lsdask.models.stats import SuffStats
@@ -88,6 +88,31 @@ class CountsTokens(Protocol):
 
     def token_count(self, stats: SuffStats) -> float:
         """Word tokens summarized in the statistics."""
+        ...
+
+
+@runtime_checkable
+class StepsFromPrevious(Protocol):
+    """A model whose global step also starts from the globals it replaces.
+
+    Part of its globals (the HDP's stick posteriors) is found by a numerical
+    search that starts from their previous values and keeps a result only
+    where the objective rises, so the globals are not a function of the
+    statistics alone. The loops pass that part from each global step to the
+    next (:func:`lsdask.learn.base.next_globals`), and a checkpoint keeps it
+    (:attr:`lsdask.learn.state.LearnState.carried`), so that a resumed run goes
+    on from the same point.
+    """
+
+    def carry(self, glob: Any) -> dict[str, list[float]]:
+        """What the next global step starts from, of the globals ``glob``, as
+        JSON-able lists of floats (a checkpoint stores it)."""
+        ...
+
+    def global_step_from(self, stats: SuffStats, carried: Mapping[str, Any] | None) -> Any:
+        """The global step from whole-data statistics, its search started from
+        ``carried`` (what :meth:`carry` returned); None starts it from the
+        model's own start, as :meth:`Model.global_step` does."""
         ...
 
 

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lsdask.errors import FitInterrupted as FitInterrupted  # its home before lsdask.errors
+
 
 @dataclass
 class LearnState:
@@ -28,6 +30,11 @@ class LearnState:
         The laps the run was to make (its ``n_laps``): a run resumed after
         reaching them is a finished one taken up again (None in checkpoints
         written before it was kept).
+    carried : dict of str to list of float, or None
+        What the next global step starts from, of the current globals, for a
+        model whose global step reads the globals it replaces
+        (:class:`lsdask.learn.protocols.StepsFromPrevious`: the HDP's sticks);
+        None for the others, whose globals follow from the memo alone.
     """
 
     lap: int = 0
@@ -41,6 +48,7 @@ class LearnState:
     lap_elbos: list[float] = field(default_factory=list)
     converged: bool = False
     target_laps: int | None = None
+    carried: dict[str, list[float]] | None = None
 
     def finished(self, n_laps: int) -> bool:
         """Whether the run had ended (converged, or made the laps it was to make;

@@ -17,7 +17,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from lsdask import config
-from lsdask.learn.base import Callback, LearnResult, Trace, finite_or_raise, progress_bar, waves
+from lsdask.learn.base import (
+    Callback,
+    LearnResult,
+    Trace,
+    finite_or_raise,
+    next_globals,
+    progress_bar,
+    waves,
+)
 from lsdask.learn.protocols import Batch, Executor, G, Model
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models.stats import SuffStats
@@ -82,7 +90,7 @@ class StochasticVI:
                 rho = (self.delay + t) ** (-self.kappa)
                 scaled = batch * scale
                 state = scaled if state is None else state * (1.0 - rho) + scaled * rho
-                glob = model.global_step(state)
+                glob = next_globals(model, state, glob)
                 elbo = finite_or_raise(model.elbo(scaled, glob), "ELBO estimate")
                 trace.record(elbo, len(wave), model.data_size(scaled))
                 t += 1

@@ -16,6 +16,7 @@ from lsdask.learn.base import (
     Trace,
     check_lap_converged,
     finite_or_raise,
+    next_globals,
 )
 from lsdask.learn.protocols import Batch, Executor, G, Model
 from lsdask.learn.tasks import LocalStepTask
@@ -47,7 +48,7 @@ class FullBatchVB:
         trace = Trace(result, len(handles))
         for lap in range(1, self.n_laps + 1):
             total = executor.map_sum(task, handles, executor.broadcast(model.for_local_step(glob)))
-            glob = model.global_step(total)
+            glob = next_globals(model, total, glob)
             elbo = finite_or_raise(model.elbo(total, glob), "ELBO")
             trace.record(elbo, len(handles), model.data_size(total))
             result.globals, result.stats, result.n_laps = glob, total, lap
