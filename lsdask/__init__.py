@@ -9,8 +9,8 @@ as a dataflow of one task per stored batch.
 import logging
 
 from lsdask._version import __version__
-from lsdask.estimators import LDA, GaussianMixture, MultinomialMixture
+from lsdask.estimators import HDP, LDA, GaussianMixture, MultinomialMixture
 
-__all__ = ["LDA", "GaussianMixture", "MultinomialMixture", "__version__"]
+__all__ = ["HDP", "LDA", "GaussianMixture", "MultinomialMixture", "__version__"]
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -213,7 +213,9 @@ def test_scikit_learn_members_of_the_gaussian_mixture(rng):
         gmm.predict(np.zeros((0, 2)))
 
 
-@pytest.mark.parametrize("cls", [lsdask.LDA, lsdask.GaussianMixture, lsdask.MultinomialMixture])
+@pytest.mark.parametrize(
+    "cls", [lsdask.LDA, lsdask.HDP, lsdask.GaussianMixture, lsdask.MultinomialMixture]
+)
 def test_every_signature_is_its_parameter_table(cls):
     """``__init__``'s explicit signature (what scikit-learn reads) and the table
     (what fit checks and the command line offers) list the same parameters, in

@@ -272,11 +272,11 @@ def test_save_model_and_load_model_errors(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"no lsdask model at '.*nowhere': params.json"):
         load_model(tmp_path / "nowhere")
     (tmp_path / "odd").mkdir()
-    (tmp_path / "odd" / "params.json").write_text('{"format": "lsdask-hdp", "version": 1}')
-    with pytest.raises(ValueError, match=r"has format 'lsdask-hdp'; this lsdask reads \['lsdask-g"):
+    (tmp_path / "odd" / "params.json").write_text('{"format": "lsdask-ctm", "version": 1}')
+    with pytest.raises(ValueError, match=r"has format 'lsdask-ctm'; this lsdask reads \['lsdask-g"):
         load_model(tmp_path / "odd")
-    with pytest.raises(LookupError, match=r"no estimator is registered for models of kind 'hdp'"):
-        entry("hdp")
+    with pytest.raises(LookupError, match=r"no estimator is registered for models of kind 'ctm'"):
+        entry("ctm")
 
 
 def test_a_fitted_lda_pickles_and_unpickles_with_the_same_outputs(fitted, bars) -> None:

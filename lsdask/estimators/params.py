@@ -388,6 +388,55 @@ LDA_PARAMS = ParamTable(
 )  # fmt: skip
 
 
+# HDP -------------------------------------------------------------------------------
+
+
+def no_moves(name: str, value: Any, estimator: Any) -> None:
+    """``()``: the moves that change K (delete, merge) are not built yet."""
+    if not (isinstance(value, tuple | list) and len(value) == 0):
+        raise ValueError(
+            f"{name}={value!r}: delete/merge moves are not implemented yet, so the number of "
+            f"topics stays max_components; use {name}=() (the default)"
+        )
+
+
+def memo_or_vb(name: str, value: Any, estimator: Any) -> None:
+    """``"memo"`` or ``"vb"``: the HDP's sticks are fitted to the whole corpus."""
+    if isinstance(value, str) and value == "svi":
+        raise ValueError(
+            f"{name}='svi' is not supported by HDP: its global step fits the sticks to every "
+            "document's E[log pi_d] (the memo of every q(pi_d)), which SVI never holds. Use "
+            f"{name}='memo' or 'vb'"
+        )
+    check_choice(name, value, ("memo", "vb"))
+
+
+MAX_TOPICS = Param(
+    "max_components", 100, integer(2, hint="The HDP needs at least 2 topics to weigh."),
+    "K, the most topics (the truncation of the HDP)",
+)  # fmt: skip
+HDP_ALPHA = Param(
+    "alpha", 0.5, positive(),
+    "document concentration: pi_d ~ Dir(alpha E[beta]) (default {default})",
+)  # fmt: skip
+GAMMA = Param(
+    "gamma", 10.0, positive(),
+    "top-level stick concentration: u_k ~ Beta(1, gamma) (default {default})",
+)  # fmt: skip
+MOVES = Param("moves", (), no_moves, "moves that change K (none built yet: only ())")
+HDP_ALGORITHM = replace(
+    ALGORITHM, check=memo_or_vb, help="memoized VI or full-batch VB (default {default})",
+    option=replace(ALGORITHM.option, choices=("memo", "vb")),
+)  # fmt: skip
+
+#: :class:`lsdask.HDP` (SVI is refused, so without its learning rate)
+HDP_PARAMS = ParamTable(
+    (MAX_TOPICS, TOPIC_SPARSITY, HDP_ALPHA, GAMMA, ETA, MOVES, HDP_ALGORITHM, N_LAPS, TOL,
+     BATCH_SIZE, BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT,
+     GIBBS_SWEEPS, GIBBS_TOKENS, *(p for p in RUN if p not in (SVI_DELAY, SVI_KAPPA)))
+)  # fmt: skip
+
+
 # --------------------------------------------------------------------------- conventions
 
 

@@ -3,7 +3,8 @@
 persist sits below the estimators and imports none of them. What it saves
 and checkpoints, the estimators hand it here as plain values:
 
-- :func:`lda_state` / :func:`lda_from_state` and :func:`mixture_state` /
+- :func:`lda_state` / :func:`lda_from_state`, :func:`hdp_state` /
+  :func:`hdp_from_state` and :func:`mixture_state` /
   :func:`mixture_from_state` turn a fitted estimator into a
   :class:`~lsdask.persist.registry.ModelState` and back; the estimators
   package registers them with :func:`lsdask.persist.registry.register`;
@@ -24,6 +25,7 @@ from lsdask.models.dirichlet_logs import DirichletPosterior
 from lsdask.models.lda import PRIOR_STATS, LDAGlobals
 from lsdask.models.stats import SuffStats, as_dense
 from lsdask.persist import gmm as gmm_files
+from lsdask.persist import hdp as hdp_files
 from lsdask.persist import lda as lda_files
 from lsdask.persist.model_config import (
     model_from_config,
@@ -32,7 +34,7 @@ from lsdask.persist.model_config import (
     posterior_to_arrays,
 )
 from lsdask.persist.model_dir import TRACE_FIELDS
-from lsdask.persist.registry import ModelState
+from lsdask.persist.registry import ModelState, kind_of
 from lsdask.persist.resume import CheckpointSettings
 
 #: the traces of a fit, stored when the estimator has them
@@ -45,6 +47,11 @@ def lda_state(model: Any) -> ModelState:
     (K,) and ``eta_`` (1,), the statistics ``stats_<field>`` (dense; with a learned
     alpha also ``stats_S``, ``stats_W``, ``stats_Cdir``) and the traces; its
     vocabulary, if any."""
+    if kind_of(model) != lda_files.KIND:  # an HDP is an LDA estimator of a kind of its own
+        raise TypeError(
+            f"an lsdask.{type(model).__name__} is saved as {kind_of(model)!r}, not as an LDA "
+            "model: use lsdask.persist.save_model"
+        )
     model._check_fitted()
     params = model._params_as_fitted()
     # the model as fitted, whatever set_params changed since (also for models fitted
@@ -123,6 +130,69 @@ def lda_from_state(cls: type, state: ModelState, client: Any = None) -> Any:
     model.n_laps_ = int(fitted["n_laps_"])
     model.converged_ = bool(fitted["converged_"])
     model.n_features_in_ = int(fitted.get("n_features_in_", V))
+    return model
+
+
+def _fit_params(model: Any) -> dict[str, Any]:
+    """The fit's parameters, an array ``init`` as float64 topic-word counts."""
+    params = model._params_as_fitted()
+    init_counts = model._init_counts(None, params["init"])
+    if init_counts is not None:
+        params["init"] = init_counts
+    return params
+
+
+def hdp_state(model: Any) -> ModelState:
+    """A fitted HDP estimator as plain data: the fit's parameters, the sticks ``rho``
+    and ``omega``, the statistics ``stats_<field>`` (dense), all in the model's own
+    stick order, and the traces; its vocabulary, if any."""
+    model._check_fitted()
+    glob = model.posterior_
+    arrays = {"rho": glob.rho, "omega": glob.omega}
+    for name in model.stats_.keys():
+        arrays[f"stats_{name}"] = as_dense(model.stats_[name])
+    for name in (*_TRACES, "alpha_trace_", "n_components_trace_"):
+        if hasattr(model, name):
+            arrays[name] = np.asarray(getattr(model, name))
+    vocab = model.vocabulary_
+    V = model.model_.vocab_size
+    return ModelState(
+        kind=hdp_files.KIND,
+        params=_fit_params(model),
+        fitted={
+            "n_features_in_": int(getattr(model, "n_features_in_", V)),
+            "n_laps_": int(model.n_laps_),
+            "converged_": bool(model.converged_),
+        },
+        arrays=arrays,
+        texts={} if vocab is None else {lda_files.VOCABULARY: [str(w) for w in vocab]},
+        info={"estimator": type(model).__name__},
+    )
+
+
+def hdp_from_state(cls: type, state: ModelState, client: Any = None) -> Any:
+    """A fitted ``cls`` (an HDP estimator) from :func:`hdp_state`'s data, with
+    ``client`` as its client: the topics are the global step's of the saved
+    statistics (deterministic) and the sticks the saved ones, so the posterior is
+    the saved one."""
+    arrays, fitted = state.arrays, state.fitted
+    model = cls(**state.params)
+    model.set_params(client=client)
+    model.check_params()
+    K, V = arrays["stats_words"].shape
+    if int(model.max_components) != K:
+        raise ValueError(f"max_components={model.max_components} but the arrays have K={K}")
+    hdp_model = model._model(V)
+    stats = SuffStats(**{name: arrays[f"stats_{name}"] for name in hdp_files.STATS_FIELDS})
+    glob = hdp_model.globals_with_sticks(stats, arrays["rho"], arrays["omega"])
+    model._set_fitted(hdp_model, glob, stats, state.texts.get(lda_files.VOCABULARY))
+    model._record_fit_params()
+    for name in (*_TRACES, "alpha_trace_", "n_components_trace_"):
+        if name in arrays:
+            setattr(model, name, arrays[name])
+    model.n_laps_ = int(fitted["n_laps_"])
+    model.converged_ = bool(fitted["converged_"])
+    model.n_features_in_ = int(fitted["n_features_in_"])
     return model
 
 

@@ -55,20 +55,23 @@ def carried_of(model: Model[G], glob: G) -> dict[str, list[float]] | None:
     return model.carry(glob) if isinstance(model, StepsFromPrevious) else None
 
 
-def step_globals(model: Model[G], stats: SuffStats, carried: Mapping[str, Any] | None) -> G:
-    """The global step from whole-data statistics, started from ``carried`` (what
-    :func:`carried_of` returned, or a checkpoint kept) where the model's step
-    reads it; None starts it afresh."""
-    if carried is not None and isinstance(model, StepsFromPrevious):
-        return cast(G, model.global_step_from(stats, carried))
-    return model.global_step(stats)
-
-
 def next_globals(model: Model[G], stats: SuffStats, previous: G) -> G:
     """The global step that replaces the globals ``previous``: from the statistics
     alone, or, for a :class:`~lsdask.learn.protocols.StepsFromPrevious` model,
     also from what of ``previous`` its search starts from."""
-    return step_globals(model, stats, carried_of(model, previous))
+    if isinstance(model, StepsFromPrevious):
+        return cast(G, model.global_step_from(stats, model.carry(previous)))
+    return model.global_step(stats)
+
+
+def resumed_globals(model: Model[G], stats: SuffStats, carried: Mapping[str, Any] | None) -> G:
+    """The globals a stopped run had, from its memo's statistics and what its
+    checkpoint carried (:func:`carried_of`): for a
+    :class:`~lsdask.learn.protocols.StepsFromPrevious` model restored as they were;
+    otherwise, or without ``carried``, the global step of the statistics."""
+    if carried is not None and isinstance(model, StepsFromPrevious):
+        return cast(G, model.restore_globals(stats, carried))
+    return model.global_step(stats)
 
 
 def padded_trace(values: Iterable[float] | None, n: int) -> npt.NDArray[np.float64]:

@@ -51,7 +51,7 @@ from lsdask.learn.base import (
     next_globals,
     padded_trace,
     progress_bar,
-    step_globals,
+    resumed_globals,
     waves,
 )
 from lsdask.learn.memo_store import MemoryMemo
@@ -248,7 +248,7 @@ class MemoizedVI:
         # the driver's running total, updated in place (a private dense copy)
         total = sum_stats(memo.values()) if not filling else model.empty_stats().dense_copy()
         if not filling:  # the globals of the checkpoint, recomputed from the memo
-            glob = step_globals(model, total, state.carried)
+            glob = resumed_globals(model, total, state.carried)
         elif init_stats is not None:
             glob = model.global_step(init_stats)
         if glob is None:

@@ -100,8 +100,8 @@ class StepsFromPrevious(Protocol):
     where the objective rises, so the globals are not a function of the
     statistics alone. The loops pass that part from each global step to the
     next (:func:`lsdask.learn.base.next_globals`), and a checkpoint keeps it
-    (:attr:`lsdask.learn.state.LearnState.carried`), so that a resumed run goes
-    on from the same point.
+    (:attr:`lsdask.learn.state.LearnState.carried`), from which a resumed run
+    restores the globals it stopped with (:func:`lsdask.learn.base.resumed_globals`).
     """
 
     def carry(self, glob: Any) -> dict[str, list[float]]:
@@ -113,6 +113,11 @@ class StepsFromPrevious(Protocol):
         """The global step from whole-data statistics, its search started from
         ``carried`` (what :meth:`carry` returned); None starts it from the
         model's own start, as :meth:`Model.global_step` does."""
+        ...
+
+    def restore_globals(self, stats: SuffStats, carried: Mapping[str, Any]) -> Any:
+        """The globals that a global step on ``stats`` left and :meth:`carry`
+        described as ``carried``, without a new search (a resumed run's)."""
         ...
 
 

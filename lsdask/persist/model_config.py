@@ -16,6 +16,7 @@ import numpy as np
 
 from lsdask.models.diag_gaussian import DiagGaussian, NormalGammaPosterior
 from lsdask.models.full_gaussian import FullGaussian, NormalWishartPosterior
+from lsdask.models.hdp import HDPModel
 from lsdask.models.lda import LDAModel, LocalStepOptions
 from lsdask.models.mixture import MixtureGlobals, MixtureModel
 from lsdask.models.multinomial import Multinomial
@@ -64,8 +65,9 @@ def model_to_config(model: Any) -> dict[str, Any]:
                 **_fields(model.observation),
             },
         }
-    if isinstance(model, LDAModel):
-        out = {"kind": "lda", **{k: v for k, v in _fields(model).items() if k != "options"}}
+    if isinstance(model, LDAModel):  # an HDPModel is one, of its own kind
+        kind = "hdp" if isinstance(model, HDPModel) else "lda"
+        out = {"kind": kind, **{k: v for k, v in _fields(model).items() if k != "options"}}
         out["options"] = _fields(model.options)
         return out
     raise TypeError(f"no configuration for model type {type(model).__name__}")
@@ -82,9 +84,10 @@ def model_from_config(config: dict[str, Any]) -> Any:
             observation, config["n_components"], config["alpha"], config["block_rows"],
             config.get("preselect"),  # absent from configurations written before it existed
         )  # fmt: skip
-    if kind == "lda":
+    if kind in ("lda", "hdp"):
         params = {k: v for k, v in config.items() if k not in ("kind", "options")}
-        return LDAModel(**params, options=LocalStepOptions(**config["options"]))
+        cls = HDPModel if kind == "hdp" else LDAModel
+        return cls(**params, options=LocalStepOptions(**config["options"]))
     raise ValueError(f"unknown model kind {kind!r} in configuration")
 
 

@@ -96,9 +96,12 @@ def entry(kind: str) -> Entry:
 
 
 def kind_of(estimator: Any) -> str:
-    """The kind an estimator is saved as, or a ``TypeError`` naming those that can be."""
-    for kind, found in _ENTRIES.items():
-        if isinstance(estimator, found.cls):
-            return kind
+    """The kind an estimator is saved as: that of its own class, else of the nearest
+    registered base class (an HDP estimator, a kind of LDA estimator, is ``"hdp"``);
+    or a ``TypeError`` naming those that can be saved."""
+    for cls in type(estimator).__mro__:
+        for kind, found in _ENTRIES.items():
+            if found.cls is cls:
+                return kind
     names = ", ".join(e.cls.__name__ for e in _ENTRIES.values()) or "none registered"
     raise TypeError(f"cannot save a {type(estimator).__name__}; lsdask saves {names}")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lsdask.persist import gmm, lda
+from lsdask.persist import gmm, hdp, lda
 from lsdask.persist.model_dir import PARAMS_NAME, model_root, read_json
 from lsdask.persist.registry import kind_of
 
@@ -32,13 +32,15 @@ class _Format(NamedTuple):
 _FORMATS = {
     lda.KIND: _Format(lda.FORMAT, lda.save_lda, lda.load_lda),
     gmm.KIND: _Format(gmm.FORMAT, gmm.save_gmm, gmm.load_gmm),
+    hdp.KIND: _Format(hdp.FORMAT, hdp.save_hdp, hdp.load_hdp),
 }
 
 
 def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
     """Save a fitted estimator to the directory ``path``, atomically, in the
     format of its kind (an :class:`lsdask.LDA` as :func:`~lsdask.persist.save_lda`
-    does, a :class:`lsdask.GaussianMixture` as :func:`~lsdask.persist.save_gmm`).
+    does, a :class:`lsdask.GaussianMixture` as :func:`~lsdask.persist.save_gmm`, an
+    :class:`lsdask.HDP` as :func:`~lsdask.persist.hdp.save_hdp`).
 
     Raises
     ------
