@@ -10,6 +10,8 @@ functions the estimators package registers.
   atomically, read with clear errors);
 - :mod:`~lsdask.persist.lda` and :mod:`~lsdask.persist.gmm`: the files of a
   saved LDA model and Gaussian mixture;
+- :mod:`~lsdask.persist.topic_model`: the folder of a saved topic model, written
+  and read for :mod:`~lsdask.persist.lda` and :mod:`~lsdask.persist.hdp` alike;
 - :mod:`~lsdask.persist.saved_model`: save or load any of them by its kind;
 - :mod:`~lsdask.persist.model_config`: a model's configuration as JSON and a
   mixture's posterior as arrays, and back;

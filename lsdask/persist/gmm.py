@@ -35,7 +35,7 @@ from lsdask.persist.model_dir import (
     saved_params,
     write_model_dir,
 )
-from lsdask.persist.registry import ModelState, entry
+from lsdask.persist.registry import ModelState, rebuild, state_to_save
 
 __all__ = ["FORMAT", "KIND", "VERSION", "load_gmm", "save_gmm"]
 
@@ -60,12 +60,7 @@ def save_gmm(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
     ValueError
         If a parameter cannot be stored as JSON (e.g. a Generator as ``random_state``).
     """
-    found = entry(KIND)
-    if not isinstance(model, found.cls):
-        raise TypeError(
-            f"save_gmm saves an lsdask.{found.cls.__name__}; got {type(model).__name__}"
-        )
-    return write_gmm(found.get_state(model), path, overwrite=overwrite)
+    return write_gmm(state_to_save(KIND, model, "save_gmm"), path, overwrite=overwrite)
 
 
 def write_gmm(state: ModelState, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
@@ -132,9 +127,9 @@ def load_gmm(path: str | os.PathLike[str], *, client: Any = None) -> Any:
         belong together (the message names the path and the file).
     """
     root = Path(path)
-    state = read_gmm(root)
-    found = entry(KIND)
-    try:
-        return found.from_state(found.cls, state, client)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"model {str(root)!r}: the files do not make a model ({exc})") from exc
+    return rebuild(
+        read_gmm(root),
+        client,
+        lambda exc: f"model {str(root)!r}: the files do not make a model ({exc})",
+        (KeyError, TypeError, ValueError),
+    )

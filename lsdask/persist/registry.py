@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Entry", "ModelState", "entry", "kind_of", "register"]
+__all__ = ["Entry", "ModelState", "entry", "kind_of", "rebuild", "register", "state_to_save"]
 
 
 @dataclasses.dataclass
@@ -105,3 +105,29 @@ def kind_of(estimator: Any) -> str:
                 return kind
     names = ", ".join(e.cls.__name__ for e in _ENTRIES.values()) or "none registered"
     raise TypeError(f"cannot save a {type(estimator).__name__}; lsdask saves {names}")
+
+
+def state_to_save(kind: str, model: Any, saver: str) -> ModelState:
+    """The state of ``model``, which the save function named ``saver`` saves as
+    ``kind``; a ``TypeError`` naming ``saver`` if ``model`` is not of the class
+    registered for ``kind``."""
+    found = entry(kind)
+    if not isinstance(model, found.cls):
+        raise TypeError(f"{saver} saves an lsdask.{found.cls.__name__}; got {type(model).__name__}")
+    return found.get_state(model)
+
+
+def rebuild(
+    state: ModelState,
+    client: Any,
+    bad: Callable[[Exception], str],
+    catch: tuple[type[Exception], ...] = (TypeError, ValueError),
+) -> Any:
+    """The estimator of ``state.kind`` rebuilt from ``state`` with ``client`` as
+    its client; an error of ``catch`` becomes a ``ValueError`` with message
+    ``bad(error)``."""
+    found = entry(state.kind)
+    try:
+        return found.from_state(found.cls, state, client)
+    except catch as exc:
+        raise ValueError(bad(exc)) from exc
