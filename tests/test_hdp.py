@@ -19,7 +19,6 @@ from scipy.special import betaln, digamma, gammaln
 
 import lsdask
 from lsdask.engine import SerialExecutor
-from lsdask.errors import FitInterrupted
 from lsdask.estimators.lda import TransformTask
 from lsdask.estimators.params import clone
 from lsdask.io.sources import as_batch_source
@@ -32,10 +31,9 @@ from lsdask.models.hdp_sticks import expected_log_sticks, init_sticks
 from lsdask.models.lda import LDAGlobals, LDAModel, LocalStepOptions
 from lsdask.models.stats import as_dense
 from lsdask.persist import load_lda, load_model, save_lda, save_model
-from lsdask.persist.checkpoint import CheckpointDir
-from lsdask.persist.memo_files import DiskMemo
 from lsdask.synthetic import make_bars_corpus, match_topics
 from tests import naive
+from tests.resume_mid_lap import stopped_and_resumed
 
 FIT = dict(sparsity=3, client="sync", random_state=0, batch_size=250, tol=0.0, init="kmeans++")
 WORDS = [f"pixel{v}" for v in range(25)]
@@ -237,34 +235,10 @@ def test_resume_equals_uninterrupted(bars, tmp_path):
 
     K, V = 10, X.shape[1]
     model = HDPModel(K, V, 0.5, 0.1, gamma=3.0)
-    source = as_batch_source(X, 150)
-    keys = [b.key for b in source.batches]
-    init = _init_stats(K, V, 5)
-    learner = MemoizedVI(n_laps=3, tol=0.0, batches_per_update=2)
-    uninterrupted = learner.run(
-        model, SerialExecutor(), source.batches, model.global_step(init),
-        np.random.default_rng(2), 3,
-    )  # fmt: skip
-    folder = CheckpointDir(tmp_path / "mid")
-
-    def write(state, memo, init_stats):
-        return folder.write(state, memo, keys, {"model": {}, "params": {}}, init_stats)
-
-    calls = iter(range(10_000))
-    with pytest.raises(FitInterrupted):
-        learner.run(
-            model, SerialExecutor(), source.batches, model.global_step(init),
-            np.random.default_rng(2), 3, memo=DiskMemo(folder.memo_folder, len(keys)),
-            init_stats=init, checkpoint=write, stop_requested=lambda: next(calls) >= 5,
-        )  # fmt: skip
-    saved = folder.read()
-    assert saved["state"].lap == 1 and 0 < saved["state"].position < len(keys)
+    uninterrupted, rest, saved = stopped_and_resumed(
+        model, X, _init_stats(K, V, 5), tmp_path / "mid"
+    )
     assert len(saved["state"].carried["rho"]) == K  # the sticks, through JSON
-    memo = DiskMemo(folder.memo_folder, len(keys), [saved["memo"].get(k) for k in keys])
-    rest = learner.run(
-        model, SerialExecutor(), source.batches, None, np.random.default_rng(99), 3,
-        memo=memo, state=saved["state"], init_stats=saved["init_stats"], checkpoint=write,
-    )  # fmt: skip
     np.testing.assert_allclose(rest.elbo_trace, uninterrupted.elbo_trace, rtol=1e-10)
     # a resumed run re-sums S from the memo (the other updated it in place): from S
     # equal to rounding, the sticks' search stops within its tolerance, where the

@@ -21,7 +21,6 @@ from scipy.special import digamma
 import lsdask
 from lsdask.cli import main
 from lsdask.engine import SerialExecutor
-from lsdask.errors import FitInterrupted
 from lsdask.estimators.params import parse_positive_or_auto
 from lsdask.io.corpus import Corpus
 from lsdask.io.sources import as_batch_source
@@ -40,10 +39,9 @@ from lsdask.models.dirichlet_prior import (
 )
 from lsdask.models.lda import LDAGlobals, LDAModel
 from lsdask.persist import load_lda, save_lda
-from lsdask.persist.checkpoint import CheckpointDir
-from lsdask.persist.memo_files import DiskMemo
 from lsdask.synthetic import bars_topics, match_topics
 from tests import naive
+from tests.resume_mid_lap import stopped_and_resumed
 
 #: the prior the corpus is drawn with: a few topics in most documents, others rare
 ALPHA_TRUE = np.array([0.36, 0.24, 0.18, 0.12, 0.09, 0.06, 0.045, 0.03, 0.024, 0.015])
@@ -254,36 +252,11 @@ def test_resume_equals_uninterrupted(bars, tmp_path):
     np.testing.assert_allclose(resumed.alpha_trace_[2:], whole.alpha_trace_[2:], rtol=1e-12)
 
     model = LDAModel(10, X.shape[1], 0.5, 0.1, learn_alpha=True, learn_eta=True)
-    source = as_batch_source(X[:750], 150)
-    keys = [b.key for b in source.batches]
     rng = np.random.default_rng(5)
     start = rng.gamma(0.3, 10.0, size=(10, X.shape[1]))
     init = SuffStats(words=start, H=np.zeros(1), alloc=np.zeros(1), N=start.sum(1),
                      n_docs=np.zeros(1))  # fmt: skip
-    learner = MemoizedVI(n_laps=3, tol=0.0, batches_per_update=2)
-    uninterrupted = learner.run(
-        model, SerialExecutor(), source.batches, model.global_step(init),
-        np.random.default_rng(2), 3,
-    )  # fmt: skip
-    folder = CheckpointDir(tmp_path / "mid")
-
-    def write(state, memo, init_stats):
-        return folder.write(state, memo, keys, {"model": {}, "params": {}}, init_stats)
-
-    calls = iter(range(10_000))
-    with pytest.raises(FitInterrupted):
-        learner.run(
-            model, SerialExecutor(), source.batches, model.global_step(init),
-            np.random.default_rng(2), 3, memo=DiskMemo(folder.memo_folder, len(keys)),
-            init_stats=init, checkpoint=write, stop_requested=lambda: next(calls) >= 5,
-        )  # fmt: skip
-    saved = folder.read()
-    assert saved["state"].lap == 1 and 0 < saved["state"].position < len(keys)
-    memo = DiskMemo(folder.memo_folder, len(keys), [saved["memo"].get(k) for k in keys])
-    rest = learner.run(
-        model, SerialExecutor(), source.batches, None, np.random.default_rng(99), 3,
-        memo=memo, state=saved["state"], init_stats=saved["init_stats"], checkpoint=write,
-    )  # fmt: skip
+    uninterrupted, rest, _ = stopped_and_resumed(model, X[:750], init, tmp_path / "mid")
     np.testing.assert_allclose(rest.elbo_trace, uninterrupted.elbo_trace, rtol=1e-10)
     np.testing.assert_allclose(rest.globals.alpha, uninterrupted.globals.alpha, rtol=1e-10)
     assert rest.globals.eta == pytest.approx(uninterrupted.globals.eta, rel=1e-10)
