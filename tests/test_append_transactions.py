@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +22,13 @@ from lsdask.io.corpus import Corpus, read_all
 from lsdask.io.locks import LOCK_NAME
 from lsdask.persist import load_lda
 from lsdask.persist.checkpoint import CheckpointDir
+from tests.lsdask_processes import (
+    lsdask_env,
+    paused_env,
+    run_lsdask,
+    start_lsdask,
+    wait_reached,
+)
 
 V = 40
 WORDS = [f"zq{a}{b}" for a in "abcde" for b in "abcdefgh"]  # words to the tokenizer
@@ -33,39 +36,6 @@ KILLED = -signal.SIGKILL
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "PYTHONUNBUFFERED": "1", **extra}
-
-
-def _run(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "lsdask", *map(str, args)],
-        capture_output=True, text=True, env=env or _env(), timeout=300,
-    )  # fmt: skip
-
-
-def _lsdask(*args: object, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "lsdask", *map(str, args)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
-
-
-def _paused(pause: Path, at: str) -> dict[str, str]:
-    return _env(LSDASK_PAUSE_AT=at, LSDASK_PAUSE_FILE=str(pause))
-
-
-def _wait_reached(pause: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
-    reached = Path(f"{pause}.reached")
-    deadline = time.monotonic() + timeout
-    while not reached.exists():
-        if proc.poll() is not None:
-            _, err = proc.communicate()
-            pytest.fail(f"the process ended ({proc.returncode}) before its pause point:\n{err}")
-        assert time.monotonic() < deadline, "the pause point was never reached"
-        time.sleep(0.02)
 
 
 def _jsonl(path: Path, rng: np.random.Generator, n_docs: int) -> Path:
@@ -135,15 +105,15 @@ def test_an_append_killed_before_its_commit_adds_its_documents_once_on_retry(
     new = _jsonl(tmp_path / "new.jsonl", rng, 70)
     base_docs, base_tokens = 300, _tokens(corpus)
     shutil.copytree(corpus, tmp_path / "u")
-    assert _run("ingest", "jsonl", new, "--append-to", tmp_path / "u").returncode == 0
-    killed = _run("ingest", "jsonl", new, "--append-to", corpus,
-                  env=_env(LSDASK_CRASH_AT="corpus.append.renamed"))  # fmt: skip
+    assert run_lsdask("ingest", "jsonl", new, "--append-to", tmp_path / "u").returncode == 0
+    killed = run_lsdask("ingest", "jsonl", new, "--append-to", corpus,
+                  env=lsdask_env(LSDASK_CRASH_AT="corpus.append.renamed"))  # fmt: skip
     if next_step.startswith("fit"):
         caplog.set_level(logging.WARNING, logger="lsdask")
         assert _fit_tokens(corpus) == pytest.approx(base_tokens)  # the orphan's are not in
         assert "parts/part-00003.parquet was written by an append that stopped" in caplog.text
         assert Corpus.open(corpus).n_docs == base_docs
-    retry = _run("ingest", "jsonl", new, "--append-to", corpus)
+    retry = run_lsdask("ingest", "jsonl", new, "--append-to", corpus)
     assert retry.returncode == 0, retry.stderr
     assert Corpus.open(corpus, rescan=True).n_docs == base_docs + 70  # once, not twice
     assert _fit_tokens(corpus) == pytest.approx(_tokens(tmp_path / "u"))
@@ -166,9 +136,9 @@ def test_a_fit_while_an_append_is_under_way_trains_on_the_committed_parts(tmp_pa
     corpus = _corpus(tmp_path / "c", rng)
     base_tokens = _tokens(corpus)
     pause = tmp_path / "go"
-    append = _lsdask("ingest", "jsonl", _jsonl(tmp_path / "new.jsonl", rng, 60), "--append-to",
-                     corpus, env=_paused(pause, "corpus.append.renamed"))  # fmt: skip
-    _wait_reached(pause, append)
+    append = start_lsdask("ingest", "jsonl", _jsonl(tmp_path / "new.jsonl", rng, 60), "--append-to",
+                     corpus, env=paused_env(pause, "corpus.append.renamed"))  # fmt: skip
+    wait_reached(pause, append)
     assert (corpus / "parts" / "part-00003.parquet").exists()  # renamed in, not committed
     assert _fit_tokens(corpus) == pytest.approx(base_tokens)
     assert Corpus.open(corpus, rescan=True).n_docs == 300
@@ -188,9 +158,9 @@ def test_an_append_landing_while_a_fit_reads_the_corpus_leaves_the_fit_consisten
     corpus = _corpus(tmp_path / "c", rng)
     before = [f"{b.file}#{b.row_group}" for b in Corpus.open(corpus).batches]
     ckpt, pause = tmp_path / "ckpt", tmp_path / "go"
-    fit = _lsdask("fit", corpus, "--topics", "3", "--out", tmp_path / "m", "--sync", "--laps",
-                  "1", "--checkpoint", ckpt, env=_paused(pause, "corpus.open.read"))  # fmt: skip
-    _wait_reached(pause, fit)
+    fit = start_lsdask("fit", corpus, "--topics", "3", "--out", tmp_path / "m", "--sync", "--laps",
+                  "1", "--checkpoint", ckpt, env=paused_env(pause, "corpus.open.read"))  # fmt: skip
+    wait_reached(pause, fit)
     Corpus.open(corpus).append(sp.random(60, V, density=0.3, random_state=rng, format="csr"))
     pause.touch()
     out, err = fit.communicate(timeout=300)
@@ -237,8 +207,8 @@ def test_old_corpora_and_parts_of_other_tools_are_taken_as_before(tmp_path):
 def test_a_pending_append_whose_process_is_gone_is_quarantined_by_a_rescan(tmp_path, caplog):
     rng = np.random.default_rng(4)
     corpus = _corpus(tmp_path / "c", rng)
-    killed = _run("ingest", "jsonl", _jsonl(tmp_path / "n.jsonl", rng, 30), "--append-to",
-                  corpus, env=_env(LSDASK_CRASH_AT="corpus.append.renamed"))  # fmt: skip
+    killed = run_lsdask("ingest", "jsonl", _jsonl(tmp_path / "n.jsonl", rng, 30), "--append-to",
+                  corpus, env=lsdask_env(LSDASK_CRASH_AT="corpus.append.renamed"))  # fmt: skip
     assert killed.returncode == KILLED
     pending = Corpus.open(corpus).manifest["pending"]
     assert [p["file"] for p in pending] == ["parts/part-00003.parquet"]
@@ -268,10 +238,10 @@ def test_a_model_swap_killed_midway_is_restored_by_the_next_reader(tmp_path, cap
     rng = np.random.default_rng(5)
     corpus = _corpus(tmp_path / "c", rng)
     fit = ["fit", corpus, "--topics", "3", "--sync", "--seed", "0", "--overwrite"]
-    assert _run(*fit, "--out", tmp_path / "m", "--laps", "1").returncode == 0
-    assert _run(*fit, "--out", tmp_path / "undisturbed", "--laps", "2").returncode == 0
-    killed = _run(*fit, "--out", tmp_path / "m", "--laps", "2",
-                  env=_env(LSDASK_CRASH_AT="replace_dir.swapping"))  # fmt: skip
+    assert run_lsdask(*fit, "--out", tmp_path / "m", "--laps", "1").returncode == 0
+    assert run_lsdask(*fit, "--out", tmp_path / "undisturbed", "--laps", "2").returncode == 0
+    killed = run_lsdask(*fit, "--out", tmp_path / "m", "--laps", "2",
+                  env=lsdask_env(LSDASK_CRASH_AT="replace_dir.swapping"))  # fmt: skip
     caplog.set_level(logging.WARNING, logger="lsdask")
     model = load_lda(tmp_path / "m")
     expected = load_lda(tmp_path / "undisturbed")
@@ -290,14 +260,14 @@ def test_a_corpus_swap_killed_midway_is_restored_by_the_next_writer(tmp_path):
     docs = _jsonl(tmp_path / "d.jsonl", rng, 200)
     more = _jsonl(tmp_path / "more.jsonl", rng, 150)
     ingest = ["ingest", "jsonl"]
-    assert _run(*ingest, docs, "--out", tmp_path / "c").returncode == 0
-    killed = _run(*ingest, more, "--out", tmp_path / "c", "--overwrite",
-                  env=_env(LSDASK_CRASH_AT="replace_dir.swapping"))  # fmt: skip
+    assert run_lsdask(*ingest, docs, "--out", tmp_path / "c").returncode == 0
+    killed = run_lsdask(*ingest, more, "--out", tmp_path / "c", "--overwrite",
+                  env=lsdask_env(LSDASK_CRASH_AT="replace_dir.swapping"))  # fmt: skip
     assert killed.returncode == KILLED, killed.stderr
     assert not (tmp_path / "c").exists()
-    again = _run(*ingest, more, "--out", tmp_path / "c", "--overwrite")
+    again = run_lsdask(*ingest, more, "--out", tmp_path / "c", "--overwrite")
     assert again.returncode == 0, again.stderr
     assert "was missing: its writer (process" in again.stderr
-    assert _run(*ingest, more, "--out", tmp_path / "u").returncode == 0
+    assert run_lsdask(*ingest, more, "--out", tmp_path / "u").returncode == 0
     _same_corpus(tmp_path / "c", tmp_path / "u")
     assert _leftovers(tmp_path) == []

@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,47 +26,19 @@ from lsdask.errors import LockError
 from lsdask.io.corpus import Corpus, read_all
 from lsdask.io.locks import LOCK_NAME, FolderLock, holder, lock_settings, try_lock
 from lsdask.persist.checkpoint import CheckpointDir
+from tests.lsdask_processes import (
+    lsdask_env,
+    paused_env,
+    run_lsdask,
+    start_lsdask,
+    wait_reached,
+)
 
 V = 40
 WORDS = [f"zq{a}{b}" for a in "abcde" for b in "abcdefgh"]  # words to the tokenizer
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "PYTHONUNBUFFERED": "1", **extra}
-
-
-def _paused(pause: Path, at: str) -> dict[str, str]:
-    """The environment of a process that stops at the point ``at`` until ``pause`` exists."""
-    return _env(LSDASK_PAUSE_AT=at, LSDASK_PAUSE_FILE=str(pause))
-
-
-def _lsdask(*args: object, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "lsdask", *map(str, args)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env or _env(),
-    )  # fmt: skip
-
-
-def _run(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "lsdask", *map(str, args)],
-        capture_output=True, text=True, env=env or _env(), timeout=300,
-    )  # fmt: skip
-
-
-def _wait_reached(pause: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
-    """Wait until ``proc`` stands at its pause point (it wrote ``pause.reached``)."""
-    reached = Path(f"{pause}.reached")
-    deadline = time.monotonic() + timeout
-    while not reached.exists():
-        if proc.poll() is not None:
-            _, err = proc.communicate()
-            pytest.fail(f"the process ended ({proc.returncode}) before its pause point:\n{err}")
-        assert time.monotonic() < deadline, "the pause point was never reached"
-        time.sleep(0.02)
 
 
 def _wait_told_to_wait(proc: subprocess.Popen) -> str:
@@ -103,7 +74,7 @@ def _holder_process(folder: Path) -> subprocess.Popen:
     )
     proc = subprocess.Popen(
         [sys.executable, "-c", code, str(folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        text=True, env=_env(),
+        text=True, env=lsdask_env(),
     )  # fmt: skip
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
     return proc
@@ -200,15 +171,15 @@ def test_fault_points_pause_and_crash(tmp_path):
     pause = tmp_path / "go"
     proc = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-        env=_paused(pause, "other,x.y"),
+        env=paused_env(pause, "other,x.y"),
     )  # fmt: skip
-    _wait_reached(pause, proc)
+    wait_reached(pause, proc)
     assert proc.poll() is None
     pause.touch()
     assert proc.communicate(timeout=60)[0] == "after\n"
     crash = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True,
-        env=_env(LSDASK_CRASH_AT="x.y"), timeout=60,
+        env=lsdask_env(LSDASK_CRASH_AT="x.y"), timeout=60,
     )  # fmt: skip
     assert crash.returncode == -signal.SIGKILL and crash.stdout == ""
     unarmed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -226,16 +197,16 @@ def test_two_appends_at_once_keep_every_document(tmp_path):
     corpus = _corpus(tmp_path / "c", rng)
     a, b, c = (_jsonl(tmp_path / f"{n}.jsonl", rng, 120) for n in "abc")
     pause = tmp_path / "go"
-    first = _lsdask("ingest", "jsonl", a, "--append-to", corpus,
-                    env=_paused(pause, "corpus.append.locked"))  # fmt: skip
-    _wait_reached(pause, first)
-    refused = _run("ingest", "jsonl", b, "--append-to", corpus)
+    first = start_lsdask("ingest", "jsonl", a, "--append-to", corpus,
+                    env=paused_env(pause, "corpus.append.locked"))  # fmt: skip
+    wait_reached(pause, first)
+    refused = run_lsdask("ingest", "jsonl", b, "--append-to", corpus)
     assert refused.returncode == 1, refused.stderr
     assert refused.stderr.count("\n") == 1 and refused.stderr.startswith("lsdask: error: corpus")
     assert f"is locked by process {first.pid} on host {socket.gethostname()}" in refused.stderr
     assert f"running `lsdask ingest jsonl {a} --append-to {corpus}`" in refused.stderr
     assert "--wait SECONDS" in refused.stderr and "Traceback" not in refused.stderr
-    waiting = _lsdask("ingest", "jsonl", c, "--append-to", corpus, "--wait", "300")
+    waiting = start_lsdask("ingest", "jsonl", c, "--append-to", corpus, "--wait", "300")
     told = _wait_told_to_wait(waiting)
     assert f"is locked by process {first.pid}" in told and "waiting up to 5 min" in told
     pause.touch()
@@ -298,17 +269,17 @@ def test_a_second_fit_on_a_checkpoint_folder_is_refused_and_the_folder_stays_res
     rng = np.random.default_rng(2)
     corpus = _corpus(tmp_path / "c", rng)
     ckpt, pause = tmp_path / "ckpt", tmp_path / "go"
-    first = _lsdask(*_fit_args(corpus, tmp_path / "m1", "--laps", "3", "--checkpoint", ckpt),
-                    env=_paused(pause, "checkpoint.written"))  # fmt: skip
-    _wait_reached(pause, first)  # after its first lap's checkpoint
-    second = _run(*_fit_args(corpus, tmp_path / "m2", "--laps", "3", "--resume", ckpt))
+    first = start_lsdask(*_fit_args(corpus, tmp_path / "m1", "--laps", "3", "--checkpoint", ckpt),
+                    env=paused_env(pause, "checkpoint.written"))  # fmt: skip
+    wait_reached(pause, first)  # after its first lap's checkpoint
+    second = run_lsdask(*_fit_args(corpus, tmp_path / "m2", "--laps", "3", "--resume", ckpt))
     assert second.returncode == 1, second.stderr
     assert second.stderr.count("\n") == 1, second.stderr
     held = f"checkpoint folder {ckpt} is locked by process {first.pid} on host "
     assert second.stderr.startswith(f"lsdask: error: {held}{socket.gethostname()}, since ")
     assert "another checkpoint folder" in second.stderr and "--wait" in second.stderr
     assert not (tmp_path / "m2").exists()
-    waiting = _lsdask(*_fit_args(corpus, tmp_path / "m3", "--laps", "1", "--resume", ckpt,
+    waiting = start_lsdask(*_fit_args(corpus, tmp_path / "m3", "--laps", "1", "--resume", ckpt,
                                  "--wait", "300"))  # fmt: skip
     assert f"is locked by process {first.pid}" in _wait_told_to_wait(waiting)
     pause.touch()
