@@ -18,7 +18,12 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["plot_covariance_eigenvectors", "plot_elbo_trace", "plot_topic_images"]
+__all__ = [
+    "plot_covariance_eigenvectors",
+    "plot_elbo_trace",
+    "plot_k_elbo_trace",
+    "plot_topic_images",
+]
 
 
 def _new_figure(width: float, height: float) -> Any:
@@ -127,6 +132,58 @@ def plot_elbo_trace(
         ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend()
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_k_elbo_trace(
+    k: tuple[Any, Any],
+    elbo: tuple[Any, Any],
+    path: str | os.PathLike[str],
+    *,
+    title: str | None = None,
+    ylabel: str = "surrogate ELBO",
+) -> Path:
+    """Plot the number of topics K and the objective against laps, one above the
+    other, and save a PNG (an HDP fit's ``n_components_trace_`` and ``elbo_trace_``).
+
+    Parameters
+    ----------
+    k, elbo : (laps, values)
+        K after each lap and the objective at each of its ``lap_trace_`` points,
+        each a pair of 1-D arrays of the same non-zero length.
+    path : str or os.PathLike
+        Where to write the PNG; the parent folder is created if needed.
+    title : str or None, default None
+        Figure title.
+    ylabel : str, default "surrogate ELBO"
+        Label of the objective's axis.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    ValueError
+        If a trace is not a pair of 1-D arrays of the same non-zero length.
+    """
+    k_laps, k_values = _as_trace("K", k)
+    e_laps, e_values = _as_trace("ELBO", elbo)
+    fig = _new_figure(6.4, 5.6)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    for ax, laps, values, label in (
+        (top, k_laps, k_values, "K (topics)"),
+        (bottom, e_laps, e_values, ylabel),
+    ):
+        ax.plot(laps, values, marker="." if laps.size <= 60 else None)
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+    top.yaxis.get_major_locator().set_params(integer=True)
+    bottom.set_xlabel("laps (passes through the training data)")
+    if title:
+        top.set_title(title)
     fig.tight_layout()
     return _save(fig, path)
 

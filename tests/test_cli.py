@@ -1039,3 +1039,57 @@ def test_out_dot_is_a_path_with_a_name(tmp_path, monkeypatch, capsys) -> None:
     (folder / "a.txt").write_text("apple pie")
     assert main(["ingest", "text", str(folder), "--out", ".", "--min-df", "1"]) == 2
     assert "already exists" in capsys.readouterr().err
+
+
+# fit --model hdp -------------------------------------------------------------
+
+
+def test_fit_hdp_then_topics(bars_corpora: dict[str, Path], tmp_path: Path, capsys) -> None:
+    """`lsdask fit --model hdp` saves an HDP folder (with k_elbo.png) that `lsdask
+    topics` reads, printing each topic's weight E[beta_k], heaviest first."""
+    from lsdask import HDP
+    from lsdask.persist import load_model
+
+    out = tmp_path / "hdp"
+    code = main(
+        ["fit", str(bars_corpora["train"]), "--model", "hdp", "--topics", "8", "--sparsity",
+         "3", "--laps", "2", "--gamma", "4", "--out", str(out), "--sync"]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    text = captured.out
+    assert "model: HDP, K=8 topics at the end (at most 8), L=3, algorithm=memo" in text
+    assert "top 8 words of the 8 heaviest topics, by weight E[beta_k]:" in text
+    shown = [float(line.split()[1]) for line in text.splitlines() if line.startswith("    ")]
+    assert len(shown) == 8 and shown == sorted(shown, reverse=True)
+    assert f"picture: {out / 'k_elbo.png'}" in text
+    for picture in ("elbo.png", "k_elbo.png"):
+        assert_png(out / picture)
+    model = load_model(out)
+    assert isinstance(model, HDP) and model.gamma == 4.0 and model.max_components == 8
+    assert main(["topics", str(out), "--top", "3"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split()[:3] == ["topic", "E[beta]", "share"]
+    assert len(lines) == 10  # header, 8 topics, the weights' total
+    weights = [float(line.split()[1]) for line in lines[1:9]]
+    np.testing.assert_allclose(weights, model.topic_weights_, atol=1e-4)
+    assert weights == sorted(weights, reverse=True)
+    assert lines[-1].startswith("HDP: 8 topics by weight E[beta_k]")
+
+
+def test_fit_hdp_refuses_the_options_it_does_not_take(
+    bars_corpora: dict[str, Path], tmp_path: Path, capsys
+) -> None:
+    train = str(bars_corpora["train"])
+    cases = [
+        (["--model", "hdp", "--algorithm", "svi"], "--model hdp does not take --algorithm svi"),
+        (["--model", "hdp", "--alpha", "auto"], "--model hdp does not take --alpha auto"),
+        (["--gamma", "2"], "--gamma: an option of --model hdp, not taken by --model lda"),
+    ]
+    for extra, message in cases:
+        argv = ["fit", train, "--topics", "4", "--out", str(tmp_path / "m"), "--sync", *extra]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("lsdask: error: ") and message in err, err
+        assert "Traceback" not in err
+    assert not (tmp_path / "m").exists()

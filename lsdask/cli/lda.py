@@ -1,10 +1,13 @@
-"""``lsdask fit``, ``topics`` and ``transform``: LDA on a Parquet corpus.
+"""``lsdask fit``, ``topics`` and ``transform``: LDA (or the HDP) on a Parquet corpus.
 
 ``fit`` takes the model's options from :data:`lsdask.estimators.params.LDA_PARAMS`
-(:mod:`lsdask.cli.params`), builds the estimator and runs
-:func:`lsdask.jobs.corpus_lda.fit_corpus_lda` on it; ``topics`` and
-``transform`` read a saved model (:mod:`lsdask.jobs.topics`,
-:mod:`lsdask.jobs.transform`).
+(:mod:`lsdask.cli.params`), and with ``--model hdp`` those of
+:data:`~lsdask.estimators.params.HDP_PARAMS`: the options both tables have are
+added once (LDA's) and their values checked against the HDP's option, the
+HDP's own (``--gamma``) are added too and refused with ``--model lda``. It
+builds the estimator and runs :func:`lsdask.jobs.corpus_lda.fit_corpus_lda`
+on it; ``topics`` and ``transform`` read a saved model
+(:mod:`lsdask.jobs.topics`, :mod:`lsdask.jobs.transform`).
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from lsdask.cli.options import (
     out_path,
 )
 from lsdask.cli.params import add_params, params_from_args, run_params
+from lsdask.estimators.hdp import HDP
 from lsdask.estimators.lda import LDA
-from lsdask.estimators.params import LDA_PARAMS
+from lsdask.estimators.params import HDP_PARAMS, LDA_PARAMS, Param
 from lsdask.io.locks import lock_settings
 from lsdask.jobs.corpus_lda import fit_corpus_lda, format_fit_report
 from lsdask.jobs.topics import format_topics, topic_report
@@ -36,18 +40,26 @@ __all__ = ["add_fit", "add_topics", "add_transform", "run_fit", "run_topics", "r
 #: options stand between them)
 MODEL = ("sparsity", "algorithm", "n_laps", "alpha", "eta", "restarts")
 RUN = ("random_state", "batches_per_update", "init", "gibbs_sweeps", "gibbs_tokens")
+#: the HDP's parameters whose option ``fit --model lda`` does not take
+HDP_ONLY = ("gamma",)
 
 
 def add_fit(sub: Any) -> None:
     fit = sub.add_parser(
         "fit",
-        help="fit LDA to a Parquet corpus and save the model",
+        help="fit LDA (or the HDP) to a Parquet corpus and save the model",
         description=(
             "Fit L-sparse LDA to a Parquet corpus (one batch per row group), save the model "
-            "and elbo.png in MODEL_DIR, and print the top words of the first topics."
+            "and elbo.png in MODEL_DIR, and print the top words of the first topics. With "
+            "--model hdp, fit the HDP topic model with at most --topics topics instead: it "
+            "also saves k_elbo.png and reports each topic's weight E[beta_k]."
         ),
     )
     fit.add_argument("corpus", type=Path, metavar="CORPUS", help="Parquet corpus directory")
+    fit.add_argument(
+        "--model", choices=("lda", "hdp"), default="lda",
+        help="lda (default) or hdp, the HDP topic model (--topics is then its most topics)",
+    )  # fmt: skip
     add_params(fit, LDA_PARAMS, ["n_components"])
     fit.add_argument(
         "--out", type=out_path, required=True, metavar="MODEL_DIR", help="model folder"
@@ -55,6 +67,11 @@ def add_fit(sub: Any) -> None:
     add_params(fit, LDA_PARAMS, MODEL)
     fit.add_argument("--heldout", type=Path, metavar="CORPUS", help="heldout corpus to score")
     add_params(fit, LDA_PARAMS, RUN)
+    # the HDP's own options: absent from the namespace unless given
+    add_params(fit, HDP_PARAMS, HDP_ONLY)
+    for action in fit._actions:
+        if action.dest in HDP_ONLY:
+            action.default = argparse.SUPPRESS
     fit.add_argument("--overwrite", action="store_true", help="replace an existing MODEL_DIR")
     add_fit_options(
         fit,
@@ -64,8 +81,54 @@ def add_fit(sub: Any) -> None:
     add_lock_options(fit, "with --checkpoint/--resume: ")
 
 
+def _option_value(param: Param, value: Any) -> Any:
+    """``value``, as the LDA option of the same flag parsed it, checked against the
+    HDP's option ``param``: one of its choices, and of its type."""
+    option = param.option
+    assert option is not None
+    shared = LDA_PARAMS[param.name if param.name != "max_components" else "n_components"]
+    assert shared.option is not None and shared.option.flag == option.flag
+    try:
+        if option.choices is not None and value not in option.choices:
+            raise ValueError(f"choose from {', '.join(option.choices)}")
+        if option.type is not None and option.type is not shared.option.type:
+            value = option.type(str(value))
+    except (ValueError, TypeError, argparse.ArgumentTypeError) as err:
+        text = param.help.format(default=param.default)
+        raise ValueError(
+            f"--model hdp does not take {option.flag} {value} ({err}); "
+            f"the HDP's {option.flag} is the {text}"
+        ) from None
+    return value
+
+
+def _hdp_params(args: argparse.Namespace) -> dict[str, Any]:
+    """``fit --model hdp``'s parameters: the shared options' values (checked against
+    the HDP's options) and the HDP's own, their table's defaults where not given."""
+    values = params_from_args(args, ("n_components", *MODEL, *RUN))
+    values["max_components"] = values.pop("n_components")
+    params = {name: _option_value(HDP_PARAMS[name], value) for name, value in values.items()}
+    for name in HDP_ONLY:
+        params[name] = getattr(args, name, HDP_PARAMS[name].default)
+    return params
+
+
+def build_fit_model(args: argparse.Namespace) -> LDA:
+    """The estimator of ``lsdask fit``'s options: an :class:`LDA`, or with
+    ``--model hdp`` an :class:`HDP`. An option of the other model (``--gamma``
+    with LDA, ``--algorithm svi`` or ``--alpha auto`` with the HDP) is a
+    ``ValueError``."""
+    if args.model == "hdp":
+        return HDP(**_hdp_params(args), **run_params(args))
+    given = [HDP_PARAMS[name].option for name in HDP_ONLY if hasattr(args, name)]
+    if given:
+        flags = ", ".join(option.flag for option in given if option is not None)
+        raise ValueError(f"{flags}: an option of --model hdp, not taken by --model lda")
+    return LDA(**params_from_args(args, ("n_components", *MODEL, *RUN)), **run_params(args))
+
+
 def run_fit(args: argparse.Namespace) -> int:
-    model = LDA(**params_from_args(args, ("n_components", *MODEL, *RUN)), **run_params(args))
+    model = build_fit_model(args)
     # the checkpoint folder's lock: another fit on it is waited for or refused
     with lock_settings(wait=args.wait, enabled=not args.no_lock):
         report = fit_corpus_lda(
@@ -82,7 +145,7 @@ def run_fit(args: argparse.Namespace) -> int:
 def add_topics(sub: Any) -> None:
     topics = sub.add_parser(
         "topics",
-        help="print a saved LDA model's topics (with coherence over a corpus)",
+        help="print a saved LDA or HDP model's topics (with coherence over a corpus)",
         description="Print each topic's top words; with --corpus, UMass coherence too.",
     )
     topics.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="saved model")

@@ -414,14 +414,17 @@ def memo_or_vb(name: str, value: Any, estimator: Any) -> None:
 MAX_TOPICS = Param(
     "max_components", 100, integer(2, hint="The HDP needs at least 2 topics to weigh."),
     "K, the most topics (the truncation of the HDP)",
+    Option("--topics", parse_positive_int, required=True),
 )  # fmt: skip
 HDP_ALPHA = Param(
     "alpha", 0.5, positive(),
     "document concentration: pi_d ~ Dir(alpha E[beta]) (default {default})",
+    Option("--alpha", float),
 )  # fmt: skip
 GAMMA = Param(
     "gamma", 10.0, positive(),
     "top-level stick concentration: u_k ~ Beta(1, gamma) (default {default})",
+    Option("--gamma", float),
 )  # fmt: skip
 MOVES = Param("moves", (), no_moves, "moves that change K (none built yet: only ())")
 HDP_ALGORITHM = replace(

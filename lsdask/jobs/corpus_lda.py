@@ -1,10 +1,11 @@
-"""The corpus LDA job: fit a configured :class:`lsdask.LDA` on a Parquet corpus and save it.
+"""The corpus LDA job: fit a configured :class:`lsdask.LDA` (or :class:`lsdask.HDP`) on a
+Parquet corpus and save it.
 
 ``lsdask fit`` and ``pipelines/corpus_lda.py`` are thin layers over
 :func:`fit_corpus_lda`: it fits the estimator on a corpus directory
 (:mod:`lsdask.io.corpus`), scores a heldout corpus after every lap and at
-the end, saves the model (:func:`lsdask.persist.save_lda`) with pictures of
-its traces, and returns a :class:`CorpusFitReport`, which
+the end, saves the model (:func:`lsdask.persist.save_model`: an HDP in its
+own format) with pictures of its traces, and returns a :class:`CorpusFitReport`, which
 :func:`format_fit_report` turns into text for the command line. The other
 corpus jobs: :mod:`lsdask.jobs.topics`, :mod:`lsdask.jobs.transform`,
 :mod:`lsdask.jobs.split`.
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from lsdask.estimators.hdp import HDP
 from lsdask.estimators.lda import LDA
 from lsdask.estimators.params import LDA_INIT_METHODS, clone, lda_init_names
 from lsdask.evaluate import document_completion, split_documents
@@ -28,7 +30,7 @@ from lsdask.io.corpus.store import Corpus, read_all
 from lsdask.jobs.cluster import on_shared_client
 from lsdask.jobs.inputs import check_same_vocab, open_corpus
 from lsdask.learn.base import padded_trace
-from lsdask.persist import check_save_target, load_lda, save_lda
+from lsdask.persist import check_save_target, load_lda, save_model
 from lsdask.persist.checkpoint import CheckpointDir
 
 logger = logging.getLogger(__name__)
@@ -43,11 +45,13 @@ class CorpusFitReport:
     Attributes
     ----------
     model : LDA
-        The fitted estimator: a clone of the one given.
+        The fitted estimator: a clone of the one given (an :class:`lsdask.HDP`
+        is one too).
     corpus : str
         The training corpus; ``n_docs``, ``n_tokens`` and ``vocab_size`` its size.
     K, L, algorithm
-        The fit's topics, sparsity (None: dense) and algorithm.
+        The fit's topics (an HDP's final number), sparsity (None: dense) and
+        algorithm.
     laps, laps_this_run : int
         Laps in all (a resumed run counts those before it) and in this call.
     converged : bool
@@ -59,12 +63,22 @@ class CorpusFitReport:
         ``heldout_score`` their document completion, nats per token (None
         without heldout documents).
     top_words : list of list of str
-        The top words of the first topics.
+        The top words of the first topics (an HDP's by decreasing weight).
     model_dir, elbo_plot : str or None
         The saved model and its ELBO trace by lap (None without ``out_dir``);
         ``time_plots`` the traces by time.
     dashboard : str or None
         The Dask dashboard's address while the fit ran.
+    model_name : str
+        ``"LDA"`` or ``"HDP"``.
+    max_components : int or None
+        An HDP's truncation (None for LDA).
+    topic_weights : list of float or None
+        An HDP's ``E[beta_k]`` of the topics of ``top_words``, decreasing
+        (None for LDA).
+    k_elbo_plot : str or None
+        An HDP's K and surrogate ELBO by lap (``k_elbo.png``; None without
+        ``out_dir`` or for LDA).
     """
 
     model: LDA
@@ -88,6 +102,10 @@ class CorpusFitReport:
     model_dir: str | None = None
     elbo_plot: str | None = None
     time_plots: list[str] = field(default_factory=list)
+    model_name: str = "LDA"
+    max_components: int | None = None
+    topic_weights: list[float] | None = None
+    k_elbo_plot: str | None = None
 
 
 def _laps_in_checkpoint(checkpoint_dir: Any) -> int:
@@ -162,14 +180,15 @@ def fit_corpus_lda(
 
     Parameters
     ----------
-    estimator : lsdask.LDA
+    estimator : lsdask.LDA or lsdask.HDP
         The configured estimator.
     corpus : str, os.PathLike or lsdask.io.corpus.Corpus
         Training documents; each row group is one batch.
     out_dir : str, os.PathLike or None
-        The model directory (:func:`lsdask.persist.save_lda`), which also
-        gets ``elbo.png``, ``elbo_time.png`` and (with heldout documents)
-        ``heldout_time.png``; None saves nothing. Checked before the fit.
+        The model directory (:func:`lsdask.persist.save_model`), which also
+        gets ``elbo.png``, ``elbo_time.png``, (with heldout documents)
+        ``heldout_time.png`` and (an HDP) ``k_elbo.png``; None saves nothing.
+        Checked before the fit.
     heldout : str, os.PathLike, Corpus or None
         A corpus over the same vocabulary scored by heldout document
         completion (:meth:`lsdask.LDA.score`, nats per token) after every lap
@@ -207,9 +226,10 @@ def fit_corpus_lda(
     model.check_params(n_features=train.vocab_size)
     laps_before = _laps_in_checkpoint(model.checkpoint_dir) if model.resume else 0
     K, L, algorithm = model.n_components, model.sparsity, model.algorithm
+    name = "HDP" if isinstance(model, HDP) else "LDA"
     logger.info(
-        "fitting LDA K=%d, L=%s (%s) on %s: %d documents, %d batches",
-        K, L, algorithm, train.path, train.n_docs, len(train.batches),
+        "fitting %s K=%d, L=%s (%s) on %s: %d documents, %d batches",
+        name, K, L, algorithm, train.path, train.n_docs, len(train.batches),
     )  # fmt: skip
     trace = HeldoutTrace(held, model.alpha) if held is not None and held.n_docs else None
     with on_shared_client(model) as shared:
@@ -236,20 +256,25 @@ def fit_corpus_lda(
         heldout_score=model.score(held) if held is not None and held.n_docs else None,
         top_words=model.top_words(n_top_words)[:n_show_topics],
         dashboard=None if model.client == "sync" else link,
+        model_name=name,
     )
+    if isinstance(model, HDP):
+        report.K, report.max_components = int(model.n_components_), K
+        report.topic_weights = [float(w) for w in model.topic_weights_[: len(report.top_words)]]
     logger.info(
-        "LDA: %d laps in all, %d in %.1f s this run; final ELBO %.6g, heldout %s",
-        report.laps, report.laps_this_run, seconds, report.elbo_final, report.heldout_score,
+        "%s: %d laps in all, %d in %.1f s this run; final ELBO %.6g, heldout %s",
+        name, report.laps, report.laps_this_run, seconds, report.elbo_final, report.heldout_score,
     )  # fmt: skip
     if out_dir is not None:
-        report.model_dir = str(save_lda(model, out_dir, overwrite=overwrite))
+        report.model_dir = str(save_model(model, out_dir, overwrite=overwrite))
         _draw(report, trace, Path(out_dir))
     return report
 
 
 def _draw(report: CorpusFitReport, trace: HeldoutTrace | None, out_dir: Path) -> None:
-    """The ELBO per token by lap and by time, and the heldout score by time."""
-    from lsdask.plotting import plot_elbo_trace
+    """The ELBO per token by lap and by time, the heldout score by time, and an
+    HDP's K and ELBO by lap."""
+    from lsdask.plotting import plot_elbo_trace, plot_k_elbo_trace
 
     model = report.model
     label = "dense" if report.L is None else f"L={report.L}"
@@ -259,11 +284,12 @@ def _draw(report: CorpusFitReport, trace: HeldoutTrace | None, out_dir: Path) ->
         plot_elbo_trace(
             {label: (model.lap_trace_, per_token)},
             out_dir / "elbo.png",
-            title=f"LDA K={report.K}, {report.algorithm}, {report.n_docs:,} documents",
+            title=f"{report.model_name} K={report.K}, {report.algorithm}, "
+            f"{report.n_docs:,} documents",
             ylabel=ylabel,
         )
     )
-    title = f"LDA K={report.K}, {label}, {report.algorithm}"
+    title = f"{report.model_name} K={report.K}, {label}, {report.algorithm}"
     by_time = [("elbo_time.png", model.time_trace_, per_token, ylabel)]
     if trace is not None and trace.seconds:
         by_time.append(
@@ -276,6 +302,17 @@ def _draw(report: CorpusFitReport, trace: HeldoutTrace | None, out_dir: Path) ->
             xlabel="seconds",
         )  # fmt: skip
         report.time_plots.append(str(path))
+    if isinstance(model, HDP):
+        k_trace = np.asarray(model.n_components_trace_, dtype=float)
+        report.k_elbo_plot = str(
+            plot_k_elbo_trace(
+                (np.arange(1, k_trace.size + 1), k_trace),
+                (model.lap_trace_, per_token),
+                out_dir / "k_elbo.png",
+                title=title,
+                ylabel="surrogate ELBO per training token",
+            )
+        )
 
 
 class HeldoutTrace:
@@ -309,7 +346,15 @@ def format_fit_report(report: CorpusFitReport, *, title: str | None = None) -> s
         f"data: {report.n_docs:,} documents, {report.n_tokens:,.0f} tokens, "
         f"V={report.vocab_size:,} ({report.corpus})"
     )
-    lines.append(f"model: LDA, K={report.K}, L={L}, algorithm={report.algorithm}")
+    if report.max_components is None:
+        lines.append(
+            f"model: {report.model_name}, K={report.K}, L={L}, algorithm={report.algorithm}"
+        )
+    else:
+        lines.append(
+            f"model: {report.model_name}, K={report.K} topics at the end (at most "
+            f"{report.max_components}), L={L}, algorithm={report.algorithm}"
+        )
     resumed = f", {report.laps_this_run} this run" if report.laps_this_run != report.laps else ""
     lines.append(
         f"laps: {report.laps}{resumed} ({'converged' if report.converged else 'not converged'})"
@@ -324,7 +369,17 @@ def format_fit_report(report: CorpusFitReport, *, title: str | None = None) -> s
             f"({report.n_heldout_docs:,} documents of {report.heldout})"
         )
     shown = report.top_words
-    if shown:
+    weights = report.topic_weights
+    if shown and weights is not None:
+        lines.append("")
+        lines.append(
+            f"top {len(shown[0])} words of the {len(shown)} heaviest topics, by weight E[beta_k]:"
+        )
+        lines.extend(
+            f"  {k:>3}  {w:>6.3f}  {' '.join(words)}"
+            for k, (w, words) in enumerate(zip(weights, shown, strict=True))
+        )
+    elif shown:
         lines.append("")
         lines.append(f"top {len(shown[0])} words of the first {len(shown)} topics:")
         lines.extend(f"  {k:>3}  {' '.join(words)}" for k, words in enumerate(shown))
@@ -335,6 +390,8 @@ def format_fit_report(report: CorpusFitReport, *, title: str | None = None) -> s
         lines.append(f"picture: {report.elbo_plot}")
     for path in report.time_plots:
         lines.append(f"picture: {path}")
+    if report.k_elbo_plot:
+        lines.append(f"picture: {report.k_elbo_plot}")
     if report.dashboard:
         lines.append(f"Dask dashboard (while it ran): {report.dashboard}")
     return "\n".join(lines)

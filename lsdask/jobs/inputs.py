@@ -8,8 +8,9 @@ from typing import Any
 from lsdask.io.corpus.store import Corpus
 from lsdask.io.corpus.vocabulary import vocabulary_difference
 from lsdask.persist.lda import load_lda
+from lsdask.persist.saved_model import load_model
 
-__all__ = ["check_same_vocab", "loaded_lda", "open_corpus"]
+__all__ = ["check_same_vocab", "loaded_lda", "loaded_topic_model", "open_corpus"]
 
 
 def open_corpus(corpus: Any, what: str) -> Corpus:
@@ -42,3 +43,18 @@ def loaded_lda(model: Any) -> Any:
     if isinstance(model, str | os.PathLike):
         return load_lda(model)
     return model
+
+
+def loaded_topic_model(model: Any) -> Any:
+    """An LDA or HDP from a fitted estimator or a model directory (read by
+    :func:`lsdask.persist.load_model`); a folder that holds no topic model is
+    reported as :func:`~lsdask.persist.load_lda` reports it."""
+    if not isinstance(model, str | os.PathLike):
+        return model
+    from lsdask.estimators.lda import LDA
+
+    try:
+        loaded = load_model(model)
+    except FileNotFoundError:
+        loaded = None
+    return loaded if isinstance(loaded, LDA) else load_lda(model)

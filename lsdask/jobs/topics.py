@@ -1,8 +1,9 @@
-"""The topics job: a saved LDA model's top words, with UMass coherence over a corpus.
+"""The topics job: a saved LDA or HDP model's top words, with UMass coherence over a corpus.
 
 ``lsdask topics`` prints :func:`format_topics` of :func:`topic_report`; for a model
 with learned priors (``alpha="auto"``, ``eta="auto"``) also each topic's ``alpha_k``
-and the learned totals.
+and the learned totals; for an HDP each topic's weight ``E[beta_k]``, the topics
+ordered by it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from lsdask.jobs.inputs import check_same_vocab, loaded_lda, open_corpus
+from lsdask.jobs.inputs import check_same_vocab, loaded_topic_model, open_corpus
 
 __all__ = ["TopicReport", "format_topics", "topic_report"]
 
@@ -37,6 +38,9 @@ class TopicReport:
         each unless learned).
     learned_alpha, learned_eta : bool
         Whether the model learned alpha (``alpha="auto"``) and eta; ``eta`` its eta.
+    weights : array of K or None
+        An HDP's topic weights ``E[beta_k]`` (``HDP.topic_weights_``, decreasing:
+        the topics are in that order); ``leftover`` the mass beyond K. None for LDA.
     """
 
     K: int
@@ -50,6 +54,8 @@ class TopicReport:
     learned_alpha: bool = False
     eta: float | None = None
     learned_eta: bool = False
+    weights: np.ndarray | None = None
+    leftover: float | None = None
 
 
 def topic_report(model: Any, *, n_top: int = 10, corpus: Any = None) -> TopicReport:
@@ -57,8 +63,8 @@ def topic_report(model: Any, *, n_top: int = 10, corpus: Any = None) -> TopicRep
 
     Parameters
     ----------
-    model : str, os.PathLike or lsdask.LDA
-        A model directory (:func:`lsdask.persist.load_lda`) or fitted model.
+    model : str, os.PathLike, lsdask.LDA or lsdask.HDP
+        A model directory (:func:`lsdask.persist.load_model`) or fitted model.
     n_top : int, default 10
         Words per topic.
     corpus : str, os.PathLike, Corpus or None, default None
@@ -77,7 +83,7 @@ def topic_report(model: Any, *, n_top: int = 10, corpus: Any = None) -> TopicRep
     """
     if isinstance(n_top, bool) or not isinstance(n_top, int) or n_top < 1:
         raise ValueError(f"n_top must be a positive integer; got {n_top!r}")
-    lda = loaded_lda(model)
+    lda = loaded_topic_model(model)
     mass = np.maximum(lda.components_ - lda.eta_, 0.0).sum(axis=1)  # tokens per topic
     report = TopicReport(
         K=int(lda.model_.n_components),
@@ -89,6 +95,10 @@ def topic_report(model: Any, *, n_top: int = 10, corpus: Any = None) -> TopicRep
         eta=float(lda.eta_),
         learned_eta=bool(lda.model_.learn_eta),
     )
+    weights = getattr(lda, "topic_weights_", None)
+    if weights is not None:
+        report.weights = np.asarray(weights)
+        report.leftover = float(lda.leftover_weight_)
     if corpus is not None:
         docs = open_corpus(corpus, "corpus")
         if lda.vocabulary_ is not None:
@@ -106,11 +116,14 @@ def format_topics(report: TopicReport) -> str:
     alpha = report.alpha if report.learned_alpha else None
     prior = "" if alpha is None else f"  {'alpha_k':>8}"
     umass = "" if coherence is None else f"  {'UMass':>8}"
-    lines = [f"{'topic':>5}  {'share':>6}{prior}{umass}  top {report.n_top} words"]
+    weights = report.weights
+    weight = "" if weights is None else f"  {'E[beta]':>7}"
+    lines = [f"{'topic':>5}{weight}  {'share':>6}{prior}{umass}  top {report.n_top} words"]
     for k, words in enumerate(report.top_words):
+        weight = "" if weights is None else f"  {weights[k]:>7.4f}"
         prior = "" if alpha is None else f"  {alpha[k]:>8.3g}"
         umass = "" if coherence is None else f"  {coherence[k]:>8.2f}"
-        lines.append(f"{k:>5}  {report.share[k]:>6.1%}{prior}{umass}  {' '.join(words)}")
+        lines.append(f"{k:>5}{weight}  {report.share[k]:>6.1%}{prior}{umass}  {' '.join(words)}")
     if coherence is not None:
         lines.append(
             f"mean UMass coherence of {report.K} topics (top {report.n_top} words, "
@@ -121,6 +134,11 @@ def format_topics(report: TopicReport) -> str:
             f"learned document-topic prior: alpha = sum_k alpha_k = {float(alpha.sum()):.4g} "
             f"over {report.K} topics (alpha_k from {float(alpha.min()):.3g} to "
             f"{float(alpha.max()):.3g})"
+        )
+    if weights is not None and report.leftover is not None:
+        lines.append(
+            f"HDP: {report.K} topics by weight E[beta_k] (sum {float(weights.sum()):.4f}; "
+            f"the mass beyond them {report.leftover:.4g})"
         )
     if report.learned_eta and report.eta is not None:
         lines.append(f"learned topic-word prior: eta = {report.eta:.4g}")
