@@ -375,6 +375,55 @@ def test_checkpoints_are_not_written_into_other_folders(tmp_path, rng):
     assert (tmp_path / "new" / "LATEST").exists()
 
 
+def test_a_resumed_run_removes_memo_temporaries_left_by_a_crash(tmp_path, rng, caplog):
+    """Issue 25, finding 10: the temporaries of memo files that a crash (or a full
+    disk) left mid-write stayed in the memo folder after a successful resume.
+    The folder's next writer removes them, and nothing else."""
+    import logging
+
+    X = _heavy_tailed(rng, n=300)
+    kw = dict(client="sync", random_state=0, batch_size=100, checkpoint_dir=str(tmp_path / "c"))
+    lsdask.GaussianMixture(3, n_laps=1, **kw).fit(X)
+    folder = CheckpointDir(tmp_path / "c")
+    memo_dir = folder.memo_folder
+    saved = folder.read()
+    real = {p.name: p.read_bytes() for p in memo_dir.glob("b*.npz")}
+    assert real and set(saved["memo"].values()) == set(real)
+
+    def plant() -> list[Path]:
+        stale = [memo_dir / f".{name}.{i:032x}.tmp" for i, name in enumerate(real)]
+        stale.append(memo_dir / ".b000002-0123abcd-00000007.npz.ffff.tmp")  # never renamed
+        for path in stale:
+            path.write_bytes(b"PK\x03\x04 half a file")
+        return stale
+
+    others = [
+        memo_dir / "notes.tmp",
+        memo_dir / ".other.npz.1.tmp",
+        tmp_path / "c" / ".b1.npz.2.tmp",
+    ]
+    for path in others:
+        path.write_text("not the memo's")
+    # the memo a resumed fit opens: the checkpoint's files, temporaries gone
+    stale = plant()
+    keys = sorted(saved["memo"])
+    with caplog.at_level(logging.INFO, logger="lsdask"):
+        memo = DiskMemo(memo_dir, len(keys), [saved["memo"][k] for k in keys])
+    assert not any(p.exists() for p in stale)
+    assert f"removed {len(stale)} unfinished memo file(s) left in {memo_dir}" in caplog.text
+    assert {p.name: p.read_bytes() for p in memo_dir.glob("b*.npz")} == real  # untouched
+    assert all(p.exists() for p in others)
+    assert all(memo.has(b) and memo.get(b) is not None for b in range(len(keys)))
+    # and a whole resumed fit
+    stale = plant()
+    model = lsdask.GaussianMixture(3, n_laps=1, resume=True, **kw).fit(X)
+    assert model.n_laps_ == 2
+    assert not any(p.exists() for p in stale)
+    assert all(p.exists() for p in others)
+    assert sorted(p.name for p in memo_dir.glob(".*.tmp")) == [".other.npz.1.tmp"]
+    assert set(folder.read()["memo"].values()) == {p.name for p in memo_dir.glob("b*.npz")}
+
+
 def test_a_stopped_run_resumed_with_no_laps_left_says_so(tmp_path, rng, caplog):
     """A run stopped after 3 of its 10 laps, resumed with n_laps=2 (laps in all for
     a stopped run): nothing is left to make, and a warning says so."""

@@ -364,3 +364,41 @@ def test_lda_transform_on_a_client_equals_in_process(dask_client, tmp_path):
         assert sum("TransformTask" in task["key"] for task in stream.data) == 3  # on the cluster
         assert (remote != local).nnz == 0
     assert dask_client.status == "running"  # the caller's client is left open
+
+
+def test_own_local_cluster_listens_on_loopback_only():
+    """Issue 25, finding 3: the LocalCluster lsdask starts (scheduler, dashboard,
+    nannies, workers) listens on 127.0.0.1 only; its dashboard bound 0.0.0.0
+    while lsdask printed an http://127.0.0.1 link."""
+    import ipaddress
+
+    import psutil
+
+    from lsdask.engine.dask_executor import start_local_cluster
+
+    def listening() -> set[tuple[str, int]]:
+        """The listening sockets of this process and its children."""
+        procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
+        return {
+            (c.laddr[0], c.laddr[1])
+            for proc in procs
+            for c in proc.net_connections("inet")
+            if c.status == psutil.CONN_LISTEN
+        }
+
+    before = listening()  # another test's cluster may still be up: not ours
+    with start_local_cluster(1) as cluster:
+        sockets = listening() - before
+        dashboard_port = cluster.scheduler.http_server.port
+        assert dashboard_port in {port for _, port in sockets}  # the dashboard's own socket
+        exposed = [
+            (host, port) for host, port in sockets if not ipaddress.ip_address(host).is_loopback
+        ]
+        assert exposed == [], f"listening beyond loopback: {exposed}"
+        assert all(
+            a.startswith("tcp://127.0.0.1:")
+            for a in [
+                cluster.scheduler_address,
+                *(w.worker_address for w in cluster.workers.values()),
+            ]
+        )

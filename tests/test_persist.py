@@ -198,6 +198,26 @@ def test_load_corrupt_params(saved: Path, edit, match: str) -> None:
         load_lda(saved)
 
 
+def test_load_drops_run_time_settings_found_in_params_json(saved: Path, tmp_path: Path) -> None:
+    """Issue 25, finding 6: checkpoint_dir/resume in a (hand-edited) params.json
+    were kept, and a later fit of the loaded model cleaned that folder."""
+    file = saved / "params.json"
+    meta = json.loads(file.read_text())
+    assert not {"checkpoint_dir", "resume", "client"} & set(meta["params"])  # never saved
+    folder = tmp_path / "someone-elses-checkpoint"
+    meta["params"].update(checkpoint_dir=str(folder), resume=True)
+    file.write_text(json.dumps(meta))
+    with pytest.warns(UserWarning) as got:
+        loaded = load_lda(saved)
+    messages = sorted(str(w.message) for w in got)
+    assert len(messages) == 2
+    assert "params.json holds checkpoint_dir=" in messages[0]
+    assert "params.json holds resume=True" in messages[1]
+    assert all(f"model {str(saved)!r}" in m and "ignored" in m for m in messages)
+    assert loaded.checkpoint_dir is None and loaded.resume is False
+    assert loaded.get_params()["checkpoint_dir"] is None
+
+
 def test_load_truncated_arrays(saved: Path) -> None:
     file = saved / "arrays.npz"
     file.write_bytes(file.read_bytes()[:100])

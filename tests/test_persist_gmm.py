@@ -103,3 +103,24 @@ def test_a_file_that_names_an_unknown_posterior_is_refused(X, tmp_path):
     (path / "params.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match=r"params.json says n_components=5 but the model has K=2"):
         load_gmm(path)
+
+
+def test_load_drops_run_time_settings_found_in_params_json(X, tmp_path):
+    """Issue 25, finding 6: checkpoint_dir/resume in a (hand-edited) params.json
+    were kept by load_gmm."""
+    import json
+
+    model = lsdask.GaussianMixture(2, n_laps=1, client="sync", random_state=0).fit(X)
+    path = save_gmm(model, tmp_path / "m")
+    meta = json.loads((path / "params.json").read_text())
+    assert not {"checkpoint_dir", "resume", "client"} & set(meta["params"])  # never saved
+    meta["params"].update(checkpoint_dir=str(tmp_path / "ckpt"), resume=True)
+    (path / "params.json").write_text(json.dumps(meta))
+    with pytest.warns(UserWarning) as got:
+        loaded = load_gmm(path)
+    messages = sorted(str(w.message) for w in got)
+    assert len(messages) == 2
+    assert "params.json holds checkpoint_dir=" in messages[0]
+    assert "params.json holds resume=True" in messages[1]
+    assert all(f"model {str(path)!r}" in m and "ignored" in m for m in messages)
+    assert loaded.checkpoint_dir is None and loaded.resume is False

@@ -430,6 +430,8 @@ def start_local_cluster(n_workers: int) -> LocalCluster:
     cancelled futures instead of stopping after the wave under way and
     writing its checkpoint. The workers inherit an ignored SIGINT (set only
     while they start, from the main thread) and are closed with the cluster.
+
+    The scheduler, the workers and the dashboard listen on 127.0.0.1 only.
     """
     import signal
     import threading
@@ -439,8 +441,14 @@ def start_local_cluster(n_workers: int) -> LocalCluster:
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
+        # loopback only: the scheduler, the workers and the dashboard (no
+        # authentication) are not reachable from other machines
         return LocalCluster(
-            n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
         )
     except RuntimeError as exc:
         raise RuntimeError(

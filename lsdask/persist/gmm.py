@@ -29,6 +29,7 @@ from lsdask.persist.model_config import MIXTURE_POSTERIORS
 from lsdask.persist.model_dir import (
     PARAMS_NAME,
     check_save_target,
+    drop_not_saved,
     model_root,
     read_arrays,
     read_meta,
@@ -97,6 +98,8 @@ def read_gmm(path: str | os.PathLike[str]) -> ModelState:
         raise ValueError(f"{where}: unknown posterior {meta.get('posterior')!r}")
     arrays = read_arrays(root)
     config, params = meta.get("model"), meta.get("params")
+    if isinstance(params, dict):
+        params = drop_not_saved(root, params)
     K = config.get("n_components") if isinstance(config, dict) else None
     theta = arrays.get("theta")
     if isinstance(K, int) and theta is not None and theta.shape != (K,):

@@ -8,6 +8,7 @@ only when no committed checkpoint refers to it.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -16,6 +17,12 @@ from pathlib import Path
 import numpy as np
 
 from lsdask.models.stats import SparseBlock, SuffStats
+
+logger = logging.getLogger(__name__)
+
+#: the temporaries ``save_stats`` leaves behind when it is killed (or the disk
+#: fills) between writing and renaming: ``.b<batch>-<run>-<visit>.npz.<hex>.tmp``
+_STALE_TEMPORARIES = ".b*.npz.*.tmp"
 
 #: the arrays ``save_stats`` writes for a sparse block ``<name>__<part>`` (and
 #: ``width``, of the older column format)
@@ -78,6 +85,9 @@ class DiskMemo:
     files : list of (str or None), optional
         The file of each batch to start from (a resumed checkpoint's); those
         files are *pinned*: kept until a later checkpoint no longer needs them.
+
+    Temporaries of memo files that an interrupted writer left in ``folder``
+    (``.b*.npz.*.tmp``) are deleted when the memo is created.
     """
 
     def __init__(self, folder: str | os.PathLike, n_batches: int, files=None) -> None:
@@ -89,6 +99,21 @@ class DiskMemo:
         self._pinned: set[str] = {f for f in self._files if f is not None}
         self._stamp = uuid.uuid4().hex[:8]
         self._visits = 0
+        self._remove_stale_temporaries()
+
+    def _remove_stale_temporaries(self) -> None:
+        """Delete the temporaries of memo files that an earlier writer of this
+        folder left (killed, or a full disk, mid-write). Only the folder's one
+        writer calls this, when it starts: the fit holds the checkpoint
+        folder's lock (:func:`lsdask.persist.resume.checkpoint_lock`)."""
+        stale = [p for p in self.folder.glob(_STALE_TEMPORARIES) if p.is_file()]
+        for path in stale:
+            path.unlink(missing_ok=True)
+        if stale:
+            logger.info(
+                "removed %d unfinished memo file(s) left in %s by an interrupted run (e.g. %s)",
+                len(stale), self.folder, stale[0].name,
+            )  # fmt: skip
 
     def __len__(self) -> int:
         return len(self._files)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,24 @@ def saved_params(params: dict[str, Any]) -> dict[str, Any]:
     return {
         name: json_value(name, value) for name, value in params.items() if name not in NOT_SAVED
     }
+
+
+def drop_not_saved(root: Path, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` read from ``root``'s ``params.json`` without the run-time
+    settings of :data:`NOT_SAVED`, which lsdask never writes there: one found
+    (a hand-edited or foreign file) is dropped with a warning naming the file
+    and the key, so a loaded model never fits into (and cleans) a checkpoint
+    folder it was not given."""
+    found = [name for name in NOT_SAVED if name in params]
+    for name in found:
+        warnings.warn(
+            f"model {str(root)!r}: {PARAMS_NAME} holds {name}={params[name]!r}, a run-time "
+            f"setting that lsdask never saves; ignored (the loaded model has the default "
+            f"{name}; set it with set_params)",
+            UserWarning,
+            stacklevel=2,
+        )
+    return {name: value for name, value in params.items() if name not in NOT_SAVED}
 
 
 def model_root(path: str | os.PathLike[str]) -> Path:

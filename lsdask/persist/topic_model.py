@@ -24,6 +24,7 @@ from lsdask.persist.model_dir import (
     ARRAYS_NAME,
     PARAMS_NAME,
     check_save_target,
+    drop_not_saved,
     read_arrays,
     read_meta,
     saved_params,
@@ -135,7 +136,7 @@ class TopicFormat:
         K, V = int(fitted["n_components"]), int(fitted["vocab_size"])
         arrays = self._read_arrays(root, K, V)
         texts = {VOCABULARY: read_vocab(root, V)} if fitted["has_vocabulary"] else {}
-        params = dict(params)
+        params = drop_not_saved(root, params)
         for name in self.tuple_params:
             if isinstance(params.get(name), list):
                 params[name] = tuple(params[name])
