@@ -1093,3 +1093,89 @@ def test_fit_hdp_refuses_the_options_it_does_not_take(
         assert err.startswith("lsdask: error: ") and message in err, err
         assert "Traceback" not in err
     assert not (tmp_path / "m").exists()
+
+
+def test_transform_dashboard_address(
+    saved_model: Path, bars_corpora: dict[str, Path], tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """`--dashboard-address` puts the started LocalCluster's dashboard where asked."""
+    import lsdask.engine.dask_executor as dask_executor
+
+    start = dask_executor.start_local_cluster
+    bound: list[tuple[str, int]] = []
+
+    def recording(n_workers: int, dashboard_address: str | None = None):
+        cluster = start(n_workers, dashboard_address=dashboard_address)
+        server = cluster.scheduler.http_server
+        bound.extend(s.getsockname()[:2] for s in server._sockets.values())
+        return cluster
+
+    monkeypatch.setattr(dask_executor, "start_local_cluster", recording)
+    out = tmp_path / "weights.parquet"
+    code = main(
+        ["transform", str(saved_model), str(bars_corpora["heldout"]), "--out", str(out),
+         "--workers", "1", "--dashboard-address", "127.0.0.2:0"]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert bound and all(host == "127.0.0.2" and port > 0 for host, port in bound)
+    assert pq.ParquetFile(out).metadata.num_rows == 40
+
+
+@pytest.mark.parametrize(
+    ("where", "other"),
+    [(["--sync"], "--sync"), (["--scheduler", "tcp://127.0.0.1:1"], "--scheduler")],
+)
+def test_dashboard_address_refused_without_a_local_cluster(
+    saved_model: Path, bars_corpora: dict[str, Path], tmp_path: Path, capsys, monkeypatch,
+    where: list[str], other: str,
+) -> None:  # fmt: skip
+    import lsdask.engine.dask_executor as dask_executor
+
+    def fail(*args, **kwargs):
+        raise AssertionError("no cluster is started")
+
+    monkeypatch.setattr(dask_executor, "start_local_cluster", fail)
+    monkeypatch.setattr(dask_executor, "connect", fail)
+    out = tmp_path / "weights.parquet"
+    code = main(
+        ["transform", str(saved_model), str(bars_corpora["heldout"]), "--out", str(out),
+         *where, "--dashboard-address", "127.0.0.2:0"]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("lsdask: error: --dashboard-address") and other in err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_fit_hdp_then_transform(bars_corpora: dict[str, Path], tmp_path: Path, capsys) -> None:
+    """`lsdask transform` reads an HDP folder; its topic ids are the columns of
+    HDP.transform (the fitted attributes' order, by E[beta_k])."""
+    from lsdask import HDP
+    from lsdask.persist import load_model
+
+    model_dir = tmp_path / "hdp"
+    code = main(
+        ["fit", str(bars_corpora["train"]), "--model", "hdp", "--topics", "8", "--sparsity",
+         "3", "--laps", "2", "--out", str(model_dir), "--sync"]
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    out = tmp_path / "weights.parquet"
+    code = main(
+        ["transform", str(model_dir), str(bars_corpora["heldout"]), "--out", str(out), "--sync"]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "(K=8) of 40 documents" in captured.out
+    table = pq.read_table(out)
+    assert table.num_rows == 40
+    model = load_model(model_dir)
+    assert isinstance(model, HDP)
+    expected = model.transform(read_all(bars_corpora["heldout"]))
+    for d, (k, w) in enumerate(
+        zip(table.column("topics").to_pylist(), table.column("weights").to_pylist(), strict=True)
+    ):
+        got = np.zeros(expected.shape[1])
+        got[k] = w
+        np.testing.assert_allclose(got, expected[d].toarray().ravel(), rtol=1e-6, atol=1e-7)

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from lsdask.cli.options import local_cluster_from_args
 from lsdask.cli.parser import COMMANDS, build_parser
 from lsdask.engine.dask_executor import one_line
 from lsdask.errors import ClusterError, FitInterrupted, LockError, Terminated
@@ -117,7 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()
     old_sigterm = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
     try:
-        return COMMANDS[args.command][1](args)
+        with local_cluster_from_args(args):
+            return COMMANDS[args.command][1](args)
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"lsdask: error: {err}", file=sys.stderr)
         return 2

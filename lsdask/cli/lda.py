@@ -172,7 +172,9 @@ def add_transform(sub: Any) -> None:
             "processes by default, for a corpus of more than one row group)."
         ),
     )
-    transform.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="saved model")
+    transform.add_argument(
+        "model_dir", type=Path, metavar="MODEL_DIR", help="saved model (LDA or HDP)"
+    )
     transform.add_argument("corpus", type=Path, metavar="CORPUS", help="Parquet corpus")
     transform.add_argument("--out", type=out_path, required=True, help="Parquet file to write")
     transform.add_argument("--overwrite", action="store_true", help="replace an existing file")

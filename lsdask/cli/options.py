@@ -4,10 +4,12 @@ run (``--scheduler``/``--workers``/``--sync``) and checkpoints."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lsdask.jobs.cluster import DEFAULT_WORKERS
+from lsdask.jobs.cluster import DEFAULT_WORKERS, dask_client
 from lsdask.validation import parse_positive_int
 
 __all__ = [
@@ -16,6 +18,7 @@ __all__ = [
     "add_fit_options",
     "add_verbose",
     "client_from_args",
+    "local_cluster_from_args",
     "out_path",
 ]
 
@@ -49,10 +52,44 @@ def add_execution(parser: argparse.ArgumentParser, *, scheduler: bool) -> None:
         help=f"worker processes of a local Dask cluster (default {DEFAULT_WORKERS})",
     )
     group.add_argument("--sync", action="store_true", help="run in this process, without Dask")
+    parser.add_argument(
+        "--dashboard-address",
+        metavar="ADDRESS",
+        help="HOST:PORT of the local cluster's Dask dashboard, e.g. 0.0.0.0:8787 to open it "
+        "to other machines (default: a free port on 127.0.0.1)",
+    )
+
+
+@contextlib.contextmanager
+def local_cluster_from_args(args: argparse.Namespace) -> Iterator[None]:
+    """With ``--dashboard-address``: start the command's LocalCluster (of
+    ``--workers``) with its dashboard there, for the time of the block, and
+    let :func:`client_from_args` hand out its client. A ValueError (nothing
+    started) with ``--scheduler`` or ``--sync``. Without it: nothing."""
+    address = getattr(args, "dashboard_address", None)
+    if address is None:
+        yield
+        return
+    if getattr(args, "sync", False) or getattr(args, "scheduler", None):
+        other = "--sync" if args.sync else "--scheduler"
+        raise ValueError(
+            f"--dashboard-address goes with a local cluster, not with {other} "
+            "(no cluster is started here)"
+        )
+    with dask_client(None, args.workers, dashboard_address=address) as client:
+        args.started_client = client
+        try:
+            yield
+        finally:
+            del args.started_client
 
 
 def client_from_args(args: argparse.Namespace) -> tuple[Any, int | None]:
-    """``(client, n_workers)`` of the execution options, as the estimators take them."""
+    """``(client, n_workers)`` of the execution options, as the estimators take them
+    (the client of :func:`local_cluster_from_args` while it runs)."""
+    started = getattr(args, "started_client", None)
+    if started is not None:
+        return started, args.workers
     if args.sync:
         return "sync", None
     scheduler = getattr(args, "scheduler", None)

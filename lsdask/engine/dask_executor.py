@@ -382,17 +382,18 @@ def _lost_worker_errors() -> tuple[type[BaseException], ...]:
 
 
 def open_client(
-    client: Client | str | None, n_workers: int
+    client: Client | str | None, n_workers: int, *, dashboard_address: str | None = None
 ) -> tuple[Client, list[Client | LocalCluster]]:
     """``(client, owned)``: ``client`` itself when it is a Client; for None, a
-    Client of a new LocalCluster of ``n_workers`` processes; for a string, a
+    Client of a new LocalCluster of ``n_workers`` processes (its dashboard at
+    ``dashboard_address``, see :func:`start_local_cluster`); for a string, a
     Client of the scheduler at that address. ``owned``: what the caller
     closes when done (the new client and cluster; nothing for a given Client)."""
     from distributed import Client
 
     if client is None:
         logger.info("starting a Dask LocalCluster with %d worker processes", n_workers)
-        cluster = start_local_cluster(n_workers)
+        cluster = start_local_cluster(n_workers, dashboard_address=dashboard_address)
         client = Client(cluster)
         owned: list[Client | LocalCluster] = [client, cluster]
     elif isinstance(client, str):
@@ -421,7 +422,7 @@ def connect(address: str) -> Client:
         ) from None
 
 
-def start_local_cluster(n_workers: int) -> LocalCluster:
+def start_local_cluster(n_workers: int, dashboard_address: str | None = None) -> LocalCluster:
     """A LocalCluster of ``n_workers`` single-threaded worker processes that
     ignore SIGINT.
 
@@ -431,7 +432,9 @@ def start_local_cluster(n_workers: int) -> LocalCluster:
     writing its checkpoint. The workers inherit an ignored SIGINT (set only
     while they start, from the main thread) and are closed with the cluster.
 
-    The scheduler, the workers and the dashboard listen on 127.0.0.1 only.
+    The scheduler and the workers listen on 127.0.0.1 only; so does the
+    dashboard, unless ``dashboard_address`` (``HOST:PORT``, e.g.
+    ``"0.0.0.0:8787"``) opens it elsewhere.
     """
     import signal
     import threading
@@ -448,7 +451,7 @@ def start_local_cluster(n_workers: int) -> LocalCluster:
             threads_per_worker=1,
             processes=True,
             host="127.0.0.1",
-            dashboard_address="127.0.0.1:0",
+            dashboard_address=dashboard_address or "127.0.0.1:0",
         )
     except RuntimeError as exc:
         raise RuntimeError(

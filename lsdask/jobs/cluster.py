@@ -13,7 +13,9 @@ DEFAULT_WORKERS = 2
 
 
 @contextlib.contextmanager
-def dask_client(client: Any = None, n_workers: int | None = None) -> Iterator[Any]:
+def dask_client(
+    client: Any = None, n_workers: int | None = None, *, dashboard_address: str | None = None
+) -> Iterator[Any]:
     """Yield something to pass as ``client=`` to several fits in a row.
 
     Starting a cluster once and sharing it between the L-sparse and the dense
@@ -28,11 +30,20 @@ def dask_client(client: Any = None, n_workers: int | None = None) -> Iterator[An
         to (the connection is closed on exit); a Client is used as it is.
     n_workers : int or None
         Workers of a new LocalCluster; default :data:`DEFAULT_WORKERS`.
+    dashboard_address : str or None
+        ``HOST:PORT`` of a new LocalCluster's dashboard (default: a free port
+        on 127.0.0.1); only with ``client=None``.
 
     Yields
     ------
     "sync" or distributed.Client
     """
+    if dashboard_address is not None and client is not None:
+        raise ValueError(
+            "dashboard_address is the dashboard of a local cluster started here; "
+            f"it cannot go with client={client!r} (lsdask: --dashboard-address needs "
+            "neither --scheduler nor --sync)"
+        )
     if isinstance(client, str) and client == "sync":
         yield "sync"
         return
@@ -43,7 +54,7 @@ def dask_client(client: Any = None, n_workers: int | None = None) -> Iterator[An
         n = int(n_workers)
         if n < 1:
             raise ValueError(f"n_workers must be a positive integer; got {n_workers!r}")
-    opened, owned = open_client(client, n)
+    opened, owned = open_client(client, n, dashboard_address=dashboard_address)
     try:
         yield opened
     finally:

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from lsdask.engine import make_executor
 from lsdask.io.atomic import temp_sibling
 from lsdask.jobs.cluster import dask_client
-from lsdask.jobs.inputs import check_same_vocab, loaded_lda, open_corpus
+from lsdask.jobs.inputs import check_same_vocab, loaded_topic_model, open_corpus
 from lsdask.jobs.wording import plural
 from lsdask.learn.base import waves
 
@@ -87,7 +87,9 @@ def transform_corpus(
     ``doc_id int64``, ``topics list<int32>`` and ``weights list<float32>``
     (:meth:`lsdask.LDA.transform`: ``E[pi_d]`` over the topics the document
     uses, at most its L largest, renormalized, largest first; an empty
-    document gets empty lists). Each row group of the corpus is read and
+    document gets empty lists). For an HDP the topic ids are the columns of
+    :meth:`lsdask.HDP.transform`: the order of its fitted attributes
+    (``components_``, by decreasing ``E[beta_k]``). Each row group of the corpus is read and
     transformed by a batch task (on a Dask cluster as ``client`` says: a wave
     of as many tasks as the cluster runs at once is computed while the one
     before is written) and written as one row group, in corpus order, so
@@ -96,8 +98,8 @@ def transform_corpus(
 
     Parameters
     ----------
-    model : str, os.PathLike or lsdask.LDA
-        A model directory or fitted model.
+    model : str, os.PathLike, lsdask.LDA or lsdask.HDP
+        A model directory (of an LDA or an HDP) or fitted model.
     corpus : str, os.PathLike or Corpus
         Documents over the model's vocabulary.
     out_path : str or os.PathLike
@@ -121,7 +123,7 @@ def transform_corpus(
         For a missing model or corpus, an existing output (without
         ``overwrite``), or a corpus over another vocabulary.
     """
-    lda = loaded_lda(model)
+    lda = loaded_topic_model(model)
     docs = open_corpus(corpus, "corpus")
     if lda.vocabulary_ is not None:
         check_same_vocab(lda.vocabulary_, docs, "corpus", "the model")
