@@ -282,7 +282,7 @@ def test_model_options_come_from_the_parameter_tables() -> None:
 
     parser = build_parser()
     args = parser.parse_args(["fit", "c", "--topics", "3", "--out", "m"])
-    values = params_from_args(args, ("n_components", *lda.MODEL, *lda.RUN))
+    values = params_from_args(args, lda.FIT_OPTIONS)
     expected = {**LDA_PARAMS.defaults(), "n_components": 3, "random_state": 0}
     assert values == {name: expected[name] for name in values}
     args = parser.parse_args(["fit", "c", "--topics", "3", "--out", "m", "--dense",

@@ -36,10 +36,17 @@ from lsdask.validation import parse_positive_int
 
 __all__ = ["add_fit", "add_topics", "add_transform", "run_fit", "run_topics", "run_transform"]
 
-#: ``fit``'s model options, its run's, and how the topics start (the job's
-#: options stand between them)
-MODEL = ("sparsity", "algorithm", "n_laps", "alpha", "eta", "restarts")
-RUN = ("random_state", "batches_per_update", "init", "gibbs_sweeps", "gibbs_tokens")
+#: ``fit``'s estimator options, in --help before and after the job's own (--heldout, ...)
+OPTIONS_BEFORE_HELDOUT = ("sparsity", "algorithm", "n_laps", "alpha", "eta", "restarts")
+OPTIONS_AFTER_HELDOUT = (
+    "random_state",
+    "batches_per_update",
+    "init",
+    "gibbs_sweeps",
+    "gibbs_tokens",
+)
+#: every model option of `lsdask fit`
+FIT_OPTIONS = ("n_components", *OPTIONS_BEFORE_HELDOUT, *OPTIONS_AFTER_HELDOUT)
 #: the HDP's parameters whose option ``fit --model lda`` does not take
 HDP_ONLY = ("gamma",)
 
@@ -64,9 +71,9 @@ def add_fit(sub: Any) -> None:
     fit.add_argument(
         "--out", type=out_path, required=True, metavar="MODEL_DIR", help="model folder"
     )
-    add_params(fit, LDA_PARAMS, MODEL)
+    add_params(fit, LDA_PARAMS, OPTIONS_BEFORE_HELDOUT)
     fit.add_argument("--heldout", type=Path, metavar="CORPUS", help="heldout corpus to score")
-    add_params(fit, LDA_PARAMS, RUN)
+    add_params(fit, LDA_PARAMS, OPTIONS_AFTER_HELDOUT)
     # the HDP's own options: absent from the namespace unless given
     add_params(fit, HDP_PARAMS, HDP_ONLY)
     for action in fit._actions:
@@ -105,7 +112,7 @@ def _option_value(param: Param, value: Any) -> Any:
 def _hdp_params(args: argparse.Namespace) -> dict[str, Any]:
     """``fit --model hdp``'s parameters: the shared options' values (checked against
     the HDP's options) and the HDP's own, their table's defaults where not given."""
-    values = params_from_args(args, ("n_components", *MODEL, *RUN))
+    values = params_from_args(args, FIT_OPTIONS)
     values["max_components"] = values.pop("n_components")
     params = {name: _option_value(HDP_PARAMS[name], value) for name, value in values.items()}
     for name in HDP_ONLY:
@@ -124,7 +131,7 @@ def build_fit_model(args: argparse.Namespace) -> LDA:
     if given:
         flags = ", ".join(option.flag for option in given if option is not None)
         raise ValueError(f"{flags}: an option of --model hdp, not taken by --model lda")
-    return LDA(**params_from_args(args, ("n_components", *MODEL, *RUN)), **run_params(args))
+    return LDA(**params_from_args(args, FIT_OPTIONS), **run_params(args))
 
 
 def run_fit(args: argparse.Namespace) -> int:

@@ -26,8 +26,6 @@ from lsdask.evaluate import (
     top_word_ids,
     umass_coherence,
 )
-from lsdask.io.corpus.source import CorpusRows, corpus_source
-from lsdask.io.corpus.vocabulary import vocabulary_difference, vocabulary_digest
 from lsdask.io.sources import BatchSource, as_batch_source, rows_at_most
 from lsdask.learn import initial_stats
 from lsdask.learn.base import padded_trace
@@ -100,6 +98,10 @@ def _check_words(vocabulary: Any, n_features: int) -> list[str]:
 def _check_has_tokens(X: Any, source: BatchSource) -> None:
     """A DataError if the documents to fit hold no tokens at all (every word list
     empty, or every count 0): there is nothing to learn topics from."""
+    # the Parquet store is imported where a corpus is used: it loads pyarrow,
+    # which `import lsdask` should not pay for
+    from lsdask.io.corpus.source import CorpusRows
+
     if isinstance(source.batches[0], CorpusRows):
         total = sum(b.batch.n_tokens for b in source.batches)
     elif sp.issparse(X) or isinstance(X, np.ndarray):
@@ -267,6 +269,8 @@ class LDA(VariationalEstimator):
 
     def _source(self, X: Any, vocabulary: Any = None) -> tuple[BatchSource, list[str] | None]:
         """X's batches and words: a corpus's own, or ``vocabulary`` for a matrix."""
+        from lsdask.io.corpus.source import corpus_source
+
         if _is_corpus_path(X) or type(X).__name__ == "Corpus":
             source, words = corpus_source(X)
             if vocabulary is not None and list(vocabulary) != words:
@@ -373,6 +377,8 @@ class LDA(VariationalEstimator):
         ``callback``, if given, is called after every lap with the run's
         :class:`lsdask.learn.base.LearnResult` so far (e.g. to score heldout
         documents with ``result.globals.topics``)."""
+        from lsdask.io.corpus.vocabulary import vocabulary_digest
+
         self.check_params()
         rng = np.random.default_rng(self.random_state)
         source, vocab = self._source(X, vocabulary)
@@ -486,6 +492,8 @@ class LDA(VariationalEstimator):
     def _check_vocab(self, source: BatchSource, vocab: list[str] | None) -> None:
         """X must be over the fitted vocabulary: its size, and its words where both
         X (a corpus) and the model (fitted on one) know them."""
+        from lsdask.io.corpus.vocabulary import vocabulary_difference
+
         if source.n_features != self.model_.vocab_size:
             raise ValueError(
                 f"X has {source.n_features} words in its vocabulary, but this model was "
