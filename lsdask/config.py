@@ -73,3 +73,16 @@ LOST_WORKER_RETRIES = 5
 #: Seconds the Dask executor waits for a worker when the cluster has none (after
 #: losing its workers, or an external scheduler started without any).
 WORKER_WAIT_SECONDS = 120
+
+
+# -- the HDP's delete and merge moves (lsdask.models.hdp_moves) ---------------------
+#: a topic is a delete candidate when at most this many documents use it
+HDP_DELETE_MAX_DOCS = 1000
+#: delete candidates prepared per lap
+HDP_MAX_DELETES = 10
+#: the most target documents (of all delete candidates) a lap keeps in the memo
+HDP_MAX_TARGET_DOCS = 20000
+#: merge pairs prepared per lap
+HDP_MAX_MERGE_PAIRS = 20
+#: the documents a lap's delete judgements rerun, as a fraction of the corpus's
+HDP_DELETE_WORK = 0.1

@@ -106,17 +106,10 @@ def make_bars_corpus(
     prior = float(doc_topic_prior)
     if not np.isfinite(prior) or prior <= 0:
         raise ValueError(f"doc_topic_prior must be a positive number; got {doc_topic_prior!r}")
-    rng = np.random.default_rng(random_state)
-    K, V = topics.shape
-    theta = rng.dirichlet(np.full(K, prior), size=n_docs)
-    word_probs = theta @ topics
-    word_probs /= word_probs.sum(axis=1, keepdims=True)
-    counts = rng.multinomial(doc_length, word_probs).astype(np.float64)
-    X = sp.csr_matrix(counts)
-    X.sort_indices()
+    X = _draw_documents(topics, n_docs, doc_length, prior, np.random.default_rng(random_state))
     logger.info(
         "bars corpus: %d documents of %d tokens, %d topics over %d words",
-        n_docs, doc_length, K, V,
+        n_docs, doc_length, *topics.shape,
     )  # fmt: skip
     return X, topics
 
@@ -182,3 +175,54 @@ def match_topics(true_topics: Any, learned_topics: Any) -> tuple[np.ndarray, np.
     match[rows] = cols
     distances[rows] = cost[rows, cols]
     return match, distances
+
+
+def _draw_documents(
+    topics: np.ndarray, n_docs: int, doc_length: int, prior: float, rng: np.random.Generator
+) -> sp.csr_matrix:
+    """LDA's documents: ``theta_d ~ Dir(prior)`` per topic, then ``doc_length`` words
+    from ``theta_d @ topics``, as sorted CSR counts."""
+    K = topics.shape[0]
+    theta = rng.dirichlet(np.full(K, prior), size=n_docs)
+    word_probs = theta @ topics
+    word_probs /= word_probs.sum(axis=1, keepdims=True)
+    X = sp.csr_matrix(rng.multinomial(doc_length, word_probs).astype(np.float64))
+    X.sort_indices()
+    return X
+
+
+def make_topics_corpus(
+    n_topics: int = 30,
+    vocab_size: int = 400,
+    n_docs: int = 2000,
+    doc_length: int = 80,
+    doc_topic_prior: float = 0.1,
+    topic_word_prior: float = 0.05,
+    random_state: int | None = 0,
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """A corpus drawn from LDA with ``n_topics`` random topics ``phi_k ~
+    Dir(topic_word_prior)`` over ``vocab_size`` words: a known number of topics
+    less regular than the bars' (topics of unequal size and overlap).
+
+    Documents as in :func:`make_bars_corpus` (``doc_topic_prior`` per topic).
+    Returns ``(X (n_docs, vocab_size) CSR counts, true_topics (n_topics,
+    vocab_size))``; the same seed gives the same corpus.
+    """
+    K = _check_positive_int("n_topics", n_topics)
+    V = _check_positive_int("vocab_size", vocab_size)
+    n_docs = _check_positive_int("n_docs", n_docs)
+    doc_length = _check_positive_int("doc_length", doc_length)
+    for name, value in (
+        ("doc_topic_prior", doc_topic_prior),
+        ("topic_word_prior", topic_word_prior),
+    ):
+        if not (np.isfinite(float(value)) and float(value) > 0):
+            raise ValueError(f"{name} must be a positive number; got {value!r}")
+    rng = np.random.default_rng(random_state)
+    topics = rng.dirichlet(np.full(V, float(topic_word_prior)), size=K)
+    X = _draw_documents(topics, n_docs, doc_length, float(doc_topic_prior), rng)
+    logger.info(
+        "generated corpus: %d documents of %d tokens, %d topics over %d words",
+        n_docs, doc_length, K, V,
+    )  # fmt: skip
+    return X, topics

@@ -18,11 +18,19 @@ from lsdask.persist.memo_files import DiskMemo
 
 
 def stopped_and_resumed(
-    model: Any, X: Any, init: Any, folder: Path, *, batch_size: int = 150, stop_after: int = 5
+    model: Any,
+    X: Any,
+    init: Any,
+    folder: Path,
+    *,
+    batch_size: int = 150,
+    stop_after: int = 5,
+    stop_lap: int = 2,
 ) -> tuple[Any, Any, dict[str, Any]]:
     """``(uninterrupted, resumed, checkpoint)``: 3 laps of memoized VI (2 batches
     per update, L=3) run through, and the same run stopped by a request after
-    ``stop_after`` checks, then resumed (with another RNG) from what it wrote."""
+    ``stop_after`` checks (in lap ``stop_lap``), then resumed (with another RNG)
+    from what it wrote."""
     source = as_batch_source(X, batch_size)
     keys = [b.key for b in source.batches]
     learner = MemoizedVI(n_laps=3, tol=0.0, batches_per_update=2)
@@ -43,7 +51,8 @@ def stopped_and_resumed(
             init_stats=init, checkpoint=write, stop_requested=lambda: next(calls) >= stop_after,
         )  # fmt: skip
     saved = ckpt.read()
-    assert saved["state"].lap == 1 and 0 < saved["state"].position < len(keys)  # mid-lap
+    state = saved["state"]
+    assert state.lap == stop_lap - 1 and 0 < state.position < len(keys)  # mid-lap
     memo = DiskMemo(ckpt.memo_folder, len(keys), [saved["memo"].get(k) for k in keys])
     resumed = learner.run(
         model, SerialExecutor(), source.batches, None, np.random.default_rng(99), 3,

@@ -47,8 +47,9 @@ def bars():
 
 @pytest.fixture(scope="module")
 def fitted(bars):
+    """Without moves: K stays 20."""
     X, _ = bars
-    return lsdask.HDP(20, n_laps=15, **FIT).fit(X, vocabulary=WORDS)
+    return lsdask.HDP(20, n_laps=15, moves=(), **FIT).fit(X, vocabulary=WORDS)
 
 
 def _init_stats(K: int, V: int, seed: int) -> SuffStats:
@@ -231,7 +232,7 @@ def test_resume_equals_uninterrupted(bars, tmp_path):
     np.testing.assert_allclose(resumed.elbo_trace_, whole.elbo_trace_, rtol=1e-12)
     np.testing.assert_allclose(resumed.topic_weights_, whole.topic_weights_, rtol=1e-12)
     np.testing.assert_allclose(resumed.components_, whole.components_, rtol=1e-12)
-    np.testing.assert_array_equal(resumed.n_components_trace_, np.full(4, 10.0))
+    np.testing.assert_array_equal(resumed.n_components_trace_, whole.n_components_trace_)
 
     K, V = 10, X.shape[1]
     model = HDPModel(K, V, 0.5, 0.1, gamma=3.0)
@@ -312,7 +313,7 @@ def test_topics_are_ordered_by_weight_and_the_api_follows_that_order(bars, fitte
 
 def test_on_bars_the_heaviest_topics_are_the_bars_and_the_rest_weigh_little(bars, fitted):
     """Started at K=20 on 10 true bars: the 10 heaviest topics are the bars; the
-    other 10 hold no tokens and little weight, but they stay (no moves yet)."""
+    other 10 hold no tokens and little weight, but they stay (moves=())."""
     _, topics = bars
     _, distance = match_topics(topics, fitted.components_[:10])
     assert distance.max() < 0.2  # L1 distance (at most 2) of each bar to its topic
@@ -336,8 +337,9 @@ def test_on_bars_the_heaviest_topics_are_the_bars_and_the_rest_weigh_little(bars
         ({"alpha": "auto"}, r"alpha must be a positive finite number; got 'auto'"),
         ({"max_components": 1}, r"max_components must be an integer >= 2; got 1"),
         ({"max_components": 0}, r"max_components must be an integer >= 2; got 0"),
-        ({"moves": ("delete",)}, r"moves=\('delete',\): delete/merge moves are not implemented"),
-        ({"moves": "merge"}, r"delete/merge moves are not implemented yet"),
+        ({"moves": ("delete", "birth")}, r"moves=\('delete', 'birth'\): expected a tuple of"),
+        ({"moves": "merge"}, r"moves='merge': expected a tuple of distinct move names"),
+        ({"moves": ("merge", "merge")}, r"expected a tuple of distinct move names"),
         ({"algorithm": "svi"}, r"algorithm='svi' is not supported by HDP"),
         ({"algorithm": "gibbs"}, r"algorithm must be one of 'memo', 'vb'; got 'gibbs'"),
         ({"eta": 0.0}, r"eta must be a positive finite number; got 0.0"),

@@ -12,6 +12,7 @@ from lsdask import config
 from lsdask.estimators.lda import LDA, TransformTask
 from lsdask.estimators.params import AUTO, HDP_PARAMS, read_only
 from lsdask.models.hdp import HDPGlobals, HDPModel
+from lsdask.models.hdp_moves import MoveSettings
 from lsdask.models.lda import LocalStepOptions
 from lsdask.models.stats import SuffStats
 from lsdask.validation import check_sparsity
@@ -90,7 +91,7 @@ class HDP(LDA):
         alpha: float = 0.5,
         gamma: float = 10.0,
         eta: float | str = 0.1,
-        moves: tuple = (),
+        moves: tuple = ("delete", "merge"),
         algorithm: str = "memo",
         n_laps: int = 10,
         tol: float = config.DEFAULT_TOL,
@@ -137,14 +138,30 @@ class HDP(LDA):
             conv_thresh=self.local_conv_thresh,
             restarts=bool(self.restarts),
         )
-        return HDPModel(self.max_components, vocab_size, options=options, **self._priors())
+        moves = MoveSettings(
+            delete="delete" in self.moves,
+            merge="merge" in self.moves,
+            delete_max_docs=config.HDP_DELETE_MAX_DOCS,
+            max_deletes=config.HDP_MAX_DELETES,
+            max_target_docs=config.HDP_MAX_TARGET_DOCS,
+            max_pairs=config.HDP_MAX_MERGE_PAIRS,
+            delete_work=config.HDP_DELETE_WORK,
+        )
+        return HDPModel(
+            self.max_components, vocab_size, options=options, moves=moves, **self._priors()
+        )
 
     # -- fitting --------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None, *, callback: Any = None, vocabulary: Any = None) -> HDP:
         """Learn topics and their weights from a Parquet corpus (path or Corpus), a
         scipy sparse matrix or a dense array of word counts, as :meth:`LDA.fit`."""
         super().fit(X, y, callback=callback, vocabulary=vocabulary)
-        self.n_components_trace_ = np.full(int(self.n_laps_), float(self.n_components_))
+        trace = self._components_trace
+        self.n_components_trace_ = (
+            np.asarray(trace, dtype=np.float64)
+            if len(trace) == int(self.n_laps_)
+            else np.full(int(self.n_laps_), float(self.n_components_))
+        )
         return self
 
     def partial_fit(self, X: Any, y: Any = None, *, vocabulary: Any = None) -> HDP:

@@ -401,6 +401,8 @@ class LDA(VariationalEstimator):
             resumed,
             alpha_totals,
         )
+        model = result.model if result.model is not None else model  # resized by moves
+        self._components_trace = list(result.components_trace)
         self._set_fitted(model, result.globals, result.stats, vocab)
         self.alpha_trace_ = alpha_totals.trace(result)
         self._record_fit_params()

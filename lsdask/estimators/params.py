@@ -391,13 +391,28 @@ LDA_PARAMS = ParamTable(
 # HDP -------------------------------------------------------------------------------
 
 
-def no_moves(name: str, value: Any, estimator: Any) -> None:
-    """``()``: the moves that change K (delete, merge) are not built yet."""
-    if not (isinstance(value, tuple | list) and len(value) == 0):
+#: the moves that change the HDP's number of topics
+MOVE_NAMES = ("delete", "merge")
+
+
+def move_names(name: str, value: Any, estimator: Any) -> None:
+    """A tuple of distinct names among ``"delete"`` and ``"merge"`` (``()``: none)."""
+    ok = isinstance(value, tuple | list) and all(isinstance(v, str) for v in value)
+    if not ok or len(set(value)) != len(value) or not set(value) <= set(MOVE_NAMES):
         raise ValueError(
-            f"{name}={value!r}: delete/merge moves are not implemented yet, so the number of "
-            f"topics stays max_components; use {name}=() (the default)"
+            f"{name}={value!r}: expected a tuple of distinct move names among "
+            f"{MOVE_NAMES} (() for none), e.g. {name}=('delete', 'merge')"
         )
+
+
+def parse_moves(text: str) -> tuple[str, ...]:
+    """``--moves delete,merge`` (or ``none``) as a tuple."""
+    text = text.strip()
+    if text in ("", "none"):
+        return ()
+    names = tuple(part.strip() for part in text.split(","))
+    move_names("--moves", names, None)
+    return names
 
 
 def memo_or_vb(name: str, value: Any, estimator: Any) -> None:
@@ -426,7 +441,11 @@ GAMMA = Param(
     "top-level stick concentration: u_k ~ Beta(1, gamma) (default {default})",
     Option("--gamma", float),
 )  # fmt: skip
-MOVES = Param("moves", (), no_moves, "moves that change K (none built yet: only ())")
+MOVES = Param(
+    "moves", MOVE_NAMES, move_names,
+    "moves that change K, comma-separated: delete, merge, or none (default delete,merge)",
+    Option("--moves", parse_moves),
+)  # fmt: skip
 HDP_ALGORITHM = replace(
     ALGORITHM, check=memo_or_vb, help="memoized VI or full-batch VB (default {default})",
     option=replace(ALGORITHM.option, choices=("memo", "vb")),

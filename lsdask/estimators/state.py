@@ -149,7 +149,7 @@ def hdp_state(model: Any) -> ModelState:
     model._check_fitted()
     glob = model.posterior_
     arrays = {"rho": glob.rho, "omega": glob.omega}
-    for name in model.stats_.keys():
+    for name in hdp_files.STATS_FIELDS:  # not the moves' working fields
         arrays[f"stats_{name}"] = as_dense(model.stats_[name])
     for name in (*_TRACES, "alpha_trace_", "n_components_trace_"):
         if hasattr(model, name):
@@ -180,9 +180,12 @@ def hdp_from_state(cls: type, state: ModelState, client: Any = None) -> Any:
     model.set_params(client=client)
     model.check_params()
     K, V = arrays["stats_words"].shape
-    if int(model.max_components) != K:
-        raise ValueError(f"max_components={model.max_components} but the arrays have K={K}")
-    hdp_model = model._model(V)
+    if K > int(model.max_components) or (not model.moves and K != model.max_components):
+        raise ValueError(
+            f"max_components={model.max_components}, moves={tuple(model.moves)!r} but the "
+            f"arrays have K={K} topics (moves only lower K from max_components)"
+        )
+    hdp_model = model._model(V).resized(K)
     stats = SuffStats(**{name: arrays[f"stats_{name}"] for name in hdp_files.STATS_FIELDS})
     glob = hdp_model.globals_with_sticks(stats, arrays["rho"], arrays["omega"])
     model._set_fitted(hdp_model, glob, stats, state.texts.get(lda_files.VOCABULARY))

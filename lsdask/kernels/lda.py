@@ -730,6 +730,16 @@ def _sparse_doc(
 
 
 @numba.njit(nogil=True, cache=True)
+def _merged_entropy(r, s):
+    """``-[(r + s) log(r + s) - r log r - s log s]``: the entropy a token's
+    responsibilities lose when two topics become one (0 where either is 0)."""
+    if r <= 0.0 or s <= 0.0:
+        return 0.0
+    t = r + s
+    return -(t * math.log(t) - r * math.log(r) - s * math.log(s))
+
+
+@numba.njit(nogil=True, cache=True)
 def lda_batch_step(
     indptr, words, counts, C, a, a_rest, L, max_iters, conv_thresh, eps, restarts, restart_iters,
     out_words, doc_topic, S,
@@ -769,6 +779,37 @@ def lda_batch_step(
     ``S`` costs one digamma per active topic of each document: ``S_k = D psi(a_k) +
     sum_{d: N_dk > 0} [psi(theta_dk) - psi(a_k)] - sum_d psi(Theta_d)``.
     """
+    no_pairs = np.zeros((0, 0), dtype=np.int32)
+    no_ids = np.zeros(0, dtype=np.int64)
+    none = np.zeros(0)
+    return lda_batch_step_pairs(
+        indptr, words, counts, C, a, a_rest, L, max_iters, conv_thresh, eps, restarts,
+        restart_iters, out_words, doc_topic, S, no_pairs, no_ids, no_ids, none, none, none,
+    )  # fmt: skip
+
+
+@numba.njit(nogil=True, cache=True)
+def lda_batch_step_pairs(
+    indptr, words, counts, C, a, a_rest, L, max_iters, conv_thresh, eps, restarts, restart_iters,
+    out_words, doc_topic, S, pair_map, pair_j, pair_k, pair_H, pair_S, pair_C,
+):  # fmt: skip
+    """:func:`lda_batch_step` that also sums, for each candidate merge ``p`` of the
+    topics ``pair_j[p]`` and ``pair_k[p]``, what the batch's statistics become if the
+    two were one topic (responsibilities and ``q(pi_d)`` entries added, the HDP's
+    merge move):
+
+    - ``pair_H[p]`` receives the change of the entropy,
+      ``-sum c [(r_j + r_k) log(r_j + r_k) - r_j log r_j - r_k log r_k]`` (<= 0);
+    - ``pair_S[p]`` the merged topic's ``sum_d E[log pi_d] = sum_d psi(theta_dj +
+      theta_dk) - psi(Theta_d)``;
+    - ``pair_C[p]`` the change of ``Cdir``, ``sum_d lnGamma(theta_dj) +
+      lnGamma(theta_dk) - lnGamma(theta_dj + theta_dk)``.
+
+    ``pair_map`` (K, K) holds the pair's index at ``[j, k]`` and ``[k, j]`` and -1
+    elsewhere (read by the L-sparse step; (0, 0) where there are no pairs). A token
+    costs O(L^2) lookups for the sparse step, O(pairs) for the dense one.
+    """
+    n_pairs = pair_j.shape[0]
     n_docs = indptr.shape[0] - 1
     K = C.shape[1]
     dense = L <= 0
@@ -787,6 +828,16 @@ def lda_batch_step(
         psi_a[k] = digamma(a[k])
         S[k] = 0.0
     psi_theta = 0.0  # sum_d psi(Theta_d)
+    pair_L = L if n_pairs > 0 else 0  # the L-sparse step's pair lookups per token entry
+    pair_psi = np.empty(n_pairs)  # psi(a_j + a_k): a document holding neither topic
+    pair_lg = np.empty(n_pairs)
+    for p in range(n_pairs):
+        aj, ak = a[pair_j[p]], a[pair_k[p]]
+        pair_psi[p] = digamma(aj + ak)
+        pair_lg[p] = math.lgamma(aj) + math.lgamma(ak) - math.lgamma(aj + ak)
+        pair_H[p] = 0.0
+        pair_S[p] = 0.0
+        pair_C[p] = 0.0
     no_trace = np.empty(0)
     # what depends on a word alone is computed once per batch, not per document
     V_b = C.shape[0]
@@ -827,6 +878,8 @@ def lda_batch_step(
                     if r > 0.0:
                         entropy -= c[u] * r * math.log(r)
                         out_words[k, w[u]] += c[u] * r
+                for p in range(n_pairs):
+                    pair_H[p] += c[u] * _merged_entropy(R[u, pair_j[p]], R[u, pair_k[p]])
         else:
             resp = np.empty((U, L))
             idx = np.empty((U, L), dtype=np.int32)
@@ -846,6 +899,10 @@ def lda_batch_step(
                     if r > 0.0:
                         entropy -= c[u] * r * math.log(r)
                         out_words[idx[u, j], w[u]] += c[u] * r
+                        for j2 in range(j + 1, pair_L):
+                            p = pair_map[idx[u, j], idx[u, j2]]
+                            if p >= 0 and resp[u, j2] > 0.0:
+                                pair_H[p] += c[u] * _merged_entropy(r, resp[u, j2])
         norm = _log_norm_doc_dense(N, a, prior)
         alloc += prior[2] - norm
         norms += norm
@@ -855,6 +912,12 @@ def lda_batch_step(
                 total += N[k]
                 S[k] += digamma(N[k] + a[k]) - psi_a[k]
         psi_theta += digamma(total)
+        for p in range(n_pairs):
+            j, k = pair_j[p], pair_k[p]
+            if N[j] != 0.0 or N[k] != 0.0:
+                tj, tk = N[j] + a[j], N[k] + a[k]
+                pair_S[p] += digamma(tj + tk) - pair_psi[p]
+                pair_C[p] += math.lgamma(tj) + math.lgamma(tk) - math.lgamma(tj + tk) - pair_lg[p]
         iters += its
         tried += t
         accepted += acc
@@ -863,6 +926,9 @@ def lda_batch_step(
     for k in range(K):
         S[k] += n_docs * psi_a[k] - psi_theta
         W -= a[k] * S[k]
+    for p in range(n_pairs):
+        pair_S[p] += n_docs * pair_psi[p] - psi_theta
+        pair_C[p] += n_docs * pair_lg[p]
     S[K] = 0.0
     if a_rest > 0.0:
         S[K] = n_docs * digamma(a_rest) - psi_theta

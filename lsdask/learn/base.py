@@ -34,7 +34,9 @@ class LearnResult(Generic[G]):
     batch is visited per update); ``lap_trace`` the lap (fractional) of each
     value, ``time_trace`` the seconds since the start and ``size_trace`` the
     data the ELBO was over (``model.data_size``: tokens of LDA, rows of a
-    mixture), which changes when retraining takes in or drops batches.
+    mixture), which changes when retraining takes in or drops batches. For a
+    model with moves (:class:`~lsdask.learn.protocols.HasMoves`), ``model`` is the
+    one the run ended with and ``components_trace`` its size after every lap.
     """
 
     globals: G
@@ -46,6 +48,8 @@ class LearnResult(Generic[G]):
     n_laps: int = 0
     converged: bool = False
     memo: list[SuffStats | None] | None = None
+    model: Any = None
+    components_trace: list[float] = field(default_factory=list)
 
 
 def carried_of(model: Model[G], glob: G) -> dict[str, list[float]] | None:

@@ -60,6 +60,7 @@ from lsdask.learn.protocols import (
     Executor,
     G,
     Handle,
+    HasMoves,
     InMemoryMemo,
     MemoStore,
     Model,
@@ -236,6 +237,7 @@ class MemoizedVI:
         """Register the batches and set ``S`` and the globals: from the memo when
         it holds a finished lap, else the initial globals (of ``init_stats``
         where given) against which the first lap fills the memo."""
+        model = _resized_as_carried(model, state.carried)
         task = LocalStepTask(model, sparsity)
         handles = executor.register(batches)
         costs = batch_costs(batches)
@@ -262,6 +264,7 @@ class MemoizedVI:
         result.time_trace = list(state.time_trace)
         # checkpoints from before the size trace: nan where it was not kept
         result.size_trace = list(padded_trace(state.size_trace, len(state.elbo_trace)))
+        result.model, result.components_trace = model, list(state.components_trace)
         t0 = time.perf_counter() - (state.time_trace[-1] if state.time_trace else 0.0)
         result.n_laps, result.converged = state.lap, state.converged
         return _Run(
@@ -293,6 +296,9 @@ class MemoizedVI:
         bar = progress_bar(B, f"lap {number}", self.progress)
         bar.update(start)
         started = time.perf_counter()
+        model = run.model
+        if start == 0 and not run.filling and isinstance(model, HasMoves) and model.has_moves:
+            run.glob = model.plan_moves(run.total, run.glob, number)
         shared = run.executor.broadcast(run.model.for_local_step(run.glob))
         lap = _Lap(
             number=number, order=order, start=start, waves=list(waves(order[start:], P)),
@@ -335,12 +341,16 @@ class MemoizedVI:
         test convergence, log, checkpoint, and stop where asked."""
         run.total = sum_stats(run.memo.values())  # a fresh copy: rounding never accumulates
         run.glob = next_globals(run.model, run.total, run.glob)
+        self._judge_moves(run)
         run.lap_elbos.append(finite_or_raise(run.model.elbo(run.total, run.glob), "ELBO"))
         if run.filling:
             self._record(run, run.lap_elbos[-1], float(lap.number))
             run.filling = False
         result = run.result
         result.globals, result.stats, result.n_laps = run.glob, run.total.dense_copy(), lap.number
+        result.model = run.model
+        if isinstance(run.model, HasMoves):
+            result.components_trace.append(float(run.model.n_components))
         done, change = check_lap_converged(run.lap_elbos, self.tol, lap.number, min_laps=2)
         result.converged = done
         B = run.n_batches
@@ -351,6 +361,26 @@ class MemoizedVI:
             run.callback(result)
         if self._should_stop(run, more_to_do=not done and lap.number < self.n_laps):
             raise FitInterrupted(path)
+
+    def _judge_moves(self, run: _Run[G]) -> None:
+        """Judge the moves the lap prepared (a model with moves, after its first
+        lap): apply the accepted ones to every batch's memo entry, re-sum ``S`` and
+        go on with the resized model; the globals lose the lap's plan either way."""
+        model = run.model
+        if run.filling or not (isinstance(model, HasMoves) and model.has_moves):
+            return
+        started = time.perf_counter()
+        outcome = model.judge_moves(run.total, run.glob, run.memo.values(), run.task.sparsity)
+        if outcome.n_accepted:
+            for b in range(run.n_batches):
+                entry = run.memo.get(b)
+                if entry is not None:
+                    run.memo.put(b, outcome.edit(entry))
+            run.model = outcome.model
+            run.task = LocalStepTask(run.model, run.task.sparsity)
+            run.total = sum_stats(run.memo.values())
+        run.glob = resumed_globals(run.model, run.total, outcome.carried)
+        logger.info("%s (%.2f s)", outcome.summary(), time.perf_counter() - started)
 
     # ---- the steps' parts
 
@@ -404,4 +434,15 @@ class MemoizedVI:
             size_trace=list(result.size_trace),
             lap_elbos=list(run.lap_elbos), converged=result.converged,
             target_laps=self.n_laps, carried=carried_of(run.model, run.glob),
+            components_trace=list(result.components_trace),
         )  # fmt: skip
+
+
+def _resized_as_carried(model: Model[G], carried: dict[str, list[float]] | None) -> Model[G]:
+    """The model a checkpoint's run was at: a model with moves resized to the
+    number of sticks its checkpoint carried (moves accepted before the stop)."""
+    if carried is None or not isinstance(model, HasMoves) or "rho" not in carried:
+        return model
+    K = len(carried["rho"])
+    resized = getattr(model, "resized", None)
+    return resized(K) if K != model.n_components and resized is not None else model

@@ -121,6 +121,63 @@ class StepsFromPrevious(Protocol):
         ...
 
 
+@runtime_checkable
+class HasMoves(Protocol):
+    """A model whose laps prepare and judge moves that change its number of
+    components (the HDP's delete and merge moves, :mod:`lsdask.models.hdp_moves`).
+
+    At the start of a lap the loop asks for the lap's plan, which rides on the
+    globals to every local step; at its end, with every batch visited, the model
+    judges the plan from the whole-data statistics and the memo's entries, and
+    the loop applies the accepted moves to every entry, so the memo still sums to
+    the whole-data statistics, and continues with the resized model.
+    """
+
+    @property
+    def has_moves(self) -> bool:
+        """Whether the laps prepare moves at all."""
+        ...
+
+    @property
+    def n_components(self) -> int: ...
+
+    def plan_moves(self, stats: SuffStats, glob: Any, lap: int) -> Any:
+        """The globals with lap ``lap``'s plan, chosen from the statistics."""
+        ...
+
+    def judge_moves(
+        self, stats: SuffStats, glob: Any, entries: Iterator[SuffStats], sparsity: int | None
+    ) -> MoveJudgement:
+        """Judge the plan of ``glob`` given the whole-data statistics and every
+        batch's memo entry (batch order)."""
+        ...
+
+
+class MoveJudgement(Protocol):
+    """What :meth:`HasMoves.judge_moves` decided."""
+
+    @property
+    def model(self) -> Any:
+        """The model to go on with (resized where moves were accepted)."""
+        ...
+
+    @property
+    def carried(self) -> dict[str, list[float]]:
+        """What the globals are restored from (:meth:`StepsFromPrevious.restore_globals`)."""
+        ...
+
+    @property
+    def n_accepted(self) -> int: ...
+
+    def edit(self, stats: SuffStats) -> SuffStats:
+        """One batch's memo entry under the accepted moves."""
+        ...
+
+    def summary(self) -> str:
+        """One line for the log."""
+        ...
+
+
 class Batch(Protocol):
     """One fixed batch of the data: small and picklable, it loads its own rows
     inside the task (:mod:`lsdask.io.sources`, :mod:`lsdask.io.corpus`)."""

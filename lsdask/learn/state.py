@@ -49,6 +49,7 @@ class LearnState:
     converged: bool = False
     target_laps: int | None = None
     carried: dict[str, list[float]] | None = None
+    components_trace: list[float] = field(default_factory=list)
 
     def finished(self, n_laps: int) -> bool:
         """Whether the run had ended (converged, or made the laps it was to make;

@@ -51,22 +51,33 @@ are not built yet: K stays what it is.
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+import scipy.sparse as sp
 
 from lsdask.models.dirichlet_logs import DirichletPosterior
+from lsdask.models.hdp_moves import (
+    PAIR_FIELDS,
+    MoveOutcome,
+    MovePlan,
+    MoveSettings,
+    choose_plan,
+    judge_moves,
+    target_notes,
+)
 from lsdask.models.hdp_sticks import (
     expected_beta,
     init_sticks,
     optimize_sticks,
     surrogate_objective,
 )
-from lsdask.models.lda import LDAGlobals, LDAModel
-from lsdask.models.stats import SuffStats
+from lsdask.models.lda import LDAGlobals, LDAModel, as_csr_batch
+from lsdask.models.stats import SparseBlock, Stat, SuffStats
 
 #: how the sticks start without previous ones (see :func:`init_sticks`)
 STICK_START: Literal["prior", "uniform"] = "uniform"
@@ -87,6 +98,7 @@ class HDPGlobals(LDAGlobals):
     rho: np.ndarray
     omega: np.ndarray
     alpha_rest: float
+    plan: MovePlan | None = None  # the moves the lap under way prepares
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -124,7 +136,13 @@ class HDPGlobals(LDAGlobals):
 
     def for_workers(self) -> HDPGlobals:
         """What a local step reads: E[log phi]'s stored entries and the prior."""
-        return HDPGlobals(self.logs, None, self.alpha, self.rho, self.omega, self.alpha_rest)
+        return HDPGlobals(
+            self.logs, None, self.alpha, self.rho, self.omega, self.alpha_rest, self.plan
+        )
+
+    def with_plan(self, plan: MovePlan | None) -> HDPGlobals:
+        """These globals with the move plan ``plan``."""
+        return dataclasses.replace(self, plan=plan)
 
 
 @dataclass(frozen=True)
@@ -152,9 +170,15 @@ class HDPModel(LDAModel):
         Fit a symmetric eta, jointly with the topics, in every global step (as LDA).
     gamma : float
         The top-level stick concentration (> 0): ``u_k ~ Beta(1, gamma)``.
+    moves : MoveSettings
+        The delete and merge moves each lap prepares (:mod:`lsdask.models.hdp_moves`);
+        none by default. With moves, the statistics also carry ``Dused`` (documents
+        using each topic), with merges ``cooc`` (K, K: documents using both) and the
+        pair terms, and a lap's plan rides on the globals (:attr:`HDPGlobals.plan`).
     """
 
     gamma: float = 1.0
+    moves: MoveSettings = dataclasses.field(default_factory=MoveSettings)
 
     def __post_init__(self) -> None:
         alpha = self.alpha
@@ -202,7 +226,97 @@ class HDPModel(LDAModel):
 
     def empty_stats(self) -> SuffStats:
         stats = super().empty_stats()
-        return SuffStats(**{**dict(stats.items()), "S": np.zeros(self.n_components + 1)})
+        return SuffStats(
+            **{**dict(stats.items()), **self._move_fields(np.zeros((0, self.n_components)))}
+        )
+
+    @property
+    def has_moves(self) -> bool:
+        """Whether laps prepare and judge delete or merge moves."""
+        return self.moves.delete or self.moves.merge
+
+    def _move_fields(self, doc_topic: np.ndarray) -> dict[str, Stat]:
+        """``S``'s zero start and the fields the moves add (see the class docstring),
+        of the documents' topic counts ``doc_topic`` (their pair terms at zero)."""
+        K = self.n_components
+        fields: dict[str, Stat] = {"S": np.zeros(K + 1)}
+        if self.has_moves:
+            fields["Dused"] = (doc_topic > 0).sum(axis=0).astype(np.float64)
+        if self.moves.merge:
+            used = sp.csr_matrix(doc_topic > 0, dtype=np.float64)
+            both = sp.coo_matrix(used.T @ used)
+            fields["cooc"] = SparseBlock(both.row, both.col, both.data, (K, K))
+            for name in PAIR_FIELDS:
+                fields[name] = np.zeros(self.moves.max_pairs)
+        return fields
+
+    # -- the local step with the lap's moves ------------------------------------------
+
+    def doc_topic_step(
+        self, X: Any, glob: DirichletPosterior, sparsity: int | None
+    ) -> tuple[dict[str, Stat], np.ndarray, tuple[int, int, int]]:
+        """LDA's local step (:meth:`LDAModel.doc_topic_step`) and what the moves
+        need: ``Dused`` and ``cooc`` always (with moves), the merge pairs' terms
+        where the globals' plan has pairs."""
+        plan = glob.plan if isinstance(glob, HDPGlobals) else None
+        pairs = [] if plan is None else [(p, j, k) for p, (j, k) in enumerate(plan.pairs) if j >= 0]
+        slots = np.array([p for p, _, _ in pairs], dtype=np.int64)
+        pj = np.array([j for _, j, _ in pairs], dtype=np.int64)
+        pk = np.array([k for _, _, k in pairs], dtype=np.int64)
+        pieces, doc_topic, info, terms = self._batch_step(X, glob, sparsity, (pj, pk))
+        pieces.update(self._move_fields(doc_topic) | {"S": pieces["S"]})
+        if self.moves.merge:
+            a = self.doc_prior(glob)
+            S = pieces["S"]
+            assert isinstance(S, np.ndarray)
+            H, S_pair, C_pair = terms
+            for name, values in (("pair_H", H), ("pair_S", S_pair), ("pair_C", C_pair)):
+                full = np.zeros(self.moves.max_pairs)
+                full[slots] = values
+                pieces[name] = full
+            W = np.zeros(self.moves.max_pairs)
+            W[slots] = a[pj] * S[pj] + a[pk] * S[pk] - (a[pj] + a[pk]) * S_pair
+            pieces["pair_W"] = W
+        return pieces, doc_topic, info
+
+    def local_step(self, X: Any, glob: DirichletPosterior, sparsity: int | None) -> SuffStats:
+        """The batch's statistics; where the globals' plan has delete candidates, with
+        the notes of their target documents (:func:`~lsdask.models.hdp_moves.target_notes`)."""
+        X = as_csr_batch(X)
+        pieces, doc_topic, _ = self.doc_topic_step(X, glob, sparsity)
+        stats = SuffStats(**pieces)
+        plan = glob.plan if isinstance(glob, HDPGlobals) else None
+        if plan is None or not plan.deletes:
+            return stats
+        uses = doc_topic[:, list(plan.deletes)].max(axis=1) > 0
+        rows = X[np.flatnonzero(uses)]
+        target = (
+            SuffStats(**self.doc_topic_step(rows, glob, sparsity)[0])
+            if rows.shape[0]
+            else self.empty_stats()
+        )
+        assert isinstance(glob, HDPGlobals)
+        prior = np.append(glob.alpha, glob.alpha_rest)
+        return stats.with_notes(target_notes(rows, target, prior, plan))
+
+    def plan_moves(self, stats: SuffStats, glob: HDPGlobals, lap: int) -> HDPGlobals:
+        """The globals with the moves lap ``lap`` prepares
+        (:func:`~lsdask.models.hdp_moves.choose_plan` from the statistics of the laps
+        before); no plan without moves."""
+        if not self.has_moves:
+            return glob
+        return glob.with_plan(choose_plan(stats, glob.topics, self.moves, lap))
+
+    def judge_moves(
+        self, stats: SuffStats, glob: HDPGlobals, entries: Iterable[SuffStats], sparsity: int | None
+    ) -> MoveOutcome:
+        """Judge the moves of the lap that just ended
+        (:func:`~lsdask.models.hdp_moves.judge_moves`)."""
+        return judge_moves(self, stats, glob, entries, sparsity)
+
+    def resized(self, n_components: int) -> HDPModel:
+        """This model with ``n_components`` topics (after accepted moves)."""
+        return dataclasses.replace(self, n_components=int(n_components))
 
     # -- the global step --------------------------------------------------------
 
@@ -249,22 +363,28 @@ class HDPModel(LDAModel):
     def global_step_from(self, stats: SuffStats, carried: Mapping[str, Any] | None) -> HDPGlobals:
         """The globals given whole-data statistics: the topics as LDA's, then the sticks
         by :meth:`fitted_sticks` from ``carried`` (the previous sticks, see
-        :meth:`carry`; None: from :meth:`start_sticks`)."""
-        return self.globals_with_sticks(stats, *self.fitted_sticks(stats, carried))
+        :meth:`carry`; None: from :meth:`start_sticks`); the lap's move plan as
+        ``carried`` has it."""
+        glob = self.globals_with_sticks(stats, *self.fitted_sticks(stats, carried))
+        return glob.with_plan(_plan_of(carried))
 
     def restore_globals(self, stats: SuffStats, carried: Mapping[str, Any]) -> HDPGlobals:
         """The globals a global step on ``stats`` left with the sticks ``carried``
-        (:meth:`carry`'s): the topics recomputed, the sticks as they were."""
-        return self.globals_with_sticks(stats, *self._sticks_of(carried))
+        (:meth:`carry`'s): the topics recomputed, the sticks and plan as they were."""
+        glob = self.globals_with_sticks(stats, *self._sticks_of(carried))
+        return glob.with_plan(_plan_of(carried))
 
     def global_step(self, stats: SuffStats) -> HDPGlobals:
         """:meth:`global_step_from` without previous sticks."""
         return self.global_step_from(stats, None)
 
     def carry(self, glob: HDPGlobals) -> dict[str, list[float]]:
-        """The sticks of ``glob``, from which the next global step starts, as lists of
-        floats (JSON keeps them exactly)."""
-        return {"rho": [float(x) for x in glob.rho], "omega": [float(x) for x in glob.omega]}
+        """The sticks of ``glob``, from which the next global step starts, and the
+        lap's move plan, as lists of floats (JSON keeps them exactly)."""
+        out = {"rho": [float(x) for x in glob.rho], "omega": [float(x) for x in glob.omega]}
+        if glob.plan is not None:
+            out["plan"] = glob.plan.to_list()
+        return out
 
     # -- the objective ------------------------------------------------------------
 
@@ -289,3 +409,10 @@ class HDPModel(LDAModel):
             + float(stats.array("H")[0])
             + self.surrogate_allocation(stats, glob)
         )
+
+
+def _plan_of(carried: Mapping[str, Any] | None) -> MovePlan | None:
+    """The move plan that :meth:`HDPModel.carry` wrote, or None."""
+    if carried is None or "plan" not in carried:
+        return None
+    return MovePlan.from_list(carried["plan"])

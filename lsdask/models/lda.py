@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from lsdask.kernels.lda import lda_batch_step
+from lsdask.kernels.lda import lda_batch_step_pairs
 from lsdask.kernels.sparse_columns import entries_unequal_to
 from lsdask.models.dirichlet_logs import DirichletPosterior
 from lsdask.models.dirichlet_prior import (
@@ -211,6 +211,19 @@ class LDAModel:
     ) -> tuple[dict[str, Stat], np.ndarray, tuple[int, int, int]]:
         """Run the local step on a batch: ``(stats pieces, doc-topic counts N_d,
         (iterations, restarts tried, restarts accepted))``."""
+        pieces, doc_topic, info, _ = self._batch_step(X, glob, sparsity, None)
+        return pieces, doc_topic, info
+
+    def _batch_step(
+        self,
+        X: Rows,
+        glob: DirichletPosterior,
+        sparsity: int | None,
+        pairs: tuple[np.ndarray, np.ndarray] | None,
+    ) -> tuple[dict[str, Stat], np.ndarray, tuple[int, int, int], tuple[np.ndarray, ...]]:
+        """:meth:`doc_topic_step` that also returns the merge terms ``(H, S, C)`` of
+        the topic pairs ``pairs = (j, k)`` (see
+        :func:`~lsdask.kernels.lda.lda_batch_step_pairs`; empty without pairs)."""
         X = as_csr_batch(X)
         K = self.n_components
         cols, local = np.unique(X.indices, return_inverse=True)
@@ -221,11 +234,15 @@ class LDAModel:
         o = self.options
         L = 0 if sparsity is None else int(sparsity)
         a_rest = self.leftover_prior(glob)
-        entropy, alloc, W, Cdir, iters, tried, accepted = lda_batch_step(
+        pj, pk = pairs if pairs is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        pair_map = np.full((K, K) if pj.size else (0, 0), -1, dtype=np.int32)
+        pair_map[pj, pk] = pair_map[pk, pj] = np.arange(pj.size, dtype=np.int32)
+        terms = (np.zeros(pj.size), np.zeros(pj.size), np.zeros(pj.size))
+        entropy, alloc, W, Cdir, iters, tried, accepted = lda_batch_step_pairs(
             X.indptr.astype(np.int64), local.astype(np.int32), X.data.astype(np.float64),
             C, np.ascontiguousarray(self.doc_prior(glob)), a_rest or 0.0, L, o.max_iters,
             o.conv_thresh, o.eps, o.max_restarts if o.restarts else 0, o.restart_iters,
-            out_words, doc_topic, S,
+            out_words, doc_topic, S, pair_map, pj, pk, *terms,
         )  # fmt: skip
         pieces: dict[str, Stat] = {
             "words": SparseBlock.from_columns(cols, out_words, self.vocab_size),
@@ -237,7 +254,7 @@ class LDAModel:
         if self.keeps_prior_stats:  # S[K]: the leftover topic's, where there is one
             S = S if a_rest is not None else S[:K]
             pieces.update(S=S, W=np.array([W]), Cdir=np.array([Cdir]))
-        return pieces, doc_topic, (iters, tried, accepted)
+        return pieces, doc_topic, (iters, tried, accepted), terms
 
     def local_step(self, X: Rows, glob: DirichletPosterior, sparsity: int | None) -> SuffStats:
         pieces, _, _ = self.doc_topic_step(X, glob, sparsity)

@@ -127,13 +127,36 @@ class SuffStats:
         a :class:`SparseBlock` is kept as it is.
     """
 
-    __slots__ = ("_arrays",)
+    __slots__ = ("_arrays", "_notes")
 
     def __init__(self, **arrays: npt.ArrayLike | SparseBlock) -> None:
         self._arrays: dict[str, Stat] = {
             name: a if isinstance(a, SparseBlock) else np.asarray(a, dtype=np.float64)
             for name, a in arrays.items()
         }
+        self._notes: dict[str, Stat] = {}
+
+    def __getstate__(self) -> tuple[dict[str, Stat], dict[str, Stat]]:
+        return self._arrays, self._notes
+
+    def __setstate__(self, state: tuple[dict[str, Stat], dict[str, Stat]]) -> None:
+        self._arrays, self._notes = state
+
+    @property
+    def notes(self) -> dict[str, Stat]:
+        """What one batch's statistics record beside the additive fields (the HDP's
+        delete-move targets): kept with a memo entry, never added, subtracted or
+        scaled; the result of arithmetic has none."""
+        return self._notes
+
+    def with_notes(self, notes: dict[str, npt.ArrayLike | SparseBlock]) -> SuffStats:
+        """These statistics (the same arrays, not copied) with ``notes``."""
+        out = SuffStats(**self._arrays)
+        out._notes = {
+            name: a if isinstance(a, SparseBlock) else np.asarray(a, dtype=np.float64)
+            for name, a in notes.items()
+        }
+        return out
 
     def __getitem__(self, name: str) -> Stat:
         """Statistic ``name`` as kept (an array, or a :class:`SparseBlock`)."""

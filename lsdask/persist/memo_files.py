@@ -29,10 +29,16 @@ _STALE_TEMPORARIES = ".b*.npz.*.tmp"
 _BLOCK_PARTS = ("rows", "cols", "values", "shape", "width")
 
 
+#: the prefix of a note's arrays (:attr:`SuffStats.notes`) in a memo file
+_NOTE = "note."
+
+
 def save_stats(path: Path, stats: SuffStats) -> None:
-    """Write statistics to ``path`` (.npz) atomically: temporary name, then rename."""
+    """Write statistics (and their notes) to ``path`` (.npz) atomically: temporary
+    name, then rename."""
     arrays: dict[str, np.ndarray] = {}
-    for name, value in stats.items():
+    fields = [*stats.items(), *((_NOTE + k, v) for k, v in stats.notes.items())]
+    for name, value in fields:
         if isinstance(value, SparseBlock):
             arrays[f"{name}__rows"] = value.rows
             arrays[f"{name}__cols"] = value.cols
@@ -71,7 +77,9 @@ def _read_stats(path: Path) -> SuffStats:
                 values = data[f"{base}__values"]
                 width = int(data[f"{base}__width"][0])
                 fields[base] = SparseBlock.from_columns(data[name], values, width)
-    return SuffStats(**fields)
+    notes = {k[len(_NOTE) :]: fields.pop(k) for k in list(fields) if k.startswith(_NOTE)}
+    stats = SuffStats(**fields)
+    return stats.with_notes(notes) if notes else stats
 
 
 class DiskMemo:

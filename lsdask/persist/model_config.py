@@ -17,6 +17,7 @@ import numpy as np
 from lsdask.models.diag_gaussian import DiagGaussian, NormalGammaPosterior
 from lsdask.models.full_gaussian import FullGaussian, NormalWishartPosterior
 from lsdask.models.hdp import HDPModel
+from lsdask.models.hdp_moves import MoveSettings
 from lsdask.models.lda import LDAModel, LocalStepOptions
 from lsdask.models.mixture import MixtureGlobals, MixtureModel
 from lsdask.models.multinomial import Multinomial
@@ -67,8 +68,11 @@ def model_to_config(model: Any) -> dict[str, Any]:
         }
     if isinstance(model, LDAModel):  # an HDPModel is one, of its own kind
         kind = "hdp" if isinstance(model, HDPModel) else "lda"
-        out = {"kind": kind, **{k: v for k, v in _fields(model).items() if k != "options"}}
+        nested = ("options", "moves")
+        out = {"kind": kind, **{k: v for k, v in _fields(model).items() if k not in nested}}
         out["options"] = _fields(model.options)
+        if isinstance(model, HDPModel):
+            out["moves"] = _fields(model.moves)
         return out
     raise TypeError(f"no configuration for model type {type(model).__name__}")
 
@@ -85,9 +89,13 @@ def model_from_config(config: dict[str, Any]) -> Any:
             config.get("preselect"),  # absent from configurations written before it existed
         )  # fmt: skip
     if kind in ("lda", "hdp"):
-        params = {k: v for k, v in config.items() if k not in ("kind", "options")}
-        cls = HDPModel if kind == "hdp" else LDAModel
-        return cls(**params, options=LocalStepOptions(**config["options"]))
+        params = {k: v for k, v in config.items() if k not in ("kind", "options", "moves")}
+        options = LocalStepOptions(**config["options"])
+        if kind == "lda":
+            return LDAModel(**params, options=options)
+        # an HDP checkpoint written before the moves existed has none
+        moves = MoveSettings(**config.get("moves", {}))
+        return HDPModel(**params, options=options, moves=moves)
     raise ValueError(f"unknown model kind {kind!r} in configuration")
 
 
