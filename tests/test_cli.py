@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from lsdask import GaussianMixture
 from lsdask.cli import main
 from lsdask.io.corpus import Corpus, read_all
 from lsdask.io.patches import write_patch_store
-from lsdask.jobs.bars_lda import bars_lda, format_bars_report, run_bars_demo
+from lsdask.jobs.bars_lda import bars_hdp, bars_lda, format_bars_report, run_bars_demo
 from lsdask.jobs.patch_gmm import PATCH_ALPHA, fit_and_report, format_report
 from lsdask.jobs.split import split_corpus
 from lsdask.jobs.topics import topic_report
@@ -924,6 +925,20 @@ def test_run_bars_demo_learns_bars(tmp_path: Path) -> None:
     assert "mean L1 distance" in report and "nats/token" in report
 
 
+def test_run_bars_demo_with_an_hdp_finds_the_ten_bars_from_thirty(tmp_path: Path) -> None:
+    model = bars_hdp(30, n_laps=8).set_params(client="sync")
+    result = run_bars_demo(model, tmp_path, n_docs=600)
+    assert result.kind == "HDP" and result.start_K == 30 and result.K == 10
+    assert result.k_trace[0] == 30 and result.k_trace[-1] == 10
+    assert result.mean_l1 < 0.15 and sorted(result.match.tolist()) == list(range(10))
+    assert result.k_plot == str(tmp_path / "hdp_k_elbo.png")
+    assert_png(result.k_plot)
+    assert_png(tmp_path / "hdp_topics.png")
+    report = format_bars_report(result)
+    assert "model: HDP, L=4, alpha=1; topics by lap: 30 -> " in report
+    assert "(started at 30; the corpus has 10 true topics)" in report
+
+
 def test_corpus_lda_pipeline(tmp_path: Path, capsys) -> None:
     module = _load_pipeline("corpus_lda")
     X, _ = make_bars_corpus(n_docs=120, doc_topic_prior=0.1, random_state=4)
@@ -971,11 +986,13 @@ def test_demo_on_local_cluster(tmp_path: Path, capsys) -> None:
     assert "heldout log-likelihood per patch, L=4 vs dense" in out
     assert "9,387 train patches" in out and "9,387 heldout patches" in out
     assert "heaviest 5 clusters" in out
-    assert "[2/2] LDA on the synthetic bars corpus" in out
+    assert "[2/3] LDA on the synthetic bars corpus" in out
     assert "1,800 train documents" in out and "model: LDA, K=10, L=4" in out
     assert "heldout document completion:" in out and "nats/token" in out
     assert "learned vs true bars: mean L1 distance" in out
-    for name in ("elbo.png", "clusters.png", "topics.png"):
+    assert "[3/3] HDP on the same bars" in out
+    assert re.search(r"topics by lap: 40 -> (\d+ -> )*10 \(started at 40", out), out
+    for name in ("elbo.png", "clusters.png", "topics.png", "hdp_topics.png", "hdp_k_elbo.png"):
         assert str(tmp_path / name) in out
         assert_png(tmp_path / name)
 
