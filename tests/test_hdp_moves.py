@@ -23,13 +23,13 @@ from lsdask.io.sources import as_batch_source
 from lsdask.learn import MemoizedVI
 from lsdask.learn.memo_store import MemoryMemo
 from lsdask.models.hdp import HDPModel
-from lsdask.models.hdp_moves import (
+from lsdask.models.hdp_move_stats import (
     MovePlan,
-    MoveSettings,
     delete_untouched,
     merge_stats,
     sticks_of_weights,
 )
+from lsdask.models.hdp_moves import MoveSettings
 from lsdask.models.hdp_sticks import expected_beta
 from lsdask.models.stats import SuffStats, sum_stats
 from lsdask.synthetic import make_bars_corpus
@@ -148,7 +148,7 @@ def test_a_judged_lap_raises_the_objective_that_the_edited_memo_gives(warm):
     before, after = outcome.objective
     assert before == pytest.approx(model.elbo(total, stepped), rel=1e-14)
     assert after > before
-    edited = [outcome.edit(e) for e in entries]
+    edited = [outcome.edit(b, e) for b, e in enumerate(entries)]
     new_total = sum_stats(edited)
     K2 = outcome.model.n_components
     assert K2 == model.n_components - len(outcome.accepted)

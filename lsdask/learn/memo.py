@@ -375,7 +375,7 @@ class MemoizedVI:
             for b in range(run.n_batches):
                 entry = run.memo.get(b)
                 if entry is not None:
-                    run.memo.put(b, outcome.edit(entry))
+                    run.memo.put(b, outcome.edit(b, entry))
             run.model = outcome.model
             run.task = LocalStepTask(run.model, run.task.sparsity)
             run.total = sum_stats(run.memo.values())

@@ -169,8 +169,8 @@ class MoveJudgement(Protocol):
     @property
     def n_accepted(self) -> int: ...
 
-    def edit(self, stats: SuffStats) -> SuffStats:
-        """One batch's memo entry under the accepted moves."""
+    def edit(self, b: int, stats: SuffStats) -> SuffStats:
+        """Batch ``b``'s memo entry under the accepted moves."""
         ...
 
     def summary(self) -> str:

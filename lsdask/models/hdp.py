@@ -61,6 +61,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lsdask.models.dirichlet_logs import DirichletPosterior
+from lsdask.models.hdp_deletes import target_notes
 from lsdask.models.hdp_moves import (
     PAIR_FIELDS,
     MoveOutcome,
@@ -68,7 +69,6 @@ from lsdask.models.hdp_moves import (
     MoveSettings,
     choose_plan,
     judge_moves,
-    target_notes,
 )
 from lsdask.models.hdp_sticks import (
     expected_beta,
@@ -281,23 +281,20 @@ class HDPModel(LDAModel):
 
     def local_step(self, X: Any, glob: DirichletPosterior, sparsity: int | None) -> SuffStats:
         """The batch's statistics; where the globals' plan has delete candidates, with
-        the notes of their target documents (:func:`~lsdask.models.hdp_moves.target_notes`)."""
+        the notes of their target documents (:func:`~lsdask.models.hdp_deletes.target_notes`)."""
         X = as_csr_batch(X)
         pieces, doc_topic, _ = self.doc_topic_step(X, glob, sparsity)
         stats = SuffStats(**pieces)
         plan = glob.plan if isinstance(glob, HDPGlobals) else None
         if plan is None or not plan.deletes:
             return stats
-        uses = doc_topic[:, list(plan.deletes)].max(axis=1) > 0
-        rows = X[np.flatnonzero(uses)]
-        target = (
-            SuffStats(**self.doc_topic_step(rows, glob, sparsity)[0])
-            if rows.shape[0]
-            else self.empty_stats()
-        )
         assert isinstance(glob, HDPGlobals)
+
+        def step(rows: sp.csr_matrix) -> dict[str, Stat]:
+            return self.doc_topic_step(rows, glob, sparsity)[0]
+
         prior = np.append(glob.alpha, glob.alpha_rest)
-        return stats.with_notes(target_notes(rows, target, prior, plan))
+        return stats.with_notes(target_notes(X, doc_topic, step, prior, plan))
 
     def plan_moves(self, stats: SuffStats, glob: HDPGlobals, lap: int) -> HDPGlobals:
         """The globals with the moves lap ``lap`` prepares
