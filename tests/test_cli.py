@@ -1070,7 +1070,7 @@ def test_fit_hdp_then_topics(bars_corpora: dict[str, Path], tmp_path: Path, caps
     out = tmp_path / "hdp"
     code = main(
         ["fit", str(bars_corpora["train"]), "--model", "hdp", "--topics", "8", "--sparsity",
-         "3", "--laps", "2", "--gamma", "4", "--out", str(out), "--sync"]
+         "3", "--laps", "2", "--gamma", "4", "--moves", "none", "--out", str(out), "--sync"]
     )  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -1084,6 +1084,7 @@ def test_fit_hdp_then_topics(bars_corpora: dict[str, Path], tmp_path: Path, caps
         assert_png(out / picture)
     model = load_model(out)
     assert isinstance(model, HDP) and model.gamma == 4.0 and model.max_components == 8
+    assert model.moves == ()
     assert main(["topics", str(out), "--top", "3"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].split()[:3] == ["topic", "E[beta]", "share"]
@@ -1094,6 +1095,27 @@ def test_fit_hdp_then_topics(bars_corpora: dict[str, Path], tmp_path: Path, caps
     assert lines[-1].startswith("HDP: 8 topics by weight E[beta_k]")
 
 
+def test_fit_hdp_with_moves_ends_with_fewer_topics(
+    bars_corpora: dict[str, Path], tmp_path: Path, capsys
+) -> None:
+    from lsdask.persist import load_model
+
+    out = tmp_path / "hdp"
+    code = main(
+        ["fit", str(bars_corpora["train"]), "--model", "hdp", "--topics", "30", "--sparsity",
+         "3", "--laps", "6", "--alpha", "1", "--out", str(out), "--sync"]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    model = load_model(out)
+    assert model.moves == ("delete", "merge") and model.max_components == 30
+    K = model.n_components_
+    assert K < 30 and model.n_components_trace_[-1] == K
+    assert f"model: HDP, K={K} topics at the end (at most 30)" in captured.out
+    assert main(["topics", str(out), "--top", "3"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith(f"HDP: {K} topics")
+
+
 def test_fit_hdp_refuses_the_options_it_does_not_take(
     bars_corpora: dict[str, Path], tmp_path: Path, capsys
 ) -> None:
@@ -1102,6 +1124,7 @@ def test_fit_hdp_refuses_the_options_it_does_not_take(
         (["--model", "hdp", "--algorithm", "svi"], "--model hdp does not take --algorithm svi"),
         (["--model", "hdp", "--alpha", "auto"], "--model hdp does not take --alpha auto"),
         (["--gamma", "2"], "--gamma: an option of --model hdp, not taken by --model lda"),
+        (["--moves", "delete"], "--moves: an option of --model hdp, not taken by --model lda"),
     ]
     for extra, message in cases:
         argv = ["fit", train, "--topics", "4", "--out", str(tmp_path / "m"), "--sync", *extra]
@@ -1110,6 +1133,13 @@ def test_fit_hdp_refuses_the_options_it_does_not_take(
         assert err.startswith("lsdask: error: ") and message in err, err
         assert "Traceback" not in err
     assert not (tmp_path / "m").exists()
+    with pytest.raises(SystemExit) as info:
+        main(["fit", train, "--model", "hdp", "--topics", "4", "--moves", "split", "--out",
+              str(tmp_path / "m"), "--sync"])  # fmt: skip
+    assert info.value.code == 2
+    assert (
+        "expected delete, merge (comma-separated) or none; got 'split'" in capsys.readouterr().err
+    )
 
 
 def test_transform_dashboard_address(

@@ -48,7 +48,7 @@ OPTIONS_AFTER_HELDOUT = (
 #: every model option of `lsdask fit`
 FIT_OPTIONS = ("n_components", *OPTIONS_BEFORE_HELDOUT, *OPTIONS_AFTER_HELDOUT)
 #: the HDP's parameters whose option ``fit --model lda`` does not take
-HDP_ONLY = ("gamma",)
+HDP_ONLY = ("gamma", "moves")
 
 
 def add_fit(sub: Any) -> None:

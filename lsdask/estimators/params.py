@@ -411,7 +411,10 @@ def parse_moves(text: str) -> tuple[str, ...]:
     if text in ("", "none"):
         return ()
     names = tuple(part.strip() for part in text.split(","))
-    move_names("--moves", names, None)
+    if len(set(names)) != len(names) or not set(names) <= set(MOVE_NAMES):
+        raise argparse.ArgumentTypeError(
+            f"expected {', '.join(MOVE_NAMES)} (comma-separated) or none; got {text!r}"
+        )
     return names
 
 

@@ -259,8 +259,6 @@ def valid_slots(values: np.ndarray, plan: MovePlan) -> np.ndarray:
     return out
 
 
-
-
 def mapped(stats: SuffStats, source: Sequence[int], target: Sequence[int]) -> dict[str, Stat]:
     """The topic-indexed fields of ``stats``, whose topics are ``source``, mapped to
     the topics ``target`` (a subset of ``source``; the same numbering)."""

@@ -21,26 +21,28 @@ judging it needs:
   judged in O(pairs), with no pass over the data;
 - for the delete candidates: the *target documents* (those with ``N_dj > 0``
   for a candidate j; under L-sparse responsibilities every other document holds
-  exactly 0 of it), their rows and their part of the batch's statistics, kept
-  as the memo entry's notes (:attr:`~lsdask.models.stats.SuffStats.notes`),
-  with the prior of the visit.
+  exactly 0 of it), grouped by the first candidate they use, with their rows and
+  their part of the batch's statistics, kept as the memo entry's notes
+  (:attr:`~lsdask.models.stats.SuffStats.notes`; :mod:`lsdask.models.hdp_deletes`).
 
 **Delete** (judged first, in the plan's order, each on the statistics that
-include the earlier acceptances). The target documents are rerun without the
-candidate (and without the topics already deleted), the leftover's prior taking
-their prior mass. Every other document keeps its responsibilities, and its
-``q(pi_d)`` merges the deleted topic's entry into the leftover's (the Dirichlet's
-aggregation property), whose terms follow in closed form from the visit's prior:
-``S_rest += n [psi(a_rest + a_j) - psi(a_rest)]``, ``Cdir += n [lnG(a_j) +
-lnG(a_rest) - lnG(a_j + a_rest)]`` and ``W`` accordingly.
+include the earlier acceptances; :func:`~lsdask.models.hdp_deletes.judge_deletes`):
+the groups that use the candidate are rerun without it, every other document's
+``q(pi_d)`` merges the deleted topic's entry into the leftover's in closed form.
 
 **Merge** (then, in the plan's order; a topic takes part in at most one
 accepted merge per lap): topic k's statistics are added to topic j's and the
-pair's recorded terms replace the two topics' allocation terms.
+pair's recorded terms replace the two topics' allocation terms. A pair is
+judged in full (sticks re-optimized) only where its gain at the current sticks
+is already positive (:func:`_screened_merges`).
 
-Both maps of topics are linear in the topic-indexed statistics (a 0/1 matrix
-``T`` with ``new = T @ old``), so :func:`map_topics` serves the memo edits and
-the proposals alike.
+The memo edits are eager: at the end of a lap with an accepted move every
+batch's memo entry is rewritten (:meth:`MoveOutcome.edit`).
+
+**Topic order.** The surrogate bound depends on the order of the sticks, but
+lsdask does not reorder them: the fitted attributes show topics by decreasing
+``E[beta_k]`` for display only, and the model keeps its own order. The global
+step's sticks are fitted to that order.
 """
 
 from __future__ import annotations
