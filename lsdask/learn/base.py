@@ -37,6 +37,8 @@ class LearnResult(Generic[G]):
     mixture), which changes when retraining takes in or drops batches. For a
     model with moves (:class:`~lsdask.learn.protocols.HasMoves`), ``model`` is the
     one the run ended with and ``components_trace`` its size after every lap.
+    ``memo_store`` is the run's memo as the loop reads it (with the moves it
+    still owes applied on reading, :mod:`lsdask.learn.pending_maps`).
     """
 
     globals: G
@@ -50,6 +52,7 @@ class LearnResult(Generic[G]):
     memo: list[SuffStats | None] | None = None
     model: Any = None
     components_trace: list[float] = field(default_factory=list)
+    memo_store: Any = None
 
 
 def carried_of(model: Model[G], glob: G) -> dict[str, list[float]] | None:

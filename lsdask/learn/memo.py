@@ -55,6 +55,7 @@ from lsdask.learn.base import (
     waves,
 )
 from lsdask.learn.memo_store import MemoryMemo
+from lsdask.learn.pending_maps import PendingMaps
 from lsdask.learn.protocols import (
     Batch,
     Executor,
@@ -212,8 +213,8 @@ class MemoizedVI:
                 break
             self._lap(run, number)
         run.result.globals, run.result.stats = run.glob, run.total
-        if isinstance(run.memo, InMemoryMemo):
-            run.result.memo = run.memo.as_list()
+        if isinstance(getattr(run.memo, "inner", run.memo), InMemoryMemo):
+            run.result.memo = run.memo.as_list()  # type: ignore[attr-defined]
         return run.result
 
     # ---- the run
@@ -238,6 +239,11 @@ class MemoizedVI:
         it holds a finished lap, else the initial globals (of ``init_stats``
         where given) against which the first lap fills the memo."""
         model = _resized_as_carried(model, state.carried)
+        if state.pending and isinstance(model, HasMoves):  # moves owed to unvisited entries
+            memo = PendingMaps(
+                memo if memo is not None else MemoryMemo(len(batches)), model.apply_move_map,
+                [(p["map"], set(p["batches"])) for p in state.pending],
+            )  # fmt: skip
         task = LocalStepTask(model, sparsity)
         handles = executor.register(batches)
         costs = batch_costs(batches)
@@ -348,7 +354,7 @@ class MemoizedVI:
             run.filling = False
         result = run.result
         result.globals, result.stats, result.n_laps = run.glob, run.total.dense_copy(), lap.number
-        result.model = run.model
+        result.model, result.memo_store = run.model, run.memo
         if isinstance(run.model, HasMoves):
             result.components_trace.append(float(run.model.n_components))
         done, change = check_lap_converged(run.lap_elbos, self.tol, lap.number, min_laps=2)
@@ -372,12 +378,17 @@ class MemoizedVI:
         started = time.perf_counter()
         outcome = model.judge_moves(run.total, run.glob, run.memo.values(), run.task.sparsity)
         if outcome.n_accepted:
-            for b in range(run.n_batches):
-                entry = run.memo.get(b)
+            memo = _pending(run.memo, model)
+            for b in sorted(outcome.eager_batches):
+                entry = memo.get(b)
                 if entry is not None:
-                    run.memo.put(b, outcome.edit(b, entry))
+                    memo.put(b, outcome.edit(b, entry))
+            lazy = {b for b in range(run.n_batches) if memo.has(b)} - outcome.eager_batches
+            memo.add(outcome.move_map(), lazy)
+            run.memo = memo
             run.model = outcome.model
             run.task = LocalStepTask(run.model, run.task.sparsity)
+            # re-summed from the entries as read (a resumed run sums the same)
             run.total = sum_stats(run.memo.values())
         run.glob = resumed_globals(run.model, run.total, outcome.carried)
         logger.info("%s (%.2f s)", outcome.summary(), time.perf_counter() - started)
@@ -435,6 +446,7 @@ class MemoizedVI:
             lap_elbos=list(run.lap_elbos), converged=result.converged,
             target_laps=self.n_laps, carried=carried_of(run.model, run.glob),
             components_trace=list(result.components_trace),
+            pending=run.memo.pending() if isinstance(run.memo, PendingMaps) else [],
         )  # fmt: skip
 
 
@@ -446,3 +458,8 @@ def _resized_as_carried(model: Model[G], carried: dict[str, list[float]] | None)
     K = len(carried["rho"])
     resized = getattr(model, "resized", None)
     return resized(K) if K != model.n_components and resized is not None else model
+
+
+def _pending(memo: MemoStore, model: HasMoves) -> PendingMaps:
+    """``memo`` as a :class:`PendingMaps` (itself where it is one)."""
+    return memo if isinstance(memo, PendingMaps) else PendingMaps(memo, model.apply_move_map, [])

@@ -152,6 +152,11 @@ class HasMoves(Protocol):
         batch's memo entry (batch order)."""
         ...
 
+    def apply_move_map(self, move_map: dict[str, Any], stats: SuffStats) -> SuffStats:
+        """One batch's memo entry under the moves ``move_map`` describes
+        (:meth:`MoveJudgement.move_map`)."""
+        ...
+
 
 class MoveJudgement(Protocol):
     """What :meth:`HasMoves.judge_moves` decided."""
@@ -171,6 +176,23 @@ class MoveJudgement(Protocol):
 
     def edit(self, b: int, stats: SuffStats) -> SuffStats:
         """Batch ``b``'s memo entry under the accepted moves."""
+        ...
+
+    @property
+    def stats(self) -> SuffStats:
+        """The whole-data statistics under the accepted moves (the sum of every
+        batch's edited entry)."""
+        ...
+
+    @property
+    def eager_batches(self) -> set[int]:
+        """The batches whose entries cannot be edited from the map alone (they
+        need what only the judgement computed): edited at once."""
+        ...
+
+    def move_map(self) -> dict[str, Any]:
+        """A JSON-able description of the accepted moves, which
+        :meth:`HasMoves.apply_move_map` applies to any other batch's entry."""
         ...
 
     def summary(self) -> str:

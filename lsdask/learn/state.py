@@ -30,6 +30,10 @@ class LearnState:
         The laps the run was to make (its ``n_laps``): a run resumed after
         reaching them is a finished one taken up again (None in checkpoints
         written before it was kept).
+    pending : list of dict
+        Moves still owed to memo entries not visited since
+        (:meth:`lsdask.learn.pending_maps.PendingMaps.pending`): each a map and
+        the batches it applies to.
     carried : dict of str to list of float, or None
         What the next global step starts from, of the current globals, for a
         model whose global step reads the globals it replaces
@@ -50,6 +54,7 @@ class LearnState:
     target_laps: int | None = None
     carried: dict[str, list[float]] | None = None
     components_trace: list[float] = field(default_factory=list)
+    pending: list[dict[str, Any]] = field(default_factory=list)
 
     def finished(self, n_laps: int) -> bool:
         """Whether the run had ended (converged, or made the laps it was to make;
@@ -71,6 +76,12 @@ class LearnState:
         and new ones join the rest of the lap. Without ``old_keys`` (an older
         checkpoint) the list is taken as unchanged while it has as many batches,
         and otherwise the lap starts over, from the memo as it is."""
+        if old_keys is not None and old_keys != new_keys and self.pending:
+            index = {k: i for i, k in enumerate(new_keys)}
+            for owed in self.pending:  # a removed batch owes nothing; a new one holds no memo
+                owed["batches"] = sorted(
+                    index[old_keys[b]] for b in owed["batches"] if old_keys[b] in index
+                )
         if self.order is None or old_keys == new_keys:
             return
         if old_keys is None:

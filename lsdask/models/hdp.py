@@ -67,6 +67,7 @@ from lsdask.models.hdp_moves import (
     MoveOutcome,
     MovePlan,
     MoveSettings,
+    apply_move_map,
     choose_plan,
     judge_moves,
 )
@@ -310,6 +311,11 @@ class HDPModel(LDAModel):
         """Judge the moves of the lap that just ended
         (:func:`~lsdask.models.hdp_moves.judge_moves`)."""
         return judge_moves(self, stats, glob, entries, sparsity)
+
+    def apply_move_map(self, move_map: dict[str, Any], stats: SuffStats) -> SuffStats:
+        """One batch's memo entry under accepted moves
+        (:func:`~lsdask.models.hdp_moves.apply_move_map`)."""
+        return apply_move_map(move_map, stats, self.vocab_size)
 
     def resized(self, n_components: int) -> HDPModel:
         """This model with ``n_components`` topics (after accepted moves)."""

@@ -119,6 +119,14 @@ def _units(entries: Sequence[SuffStats], plan: MovePlan, V: int) -> list[_Unit] 
     return units
 
 
+def units_of(entry: SuffStats, plan: MovePlan, V: int) -> list[_Unit]:
+    """The units of one batch's memo entry (numbered as batch 0)."""
+    got = _units([entry], plan, V)
+    if isinstance(got, str):
+        raise ValueError(f"cannot apply a delete to this memo entry: {got}")
+    return got
+
+
 def _rows_of(notes: dict[str, Stat], prefix: str, V: int) -> sp.csr_matrix:
     indptr = as_dense(notes[prefix + "rows_indptr"]).astype(np.int64)
     return sp.csr_matrix(

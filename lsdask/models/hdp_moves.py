@@ -49,11 +49,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.special import gammaln
 
-from lsdask.models.hdp_deletes import DeleteResult, delete_edit, judge_deletes
+from lsdask.models.hdp_deletes import DeleteResult, delete_edit, judge_deletes, units_of
 from lsdask.models.hdp_move_stats import (
     PAIR_FIELDS,
     HDPGlobals,
@@ -181,7 +182,28 @@ class MoveOutcome:
     objective: tuple[float, float] = (np.nan, np.nan)
     skipped: str = ""
     rerun_docs: float = 0.0
+    total: SuffStats | None = None
     _edit: Callable[[int, SuffStats], SuffStats] | None = None
+    _map: dict[str, Any] = field(default_factory=dict)
+    _eager: set[int] = field(default_factory=set)
+
+    @property
+    def stats(self) -> SuffStats:
+        """The whole-data statistics under the accepted moves."""
+        if self.total is None:
+            raise ValueError("no move was accepted")
+        return self.total
+
+    @property
+    def eager_batches(self) -> set[int]:
+        """Batches holding target documents rerun by an accepted delete: their
+        entries need the reruns, so :meth:`edit` edits them at once."""
+        return set(self._eager)
+
+    def move_map(self) -> dict[str, Any]:
+        """The accepted moves as JSON-able data (:func:`apply_move_map` applies them
+        to any batch outside :attr:`eager_batches`)."""
+        return dict(self._map)
 
     @property
     def accepted(self) -> list[MoveRecord]:
@@ -275,7 +297,34 @@ def judge_moves(
     outcome.objective = (outcome.objective[0], current)
     if (deletes is not None and deletes.deleted) or merged:
         outcome._edit = _memo_edit(deletes, plan, model.n_components, merged)
+        outcome.total = total
+        removed = [] if deletes is None else deletes.deleted
+        outcome._map = {
+            "K": model.n_components, "deleted": list(removed),
+            "kept": [t for t in range(model.n_components) if t not in removed],
+            "merged": [list(m) for m in merged], "plan": plan.to_list(),
+        }  # fmt: skip
+        if deletes is not None and deletes.deleted:
+            outcome._eager = {u.batch for u in deletes.units if u.rerun is not None}
     return outcome
+
+
+def apply_move_map(move_map: dict[str, Any], entry: SuffStats, V: int) -> SuffStats:
+    """One batch's memo entry under the moves of ``move_map``
+    (:meth:`MoveOutcome.move_map`): the batch must hold no target documents that an
+    accepted delete reran (those are :attr:`MoveOutcome.eager_batches`)."""
+    plan = MovePlan.from_list(move_map["plan"])
+    K = int(move_map["K"])
+    stats = SuffStats(**dict(entry.items()))
+    if move_map["deleted"]:
+        units = units_of(entry, plan, V)
+        deleted = [int(j) for j in move_map["deleted"]]
+        kept = [int(t) for t in move_map["kept"]]
+        done = DeleteResult(deleted, kept, stats, float("nan"), units=units)
+        stats = delete_edit(entry, 0, done, K, plan)
+    for j, k, p in move_map["merged"]:
+        stats = merge_stats(stats, int(j), int(k), int(p))
+    return stats
 
 
 def _screened_merges(
