@@ -247,8 +247,8 @@ def test_checkpoint_folder_errors(tmp_path, rng):
         lsdask.GaussianMixture(3, algorithm="svi", checkpoint_dir=str(tmp_path / "d"), **kw).fit(X)
     with pytest.raises(ValueError, match="resume=True needs checkpoint_dir"):
         lsdask.GaussianMixture(3, resume=True, **kw).fit(X)
-    (tmp_path / "c" / "LATEST").write_text("ckpt-nowhere\n")
-    with pytest.raises(DataError, match=r"LATEST names ckpt-nowhere, which has no state\.json"):
+    (tmp_path / "c" / "LATEST").write_text("ckpt-00001-000000-abcdef\n")
+    with pytest.raises(DataError, match=r"LATEST names ckpt-00001-000000-abcdef, which has no"):
         lsdask.GaussianMixture(3, checkpoint_dir=str(tmp_path / "c"), resume=True, **kw).fit(X)
 
 

@@ -233,6 +233,7 @@ def mixture_from_state(cls: type, state: ModelState, client: Any = None) -> Any:
             f"theta has shape {posterior.theta.shape} and n_components={estimator.n_components}; "
             f"the model has K={K}"
         )
+    _check_posterior_shapes(model, state.arrays)
     estimator.model_ = model
     estimator.posterior_ = posterior
     estimator.weights_ = read_only(model.allocation.mean_weights(posterior.theta))
@@ -245,6 +246,23 @@ def mixture_from_state(cls: type, state: ModelState, client: Any = None) -> Any:
     estimator.converged_ = bool(state.fitted["converged_"])
     estimator._set_fitted(model)
     return estimator
+
+
+def _check_posterior_shapes(model: Any, arrays: dict[str, np.ndarray]) -> None:
+    """Every saved posterior array has the shape the model's own posterior has (the
+    global step of empty statistics: the prior), and its values are in range where a
+    kernel relies on them (positive concentrations): a damaged file cannot reach a
+    kernel with the wrong sizes."""
+    _, expected = posterior_to_arrays(model.global_step(model.empty_stats()))
+    for name, want in expected.items():
+        got = arrays.get(name)
+        if got is None or got.shape != want.shape:
+            raise ValueError(
+                f"{name} has shape {None if got is None else got.shape}; the model (K="
+                f"{model.n_components}, its dimension) needs {want.shape}"
+            )
+    if not (arrays["theta"] > 0).all():
+        raise ValueError("theta must hold positive values (Dirichlet concentrations)")
 
 
 def checkpoint_settings(estimator: Any) -> CheckpointSettings:

@@ -66,8 +66,57 @@ class LearnState:
         return dict(self.__dict__)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> LearnState:
-        return cls(**data)
+    def from_json(cls, data: Any, n_batches: int | None = None) -> LearnState:
+        """The state :meth:`to_json` wrote, checked field by field (a ValueError names
+        the field and what it holds): laps and positions are counts within bounds,
+        ``order`` a permutation of the ``n_batches`` batches (where given), the
+        traces lists of numbers."""
+        if not isinstance(data, dict):
+            raise ValueError(f"the state must be a JSON object; got {type(data).__name__}")
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"the state has unknown fields {unknown}")
+        state = cls(**data)
+        _check_count("lap", state.lap)
+        _check_count("position", state.position, n_batches)
+        if state.target_laps is not None:
+            _check_count("target_laps", state.target_laps)
+        if not isinstance(state.converged, bool):
+            raise ValueError(f"converged must be true or false; got {state.converged!r}")
+        if state.order is not None:
+            order = state.order
+            ok = isinstance(order, list) and all(_is_int(b) for b in order)
+            if (
+                not ok
+                or len(set(order)) != len(order)
+                or (n_batches is not None and sorted(order) != list(range(n_batches)))
+            ):
+                raise ValueError(
+                    "order must list every batch index once"
+                    + (f" (0 .. {n_batches - 1})" if n_batches is not None else "")
+                )
+            if state.position > len(order):
+                raise ValueError(f"position {state.position} is past the order's end")
+        for name in ("elbo_trace", "lap_trace", "time_trace", "size_trace", "lap_elbos",
+                     "components_trace"):  # fmt: skip
+            values = getattr(state, name)
+            if not isinstance(values, list) or not all(_is_number(v) for v in values):
+                raise ValueError(f"{name} must be a list of numbers")
+        if state.rng_state is not None and not isinstance(state.rng_state, dict):
+            raise ValueError("rng_state must be a JSON object")
+        carried = state.carried
+        if carried is not None and not (
+            isinstance(carried, dict)
+            and all(isinstance(v, list) and all(_is_number(x) for x in v) for v in carried.values())
+        ):
+            raise ValueError("carried must map names to lists of numbers")
+        if not isinstance(state.pending, list) or not all(
+            isinstance(p, dict) and isinstance(p.get("map"), dict)
+            and isinstance(p.get("batches"), list) and all(_is_int(b) for b in p["batches"])
+            for p in state.pending
+        ):  # fmt: skip
+            raise ValueError("pending must be a list of {map, batches} objects")
+        return state
 
     def rekey(self, old_keys: list[str] | None, new_keys: list[str]) -> None:
         """Carry the lap under way over to another batch list (a corpus rescanned
@@ -95,3 +144,21 @@ class LearnState:
         seen = set(done) | set(rest)
         self.order = done + rest + [i for i in range(len(new_keys)) if i not in seen]
         self.position = len(done)
+
+
+#: the largest count a checkpoint may hold (laps, positions): far beyond any run
+_MAX_COUNT = 10**9
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_count(name: str, value: Any, most: int | None = None) -> None:
+    high = _MAX_COUNT if most is None else most
+    if not (_is_int(value) and 0 <= value <= high):
+        raise ValueError(f"{name} must be a whole number in 0 .. {high}; got {value!r}")

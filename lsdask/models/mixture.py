@@ -71,6 +71,24 @@ class MixtureModel(Generic[P]):
     block_rows: int = config.BLOCK_ROWS
     preselect: bool | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("n_components", "block_rows"):
+            value = getattr(self, name)
+            if (
+                not (isinstance(value, int | np.integer) and not isinstance(value, bool))
+                or value < 1
+            ):
+                raise ValueError(f"{name} must be a whole number >= 1; got {value!r}")
+        alpha = self.alpha
+        if (
+            isinstance(alpha, bool)
+            or not isinstance(alpha, int | float)
+            or not (np.isfinite(alpha) and alpha > 0)
+        ):
+            raise ValueError(f"alpha must be a positive finite number; got {alpha!r}")
+        if self.preselect not in (None, True, False):
+            raise ValueError(f"preselect must be true, false or null; got {self.preselect!r}")
+
     @property
     def allocation(self) -> FiniteMixtureAllocation:
         return FiniteMixtureAllocation(self.n_components, self.alpha)

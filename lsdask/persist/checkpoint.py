@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import time
 import uuid
@@ -37,6 +38,13 @@ logger = logging.getLogger(__name__)
 
 FORMAT = "lsdask-checkpoint"
 VERSION = 1
+
+#: what LATEST may name: a checkpoint folder of :meth:`CheckpointDir.write`
+_CHECKPOINT_NAME = re.compile(r"ckpt-\d{5,}-\d{6,}-[0-9a-f]{6}")
+#: what a checkpoint may name as a memo file: a plain name in the memo folder
+_MEMO_NAME = re.compile(r"b\d{6,}-[0-9A-Za-z_-]+\.npz")
+#: the largest state.json read (a checkpoint of millions of batches stays far below)
+_MAX_STATE_BYTES = 1 << 30
 
 
 def _write_text_atomic(path: Path, text: str) -> None:
@@ -70,7 +78,17 @@ class CheckpointDir:
         pointer = self.root / "LATEST"
         if not pointer.exists():
             return None
-        path = self.root / pointer.read_text(encoding="utf-8").strip()
+        try:
+            name = pointer.read_bytes()[:256].decode("utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(f"checkpoint folder {self.root}: LATEST is unreadable: {exc}") from exc
+        if not _CHECKPOINT_NAME.fullmatch(name):
+            raise DataError(
+                f"checkpoint folder {self.root}: LATEST holds {name[:80]!r}, not the name of a "
+                "checkpoint folder in it (ckpt-LLLLL-PPPPPP-xxxxxx); the folder was modified by "
+                "hand. Remove LATEST to start over."
+            )
+        path = self.root / name
         if not (path / "state.json").exists():
             raise DataError(
                 f"checkpoint folder {self.root}: LATEST names {path.name}, which has no "
@@ -136,14 +154,39 @@ class CheckpointDir:
         if path is None:
             raise FileNotFoundError(f"checkpoint folder {self.root}: holds no checkpoint yet")
         try:
-            document = json.loads((path / "state.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            file = path / "state.json"
+            if file.stat().st_size > _MAX_STATE_BYTES:
+                raise ValueError(
+                    f"it holds {file.stat().st_size:,} bytes, more than any run writes"
+                )
+            document = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
             raise DataError(f"checkpoint {path}: state.json is unreadable: {exc}") from exc
+        if not isinstance(document, dict):
+            raise DataError(f"checkpoint {path}: state.json is not a JSON object")
         if document.get("format") != FORMAT or document.get("version") != VERSION:
             raise DataError(
                 f"checkpoint {path}: not an lsdask checkpoint of version {VERSION} "
                 f"(found format {document.get('format')!r}, version {document.get('version')!r})"
             )
+        memo, keys = document.get("memo"), document.get("keys")
+        if not (
+            isinstance(memo, dict)
+            and all(isinstance(k, str) and isinstance(f, str) for k, f in memo.items())
+            and (keys is None or (isinstance(keys, list) and all(isinstance(k, str) for k in keys)))
+            and isinstance(document.get("config"), dict)
+        ):
+            raise DataError(f"checkpoint {path}: state.json lacks a valid memo, keys or config")
+        bad = [f for f in memo.values() if not _MEMO_NAME.fullmatch(f)]
+        if bad:
+            raise DataError(
+                f"checkpoint {path}: state.json names memo file {bad[0][:80]!r}, not a plain "
+                "memo file name (b<batch>-...npz) inside the memo folder; the file was modified"
+            )
+        try:
+            state = LearnState.from_json(document.get("state"), None if keys is None else len(keys))
+        except (TypeError, ValueError) as exc:
+            raise DataError(f"checkpoint {path}: state.json: {exc}") from exc
         missing = [f for f in document["memo"].values() if not (self.memo_folder / f).exists()]
         if missing:
             raise DataError(
@@ -153,7 +196,7 @@ class CheckpointDir:
         return {
             "path": path,
             "config": document["config"],
-            "state": LearnState.from_json(document["state"]),
+            "state": state,
             "memo": document["memo"],
             "keys": document.get("keys"),  # None in checkpoints before it was kept
             "init_stats": (

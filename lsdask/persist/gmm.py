@@ -98,8 +98,10 @@ def read_gmm(path: str | os.PathLike[str]) -> ModelState:
         raise ValueError(f"{where}: unknown posterior {meta.get('posterior')!r}")
     arrays = read_arrays(root)
     config, params = meta.get("model"), meta.get("params")
-    if isinstance(params, dict):
-        params = drop_not_saved(root, params)
+    for key, value in (("model", config), ("params", params), ("fitted", meta.get("fitted"))):
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: {PARAMS_NAME}[{key!r}] is not a JSON object")
+    params = drop_not_saved(root, params)
     K = config.get("n_components") if isinstance(config, dict) else None
     theta = arrays.get("theta")
     if isinstance(K, int) and theta is not None and theta.shape != (K,):
@@ -134,5 +136,5 @@ def load_gmm(path: str | os.PathLike[str], *, client: Any = None) -> Any:
         read_gmm(root),
         client,
         lambda exc: f"model {str(root)!r}: the files do not make a model ({exc})",
-        (KeyError, TypeError, ValueError),
+        (KeyError, TypeError, ValueError, AttributeError, OverflowError),
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from lsdask.models.stats import SparseBlock, SuffStats
+from lsdask.persist.checked_npz import check_values, read_npz
 
 logger = logging.getLogger(__name__)
 
@@ -54,29 +55,54 @@ def save_stats(path: Path, stats: SuffStats) -> None:
     os.replace(tmp, path)
 
 
-def load_stats(path: Path) -> SuffStats:
-    """Read statistics written by :func:`save_stats` (no pickle)."""
+def load_stats(path: Path, limits: dict[str, tuple[int, ...]] | None = None) -> SuffStats:
+    """Read statistics written by :func:`save_stats` (no pickle), checked
+    (:func:`~lsdask.persist.checked_npz.read_npz`; every value finite); with
+    ``limits`` (a field's largest shape: the model's), also every field's shape,
+    so that no damaged file can make a sum allocate more than the model holds."""
     try:
-        return _read_stats(path)
-    except (KeyError, ValueError, IndexError) as exc:
+        stats = _read_stats(path)
+    except (KeyError, ValueError, IndexError, TypeError, OverflowError) as exc:
         raise ValueError(f"memo file {path}: not a valid statistics file ({exc})") from exc
+    if limits is not None:
+        _check_limits(path, stats, limits)
+    return stats
+
+
+def _check_limits(path: Path, stats: SuffStats, limits: dict[str, tuple[int, ...]]) -> None:
+    for name, value in stats.items():
+        limit = limits.get(name)
+        shape = value.shape
+        if (
+            limit is None
+            or len(shape) != len(limit)
+            or any(n > m for n, m in zip(shape, limit, strict=True))
+        ):
+            raise ValueError(
+                f"memo file {path}: field {name!r} has shape {shape}; the model's is "
+                f"{limit} (a memo of another model, or a damaged file)"
+            )
 
 
 def _read_stats(path: Path) -> SuffStats:
-    with np.load(path, allow_pickle=False) as data:
-        names = sorted(data.files)
-        fields: dict = {}
-        for name in names:
-            base, _, part = name.rpartition("__")
-            if not (base and f"{base}__cols" in data.files and part in _BLOCK_PARTS):
-                fields[name] = data[name]  # a plain statistic (whatever its name)
-            elif part == "cols" and f"{base}__rows" in data.files:
-                rows, shape = data[f"{base}__rows"], data[f"{base}__shape"]
-                fields[base] = SparseBlock(rows, data[name], data[f"{base}__values"], shape)
-            elif part == "cols":  # written by lsdask <= 0.1: dense values at a few columns
-                values = data[f"{base}__values"]
-                width = int(data[f"{base}__width"][0])
-                fields[base] = SparseBlock.from_columns(data[name], values, width)
+    data = read_npz(path, f"memo file {path}")
+    names = sorted(data)
+    fields: dict = {}
+    for name in names:
+        base, _, part = name.rpartition("__")
+        if not (base and f"{base}__cols" in data and part in _BLOCK_PARTS):
+            fields[name] = check_values(f"memo file {path}", name, data[name])
+        elif part == "cols" and f"{base}__rows" in data:
+            rows, shape = data[f"{base}__rows"], data[f"{base}__shape"]
+            parts = (rows, data[name], shape)
+            if any(p.dtype.kind not in "iu" for p in parts) or shape.shape != (2,):
+                raise ValueError(f"the sparse block {base!r} has non-integer indices or shape")
+            values = check_values(f"memo file {path}", base, data[f"{base}__values"])
+            fields[base] = SparseBlock(rows, data[name], values, tuple(shape))
+        elif part == "cols":  # written by lsdask <= 0.1: dense values at a few columns
+            values = data[f"{base}__values"]
+            width = int(data[f"{base}__width"][0])
+            fields[base] = SparseBlock.from_columns(data[name], values, width)
     notes = {k[len(_NOTE) :]: fields.pop(k) for k in list(fields) if k.startswith(_NOTE)}
     stats = SuffStats(**fields)
     return stats.with_notes(notes) if notes else stats
@@ -93,13 +119,23 @@ class DiskMemo:
     files : list of (str or None), optional
         The file of each batch to start from (a resumed checkpoint's); those
         files are *pinned*: kept until a later checkpoint no longer needs them.
+    limits : dict of str to shape, optional
+        Each field's largest shape (the model's empty statistics): a file read
+        back with a field beyond it is refused (:func:`load_stats`).
 
     Temporaries of memo files that an interrupted writer left in ``folder``
     (``.b*.npz.*.tmp``) are deleted when the memo is created.
     """
 
-    def __init__(self, folder: str | os.PathLike, n_batches: int, files=None) -> None:
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        n_batches: int,
+        files=None,
+        limits: dict[str, tuple[int, ...]] | None = None,
+    ) -> None:
         self.folder = Path(folder)
+        self.limits = limits
         self.folder.mkdir(parents=True, exist_ok=True)
         self._files: list[str | None] = list(files) if files is not None else [None] * n_batches
         if len(self._files) != n_batches:
@@ -128,7 +164,7 @@ class DiskMemo:
 
     def get(self, b: int) -> SuffStats | None:
         name = self._files[b]
-        return None if name is None else load_stats(self.folder / name)
+        return None if name is None else load_stats(self.folder / name, self.limits)
 
     def has(self, b: int) -> bool:
         return self._files[b] is not None
@@ -142,7 +178,7 @@ class DiskMemo:
             (self.folder / old).unlink(missing_ok=True)
 
     def values(self) -> Iterator[SuffStats]:
-        return (load_stats(self.folder / f) for f in self._files if f is not None)
+        return (load_stats(self.folder / f, self.limits) for f in self._files if f is not None)
 
     def files(self) -> list[str | None]:
         return list(self._files)

@@ -16,13 +16,13 @@ import json
 import os
 import shutil
 import warnings
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from lsdask.io.atomic import recover_output, replace_dir, temp_sibling
+from lsdask.persist.checked_npz import check_values, read_npz
 
 PARAMS_NAME = "params.json"
 ARRAYS_NAME = "arrays.npz"
@@ -179,10 +179,8 @@ def read_arrays(root: Path) -> dict[str, np.ndarray]:
     where = f"model {str(root)!r}: {ARRAYS_NAME}"
     if not file.is_file():
         raise FileNotFoundError(f"{where} is missing")
-    try:
-        with np.load(file, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(
-            f"{where} cannot be read ({type(exc).__name__}: {exc}); the file is corrupt"
-        ) from exc
+    arrays = read_npz(file, where)
+    for name, values in arrays.items():  # the model's arrays hold finite numbers
+        if values.dtype.kind == "f" and not name.endswith("trace_"):  # a trace may hold nan
+            check_values(where, name, values)
+    return arrays

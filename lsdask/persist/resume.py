@@ -233,7 +233,8 @@ def checkpointing(
             resumed["path"].name, len(keys) - new, new, removed,
         )  # fmt: skip
         resumed["state"].rekey(resumed.get("keys"), keys)
-    memo = DiskMemo(folder.memo_folder, len(keys), files)
+    limits = {name: value.shape for name, value in model.empty_stats().items()}
+    memo = DiskMemo(folder.memo_folder, len(keys), files, limits)
     config = {"model": model_to_config(model), "params": dict(settings.params)}
 
     def write(state, memo_store, init_stats):

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from lsdask.persist.checked_npz import check_values
 from lsdask.persist.model_dir import (
     ARRAYS_NAME,
     PARAMS_NAME,
@@ -133,7 +134,11 @@ class TopicFormat:
         for key in (*self.fitted_keys, "has_vocabulary"):
             if key not in fitted:
                 raise ValueError(f"model {str(root)!r}: {PARAMS_NAME} lacks fitted[{key!r}]")
-        K, V = int(fitted["n_components"]), int(fitted["vocab_size"])
+        K = _whole(root, fitted, "n_components", 1)
+        V = _whole(root, fitted, "vocab_size", 1)
+        _whole(root, fitted, "n_laps_", 0)
+        if not isinstance(fitted["converged_"], bool):
+            raise ValueError(f"model {str(root)!r}: {PARAMS_NAME}: fitted.converged_ is not a bool")
         arrays = self._read_arrays(root, K, V)
         texts = {VOCABULARY: read_vocab(root, V)} if fitted["has_vocabulary"] else {}
         params = drop_not_saved(root, params)
@@ -157,7 +162,9 @@ class TopicFormat:
             kind=self.kind,
             params=params,
             fitted={
-                "n_features_in_": int(fitted.get("n_features_in_", V)),
+                "n_features_in_": _whole(
+                    root, {"n_features_in_": V, **fitted}, "n_features_in_", 1
+                ),
                 "n_laps_": int(fitted["n_laps_"]),
                 "converged_": bool(fitted["converged_"]),
             },
@@ -179,6 +186,7 @@ class TopicFormat:
                 )
         if "elbo_trace_" not in arrays or arrays["elbo_trace_"].ndim != 1:
             raise ValueError(f"{where} lacks a 1-D array 'elbo_trace_'")
+        _check_ranges(where, arrays)
         for name, shape in self.optional(K).items():
             if name in arrays and arrays[name].shape != shape:
                 raise ValueError(
@@ -194,6 +202,44 @@ class TopicFormat:
             client,
             lambda exc: f"model {str(root)!r}: bad parameters in {PARAMS_NAME}: {exc}",
         )
+
+
+def _whole(root: Path, fitted: dict[str, Any], key: str, low: int) -> int:
+    """``fitted[key]``, a whole number >= ``low``, else a ValueError naming it."""
+    value = fitted[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(
+            f"model {str(root)!r}: {PARAMS_NAME}: fitted.{key} is {value!r}; expected a whole "
+            f"number >= {low}"
+        )
+    return value
+
+
+#: the arrays of a topic model whose values a kernel relies on, and their range:
+#: counts (the memo's arithmetic may leave -1e-17 for a zero), pseudo-counts,
+#: priors and the sticks' posterior
+_RANGES = {
+    "components_": (0.0, None),
+    "stats_words": (-1e-6, None),
+    "stats_N": (-1e-6, None),
+    "stats_n_docs": (0.0, None),
+    "alpha_": (0.0, None),
+    "rho": (0.0, 1.0),
+    "omega": (0.0, None),
+}
+
+
+def _check_ranges(where: str, arrays: dict[str, np.ndarray]) -> None:
+    """The values of :data:`_RANGES`' arrays within range (finiteness is checked
+    when the file is read); a concentration must be positive, not only >= 0."""
+    for name, (low, high) in _RANGES.items():
+        if name in arrays:
+            check_values(where, name, arrays[name], low=low, high=high)
+    for name in ("components_", "alpha_", "omega"):
+        if name in arrays and arrays[name].size and not (arrays[name] > 0).all():
+            raise ValueError(f"{where}: {name} holds a value <= 0; expected positive values")
+    if "rho" in arrays and not ((arrays["rho"] > 0) & (arrays["rho"] < 1)).all():
+        raise ValueError(f"{where}: rho holds a value outside (0, 1)")
 
 
 def read_vocab(root: Path, V: int) -> list[str]:
