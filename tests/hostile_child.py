@@ -2,10 +2,11 @@
 PRISTINE WORK N SEED``.
 
 Each case copies the pristine saved model (or checkpoint) folder ``PRISTINE`` of
-``KIND`` (lda, hdp, gmm, checkpoint) into ``WORK``, damages one file as a
+``KIND`` (lda, hdp, gmm, checkpoint, corpus) into ``WORK``, damages one file as a
 hypothesis strategy draws it (an array cut, retyped, filled with NaN, infinity,
 negative or huge values, a shape declared larger than the data; a JSON value
-replaced by a wrong type, a negative or huge number, a path), then loads it and,
+replaced by a wrong type, a negative or huge number, a path; a Parquet part cut
+short or with a byte flipped), then loads it and,
 where it loads, uses it. Before each case its id and damage are printed (and
 flushed), so that a crash is attributed to its case; after it, ``ok`` (it loaded
 and worked) or ``refused <error type>``. ``SEED`` seeds hypothesis (the same seed, the same
@@ -78,7 +79,18 @@ def _write_npz(file: Path, arrays: dict[str, np.ndarray], huge_header: str | Non
 
 def _damage(root: Path, data: st.DataObject) -> str:
     npz, js = _npz_files(root), _json_files(root)
-    if js and data.draw(st.booleans()):
+    parquet = sorted(root.rglob("*.parquet"))
+    if parquet and data.draw(st.integers(0, 2)) == 0:
+        file = data.draw(st.sampled_from(parquet))
+        raw = bytearray(file.read_bytes())
+        at = data.draw(st.integers(0, len(raw) - 1))
+        if data.draw(st.booleans()):
+            file.write_bytes(bytes(raw[:at]))  # cut short
+            return f"{file.name}: cut at byte {at}"
+        raw[at] ^= 0xFF
+        file.write_bytes(bytes(raw))
+        return f"{file.name}: byte {at} flipped"
+    if js and (not npz or data.draw(st.booleans())):
         file = data.draw(st.sampled_from(js))
         doc = json.loads(file.read_text())
         path, node = [], doc
@@ -110,6 +122,13 @@ def _use(kind: str, folder: Path, pristine: Path) -> None:
     from lsdask.persist.checkpoint import CheckpointDir
     from lsdask.persist.memo_files import load_stats
 
+    if kind == "corpus":
+        from lsdask.io.corpus import Corpus
+
+        corpus = Corpus.open(folder)
+        for batch in corpus.batches:
+            batch.load()
+        return
     if kind == "checkpoint":
         saved = CheckpointDir(folder).read()
         # the model's shapes, kept beside the pristine folder (not damaged)

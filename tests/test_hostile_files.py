@@ -37,7 +37,7 @@ ADDRESS_SPACE = 6 << 30
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
-    """Saved LDA, HDP and GMM folders and an LDA checkpoint folder, small."""
+    """Saved LDA, HDP and GMM folders, an LDA checkpoint folder and a corpus, small."""
     root = tmp_path_factory.mktemp("pristine")
     X, _ = make_bars_corpus(300, doc_topic_prior=0.1, random_state=0)
     kw = dict(sparsity=3, n_laps=2, client="sync", random_state=0, batch_size=100)
@@ -49,6 +49,9 @@ def pristine(tmp_path_factory):
     lda = lsdask.LDA(6, checkpoint_dir=str(ckpt), **kw).fit(X)
     limits = {k: list(v.shape) for k, v in lda.model_.empty_stats().items()}
     (root / "checkpoint-limits.json").write_text(json.dumps(limits))
+    from lsdask.io.corpus import Corpus
+
+    Corpus.write(root / "corpus", X, [f"w{i}" for i in range(25)], docs_per_row_group=100)
     return root
 
 
@@ -56,7 +59,7 @@ def _limit_address_space() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
 
-@pytest.mark.parametrize("kind", ["lda", "hdp", "gmm", "checkpoint"])
+@pytest.mark.parametrize("kind", ["lda", "hdp", "gmm", "checkpoint", "corpus"])
 def test_damaged_files_load_or_are_refused_never_crash(pristine, tmp_path, kind):
     run = subprocess.run(
         [sys.executable, "-m", "tests.hostile_child", kind, str(pristine / kind),
