@@ -1226,3 +1226,60 @@ def test_fit_hdp_then_transform(bars_corpora: dict[str, Path], tmp_path: Path, c
         got = np.zeros(expected.shape[1])
         got[k] = w
         np.testing.assert_allclose(got, expected[d].toarray().ravel(), rtol=1e-6, atol=1e-7)
+
+
+# every failure is one line ------------------------------------------------------
+
+
+def test_a_manifest_that_is_a_folder_is_one_line_with_status_2(tmp_path: Path, capsys) -> None:
+    corpus = tmp_path / "corpus"
+    (corpus / "manifest.json").mkdir(parents=True)
+    code = main(["fit", str(corpus), "--topics", "3", "--out", str(tmp_path / "m"), "--sync"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("lsdask: error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_deeply_nested_manifest_is_one_line_with_status_2(
+    bars_corpora: dict[str, Path], tmp_path: Path, capsys
+) -> None:
+    import shutil
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(bars_corpora["train"], corpus)
+    (corpus / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    code = main(["fit", str(corpus), "--topics", "3", "--out", str(tmp_path / "m"), "--sync"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("lsdask: error: ") and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "text"),
+    [
+        (OSError(28, "No space left on device", "/data/out/arrays.npz"), 1,
+         "No space left on device (/data/out/arrays.npz): free space on that file system"),
+        (OSError(30, "Read-only file system", "/ro/m"), 1,
+         "Read-only file system (/ro/m): the file system is read-only"),
+        (MemoryError(), 1, "out of memory. Use smaller batches"),
+        (FloatingPointError("overflow encountered in multiply"), 2,
+         "the arithmetic overflowed (overflow encountered in multiply)"),
+    ],
+)  # fmt: skip
+def test_environment_failures_are_one_line_with_their_status(
+    bars_corpora: dict[str, Path], tmp_path: Path, capsys, monkeypatch, error, status, text
+) -> None:
+    """The failure is raised where the fit writes its model: the mapping of
+    ``main`` is what is tested (a full disk cannot be made on demand here)."""
+    import lsdask.cli.lda as lda_cli
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(lda_cli, "fit_corpus_lda", fail)
+    code = main(["fit", str(bars_corpora["train"]), "--topics", "3", "--out",
+                 str(tmp_path / "m"), "--sync"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == status, err
+    assert err == f"lsdask: error: {err[len('lsdask: error: ') :]}" and err.count("\n") == 1
+    assert text in err

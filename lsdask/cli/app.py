@@ -3,6 +3,7 @@ turned into one line and an exit status."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
 import sys
@@ -80,6 +81,37 @@ def _cluster_failure_message(err: BaseException) -> str:
     )
 
 
+#: what to do about an OSError, by errno: the environment, not the input
+_OS_HINTS = {
+    errno.ENOSPC: "free space on that file system, or write somewhere else",
+    errno.EDQUOT: "free space within your quota, or write somewhere else",
+    errno.EROFS: "the file system is read-only: write somewhere else",
+    errno.EACCES: "give yourself permission to it, or write somewhere else",
+    errno.EPERM: "give yourself permission to it, or write somewhere else",
+    errno.EIO: "the disk or network file system failed: check it and run the command again",
+    errno.EMFILE: "too many open files: raise the limit (ulimit -n)",
+}
+
+
+def _os_failure_message(err: OSError) -> str:
+    where = f" ({err.filename})" if err.filename else ""
+    hint = _OS_HINTS.get(err.errno or -1, "check the path and the file system, then run again")
+    return f"{err.strerror or err}{where}: {hint}"
+
+
+def _input_failure_message(err: BaseException) -> str:
+    if isinstance(err, IsADirectoryError):
+        return f"expected a file, found a folder: {err.filename}"
+    if isinstance(err, NotADirectoryError):
+        return f"expected a folder, found a file: {err.filename}"
+    if isinstance(err, RecursionError):
+        return "an input file is nested too deeply to be read (a damaged or crafted file)"
+    return (
+        f"the arithmetic overflowed ({one_line(err, 200)}): the data holds values too large "
+        "for float64; rescale it (e.g. standardize each column)"
+    )
+
+
 def _terminate(signum: int, frame: Any) -> None:
     raise Terminated()
 
@@ -125,6 +157,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except LockError as err:  # another process writes the folder: the environment
         print(f"lsdask: error: {err}", file=sys.stderr)
+        return 1
+    except (IsADirectoryError, NotADirectoryError, RecursionError, FloatingPointError) as err:
+        print(f"lsdask: error: {_input_failure_message(err)}", file=sys.stderr)
+        return 2
+    except OSError as err:  # the disk, the file system, permissions: the environment
+        print(f"lsdask: error: {_os_failure_message(err)}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print(
+            "lsdask: error: out of memory. Use smaller batches (--batch-size, or Parquet row "
+            "groups of fewer documents), fewer topics or more memory",
+            file=sys.stderr,
+        )
         return 1
     except FitInterrupted as stop:
         started = getattr(args, "checkpoint", None)
