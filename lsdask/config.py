@@ -86,3 +86,7 @@ HDP_MAX_TARGET_DOCS = 20000
 HDP_MAX_MERGE_PAIRS = 20
 #: the documents a lap's delete judgements rerun, as a fraction of the corpus's
 HDP_DELETE_WORK = 0.1
+
+#: the longest line an ingest reader takes (a JSON record, a line of a
+#: bag-of-words file): longer ones are refused before they are read whole
+MAX_LINE_BYTES = 64 << 20

@@ -1283,3 +1283,17 @@ def test_environment_failures_are_one_line_with_their_status(
     assert code == status, err
     assert err == f"lsdask: error: {err[len('lsdask: error: ') :]}" and err.count("\n") == 1
     assert text in err
+
+
+def test_an_endless_line_is_refused_before_it_fills_the_memory(tmp_path: Path, capsys) -> None:
+    from lsdask.errors import DataError
+
+    """/dev/zero as JSON lines: one line without end. The reader stops at the limit
+    and names the file and the line."""
+    from lsdask.io.ingest.inputs import numbered_lines
+
+    with open("/dev/zero", "rb") as f, pytest.raises(DataError, match=r"/dev/zero, line 1: longer"):
+        list(numbered_lines(f, Path("/dev/zero"), limit=1 << 20))
+    code = main(["ingest", "jsonl", "/dev/zero", "--out", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert code == 2 and "line 1: longer than 67,108,864 bytes" in err, err

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lsdask import config
 from lsdask.errors import DataError
 from lsdask.io.ingest.options import PathLike
 
@@ -121,17 +122,27 @@ def open_input(path: Path, encoding: str | None = None):
         raise read_error(path, None, exc) from exc
 
 
-def numbered_lines(f: Any, path: Path, start: int = 1) -> Iterator[tuple[int, Any]]:
+def numbered_lines(
+    f: Any, path: Path, start: int = 1, limit: int | None = None
+) -> Iterator[tuple[int, Any]]:
     """``enumerate(f, start)``, with a read failure (a truncated .gz, ...) raised as a
-    DataError naming the file and the line it could not read."""
-    lines = iter(f)
+    DataError naming the file and the line it could not read, and a line longer than
+    ``limit`` (default :data:`lsdask.config.MAX_LINE_BYTES`) refused before it is
+    read whole (a binary file, or ``/dev/zero``, would otherwise fill the memory)."""
+    most = config.MAX_LINE_BYTES if limit is None else limit
     lineno = start
     while True:
         try:
-            line = next(lines)
-        except StopIteration:
-            return
+            line = f.readline(most + 1)
         except READ_ERRORS as exc:
             raise read_error(path, lineno, exc) from exc
+        if not line:
+            return
+        if len(line) > most:
+            raise DataError(
+                f"{path}, line {lineno}: longer than {most:,} bytes (a binary file, or a record "
+                "far larger than any document); split the record, or check that this is the "
+                "file you meant"
+            )
         yield lineno, line
         lineno += 1
