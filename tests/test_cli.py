@@ -1297,3 +1297,32 @@ def test_an_endless_line_is_refused_before_it_fills_the_memory(tmp_path: Path, c
     code = main(["ingest", "jsonl", "/dev/zero", "--out", str(tmp_path / "c")])
     err = capsys.readouterr().err
     assert code == 2 and "line 1: longer than 67,108,864 bytes" in err, err
+
+
+def test_a_picture_that_fails_leaves_no_model_and_no_empty_file(
+    bars_corpora: dict[str, Path], tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """The pictures are written inside the model's atomic swap: when one fails
+    (the disk fills while writing it), nothing is left at --out, not even a 0-byte
+    PNG, and no staging folder beside it."""
+    import lsdask.plotting as plotting
+
+    real = plotting.plot_elbo_trace
+
+    def failing(values, path, **kwargs):
+        if Path(path).name == "elbo_time.png":
+            Path(path).write_bytes(b"")
+            raise OSError(28, "No space left on device", str(path))
+        return real(values, path, **kwargs)
+
+    monkeypatch.setattr(plotting, "plot_elbo_trace", failing)
+    out = tmp_path / "m"
+    code = main(["fit", str(bars_corpora["train"]), "--topics", "3", "--laps", "1",
+                 "--out", str(out), "--sync"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and "No space left on device" in err, err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(plotting, "plot_elbo_trace", real)
+    assert main(["fit", str(bars_corpora["train"]), "--topics", "3", "--laps", "1",
+                 "--out", str(out), "--sync"]) == 0  # fmt: skip
+    assert {"elbo.png", "elbo_time.png", "params.json"} <= {p.name for p in out.iterdir()}

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,7 @@ from lsdask.jobs.inputs import check_same_vocab, open_corpus
 from lsdask.learn.base import padded_trace
 from lsdask.persist import check_save_target, load_lda, save_model
 from lsdask.persist.checkpoint import CheckpointDir
+from lsdask.persist.model_dir import extra_files
 
 logger = logging.getLogger(__name__)
 
@@ -266,9 +269,30 @@ def fit_corpus_lda(
         name, report.laps, report.laps_this_run, seconds, report.elbo_final, report.heldout_score,
     )  # fmt: skip
     if out_dir is not None:
-        report.model_dir = str(save_model(model, out_dir, overwrite=overwrite))
-        _draw(report, trace, Path(out_dir))
+        _save_with_pictures(report, trace, Path(out_dir), overwrite)
     return report
+
+
+def _save_with_pictures(
+    report: CorpusFitReport, trace: HeldoutTrace | None, out: Path, overwrite: bool
+) -> None:
+    """Save the model to ``out`` with its pictures inside the same atomic swap:
+    they are drawn into a staging folder beside ``out`` first, so a picture that
+    cannot be drawn leaves no model, and a saved model always has its pictures."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.pictures-", dir=out.parent))
+    try:
+        _draw(report, trace, staging)
+        with extra_files({p.name: p for p in staging.iterdir() if p.is_file()}):
+            report.model_dir = str(save_model(report.model, out, overwrite=overwrite))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+    def moved(path: str | None) -> str | None:
+        return None if path is None else str(out / Path(path).name)
+
+    report.elbo_plot, report.k_elbo_plot = moved(report.elbo_plot), moved(report.k_elbo_plot)
+    report.time_plots = [str(out / Path(p).name) for p in report.time_plots]
 
 
 def _draw(report: CorpusFitReport, trace: HeldoutTrace | None, out_dir: Path) -> None:

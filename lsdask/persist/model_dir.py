@@ -12,10 +12,13 @@ writes, checks and reads them.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import os
 import shutil
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +120,28 @@ def check_save_target(path: str | os.PathLike[str], overwrite: bool = False) -> 
         )
 
 
+#: files put into the next model folder written in this context (name -> source
+#: file), inside its atomic swap: see :func:`extra_files`
+_EXTRA_FILES: contextvars.ContextVar[tuple[tuple[str, Path], ...]] = contextvars.ContextVar(
+    "lsdask_extra_files", default=()
+)
+
+
+@contextlib.contextmanager
+def extra_files(files: dict[str, Path]) -> Iterator[None]:
+    """Within the block, a model folder written (:func:`write_model_dir`) also gets
+    the files ``files`` (plain name -> the file to copy), written before the folder is
+    put in place: pictures of a fit arrive with its model or not at all."""
+    bad = [name for name in files if Path(name).name != name or name.startswith(".")]
+    if bad:
+        raise ValueError(f"extra files must be plain file names; got {bad}")
+    token = _EXTRA_FILES.set(tuple(files.items()))
+    try:
+        yield
+    finally:
+        _EXTRA_FILES.reset(token)
+
+
 def write_model_dir(
     out: Path,
     meta: dict[str, Any],
@@ -136,6 +161,8 @@ def write_model_dir(
         for name, text in (texts or {}).items():
             with open(tmp / name, "w", encoding="utf-8", newline="\n") as f:
                 f.write(text)
+        for name, source in _EXTRA_FILES.get():
+            shutil.copyfile(source, tmp / name)
         with open(tmp / PARAMS_NAME, "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=2)
             f.write("\n")
