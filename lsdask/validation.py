@@ -70,6 +70,17 @@ def check_random_state(value: Any) -> None:
         ) from None
 
 
+def parse_nonnegative_int(text: str) -> int:
+    """Command-line text of an integer >= 0 (an argparse ``type``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
 def parse_positive_int(text: str) -> int:
     """Command-line text of an integer >= 1 (an argparse ``type``)."""
     try:

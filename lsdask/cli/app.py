@@ -130,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with status 1. SIGTERM exits with 143, Ctrl-C with 130.
     """
     args = build_parser().parse_args(argv)
+    args.command_line = list(sys.argv[1:] if argv is None else argv)
     package_logger = logging.getLogger("lsdask")
     old_level = package_logger.level
     # warnings and notices always reach stderr (the package's NullHandler would

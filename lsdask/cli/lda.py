@@ -13,6 +13,7 @@ on it; ``topics`` and ``transform`` read a saved model
 from __future__ import annotations
 
 import argparse
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -144,9 +145,20 @@ def run_fit(args: argparse.Namespace) -> int:
             out_dir=args.out,
             heldout=args.heldout,
             overwrite=args.overwrite or args.resume is not None,
+            command_id=command_id(getattr(args, "command_line", None)),
         )
     print(format_fit_report(report, title=f"lsdask fit {args.corpus}"))
     return 0
+
+
+def command_id(argv: list[str] | None) -> str | None:
+    """A hash of the command's arguments: the same command rerun has the same id.
+    ``--checkpoint DIR`` counts as ``--resume DIR`` (an interrupted run is continued
+    with the latter)."""
+    if argv is None:
+        return None
+    words = ["--resume" if w == "--checkpoint" else w for w in argv]
+    return hashlib.sha256("\0".join(words).encode("utf-8")).hexdigest()[:16]
 
 
 def add_topics(sub: Any) -> None:

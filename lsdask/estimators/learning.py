@@ -77,6 +77,11 @@ class VariationalEstimator(Parameters):
         is written every lap and on SIGINT/SIGTERM; ``resumed`` (from
         :func:`lsdask.persist.resume.open_resume`) continues a checkpoint.
         """
+        if self.n_laps == 0 and not (getattr(self, "checkpoint_dir", None) and self.resume):
+            raise ValueError(
+                "n_laps=0 trains nothing: it exports a checkpoint as it is; pass checkpoint_dir "
+                "and resume=True (lsdask fit --resume DIR --laps 0 --out MODEL_DIR)"
+            )
         previous_level = _package_logger.level
         if self.verbose:
             _package_logger.setLevel(logging.INFO if self.verbose == 1 else logging.DEBUG)
@@ -129,7 +134,19 @@ class VariationalEstimator(Parameters):
             return learner.run(model, executor, source.batches, glob, rng, self.sparsity, callback)
         learner = MemoizedVI(self.n_laps, self.tol, self.batches_per_update, progress=self.progress)
         state = None if resumed is None else resumed["state"]
-        if state is not None and state.finished(self.n_laps):
+        command_id = getattr(self, "_command_id", None)
+        if self.n_laps == 0 and state is None:
+            raise ValueError(
+                f"n_laps=0 exports a checkpoint, and {self.checkpoint_dir!r} holds none yet"
+            )
+        retry = state is not None and _is_retry(state, command_id)
+        if retry:
+            # the same command, interrupted (its output not written): finish what it asked
+            assert state is not None and state.command is not None
+            learner.n_laps = int(state.command["target"])
+            state.converged = state.converged and state.lap >= learner.n_laps
+            logger.info("rerun of an interrupted command: %d laps in all", learner.n_laps)
+        elif state is not None and state.finished(self.n_laps):
             # a finished run taken up again (new data, say): n_laps more laps; a
             # stopped one goes on towards n_laps in all, as if never stopped
             learner.n_laps = state.lap + self.n_laps
@@ -141,6 +158,8 @@ class VariationalEstimator(Parameters):
                 "not visited either; ask for more laps to go on",
                 state.lap, self.n_laps,
             )  # fmt: skip
+        if command_id is not None:
+            learner.command = {"id": command_id, "target": learner.n_laps, "done": False}
         memo, write = checkpointing(checkpoint_settings(self), model, source.batches, resumed)
         with stop_on_signals(True) as stop_requested:
             return learner.run(
@@ -172,3 +191,15 @@ class VariationalEstimator(Parameters):
             raise NotFittedError(
                 f"This {type(self).__name__} is not fitted yet; call fit(X) before using it."
             )
+
+
+def _is_retry(state: Any, command_id: str | None) -> bool:
+    """Whether the run is a rerun of the command that the checkpoint's run belongs
+    to, which did not write its output (interrupted, or killed before it could)."""
+    command = state.command
+    return (
+        command_id is not None
+        and command is not None
+        and command.get("id") == command_id
+        and not command.get("done")
+    )

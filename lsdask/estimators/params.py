@@ -36,6 +36,7 @@ from lsdask.validation import (
     check_positive_float,
     check_random_state,
     check_sparsity,
+    parse_nonnegative_int,
     parse_positive_float,
     parse_positive_int,
 )
@@ -245,8 +246,9 @@ ALGORITHM = Param(
     Option("--algorithm", choices=tuple(ALGORITHMS)),
 )  # fmt: skip
 N_LAPS = Param(
-    "n_laps", 10, integer(1), "maximum laps (default {default})",
-    Option("--laps", parse_positive_int),
+    "n_laps", 10, integer(0, hint="0 trains nothing: it exports a checkpoint (resume)."),
+    "maximum laps; with --resume, 0 exports the checkpoint without training (default {default})",
+    Option("--laps", parse_nonnegative_int),
 )  # fmt: skip
 TOL = Param(
     "tol", config.DEFAULT_TOL, positive(zero=True, hint="0 never stops before n_laps."),

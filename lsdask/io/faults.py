@@ -30,6 +30,9 @@ dictionary look-ups.
     not yet renamed into its place.
 ``checkpoint.written``
     A fit has committed a checkpoint (and holds its checkpoint folder's lock).
+``fit.output``
+    ``lsdask fit`` has trained (its last checkpoint is written) and not yet
+    written its output folder.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ POINTS = (
     "corpus.open.read",
     "replace_dir.swapping",
     "checkpoint.written",
+    "fit.output",
 )
 
 

@@ -29,12 +29,14 @@ from lsdask.estimators.lda import LDA
 from lsdask.estimators.params import LDA_INIT_METHODS, clone, lda_init_names
 from lsdask.evaluate import document_completion, split_documents
 from lsdask.io.corpus.store import Corpus, read_all
+from lsdask.io.faults import fault_point
 from lsdask.jobs.cluster import on_shared_client
 from lsdask.jobs.inputs import check_same_vocab, open_corpus
 from lsdask.learn.base import padded_trace
 from lsdask.persist import check_save_target, load_lda, save_model
 from lsdask.persist.checkpoint import CheckpointDir
 from lsdask.persist.model_dir import extra_files
+from lsdask.persist.resume import checkpoint_lock
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +170,7 @@ def fit_corpus_lda(
     overwrite: bool = False,
     n_top_words: int = 8,
     n_show_topics: int = 10,
+    command_id: str | None = None,
 ) -> CorpusFitReport:
     """Fit ``estimator`` on a Parquet corpus, score heldout documents, save the model.
 
@@ -200,6 +203,12 @@ def fit_corpus_lda(
         Replace an existing model directory at ``out_dir``.
     n_top_words, n_show_topics : int
         Top words reported for the first topics.
+    command_id : str or None
+        The command running the job (a hash of its arguments), recorded in the
+        checkpoint with the laps in all it asks for: when the same command is
+        rerun after being interrupted (before its output was written), it trains
+        exactly to those laps (none if they were made) and writes its output,
+        after which the checkpoint records it done.
 
     Returns
     -------
@@ -222,6 +231,7 @@ def fit_corpus_lda(
     if out_dir is not None:
         check_save_target(out_dir, overwrite)
     model = clone(estimator)
+    model._command_id = command_id if model.checkpoint_dir is not None else None
     init = _initial_topics(model.init, train, model.n_components)
     if init is not model.init:
         model.set_params(init=init)
@@ -268,8 +278,12 @@ def fit_corpus_lda(
         "%s: %d laps in all, %d in %.1f s this run; final ELBO %.6g, heldout %s",
         name, report.laps, report.laps_this_run, seconds, report.elbo_final, report.heldout_score,
     )  # fmt: skip
+    fault_point("fit.output")
     if out_dir is not None:
         _save_with_pictures(report, trace, Path(out_dir), overwrite)
+    if model._command_id is not None:  # its output is written: a rerun is a new command
+        with checkpoint_lock(model.checkpoint_dir):
+            CheckpointDir(model.checkpoint_dir).mark_done(model._command_id)
     return report
 
 

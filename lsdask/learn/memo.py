@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic
+from typing import Any, Generic
 
 import numpy as np
 import numpy.typing as npt
@@ -143,6 +143,9 @@ class MemoizedVI:
         similar cost, the waves in a fresh random order (:func:`lap_order`).
     progress : bool or None
         Progress bar per lap (None: only on a terminal).
+    command : dict or None
+        The command running the fit, kept in every checkpoint
+        (:attr:`lsdask.learn.state.LearnState.command`).
     """
 
     n_laps: int = 10
@@ -150,6 +153,7 @@ class MemoizedVI:
     batches_per_update: int | None = None
     shuffle: bool = True
     progress: bool | None = None
+    command: dict[str, Any] | None = None  # recorded in every checkpoint (LearnState.command)
 
     def run(
         self,
@@ -447,6 +451,7 @@ class MemoizedVI:
             target_laps=self.n_laps, carried=carried_of(run.model, run.glob),
             components_trace=list(result.components_trace),
             pending=run.memo.pending() if isinstance(run.memo, PendingMaps) else [],
+            command=None if self.command is None else dict(self.command),
         )  # fmt: skip
 
 

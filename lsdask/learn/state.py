@@ -34,6 +34,11 @@ class LearnState:
         Moves still owed to memo entries not visited since
         (:meth:`lsdask.learn.pending_maps.PendingMaps.pending`): each a map and
         the batches it applies to.
+    command : dict or None
+        The command that runs the fit (:mod:`lsdask.jobs.corpus_lda`): ``id``
+        (the hash of its arguments), ``target`` (the laps in all it asked for)
+        and ``done`` (whether its output was written). Rerunning an interrupted
+        command finishes exactly what it asked for.
     carried : dict of str to list of float, or None
         What the next global step starts from, of the current globals, for a
         model whose global step reads the globals it replaces
@@ -55,6 +60,7 @@ class LearnState:
     carried: dict[str, list[float]] | None = None
     components_trace: list[float] = field(default_factory=list)
     pending: list[dict[str, Any]] = field(default_factory=list)
+    command: dict[str, Any] | None = None
 
     def finished(self, n_laps: int) -> bool:
         """Whether the run had ended (converged, or made the laps it was to make;
@@ -116,6 +122,15 @@ class LearnState:
             for p in state.pending
         ):  # fmt: skip
             raise ValueError("pending must be a list of {map, batches} objects")
+        command = state.command
+        if command is not None and not (
+            isinstance(command, dict)
+            and isinstance(command.get("id"), str)
+            and _is_int(command.get("target"))
+            and 0 <= command["target"] <= _MAX_COUNT
+            and isinstance(command.get("done"), bool)
+        ):
+            raise ValueError("command must be an object of id, target (laps) and done")
         return state
 
     def rekey(self, old_keys: list[str] | None, new_keys: list[str]) -> None:

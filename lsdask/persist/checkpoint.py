@@ -139,6 +139,21 @@ class CheckpointDir:
         fault_point("checkpoint.written")
         return self.root / name
 
+    def mark_done(self, command_id: str) -> bool:
+        """Record in the latest checkpoint that the command ``command_id`` wrote its
+        output (a rerun of it is then a new command); False where the latest
+        checkpoint belongs to another command. The caller holds the folder's lock."""
+        path = self.latest()
+        if path is None:
+            return False
+        document = json.loads((path / "state.json").read_text(encoding="utf-8"))
+        command = document.get("state", {}).get("command")
+        if not isinstance(command, dict) or command.get("id") != command_id:
+            return False
+        command["done"] = True
+        _write_text_atomic(path / "state.json", json.dumps(document, indent=1))
+        return True
+
     def read_state(self) -> LearnState | None:
         """The latest checkpoint's progress alone (no statistics read); None if none."""
         path = self.latest()
