@@ -101,6 +101,12 @@ def recover_output(out: str | os.PathLike[str]) -> None:
     """
     out = Path(out)
     try:
+        for entry, pid in _stale(out, "pictures"):  # a fit's pictures, drawn before its save
+            logger.warning(
+                "removing %s, left behind by a writer of %s that was stopped (process %d)",
+                entry, out, pid,
+            )  # fmt: skip
+            _remove(entry)
         fresh, old = _stale(out, "new"), _stale(out, "old")
         if not (fresh or old):
             return

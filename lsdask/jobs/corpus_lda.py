@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from lsdask.estimators.hdp import HDP
 from lsdask.estimators.lda import LDA
 from lsdask.estimators.params import LDA_INIT_METHODS, clone, lda_init_names
 from lsdask.evaluate import document_completion, split_documents
+from lsdask.io.atomic import temp_sibling
 from lsdask.io.corpus.store import Corpus, read_all
 from lsdask.io.faults import fault_point
 from lsdask.jobs.cluster import on_shared_client
@@ -294,7 +294,8 @@ def _save_with_pictures(
     they are drawn into a staging folder beside ``out`` first, so a picture that
     cannot be drawn leaves no model, and a saved model always has its pictures."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.pictures-", dir=out.parent))
+    staging = temp_sibling(out, "pictures")  # a killed writer's is removed by the next one
+    staging.mkdir()
     try:
         _draw(report, trace, staging)
         with extra_files({p.name: p for p in staging.iterdir() if p.is_file()}):
