@@ -23,11 +23,11 @@ import glob
 import logging
 import os
 import re
-import shutil
 import socket
 import uuid
 from pathlib import Path
 
+from lsdask.io import fsops
 from lsdask.io.faults import fault_point
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 def remove_tree(path: Path) -> None:
     """Delete a folder tree if it exists, logging rather than raising on failure."""
     if path.exists():
-        shutil.rmtree(path, ignore_errors=True)
+        fsops.rmtree(path)
         if path.exists():
             logger.warning("could not remove temporary directory %s", path)
 
@@ -75,7 +75,7 @@ def _remove(entry: Path) -> None:
     if entry.is_dir() and not entry.is_symlink():
         remove_tree(entry)
     else:
-        entry.unlink(missing_ok=True)
+        fsops.unlink(entry)
 
 
 def _newest(entries: list[tuple[Path, int]]) -> tuple[Path, int]:
@@ -112,7 +112,7 @@ def recover_output(out: str | os.PathLike[str]) -> None:
             return
         if not (out.exists() or out.is_symlink()):
             chosen, pid = _newest(fresh) if fresh else _newest(old)
-            os.rename(chosen, out)
+            fsops.rename(chosen, out)
             logger.warning(
                 "%s was missing: its writer (process %d) was stopped while it swapped the "
                 "output in. Put %s in its place (%s).",
@@ -140,13 +140,30 @@ def temp_sibling(out: Path, kind: str = "tmp") -> Path:
     process ids would see each other's writers as gone: give them host names of
     their own.)"""
     recover_output(out)
-    for entry, pid in _stale(out, kind):
+    for entry, pid in _stale(out, kind) + _stale_nested(out):
         logger.warning(
             "removing %s, left behind by a writer of %s that was stopped (process %s)",
             entry, out, pid,
         )  # fmt: skip
         _remove(entry)
     return _sibling(out, kind)
+
+
+def _stale_nested(out: Path) -> list[tuple[Path, int]]:
+    """Temporaries that a gone writer of a temporary of ``out`` left: a staging
+    folder's own temporary, ``..<name>.<kind>-<host>-<pid>-<hex>.tmp-...``."""
+    host, name = _host(), re.escape(out.name)
+    pattern = re.compile(
+        rf"^\.\.{name}\.[a-z]+-{re.escape(host)}-(\d+)-[0-9a-f]{{8}}\..+$"
+    )
+    if not out.parent.is_dir():
+        return []
+    found = []
+    for entry in out.parent.glob(f"..{glob.escape(out.name)}.*"):
+        match = pattern.match(entry.name)
+        if match and not _running(int(match.group(1))):
+            found.append((entry, int(match.group(1))))
+    return sorted(found, key=lambda e: e[0].name)
 
 
 def _sibling(out: Path, kind: str) -> Path:
@@ -163,17 +180,17 @@ def replace_dir(new_dir: Path, out_dir: Path) -> None:
     the two beside a missing ``out_dir``, which :func:`recover_output` mends.
     """
     ready = _sibling(out_dir, "new")
-    os.rename(new_dir, ready)
+    fsops.rename(new_dir, ready)
     old_dir: Path | None = None
     try:
         if out_dir.exists():
             old_dir = _sibling(out_dir, "old")
-            os.rename(out_dir, old_dir)
+            fsops.rename(out_dir, old_dir)
             fault_point("replace_dir.swapping")
-        os.rename(ready, out_dir)
+        fsops.rename(ready, out_dir)
     except BaseException:
         if old_dir is not None and old_dir.exists() and not out_dir.exists():
-            os.rename(old_dir, out_dir)
+            fsops.rename(old_dir, out_dir)
         remove_tree(ready)
         raise
     if old_dir is not None:

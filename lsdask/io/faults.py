@@ -15,6 +15,12 @@ dictionary look-ups.
     At the point ``NAME`` the process kills itself with SIGKILL, as a lost
     machine or the out-of-memory killer would: no ``finally`` block runs.
 
+``LSDASK_CRASH_AT_FS=N``
+    At the ``N``-th file-system step of the process (:mod:`lsdask.io.fsops`: an
+    fsync, a rename, a removal; counted from 1) the process kills itself with
+    SIGKILL. ``LSDASK_FS_LOG=PATH`` appends each step (``<n> <op> <path>``) to
+    ``PATH``: how a test learns a command's steps.
+
 ``NAME`` may list several points, separated by commas. The points:
 
 ``corpus.append.locked``
@@ -42,7 +48,7 @@ import signal
 import time
 from pathlib import Path
 
-__all__ = ["POINTS", "fault_point"]
+__all__ = ["POINTS", "fault_point", "fs_point"]
 
 #: The named points (see the module's documentation).
 POINTS = (
@@ -67,6 +73,25 @@ def fault_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if _armed("LSDASK_PAUSE_AT", name):
         _pause(name)
+
+
+_fs_steps = 0  # file-system steps of this process (see fs_point)
+
+
+def fs_point(op: str, path: object) -> None:
+    """A file-system step of a writer (:mod:`lsdask.io.fsops`): logged with
+    ``LSDASK_FS_LOG``, killed at with ``LSDASK_CRASH_AT_FS`` (see the module's
+    documentation); otherwise nothing."""
+    global _fs_steps
+    log, crash = os.environ.get("LSDASK_FS_LOG"), os.environ.get("LSDASK_CRASH_AT_FS")
+    if log is None and crash is None:
+        return
+    _fs_steps += 1
+    if log is not None:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"{_fs_steps} {op} {path}\n")
+    if crash is not None and _fs_steps == int(crash):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _pause(name: str) -> None:

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from lsdask.engine import make_executor
+from lsdask.io import fsops
 from lsdask.io.atomic import temp_sibling
 from lsdask.jobs.cluster import dask_client
 from lsdask.jobs.inputs import check_same_vocab, loaded_topic_model, open_corpus
@@ -151,9 +152,9 @@ def transform_corpus(
             for doc_ids, weights in _in_waves(make_executor(where), task, docs.batches, lda):
                 w.write_table(_weights_table(doc_ids, weights))
                 n_docs += len(doc_ids)
-        os.replace(tmp, out)
+        fsops.replace(tmp, out)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        fsops.unlink(tmp)
         raise
     summary = TransformSummary(
         path=str(out),

@@ -22,13 +22,13 @@ import json
 import logging
 import os
 import re
-import shutil
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from lsdask.errors import DataError
+from lsdask.io import fsops
 from lsdask.io.faults import fault_point
 from lsdask.learn.state import LearnState
 from lsdask.models.stats import SuffStats
@@ -51,9 +51,8 @@ def _write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+        fsops.fsync(fh)
+    fsops.replace(tmp, path)
 
 
 class CheckpointDir:
@@ -109,7 +108,9 @@ class CheckpointDir:
         # one writer per folder (the fit holding its lock): temporary folders left are
         # of a writer killed mid-write
         for stale in self.root.glob(".tmp-ckpt-*"):
-            shutil.rmtree(stale, ignore_errors=True)
+            fsops.rmtree(stale)
+        for stale in self.root.glob(".LATEST.*.tmp"):  # of a writer killed mid-write
+            fsops.unlink(stale)
         tmp = self.root / f".tmp-{name}"
         tmp.mkdir()
         try:
@@ -126,15 +127,15 @@ class CheckpointDir:
                 "has_init": init_stats is not None,
             }
             _write_text_atomic(tmp / "state.json", json.dumps(document, indent=1))
-            os.replace(tmp, self.root / name)
+            fsops.replace(tmp, self.root / name)
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            fsops.rmtree(tmp)
             raise
         _write_text_atomic(self.root / "LATEST", name + "\n")
         memo.commit()
         for old in self.root.glob("ckpt-*"):
             if old.name != name:
-                shutil.rmtree(old, ignore_errors=True)
+                fsops.rmtree(old)
         logger.info("checkpoint written: %s (lap %d, position %d)", name, state.lap, state.position)
         fault_point("checkpoint.written")
         return self.root / name
@@ -151,6 +152,8 @@ class CheckpointDir:
         if not isinstance(command, dict) or command.get("id") != command_id:
             return False
         command["done"] = True
+        for stale in path.glob(".state.json.*.tmp"):  # of an earlier mark killed mid-write
+            fsops.unlink(stale)
         _write_text_atomic(path / "state.json", json.dumps(document, indent=1))
         return True
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lsdask.io import fsops
 from lsdask.models.stats import SparseBlock, SuffStats
 from lsdask.persist.checked_npz import check_values, read_npz
 
@@ -50,9 +51,8 @@ def save_stats(path: Path, stats: SuffStats) -> None:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     with open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+        fsops.fsync(fh)
+    fsops.replace(tmp, path)
 
 
 def load_stats(path: Path, limits: dict[str, tuple[int, ...]] | None = None) -> SuffStats:
@@ -152,7 +152,7 @@ class DiskMemo:
         folder's lock (:func:`lsdask.persist.resume.checkpoint_lock`)."""
         stale = [p for p in self.folder.glob(_STALE_TEMPORARIES) if p.is_file()]
         for path in stale:
-            path.unlink(missing_ok=True)
+            fsops.unlink(path)
         if stale:
             logger.info(
                 "removed %d unfinished memo file(s) left in %s by an interrupted run (e.g. %s)",
@@ -175,7 +175,7 @@ class DiskMemo:
         save_stats(self.folder / name, stats)
         old, self._files[b] = self._files[b], name
         if old is not None and old not in self._pinned:
-            (self.folder / old).unlink(missing_ok=True)
+            fsops.unlink(self.folder / old)
 
     def values(self) -> Iterator[SuffStats]:
         return (load_stats(self.folder / f, self.limits) for f in self._files if f is not None)
@@ -189,5 +189,5 @@ class DiskMemo:
         keep = {f for f in self._files if f is not None} | (still_needed or set())
         for path in self.folder.glob("b*.npz"):
             if path.name not in keep:
-                path.unlink(missing_ok=True)
+                fsops.unlink(path)
         self._pinned = {f for f in self._files if f is not None}

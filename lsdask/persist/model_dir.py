@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from lsdask.io import fsops
 from lsdask.io.atomic import recover_output, replace_dir, temp_sibling
 from lsdask.persist.checked_npz import check_values, read_npz
 
@@ -169,7 +170,7 @@ def write_model_dir(
         check_save_target(out, overwrite)
         replace_dir(tmp, out)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        fsops.rmtree(tmp)
         raise
 
 

@@ -51,6 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lsdask.errors import DataError
+from lsdask.io import fsops
 from lsdask.io.atomic import recover_output, remove_tree, replace_dir, temp_sibling
 from lsdask.io.corpus.batch import COLUMNS, SCHEMA, CorpusBatch, DocBatch
 from lsdask.io.corpus.read import (
@@ -437,16 +438,16 @@ class Corpus:
                     logger.info("append to corpus %s: no documents, nothing written", root)
                     return []
                 manifest = begin_append(root, manifest, txn, f"{PARTS_DIR}/{name}")
-                os.replace(tmp, final)
+                fsops.replace(tmp, final)
             finally:
-                tmp.unlink(missing_ok=True)
+                fsops.unlink(tmp)
             try:
                 fault_point("corpus.append.renamed")
                 for e in entries:
                     e["file"] = f"{PARTS_DIR}/{name}"
                 new = commit_append(root, manifest, txn, entries)
             except BaseException:  # not committed: the part goes (its entry stays pending)
-                final.unlink(missing_ok=True)
+                fsops.unlink(final)
                 raise
         self._set_manifest(new)
         logger.info(

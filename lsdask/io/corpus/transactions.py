@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lsdask.io import fsops
 from lsdask.io.corpus.read import committed_txns, part_txn, pending
 from lsdask.io.corpus.write import MANIFEST_NAME, _as_number, _now, _write_json_atomic
 from lsdask.io.locks import FolderLock
@@ -131,7 +132,7 @@ def _quarantine(
     folder = root / QUARANTINE_DIR
     folder.mkdir(exist_ok=True)
     target = folder / f"{path.stem}.{txn}{path.suffix}"
-    os.replace(path, target)
+    fsops.replace(path, target)
     documents = "its documents" if n_docs is None else f"its {n_docs} documents"
     logger.warning(
         "corpus %s: %s was written by an append that stopped before it committed "

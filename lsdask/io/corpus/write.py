@@ -27,6 +27,7 @@ import scipy.sparse as sp
 
 from lsdask import config
 from lsdask.errors import DataError
+from lsdask.io import fsops
 from lsdask.io.atomic import temp_sibling
 from lsdask.io.corpus.batch import SCHEMA, DocBatch
 
@@ -317,10 +318,10 @@ def _write_json_atomic(path: Path, obj: Mapping[str, Any]) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text + "\n")
             f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+            fsops.fsync(f)
+        fsops.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        fsops.unlink(tmp)
         raise
 
 
