@@ -179,3 +179,56 @@ def test_transform_killed_at_any_step_then_rerun_equals_undisturbed(tmp_path: Pa
         assert got == pq.read_table(reference / "w.parquet").to_pylist()
 
     _check_each_kill(tmp_path, args, compare)
+
+
+def test_patches_killed_at_any_step_then_rerun_equals_undisturbed(tmp_path: Path) -> None:
+    import zarr
+    from PIL import Image
+
+    images = tmp_path / "images"
+    images.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(4):
+        pixels = (rng.random((40, 48)) * 255).astype(np.uint8)
+        Image.fromarray(pixels).save(images / f"img{i}.png")
+
+    def args(folder: Path) -> list:
+        return ["patches", images, "--out", folder / "p", "--patch-size", "8", "--seed", "0"]
+
+    def compare(folder: Path, reference: Path) -> None:
+        for part in ("train.zarr", "heldout.zarr"):
+            got = zarr.open(str(folder / "p" / part), mode="r")[:]
+            np.testing.assert_array_equal(got, zarr.open(str(reference / "p" / part), mode="r")[:])
+
+    _check_each_kill(tmp_path, args, compare)
+
+
+def test_a_fit_killed_at_random_times_then_rerun_equals_undisturbed(tmp_path: Path) -> None:
+    """Timed kills, not at a named step: SIGKILL after a random delay."""
+    import subprocess
+    import sys
+    import time
+
+    source = _jsonl(tmp_path / "docs.jsonl", 300, 4)
+    corpus = tmp_path / "corpus"
+    assert run_lsdask("ingest", "jsonl", source, "--out", corpus).returncode == 0
+    args = ["fit", corpus, "--topics", "3", "--sparsity", "2", "--laps", "3", "--sync",
+            "--seed", "0"]  # fmt: skip
+    assert run_lsdask(*args, "--out", tmp_path / "ref").returncode == 0
+    want = load_model(tmp_path / "ref")
+    rng = np.random.default_rng(7)
+    for attempt in range(3):
+        folder = tmp_path / f"t{attempt}"
+        full = [*args, "--resume", folder / "ckpt", "--out", folder / "m"]
+        proc = subprocess.Popen([sys.executable, "-m", "lsdask", *map(str, full)],
+                                env=lsdask_env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+        time.sleep(float(rng.uniform(1.0, 4.0)))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        again = run_lsdask(*full)
+        assert again.returncode == 0, again.stderr
+        got = load_model(folder / "m")
+        assert got.n_laps_ == 3
+        np.testing.assert_allclose(got.components_, want.components_, rtol=1e-10)
+        assert _leftovers(folder) == []
