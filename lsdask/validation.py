@@ -70,26 +70,24 @@ def check_random_state(value: Any) -> None:
         ) from None
 
 
-def parse_nonnegative_int(text: str) -> int:
-    """Command-line text of an integer >= 0 (an argparse ``type``)."""
+def _parse_int(text: str, low: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
     return value
+
+
+def parse_nonnegative_int(text: str) -> int:
+    """Command-line text of an integer >= 0 (an argparse ``type``)."""
+    return _parse_int(text, 0, "an integer >= 0")
 
 
 def parse_positive_int(text: str) -> int:
     """Command-line text of an integer >= 1 (an argparse ``type``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+    return _parse_int(text, 1, "a positive integer")
 
 
 def parse_positive_float(text: str) -> float:

@@ -171,6 +171,14 @@ def test_entries_without_this_laps_targets_skip_the_deletes(warm):
     assert all(r.kind == "merge" for r in outcome.records)
 
 
+def _start(K, V, seed):
+    """Random initial statistics and an HDP with both moves, K topics over V words."""
+    start = np.random.default_rng(seed).gamma(0.3, 10.0, size=(K, V))
+    init = SuffStats(words=start, H=np.zeros(1), alloc=np.zeros(1), N=start.sum(1),
+                     n_docs=np.zeros(1))  # fmt: skip
+    return init, HDPModel(K, V, 0.5, 0.1, gamma=5.0, moves=MOVES)
+
+
 def _run_with_memo(model, X, init, n_laps=5, batch_size=200):
     source = as_batch_source(X, batch_size)
     memo = MemoryMemo(len(source.batches))
@@ -190,11 +198,7 @@ def _run_with_memo(model, X, init, n_laps=5, batch_size=200):
 def test_the_loop_keeps_the_memo_summing_to_the_statistics_and_k_falls(bars):
     X, _ = bars
     K, V = 30, X.shape[1]
-    rng = np.random.default_rng(4)
-    start = rng.gamma(0.3, 10.0, size=(K, V))
-    init = SuffStats(words=start, H=np.zeros(1), alloc=np.zeros(1), N=start.sum(1),
-                     n_docs=np.zeros(1))  # fmt: skip
-    model = HDPModel(K, V, 0.5, 0.1, gamma=5.0, moves=MOVES)
+    init, model = _start(K, V, seed=4)
     result, checks = _run_with_memo(model, X, init)
     assert all(checks) and len(checks) == 5
     trace = result.components_trace
@@ -213,10 +217,7 @@ def test_moves_are_applied_to_an_entry_when_it_is_next_read(bars):
     the lap's map to them; the next lap's visits pay the debt."""
     X, _ = bars
     K, V = 30, X.shape[1]
-    start = np.random.default_rng(4).gamma(0.3, 10.0, size=(K, V))
-    init = SuffStats(words=start, H=np.zeros(1), alloc=np.zeros(1), N=start.sum(1),
-                     n_docs=np.zeros(1))  # fmt: skip
-    model = HDPModel(K, V, 0.5, 0.1, gamma=5.0, moves=MOVES)
+    init, model = _start(K, V, seed=4)
     owed = []
     source = as_batch_source(X, 50)
     memo = MemoryMemo(len(source.batches))
@@ -242,10 +243,7 @@ def test_moves_are_applied_to_an_entry_when_it_is_next_read(bars):
 def test_resumed_mid_lap_with_a_plan_pending_equals_uninterrupted(bars, tmp_path):
     X, _ = bars
     K, V = 16, X.shape[1]
-    start = np.random.default_rng(5).gamma(0.3, 10.0, size=(K, V))
-    init = SuffStats(words=start, H=np.zeros(1), alloc=np.zeros(1), N=start.sum(1),
-                     n_docs=np.zeros(1))  # fmt: skip
-    model = HDPModel(K, V, 0.5, 0.1, gamma=5.0, moves=MOVES)
+    init, model = _start(K, V, seed=5)
     whole, rest, saved = stopped_and_resumed(
         model, X[:600], init, tmp_path / "mid", stop_after=6, stop_lap=3
     )
