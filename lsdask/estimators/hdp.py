@@ -30,9 +30,10 @@ class HDP(LDA):
     values (kept only where the objective rises). The objective is the
     *surrogate ELBO* (docs/math.md, :mod:`lsdask.models.hdp`): the ELBO with
     ``E[c_Dir(alpha beta)]`` replaced by a lower bound, computed exactly from
-    the memo after every visit. The moves that change the number of topics
-    (delete, merge) are not built yet: K stays ``max_components``, and topics
-    the data does not need keep a small weight ``E[beta_k]``.
+    the memo after every visit. After every lap but the first, delete and merge
+    moves (:mod:`lsdask.models.hdp_moves`) may lower the number of topics, each
+    accepted only if it raises that objective; with ``moves=()`` K stays
+    ``max_components`` and topics the data does not need keep a small weight.
 
     Parameters
     ----------
@@ -48,8 +49,9 @@ class HDP(LDA):
         spread the weight over more topics.
     eta : float or "auto"
         Topic-word pseudo-count, as for :class:`lsdask.LDA` (``"auto"`` learns it).
-    moves : tuple
-        The moves that change K; only ``()`` (none) is implemented.
+    moves : tuple of str
+        The moves that lower K: ``"delete"`` and ``"merge"`` (default both);
+        ``()`` for none. There are no birth moves: K never rises.
     algorithm : {"memo", "vb"}
         Memoized VI or full-batch VB. SVI is refused: the sticks are fitted to
         the whole corpus's statistics.
@@ -68,8 +70,8 @@ class HDP(LDA):
     topic_order_ : (K,) the model's index of each topic of ``components_``
     alpha_ : (K,) each topic's document prior ``alpha E[beta_k]`` (the leftover's
         left out), in the same order
-    n_components_ : int, K
-    n_components_trace_ : (n_laps_,) K after every lap (constant without moves)
+    n_components_ : int, K at the end of the fit
+    n_components_trace_ : (n_laps_,) K after every lap
     alpha_trace_ : (n_laps_,) ``sum_k alpha E[beta_k]`` after every lap
     eta_, vocabulary_, elbo_trace_ (the surrogate ELBO), n_laps_, converged_
         As for :class:`lsdask.LDA`.
