@@ -100,6 +100,7 @@ class HDPGlobals(LDAGlobals):
     omega: np.ndarray
     alpha_rest: float
     plan: MovePlan | None = None  # the moves the lap under way prepares
+    resting: tuple[int, ...] = ()  # delete candidates rejected last lap: not planned next
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -303,7 +304,7 @@ class HDPModel(LDAModel):
         before); no plan without moves."""
         if not self.has_moves:
             return glob
-        return glob.with_plan(choose_plan(stats, glob.topics, self.moves, lap))
+        return glob.with_plan(choose_plan(stats, glob.topics, self.moves, lap, glob.resting))
 
     def judge_moves(
         self, stats: SuffStats, glob: HDPGlobals, entries: Iterable[SuffStats], sparsity: int | None
@@ -369,13 +370,13 @@ class HDPModel(LDAModel):
         :meth:`carry`; None: from :meth:`start_sticks`); the lap's move plan as
         ``carried`` has it."""
         glob = self.globals_with_sticks(stats, *self.fitted_sticks(stats, carried))
-        return glob.with_plan(_plan_of(carried))
+        return _with_carried(glob, carried)
 
     def restore_globals(self, stats: SuffStats, carried: Mapping[str, Any]) -> HDPGlobals:
         """The globals a global step on ``stats`` left with the sticks ``carried``
         (:meth:`carry`'s): the topics recomputed, the sticks and plan as they were."""
         glob = self.globals_with_sticks(stats, *self._sticks_of(carried))
-        return glob.with_plan(_plan_of(carried))
+        return _with_carried(glob, carried)
 
     def global_step(self, stats: SuffStats) -> HDPGlobals:
         """:meth:`global_step_from` without previous sticks."""
@@ -387,6 +388,8 @@ class HDPModel(LDAModel):
         out = {"rho": [float(x) for x in glob.rho], "omega": [float(x) for x in glob.omega]}
         if glob.plan is not None:
             out["plan"] = glob.plan.to_list()
+        if glob.resting:
+            out["resting"] = [float(k) for k in glob.resting]
         return out
 
     # -- the objective ------------------------------------------------------------
@@ -412,6 +415,12 @@ class HDPModel(LDAModel):
             + float(stats.array("H")[0])
             + self.surrogate_allocation(stats, glob)
         )
+
+
+def _with_carried(glob: HDPGlobals, carried: Mapping[str, Any] | None) -> HDPGlobals:
+    """``glob`` with the move plan and the resting candidates that ``carried`` holds."""
+    resting = () if carried is None else tuple(int(k) for k in carried.get("resting", ()))
+    return dataclasses.replace(glob, plan=_plan_of(carried), resting=resting)
 
 
 def _plan_of(carried: Mapping[str, Any] | None) -> MovePlan | None:

@@ -87,7 +87,13 @@ class MoveSettings:
 # -- choosing the plan ---------------------------------------------------------------
 
 
-def choose_plan(stats: SuffStats, topics: np.ndarray, settings: MoveSettings, lap: int) -> MovePlan:
+def choose_plan(
+    stats: SuffStats,
+    topics: np.ndarray,
+    settings: MoveSettings,
+    lap: int,
+    resting: tuple[int, ...] = (),
+) -> MovePlan:
     """The lap's plan from the whole-data statistics of the last lap and the
     topics ``E[phi]`` (K, V).
 
@@ -113,7 +119,7 @@ def choose_plan(stats: SuffStats, topics: np.ndarray, settings: MoveSettings, la
                 break
             more = targets + used[k]
             fits = more <= min(settings.max_target_docs, work)
-            if used[k] <= settings.delete_max_docs and fits:
+            if used[k] <= settings.delete_max_docs and fits and int(k) not in resting:
                 deletes.append(int(k))
                 targets = more
     pairs: list[tuple[int, int]] = []
@@ -215,8 +221,14 @@ class MoveOutcome:
 
     @property
     def carried(self) -> dict[str, list[float]]:
-        """The sticks to go on with, as :meth:`HDPModel.carry` writes them (no plan)."""
-        return {"rho": [float(x) for x in self.rho], "omega": [float(x) for x in self.omega]}
+        """The sticks to go on with, as :meth:`HDPModel.carry` writes them (no plan),
+        and, where nothing was accepted (the topics keep their numbers), the delete
+        candidates rejected, which the next lap's plan leaves out."""
+        out = {"rho": [float(x) for x in self.rho], "omega": [float(x) for x in self.omega]}
+        rejected = [float(r.topics[0]) for r in self.records if r.kind == "delete"]
+        if rejected and not self.n_accepted:
+            out["resting"] = rejected
+        return out
 
     def summary(self) -> str:
         """One line: moves tried and accepted, K and the objective's change."""
