@@ -153,9 +153,7 @@ def _stale_nested(out: Path) -> list[tuple[Path, int]]:
     """Temporaries that a gone writer of a temporary of ``out`` left: a staging
     folder's own temporary, ``..<name>.<kind>-<host>-<pid>-<hex>.tmp-...``."""
     host, name = _host(), re.escape(out.name)
-    pattern = re.compile(
-        rf"^\.\.{name}\.[a-z]+-{re.escape(host)}-(\d+)-[0-9a-f]{{8}}\..+$"
-    )
+    pattern = re.compile(rf"^\.\.{name}\.[a-z]+-{re.escape(host)}-(\d+)-[0-9a-f]{{8}}\..+$")
     if not out.parent.is_dir():
         return []
     found = []
