@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import lsdask
-from lsdask.kernels.gibbs import apply_moves, gibbs_sweep_moves, sparse_gibbs_sweep
+from lsdask.kernels.gibbs import FULL_SUMS, apply_moves, gibbs_sweep_moves, sparse_gibbs_sweep
 from lsdask.learn.gibbs_start import gibbs_sample, split_by_tokens, tokens_of, within_tokens
 from lsdask.persist import load_lda, save_lda
 from lsdask.synthetic import make_bars_corpus, match_topics
@@ -33,7 +33,8 @@ def _grid_frequencies(doc_ptr, words, z0, K, V, a, eta, j=0, before=None, n_grid
     grid of its uniform, after tokens ``0..j-1`` were drawn with the uniforms
     ``before`` (only tokens ``0..j`` are swept; the rest only hold counts);
     with the exact conditional of the counts as they stand at that draw, and
-    how many of the grid's draws of token ``j`` took the prior bucket's path."""
+    how many of the grid's draws of token ``j`` summed the prior's part over
+    all K topics (the two-bucket draw, without word lists)."""
     before = np.empty(0) if before is None else np.asarray(before, dtype=np.float64)
     ndk0, nwk0, nk0 = _counts(doc_ptr, words, z0, K, V)
     word_total = nwk0.sum(axis=1, dtype=np.int64)
@@ -54,7 +55,7 @@ def _grid_frequencies(doc_ptr, words, z0, K, V, a, eta, j=0, before=None, n_grid
         sums = sparse_gibbs_sweep(
             np.array([0, j + 1]), words, z, ndk, nwk, nk, word_total, a, eta, uniforms
         )
-        full_sums += sums - prefix_sums > 0  # token j's own draw took the prior bucket's path
+        full_sums += (sums - prefix_sums)[FULL_SUMS] > 0  # token j's own draw's
         drawn[g] = z[j]
     return np.bincount(drawn, minlength=K) / n_grid, want, full_sums
 
@@ -318,17 +319,22 @@ def test_tokens_round_counts_and_keep_empty_documents():
 
 def test_sampler_recovers_bars():
     """On the bars corpus the sampler's topics alone are the true bars. Found
-    bars are 0.15-0.29 (L1) from the truth over 12 seeds, tokens at the
-    pixels two bars share going either way; a bar merged with another or
-    split in two is 0.6-2 away, so 0.4 tells the two apart (0.2, the bound
-    before, sat at the median of found bars)."""
+    bars are 0.15-0.29 (L1) from the truth, tokens at the pixels two bars
+    share going either way; a bar merged with another or split in two is
+    0.6-2 away, so 0.4 tells the two apart (0.2, the bound before, sat at the
+    median of found bars). A chain stuck with a merged bar after 200 sweeps
+    happens at 1 or 2 seeds of 48 (the sampler with the two-bucket draw, and
+    with its three-bucket successor), so 4 of 5 seeds must find all bars."""
     X, true_topics = make_bars_corpus(n_docs=500, doc_length=50, random_state=1)
-    rng = np.random.default_rng(0)
-    counts = gibbs_sample(X, 10, alpha=10.0, eta=0.1, sweeps=200, rng=rng).topic_word
-    assert counts.shape == (10, 25)
-    assert counts.sum() == X.sum()  # every token in exactly one topic
-    _, distances = match_topics(true_topics, counts + 0.1)
-    assert distances.max() < 0.4, distances
+    found = 0
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        counts = gibbs_sample(X, 10, alpha=10.0, eta=0.1, sweeps=200, rng=rng).topic_word
+        assert counts.shape == (10, 25)
+        assert counts.sum() == X.sum()  # every token in exactly one topic
+        _, distances = match_topics(true_topics, counts + 0.1)
+        found += distances.max() < 0.4
+    assert found >= 4
 
 
 def test_init_gibbs_fit_is_seeded_and_beats_kmeans_start_after_one_lap():

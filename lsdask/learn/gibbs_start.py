@@ -9,9 +9,12 @@ the starts).
 
 The sampler runs in the driver on the whole corpus or, beyond
 ``config.GIBBS_SAMPLE_*``, a sample of whole documents (whole tokens: counts
-are rounded). A token's draw costs its document's topics, and all K topics
-only for the small fraction of draws that fall in the prior's bucket
-(``lsdask.kernels.gibbs``).
+are rounded). A token's draw costs its document's topics or its word's
+(``lsdask.kernels.gibbs``): each part of the sampler starts with the
+two-bucket draw, which sums over all K topics only on the draws that fall
+past the document's topics, and switches to SparseLDA's per-word topic lists
+(nothing over all K topics) once those draws cost more than the lists' upkeep
+(a large document-topic prior sends many draws there).
 """
 
 from __future__ import annotations
@@ -24,10 +27,28 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from lsdask.kernels.gibbs import apply_moves, gibbs_sweep_moves
+from lsdask.kernels.gibbs import (
+    DOCUMENT_BUCKET,
+    FULL_SUMS,
+    SMOOTHING_BUCKET,
+    WORD_BUCKET,
+    WordTopics,
+    apply_moves,
+    gibbs_sweep_moves,
+    word_topic_lists,
+)
 from lsdask.learn.base import progress_bar, shows_bar
 
 logger = logging.getLogger(__name__)
+
+#: a part switches to the word topic lists after a sweep whose draws summed,
+#: on average, more than this many topics' weights over all K topics (the
+#: draws that summed over all K, times K, per draw). Measured on the 20
+#: Newsgroups training documents at K = 200, one thread, the two draws cost the
+#: same at about 40 per draw (alpha = 40-50 in total); below, the two-bucket
+#: draw is faster (LDA's alpha = 0.5: 3 per draw), above, the lists (alpha =
+#: 100: 60 per draw; 0.5 per topic at K = 800: 400 per draw).
+LISTS_FROM = 40.0
 
 
 def tokens_of(X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
@@ -126,9 +147,10 @@ class GibbsSample(NamedTuple):
 
 class _Part:
     """One run of documents swept in its own thread, with its own copy of the
-    topic-word and topic counts (the first part uses the shared arrays) and
-    its own stream of uniforms (the first part draws from the caller's
-    generator, so one part makes the serial sampler's draws)."""
+    topic-word and topic counts (the first part uses the shared arrays) and,
+    once they pay (``LISTS_FROM``), their word topic lists, and its own
+    stream of uniforms (the first part draws from the caller's generator, so
+    one part makes the serial sampler's draws)."""
 
     def __init__(
         self,
@@ -138,6 +160,7 @@ class _Part:
         ndk: np.ndarray,
         nwk: np.ndarray,
         nk: np.ndarray,
+        word_total: np.ndarray,
         copy: bool,
         rng: np.random.Generator,
         record: bool,
@@ -147,29 +170,37 @@ class _Part:
         self.ndk = ndk[first:last]
         self.nwk = nwk.copy() if copy else nwk
         self.nk = nk.copy() if copy else nk
+        self.lists: WordTopics | None = None  # built when they pay, then kept current
         self.rng = rng
         # the moves are for the other parts: none to record when there are none
         self._moves = np.empty((3, self.n_tokens if record else 0), dtype=np.int32)
-        self.moves: tuple[np.ndarray, ...] = ()  # (words, old topics, new topics) of the last sweep
+        # (words, old topics, new topics) of the last sweep
+        self.moves: tuple[np.ndarray, np.ndarray, np.ndarray] = (self._moves[0, :0],) * 3
 
     def sweep(
-        self, words: np.ndarray, z: np.ndarray, word_total: np.ndarray, a: float, eta: float
-    ) -> int:
+        self, words: np.ndarray, z: np.ndarray, word_total: np.ndarray, a: np.ndarray, eta: float
+    ) -> np.ndarray:
         """One collapsed Gibbs sweep over the part's tokens (its moves kept for the
-        other parts); returns how many draws summed over all K topics."""
+        other parts); returns its draw counts (``lsdask.kernels.gibbs``). After
+        a sweep whose draws summed over all K topics too often, the word topic
+        lists are built for the next ones."""
         uniforms = self.rng.random(self.n_tokens)
-        full_sums, n = gibbs_sweep_moves(
+        draws, n = gibbs_sweep_moves(
             self.doc_ptr, words, z, self.ndk, self.nwk, self.nk, word_total, a, eta, uniforms,
-            self._moves,
+            self._moves, self.lists,
         )  # fmt: skip
         self.moves = (self._moves[0, :n], self._moves[1, :n], self._moves[2, :n])
-        return full_sums
+        K = self.nk.shape[0]
+        if self.lists is None and draws[FULL_SUMS] * K > LISTS_FROM * max(1, self.n_tokens):
+            # built before the other parts' moves are taken in: those keep it current
+            self.lists = word_topic_lists(self.nwk, word_total)
+        return draws
 
 
 def gibbs_sample(
     X: sp.csr_matrix,
     n_components: int,
-    alpha: float,
+    alpha: float | np.ndarray,
     eta: float,
     sweeps: int,
     rng: np.random.Generator,
@@ -179,7 +210,8 @@ def gibbs_sample(
     """The tokens' word ids and topics, and the topic-word counts, after
     ``sweeps`` collapsed Gibbs sweeps over the documents of ``X`` from topics
     drawn uniformly at random; ``alpha`` is the
-    total document-topic concentration (alpha / K per topic).
+    total document-topic concentration (a float: alpha / K per topic) or the
+    per-topic prior itself (a positive (K,) vector a_k, summing to the total).
 
     The documents are cut into ``parts`` runs of about equal tokens, swept at
     the same time in threads, each against its own topic counts (the first
@@ -194,6 +226,14 @@ def gibbs_sample(
     refusal = gibbs_refusal(X, K)
     if refusal is not None:
         raise ValueError(refusal)
+    a = np.asarray(alpha, dtype=np.float64)
+    if a.ndim == 0:
+        a = np.full(K, float(a) / K)
+    if a.shape != (K,) or not (np.all(np.isfinite(a)) and np.all(a > 0)):
+        raise ValueError(
+            f"gibbs_sample: alpha must be a positive total or a positive vector of "
+            f"n_components={K} per-topic values; got shape {a.shape}"
+        )
     doc_ptr, words, z, ndk, nwk, nk = random_start(X, K, rng)
     word_total = nwk.sum(axis=1, dtype=np.int64)
     bounds = split_by_tokens(doc_ptr, parts)
@@ -203,18 +243,23 @@ def gibbs_sample(
     if parts > 1:
         seeds = np.random.SeedSequence(rng.integers(2**63, size=4)).spawn(parts - 1)
         streams += [np.random.default_rng(s) for s in seeds]
+    counts = (ndk, nwk, nk, word_total)
     runs = [
-        _Part(doc_ptr, bounds[p], bounds[p + 1], ndk, nwk, nk, p > 0, streams[p], parts > 1)
+        _Part(doc_ptr, bounds[p], bounds[p + 1], *counts, p > 0, streams[p], parts > 1)
         for p in range(parts)
     ]
     start = time.perf_counter()
-    full_sums = 0
+    draws = np.zeros(4, dtype=np.int64)  # the kernel's draw counts, summed
+    lists_from: int | None = None
     bar = progress_bar(sweeps, "Gibbs init", progress)
     log_every = 0 if shows_bar(progress) else -(-sweeps // 10)  # no bar: every tenth
     with ThreadPoolExecutor(max_workers=parts) as pool:
         for sweep in range(sweeps):
-            done = [pool.submit(r.sweep, words, z, word_total, alpha / K, eta) for r in runs]
-            full_sums += sum(f.result() for f in done)
+            done = [pool.submit(r.sweep, words, z, word_total, a, eta) for r in runs]
+            for f in done:
+                draws += f.result()
+            if lists_from is None and any(r.lists is not None for r in runs):
+                lists_from = sweep + 2  # 1-based: the next sweep is the first with lists
             if parts > 1:
                 list(pool.map(lambda r: _take_in_moves(r, runs), runs))
             bar.update(1)
@@ -224,11 +269,15 @@ def gibbs_sample(
                     sweep + 1, sweeps, time.perf_counter() - start,
                 )  # fmt: skip
     bar.close()
+    n_draws = max(1, sweeps * words.shape[0])
     logger.info(
-        "Gibbs init: %d sweeps over %d documents (%d tokens, %d parts) in %.1f s; %.1f%% of "
-        "the draws summed over all topics",
+        "Gibbs init: %d sweeps over %d documents (%d tokens, %d parts) in %.1f s; topics drawn "
+        "from the word's part %.1f%%, the document's %.1f%%, the smoothing tree %.1f%%; "
+        "%.1f%% of the draws summed over all topics; word topic lists from sweep %s",
         sweeps, n_docs, words.shape[0], parts, time.perf_counter() - start,
-        100.0 * full_sums / max(1, sweeps * words.shape[0]),
+        *(100.0 * draws[b] / n_draws for b in (WORD_BUCKET, DOCUMENT_BUCKET, SMOOTHING_BUCKET)),
+        100.0 * draws[FULL_SUMS] / n_draws,
+        "none" if lists_from is None else lists_from,
     )  # fmt: skip
     return GibbsSample(words, z, np.ascontiguousarray(nwk.T, dtype=np.float64))
 
@@ -237,4 +286,5 @@ def _take_in_moves(run: _Part, runs: list[_Part]) -> None:
     """Bring ``run``'s counts up to date with every other part's moves."""
     for other in runs:
         if other is not run:
-            apply_moves(run.nwk, run.nk, *other.moves)
+            words, old, new = other.moves
+            apply_moves(run.nwk, run.nk, words, old, new, run.lists)
