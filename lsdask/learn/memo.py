@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic
+from typing import Any, Generic, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -461,8 +461,7 @@ def _resized_as_carried(model: Model[G], carried: dict[str, list[float]] | None)
     if carried is None or not isinstance(model, HasMoves) or "rho" not in carried:
         return model
     K = len(carried["rho"])
-    resized = getattr(model, "resized", None)
-    return resized(K) if K != model.n_components and resized is not None else model
+    return cast(Model[G], model.resized(K)) if K != model.n_components else model
 
 
 def _pending(memo: MemoStore, model: HasMoves) -> PendingMaps:

@@ -141,6 +141,10 @@ class HasMoves(Protocol):
     @property
     def n_components(self) -> int: ...
 
+    def resized(self, n_components: int) -> Any:
+        """This model with ``n_components`` components (a checkpoint's, after moves)."""
+        ...
+
     def plan_moves(self, stats: SuffStats, glob: Any, lap: int) -> Any:
         """The globals with lap ``lap``'s plan, chosen from the statistics."""
         ...

@@ -234,7 +234,7 @@ def judge_deletes(
         # in place of what they held
         lin = _linear(mapped(result.stats, keep, trial_keep))
         for i in touched:
-            lin = lin - _linear(_linear_now(units[i], keep, trial_keep))
+            lin = lin - _linear(_linear_now(units[i], trial_keep))
             lin = lin + _linear(dict(new[i][0].dense_copy().items()))
             s = new[i][0]
             trial.S[B + i], trial.W[B + i] = s.array("S"), s.array("W")[0]
@@ -274,7 +274,7 @@ def _linear(fields: dict[str, Stat]) -> SuffStats:
     return SuffStats(**{k: v for k, v in fields.items() if k not in ("S", "W", "Cdir")})
 
 
-def _linear_now(unit: _Unit, keep: list[int], target: list[int]) -> dict[str, Stat]:
+def _linear_now(unit: _Unit, target: list[int]) -> dict[str, Stat]:
     """The unit's statistics as they stand (its last accepted rerun's, else its
     visit's), mapped to the topics ``target``: right for the fields that only lose
     the deleted topics' rows (``S``, ``W``, ``Cdir`` come from the parts)."""
