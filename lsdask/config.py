@@ -46,6 +46,19 @@ INIT_SAMPLE_ROWS = 10_000
 #: and memoized VI keeps what the sampler reached; MALLET's default is also 1,000.
 GIBBS_SWEEPS = 1_000
 
+#: Where the prior is learned, the Gibbs start stops before ``GIBBS_SWEEPS`` once
+#: its joint log-likelihood per token, averaged over 50 sweeps, rose by less than this
+#: (nats) over the 50 sweeps before (``LDA(gibbs_tol=)``). A chain that fits its prior
+#: settles within a few hundred sweeps; under a small fixed prior it mixes slowly, and
+#: its topics still improve after its likelihood flattens, so there the default makes
+#: every sweep.
+GIBBS_TOL_LEARNED = 0.005
+
+#: Where ``LDA(alpha="auto")`` is learned, the Gibbs start samples from this prior per
+#: topic (tomotopy's default) and fits it to the sampled documents every 10 sweeps from
+#: sweep 20 on, as MALLET's and tomotopy's samplers do (``optim_interval``).
+GIBBS_LEARNED_ALPHA_START = 0.1
+
 #: Documents LDA's Gibbs start samples: the whole corpus when it holds at most
 #: ``GIBBS_SAMPLE_TOKENS`` tokens (``LDA(gibbs_tokens=)``) and
 #: ``GIBBS_SAMPLE_DOCS`` documents, else whole documents drawn at random up to

@@ -90,6 +90,17 @@ def parse_positive_int(text: str) -> int:
     return _parse_int(text, 1, "a positive integer")
 
 
+def parse_nonnegative_float(text: str) -> float:
+    """Command-line text of a finite number >= 0 (an argparse ``type``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
 def parse_positive_float(text: str) -> float:
     """Command-line text of a finite number > 0 (an argparse ``type``)."""
     try:

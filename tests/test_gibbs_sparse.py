@@ -359,7 +359,8 @@ def test_sampler_switches_to_word_lists_when_they_pay(caplog, monkeypatch):
         return sweep(part, *args)
 
     monkeypatch.setattr(gibbs_start._Part, "sweep", checked_sweep)
-    words, z, topic_word = gibbs_sample(X, K, 50.0, eta, 5, np.random.default_rng(1), parts=3)
+    drawn = gibbs_sample(X, K, 50.0, eta, 5, np.random.default_rng(1), parts=3)
+    words, z, topic_word = drawn.words, drawn.z, drawn.topic_word
     assert len(checked) == 3 * 4  # sweeps 2-5 of every part
     expected = np.zeros_like(topic_word)
     np.add.at(expected, (z, words), 1)

@@ -302,7 +302,8 @@ def test_parts_are_seeded_and_take_in_each_others_moves():
     np.testing.assert_array_equal(runs[0], runs[1])
     for sweeps in (1, 2, 5):
         rng = np.random.default_rng(2)
-        words, z, topic_word = gibbs_sample(X, K, 1.0, 0.1, sweeps, rng, parts=3)
+        drawn = gibbs_sample(X, K, 1.0, 0.1, sweeps, rng, parts=3)
+        words, z, topic_word = drawn.words, drawn.z, drawn.topic_word
         want = np.zeros_like(topic_word)
         np.add.at(want, (z, words), 1)
         np.testing.assert_array_equal(topic_word, want)
@@ -458,4 +459,4 @@ def test_without_a_bar_the_sampler_logs_every_tenth_of_its_sweeps(caplog):
     assert [line.split(" in ")[0] for line in lines[:-1]] == [
         f"Gibbs init: {n} of 30 sweeps" for n in range(3, 30, 3)
     ]
-    assert lines[-1].startswith("Gibbs init: 30 sweeps over 40 documents")
+    assert lines[-1].startswith("Gibbs init: 30 sweeps (of 30 at most) over 40 documents")

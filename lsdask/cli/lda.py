@@ -44,6 +44,7 @@ OPTIONS_AFTER_HELDOUT = (
     "batches_per_update",
     "init",
     "gibbs_sweeps",
+    "gibbs_tol",
     "gibbs_tokens",
 )
 #: every model option of `lsdask fit`

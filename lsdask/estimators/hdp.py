@@ -56,7 +56,7 @@ class HDP(LDA):
         Memoized VI or full-batch VB. SVI is refused: the sticks are fitted to
         the whole corpus's statistics.
     n_laps, tol, batch_size, batches_per_update, restarts, max_local_iters,
-    local_conv_thresh, init, gibbs_sweeps, gibbs_tokens, n_init, random_state,
+    local_conv_thresh, init, gibbs_sweeps, gibbs_tol, gibbs_tokens, n_init, random_state,
     client, n_workers, verbose, progress, checkpoint_dir, resume
         As for :class:`lsdask.LDA`.
 
@@ -104,6 +104,7 @@ class HDP(LDA):
         local_conv_thresh: float = 0.05,
         init: str = "auto",
         gibbs_sweeps: int = config.GIBBS_SWEEPS,
+        gibbs_tol: float | None = None,
         gibbs_tokens: int = config.GIBBS_SAMPLE_TOKENS,
         n_init: int = 1,
         random_state: Any = None,

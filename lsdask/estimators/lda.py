@@ -32,6 +32,7 @@ from lsdask.learn.base import padded_trace
 from lsdask.learn.gibbs_start import gibbs_refusal, gibbs_sample, within_tokens
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
+from lsdask.models.collapsed import DocTopicCounts, posterior_prior_stats
 from lsdask.models.lda import LDAGlobals, LDAModel, LocalStepOptions, as_csr_batch
 from lsdask.persist.resume import holding_checkpoint_folder, open_resume
 from lsdask.validation import check_int, check_sparsity
@@ -116,6 +117,16 @@ def _check_has_tokens(X: Any, source: BatchSource) -> None:
         )
 
 
+def _sampler_alpha(model: LDAModel) -> float | np.ndarray:
+    """The document-topic prior the Gibbs start samples with: the model's where it is
+    fixed; where it is learned, ``config.GIBBS_LEARNED_ALPHA_START`` per topic, from
+    which the sampler fits it (a larger prior than LDA's default lets the chain move
+    documents between topics sooner, and the fit brings it down to the data's)."""
+    if model.learn_alpha:
+        return np.full(model.n_components, config.GIBBS_LEARNED_ALPHA_START)
+    return model.total_alpha
+
+
 class LDA(VariationalEstimator):
     """Latent Dirichlet allocation learned by L-sparse variational inference.
 
@@ -163,7 +174,21 @@ class LDA(VariationalEstimator):
         Sweeps of ``init="gibbs"`` (default 1,000, ``lsdask.config.GIBBS_SWEEPS``),
         paid once per fit (per start with ``n_init`` > 1): the sampled topics
         still improve over hundreds of sweeps, and memoized VI keeps what the
-        sampler reached; fewer sweeps start sooner at worse topics.
+        sampler reached; fewer sweeps start sooner at worse topics. With
+        ``alpha="auto"`` the sampler learns the prior too: it starts at 0.1 per
+        topic (``lsdask.config.GIBBS_LEARNED_ALPHA_START``) and refits it to the
+        sampled documents every 10 sweeps (Minka's fixed point, as tomotopy's
+        ``optim_interval`` and MALLET do); variational LDA's prior then starts
+        from the sampled documents' posteriors.
+    gibbs_tol : float or None
+        The Gibbs start stops before ``gibbs_sweeps`` once its joint
+        log-likelihood per token (computed every 10 sweeps), averaged over 50
+        sweeps, rose by less than this many nats over the 50 sweeps before; 0
+        makes every sweep. None (default): 0.005
+        (``lsdask.config.GIBBS_TOL_LEARNED``) where alpha is learned, whose chain
+        settles within a few hundred sweeps, else 0: under a small fixed prior
+        the chain mixes slowly and its topics still improve after its
+        likelihood flattens.
     gibbs_tokens : int
         Tokens of the documents ``init="gibbs"`` samples at most (default
         4,000,000, ``lsdask.config.GIBBS_SAMPLE_TOKENS``): the whole corpus
@@ -213,6 +238,7 @@ class LDA(VariationalEstimator):
         local_conv_thresh: float = 0.05,
         init: str = "auto",
         gibbs_sweeps: int = config.GIBBS_SWEEPS,
+        gibbs_tol: float | None = None,
         gibbs_tokens: int = config.GIBBS_SAMPLE_TOKENS,
         n_init: int = 1,
         svi_delay: float = config.SVI_DELAY,
@@ -323,11 +349,16 @@ class LDA(VariationalEstimator):
             method = "gibbs" if refusal is None else "kmeans++"
             if refusal is not None:
                 logger.info("init='auto' starts from k-means++: %s", refusal)
+        prior: dict[str, np.ndarray] = {}
         if method == "gibbs":
-            counts = gibbs_sample(
-                sample, model.n_components, model.total_alpha, model.eta, self.gibbs_sweeps, rng,
-                self.progress,
-            ).topic_word  # fmt: skip
+            drawn = gibbs_sample(
+                sample, model.n_components, _sampler_alpha(model), model.eta, self.gibbs_sweeps,
+                rng, self.progress, learn_alpha=model.learn_alpha, tol=self._gibbs_tol(model),
+            )  # fmt: skip
+            counts = drawn.topic_word
+            if model.learn_alpha:  # the first global step fits alpha to the sampled documents
+                S, W, Cdir = posterior_prior_stats(DocTopicCounts.of(drawn.doc_topic), drawn.alpha)
+                prior = {"S": S, "W": np.array([W]), "Cdir": np.array([Cdir])}
         elif counts is None:
             sample = rows_at_most(sample, config.INIT_SAMPLE_ROWS, rng)  # "auto" read more
             seeds = MixtureModel(
@@ -344,7 +375,14 @@ class LDA(VariationalEstimator):
             alloc=np.zeros(1),
             N=counts.sum(axis=1),
             n_docs=np.array([float(n_docs)]),
+            **prior,
         )
+
+    def _gibbs_tol(self, model: LDAModel) -> float:
+        """``gibbs_tol``, or its default for the model's prior (see the class docstring)."""
+        if self.gibbs_tol is not None:
+            return float(self.gibbs_tol)
+        return config.GIBBS_TOL_LEARNED if model.learn_alpha else 0.0
 
     def _init_inputs(
         self, model: LDAModel, source: BatchSource, rng

@@ -36,6 +36,7 @@ from lsdask.validation import (
     check_positive_float,
     check_random_state,
     check_sparsity,
+    parse_nonnegative_float,
     parse_nonnegative_int,
     parse_positive_float,
     parse_positive_int,
@@ -375,6 +376,13 @@ GIBBS_SWEEPS = Param(
     "sweeps of the Gibbs start (--init gibbs or auto; default {default})",
     Option("--gibbs-sweeps", parse_positive_int, metavar="N"),
 )  # fmt: skip
+GIBBS_TOL = Param(
+    "gibbs_tol", None, positive(zero=True, hint="0 runs every sweep.", none=True),
+    "the Gibbs start stops before --gibbs-sweeps once its joint log-likelihood per token, "
+    f"averaged over 50 sweeps, rose by less than this over the 50 before (0: never; "
+    f"default {config.GIBBS_TOL_LEARNED} with a learned alpha, else 0)",
+    Option("--gibbs-tol", parse_nonnegative_float, metavar="NATS"),
+)  # fmt: skip
 GIBBS_TOKENS = Param(
     "gibbs_tokens", config.GIBBS_SAMPLE_TOKENS, integer(1),
     "tokens the Gibbs start samples at most: the whole corpus when it holds fewer "
@@ -386,7 +394,7 @@ GIBBS_TOKENS = Param(
 LDA_PARAMS = ParamTable(
     (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, ALGORITHM, N_LAPS, TOL, BATCH_SIZE,
      BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT, GIBBS_SWEEPS,
-     GIBBS_TOKENS, *RUN)
+     GIBBS_TOL, GIBBS_TOKENS, *RUN)
 )  # fmt: skip
 
 
@@ -460,7 +468,7 @@ HDP_ALGORITHM = replace(
 HDP_PARAMS = ParamTable(
     (MAX_TOPICS, TOPIC_SPARSITY, HDP_ALPHA, GAMMA, ETA, MOVES, HDP_ALGORITHM, N_LAPS, TOL,
      BATCH_SIZE, BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT,
-     GIBBS_SWEEPS, GIBBS_TOKENS, *(p for p in RUN if p not in (SVI_DELAY, SVI_KAPPA)))
+     GIBBS_SWEEPS, GIBBS_TOL, GIBBS_TOKENS, *(p for p in RUN if p not in (SVI_DELAY, SVI_KAPPA)))
 )  # fmt: skip
 
 

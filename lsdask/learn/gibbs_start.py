@@ -38,6 +38,7 @@ from lsdask.kernels.gibbs import (
     word_topic_lists,
 )
 from lsdask.learn.base import progress_bar, shows_bar
+from lsdask.models.collapsed import DocTopicCounts, fit_alpha_to_doc_counts, joint_log_likelihood
 
 logger = logging.getLogger(__name__)
 
@@ -136,13 +137,43 @@ def split_by_tokens(doc_ptr: np.ndarray, parts: int) -> np.ndarray:
     return np.maximum.accumulate(bounds)
 
 
+#: how often (in sweeps) the sampler's joint log-likelihood is computed for its
+#: stopping rule, and how many of those values one window of it averages
+CHECK_EVERY = 10
+CHECK_WINDOW = 5
+
+
 class GibbsSample(NamedTuple):
-    """What :func:`gibbs_sample` leaves: each token's word id and topic, and
-    the topic-word counts (K, V) they make."""
+    """What :func:`gibbs_sample` leaves: each token's word id and topic, the
+    topic-word counts (K, V) and document-topic counts (documents, K) they
+    make, the document-topic prior at the end (learned, or the one given), and
+    the sweeps made."""
 
     words: np.ndarray
     z: np.ndarray
     topic_word: np.ndarray
+    doc_topic: np.ndarray
+    alpha: np.ndarray
+    sweeps: int
+
+
+class _Stopping:
+    """The sampler's stopping rule: every ``CHECK_EVERY`` sweeps the joint
+    log-likelihood per token is computed; the run stops once the mean of the
+    last ``CHECK_WINDOW`` values rose by less than ``tol`` over the mean of the
+    window before (``tol=0``: never)."""
+
+    def __init__(self, tol: float) -> None:
+        self.tol = tol
+        self.values: list[float] = []
+
+    def converged(self, value: float) -> bool:
+        self.values.append(value)
+        n = CHECK_WINDOW
+        if self.tol <= 0 or len(self.values) < 2 * n:
+            return False
+        last, before = self.values[-n:], self.values[-2 * n : -n]
+        return float(np.mean(last) - np.mean(before)) < self.tol
 
 
 class _Part:
@@ -206,12 +237,27 @@ def gibbs_sample(
     rng: np.random.Generator,
     progress: bool | None = None,
     parts: int = 2,
+    *,
+    learn_alpha: bool = False,
+    alpha_every: int = 10,
+    alpha_from: int = 20,
+    tol: float = 0.0,
 ) -> GibbsSample:
     """The tokens' word ids and topics, and the topic-word counts, after
     ``sweeps`` collapsed Gibbs sweeps over the documents of ``X`` from topics
     drawn uniformly at random; ``alpha`` is the
     total document-topic concentration (a float: alpha / K per topic) or the
     per-topic prior itself (a positive (K,) vector a_k, summing to the total).
+
+    ``learn_alpha``: from sweep ``alpha_from`` on, every ``alpha_every``
+    sweeps, the per-topic prior is refitted to the document-topic counts
+    (:func:`~lsdask.models.collapsed.fit_alpha_to_doc_counts`, Minka's fixed
+    point on their Dirichlet-multinomial evidence, as MALLET's and tomotopy's
+    ``optim_interval`` do); ``alpha`` is then where it starts. ``tol`` > 0
+    stops the run before ``sweeps`` once the joint log-likelihood per token
+    (:func:`~lsdask.models.collapsed.joint_log_likelihood`), computed every
+    ``CHECK_EVERY`` sweeps, rose by less than ``tol`` from one window of
+    ``CHECK_WINDOW`` values to the next (averaged, as single values are noisy).
 
     The documents are cut into ``parts`` runs of about equal tokens, swept at
     the same time in threads, each against its own topic counts (the first
@@ -253,6 +299,8 @@ def gibbs_sample(
     lists_from: int | None = None
     bar = progress_bar(sweeps, "Gibbs init", progress)
     log_every = 0 if shows_bar(progress) else -(-sweeps // 10)  # no bar: every tenth
+    stopping = _Stopping(tol)
+    made = 0
     with ThreadPoolExecutor(max_workers=parts) as pool:
         for sweep in range(sweeps):
             done = [pool.submit(r.sweep, words, z, word_total, a, eta) for r in runs]
@@ -263,23 +311,36 @@ def gibbs_sample(
             if parts > 1:
                 list(pool.map(lambda r: _take_in_moves(r, runs), runs))
             bar.update(1)
+            made = sweep + 1
+            refit = learn_alpha and made >= alpha_from and (made - alpha_from) % alpha_every == 0
+            checked = tol > 0 and made % CHECK_EVERY == 0
+            if refit or checked:
+                doc_counts = DocTopicCounts.of(ndk)
+            if refit:
+                a = fit_alpha_to_doc_counts(doc_counts, a)
+            if checked:
+                per_token = joint_log_likelihood(nwk, doc_counts, a, eta) / max(1, words.size)
+                if stopping.converged(per_token):
+                    break
             if log_every and (sweep + 1) % log_every == 0 and sweep + 1 < sweeps:
                 logger.info(
                     "Gibbs init: %d of %d sweeps in %.1f s",
                     sweep + 1, sweeps, time.perf_counter() - start,
                 )  # fmt: skip
     bar.close()
-    n_draws = max(1, sweeps * words.shape[0])
+    n_draws = max(1, made * words.shape[0])
     logger.info(
-        "Gibbs init: %d sweeps over %d documents (%d tokens, %d parts) in %.1f s; topics drawn "
-        "from the word's part %.1f%%, the document's %.1f%%, the smoothing tree %.1f%%; "
-        "%.1f%% of the draws summed over all topics; word topic lists from sweep %s",
-        sweeps, n_docs, words.shape[0], parts, time.perf_counter() - start,
+        "Gibbs init: %d sweeps (of %d at most) over %d documents (%d tokens, %d parts) in "
+        "%.1f s; prior total %.4g; topics drawn from the word's part %.1f%%, the document's "
+        "%.1f%%, the smoothing tree %.1f%%; %.1f%% of the draws summed over all topics; "
+        "word topic lists from sweep %s",
+        made, sweeps, n_docs, words.shape[0], parts, time.perf_counter() - start, a.sum(),
         *(100.0 * draws[b] / n_draws for b in (WORD_BUCKET, DOCUMENT_BUCKET, SMOOTHING_BUCKET)),
         100.0 * draws[FULL_SUMS] / n_draws,
         "none" if lists_from is None else lists_from,
     )  # fmt: skip
-    return GibbsSample(words, z, np.ascontiguousarray(nwk.T, dtype=np.float64))
+    topic_word = np.ascontiguousarray(nwk.T, dtype=np.float64)
+    return GibbsSample(words, z, topic_word, ndk, a, made)
 
 
 def _take_in_moves(run: _Part, runs: list[_Part]) -> None:
