@@ -52,7 +52,7 @@ GIBBS_SWEEPS = 1_000
 #: settles within a few hundred sweeps; under a small fixed prior it mixes slowly, and
 #: its topics still improve after its likelihood flattens, so there the default makes
 #: every sweep.
-GIBBS_TOL_LEARNED = 0.005
+GIBBS_TOL_LEARNED = 0.01
 
 #: Where ``LDA(alpha="auto")`` is learned, the Gibbs start samples from this prior per
 #: topic (tomotopy's default) and fits it to the sampled documents every 10 sweeps from

@@ -184,7 +184,7 @@ class LDA(VariationalEstimator):
         The Gibbs start stops before ``gibbs_sweeps`` once its joint
         log-likelihood per token (computed every 10 sweeps), averaged over 50
         sweeps, rose by less than this many nats over the 50 sweeps before; 0
-        makes every sweep. None (default): 0.005
+        makes every sweep. None (default): 0.01
         (``lsdask.config.GIBBS_TOL_LEARNED``) where alpha is learned, whose chain
         settles within a few hundred sweeps, else 0: under a small fixed prior
         the chain mixes slowly and its topics still improve after its
