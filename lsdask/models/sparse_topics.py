@@ -148,7 +148,9 @@ class SparseTopics:
         """Stored (non-zero) entries of Ñ."""
         return int(self.scaled.nnz)
 
-    def step(self, rho: float, scaled_counts: sp.csr_matrix, reset_below: float = RESET_BELOW):
+    def step(
+        self, rho: float, scaled_counts: sp.csr_matrix, reset_below: float = RESET_BELOW
+    ) -> None:
         """One update, Eq. 11 by Eq. 19: ``scaled_counts`` is ``(D/|B|) N-hat`` (V, K).
 
         Only ``M``'s entries where ``scaled_counts`` is non-zero change; the
