@@ -171,7 +171,7 @@ class SparseTopics:
 
     def n_tilde(self) -> np.ndarray:
         """Ñ as a dense (K, V) array."""
-        return (self.scaled.T.toarray()) * self.pi
+        return np.ascontiguousarray(self.scaled.T.toarray()) * self.pi
 
     def lam(self) -> np.ndarray:
         """lambda = eta + Ñ, dense (K, V)."""
