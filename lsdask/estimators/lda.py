@@ -399,7 +399,7 @@ class LDA(VariationalEstimator):
         if self.algorithm == "svi-gibbs":
             from lsdask.estimators.lda_svi_gibbs import fit_svi_gibbs
 
-            return fit_svi_gibbs(self, X, callback, vocabulary)
+            return fit_svi_gibbs(self, X, callback, vocabulary, _check_words)
         rng = np.random.default_rng(self.random_state)
         source, vocab = self._source(X, vocabulary)
         _check_has_tokens(X, source)

@@ -10,6 +10,7 @@ fitted this way saves, loads, transforms and scores like any other.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,20 +103,26 @@ def _resumed(est: Any, settings: dict[str, Any]) -> StreamState | None:
     return state
 
 
-def fit_svi_gibbs(est: Any, X: Any, callback: Any = None, vocabulary: Any = None) -> Any:
-    """Fit ``est`` (an :class:`lsdask.LDA`) by SVI-Gibbs; returns it."""
-    from lsdask.estimators.lda import _check_words
-
+def fit_svi_gibbs(
+    est: Any,
+    X: Any,
+    callback: Any = None,
+    vocabulary: Any = None,
+    check_words: Callable[[Any, int], list[str]] | None = None,
+) -> Any:
+    """Fit ``est`` (an :class:`lsdask.LDA`) by SVI-Gibbs; returns it. ``check_words``
+    checks a matrix's ``vocabulary`` against its number of columns."""
     check_svi_gibbs_params(est)
     if not (isinstance(est.init, str) and est.init == "auto"):
         logger.info("algorithm='svi-gibbs' starts the topics at the prior; init is not used")
     stream = DocumentStream(X)
+    V = stream.n_features
     vocab = stream.vocab
     if vocab is None and vocabulary is not None:
-        vocab = _check_words(vocabulary, stream.n_features)
+        vocab = list(vocabulary) if check_words is None else check_words(vocabulary, V)
     if stream.n_docs == 0:
         raise DataError(f"{stream.description}: holds no documents; nothing to learn from")
-    K, V = int(est.n_components), stream.n_features
+    K = int(est.n_components)
     settings = _settings(est, V)
     learner = SviGibbs(
         n_topics=K,
