@@ -250,7 +250,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-scaling", action="store_true")
     args = parser.parse_args(argv)
     stem = "svigibbs-quick" if args.quick else "svigibbs"
-    run = Run(__file__, stem, args.out, argv, settings=vars(args) | {"out": str(args.out)})
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    run = Run(__file__, stem, args.out, argv, settings=settings)
     data = run.step(
         "corpora", lambda: load_corpora(["20news"], args.corpora_dir, args.work_dir)["20news"]
     )
