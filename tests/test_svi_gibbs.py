@@ -45,6 +45,7 @@ def test_fit_learns_topics_and_keeps_them_sparse(data):
     # lambda = eta + N-tilde: every entry >= eta, most entries exactly eta or near it
     assert (m.components_ >= 0.1).all()
     assert m.nonzero_trace_.shape == (6,) and m.nonzero_trace_[-1] <= 5 * 80
+    assert 0.0 < m.driver_share_ < 1.0
     # better than the topics at the prior, close to memoized VI
     memo = lsdask.LDA(5, alpha=1.0, eta=0.1, client="sync", random_state=0, n_laps=10).fit(X)
     prior = m.score(X) - 1.0  # (the prior scores log(1/V) = -4.38 per token)
@@ -99,6 +100,12 @@ def test_bad_input(data, kw, error, match):
     X, _ = data
     with pytest.raises(error, match=match):
         _lda(**kw).fit(X)
+
+
+def test_partial_fit_is_refused(data):
+    X, _ = data
+    with pytest.raises(ValueError, match="partial_fit is not supported with algorithm='svi-gibbs'"):
+        _lda().partial_fit(X)
 
 
 def test_an_empty_stream_is_refused(tmp_path):

@@ -205,6 +205,9 @@ class LDA(VariationalEstimator):
         laps made before a resumed fit started)
     vocabulary_ : list of str or None
     elbo_trace_, n_laps_, converged_
+    nonzero_trace_, n_steps_, driver_share_
+        ``algorithm="svi-gibbs"`` only: stored entries of the topics after each epoch,
+        minibatches made, and the share of the run's time spent in the driver.
     """
 
     param_table = LDA_PARAMS
@@ -449,6 +452,12 @@ class LDA(VariationalEstimator):
         """
         started = time.perf_counter()
         self.check_params()
+        if self.algorithm == "svi-gibbs":
+            raise ValueError(
+                "partial_fit is not supported with algorithm='svi-gibbs': fit streams by "
+                "itself (parts appended to the corpus during a fit are taken in; a finished "
+                "fit resumed from its checkpoint_dir takes in the parts added since)"
+            )
         source, vocab = self._source(X, vocabulary)
         first = not hasattr(self, "posterior_")
         if first:

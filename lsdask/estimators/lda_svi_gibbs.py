@@ -152,6 +152,10 @@ def fit_svi_gibbs(
         if est.checkpoint_dir is not None:
             save_stream_state(est.checkpoint_dir, s, settings)
 
+    package_logger = logging.getLogger("lsdask")
+    previous_level = package_logger.level
+    if est.verbose:
+        package_logger.setLevel(logging.INFO if est.verbose == 1 else logging.DEBUG)
     executor = make_executor(est.client, est.n_workers)
     try:
         with stop_on_signals(True) as stop_requested:
@@ -162,6 +166,7 @@ def fit_svi_gibbs(
     finally:
         if executor is not est.client:
             executor.close()
+        package_logger.setLevel(previous_level)
     if not state.finished:  # a stop was asked: the checkpoint (if any) is written
         raise FitInterrupted(est.checkpoint_dir)
     stats = _stats(state, V)
@@ -174,6 +179,9 @@ def fit_svi_gibbs(
     est.nonzero_trace_ = np.asarray(state.nonzero_trace, dtype=np.int64)
     est.n_laps_ = state.epoch
     est.n_steps_ = state.step
+    est.driver_share_ = state.driver_seconds / max(
+        state.driver_seconds + state.task_seconds, 1e-300
+    )
     est.converged_ = False
     est.n_features_in_ = V
     est._set_fitted(model, glob, stats, vocab)

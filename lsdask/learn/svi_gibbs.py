@@ -120,6 +120,10 @@ class StreamState:
     time_trace: list[float] = field(default_factory=list)
     #: the documents of every minibatch, as doc ids, when asked (tests)
     minibatch_log: list[np.ndarray] | None = None
+    #: seconds of this run in the driver (reading documents, the view, the update)
+    #: and waiting for the tasks (not checkpointed)
+    driver_seconds: float = 0.0
+    task_seconds: float = 0.0
 
 
 @dataclass
@@ -248,6 +252,7 @@ class SviGibbs:
         task: GibbsTask,
     ) -> None:
         """One step of Alg. 1 on the documents ``refs``."""
+        started = time.perf_counter()
         rows, doc_ids = stream.load(refs)
         if state.minibatch_log is not None:
             state.minibatch_log.append(doc_ids.copy())
@@ -261,12 +266,17 @@ class SviGibbs:
             for a, b in itertools.pairwise(bounds)
             if b > a
         ]
-        counts = executor.map_sum(task, executor.register(parts), executor.broadcast(view))
+        handles, shared = executor.register(parts), executor.broadcast(view)
+        sent = time.perf_counter()
+        counts = executor.map_sum(task, handles, shared)
+        back = time.perf_counter()
         D = stream_docs(state)
         rho = (self.delay + t) ** (-self.kappa)
         scaled = counts.as_matrix(stream.n_features) * (D / (len(refs) * self.samples))
         state.topics.step(rho, scaled, self.reset_below)
         state.step = t
+        state.task_seconds += back - sent
+        state.driver_seconds += (sent - started) + (time.perf_counter() - back)
 
     def _take_new(
         self, stream: DocumentStream, state: StreamState, rng: np.random.Generator

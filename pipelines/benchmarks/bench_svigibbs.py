@@ -96,6 +96,7 @@ def lsdask_run(
         "minibatches": len(times),
         "epochs": epochs_out,
         "docs_per_second": stream.n_docs * epochs / clock[0],
+        "driver_share": state.driver_seconds / (state.driver_seconds + state.task_seconds),
         "log": state.minibatch_log,
     }
 
@@ -221,6 +222,7 @@ def scaling_run(data: Any, K: int, minibatch: int, epochs: int) -> dict[str, Any
             out[f"{workers} workers"] = {
                 "docs_per_second": r["docs_per_second"],
                 "seconds_per_minibatch": r["seconds_per_minibatch"],
+                "driver_share": r["driver_share"],
             }
         finally:
             client.close()
@@ -248,8 +250,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quality-k", type=int, default=200)
     parser.add_argument("--memo-laps", type=int, default=10)
     parser.add_argument("--skip-scaling", action="store_true")
+    parser.add_argument(
+        "--only-scaling", action="store_true",
+        help="run only the 1- against 2-worker comparison (results/svigibbs-scaling.*)",
+    )  # fmt: skip
+    parser.add_argument("--scaling-epochs", type=int, default=1)
     args = parser.parse_args(argv)
     stem = "svigibbs-quick" if args.quick else "svigibbs"
+    if args.only_scaling:
+        stem += "-scaling"
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     run = Run(__file__, stem, args.out, argv, settings=settings)
     data = run.step(
@@ -257,6 +266,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     res = run.res
     res["corpus"] = data.info
+    if args.only_scaling:
+        lsdask_run(data, 10, eta=0.1, burnin=0, samples=1, minibatch=100, delay=10.0, epochs=1,
+                   score=False)  # fmt: skip
+        res["scaling"] = run.step(
+            "scaling",
+            lambda: scaling_run(data, 20 if args.quick else 100, 1000, args.scaling_epochs),
+        )
+        run.finish(render_scaling)
+        return
     epochs = 1 if args.quick else args.epochs
     peer_n = 3 if args.quick else args.peer_minibatches
 
@@ -379,11 +397,25 @@ def render(res: dict[str, Any]) -> str:
                              fmt(e["seconds"])])  # fmt: skip
     out += table(["method", "when", "heldout", "UMass mean", "UMass worst 10%", "train s"], rows)
     if "scaling" in res:
-        s = res["scaling"]
-        out += ["", "## Scaling, minibatches of 1,000", ""]
-        out += table(["workers", "docs/s", "s per minibatch"],
-                     [[k, fmt(v["docs_per_second"]), fmt(v["seconds_per_minibatch"])]
-                      for k, v in s.items()])  # fmt: skip
+        out += scaling_table(res["scaling"])
+    return "\n".join(out) + "\n"
+
+
+def scaling_table(s: dict[str, Any]) -> list[str]:
+    out = ["", "## Scaling, minibatches of 1,000 (K=100, B=3, S=2)", ""]
+    out += table(["workers", "docs/s", "s per minibatch", "driver share"],
+                 [[k, fmt(v["docs_per_second"]), fmt(v["seconds_per_minibatch"]),
+                   fmt(v.get("driver_share"))] for k, v in s.items()])  # fmt: skip
+    one, two = s.get("1 workers"), s.get("2 workers")
+    if one and two:
+        ratio = two["docs_per_second"] / one["docs_per_second"]
+        out += ["", f"2 workers / 1 worker, documents per second: {ratio:.2f}x."]
+    return out
+
+
+def render_scaling(res: dict[str, Any]) -> str:
+    out = header(res, "SVI-Gibbs: 1 against 2 Dask workers (20 Newsgroups train)")
+    out += [step_times(res), *scaling_table(res["scaling"])]
     return "\n".join(out) + "\n"
 
 
