@@ -53,6 +53,25 @@ def test_fit_learns_topics_and_keeps_them_sparse(data):
     assert m.score(X) > memo.score(X) - 0.15
 
 
+def test_callback_sees_every_epoch_and_can_score_it(data):
+    from lsdask.evaluate import document_completion, split_documents, umass_coherence
+
+    X, _ = data
+    A, B = split_documents(X[:50], 0.8, 0)
+    seen = []
+
+    def score(result):
+        topics = result.globals.topics
+        umass = umass_coherence(topics, X, 5)
+        seen.append((result.n_laps, document_completion(A, B, topics, 1.0), umass.min()))
+        assert result.nonzero_trace[-1] == np.count_nonzero(result.globals.lam - 0.1)
+
+    m = _lda(n_laps=3).fit(X, callback=score)
+    assert [e for e, _, _ in seen] == [1, 2, 3]
+    assert all(np.isfinite(h) and np.isfinite(u) for _, h, u in seen)
+    np.testing.assert_allclose(m.topic_word_, m.posterior_.topics)
+
+
 def test_local_cluster_equals_in_process(data, tmp_path, dask_client):
     X, _ = data
     path = tmp_path / "c"
