@@ -255,10 +255,17 @@ def main(argv: list[str] | None = None) -> None:
         help="run only the 1- against 2-worker comparison (results/svigibbs-scaling.*)",
     )  # fmt: skip
     parser.add_argument("--scaling-epochs", type=int, default=1)
+    parser.add_argument(
+        "--only-grid", action="store_true",
+        help="run only lsdask's grid at eta=0.4: (B, S) and delay at K=200, and K=1000 "
+        "(results/svigibbs-grid.*)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     stem = "svigibbs-quick" if args.quick else "svigibbs"
     if args.only_scaling:
         stem += "-scaling"
+    if args.only_grid:
+        stem += "-grid"
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     run = Run(__file__, stem, args.out, argv, settings=settings)
     data = run.step(
@@ -266,6 +273,19 @@ def main(argv: list[str] | None = None) -> None:
     )
     res = run.res
     res["corpus"] = data.info
+    if args.only_grid:
+        grid: dict[str, Any] = {}
+        for K, B, S, delay in [(200, 1, 1, 10.0), (200, 5, 5, 10.0), (200, 3, 2, 1.0),
+                               (200, 3, 2, 100.0), (1000, 3, 2, 10.0)]:  # fmt: skip
+            key = f"K={K} B={B} S={S} delay={delay:g} eta=0.4"
+            r = run.step(key, lambda K=K, B=B, S=S, delay=delay: lsdask_run(
+                data, K, eta=0.4, burnin=B, samples=S, minibatch=100, delay=delay,
+                epochs=args.epochs))  # fmt: skip
+            r.pop("log")
+            grid[key] = r
+        res["grid"] = grid
+        run.finish(render_grid)
+        return
     if args.only_scaling:
         lsdask_run(data, 10, eta=0.1, burnin=0, samples=1, minibatch=100, delay=10.0, epochs=1,
                    score=False)  # fmt: skip
@@ -411,6 +431,26 @@ def scaling_table(s: dict[str, Any]) -> list[str]:
         ratio = two["docs_per_second"] / one["docs_per_second"]
         out += ["", f"2 workers / 1 worker, documents per second: {ratio:.2f}x."]
     return out
+
+
+def render_grid(res: dict[str, Any]) -> str:
+    out = header(res, "SVI-Gibbs at eta=0.4: sweeps, delay and K (20 Newsgroups train)")
+    out += [step_times(res), "", "Minibatches of 100, kappa 0.6, alpha 0.1 per topic.", ""]
+    rows = []
+    for key, r in res["grid"].items():
+        for e in r["epochs"]:
+            rows.append([key, str(e["epoch"]), fmt(e["heldout"], 4), fmt(e["umass_mean"]),
+                         fmt(e["umass_worst_decile"]), f"{100 * e['nonzero_frac']:.2f}%",
+                         fmt(e["seconds"])])  # fmt: skip
+    out += table(["run", "epoch", "heldout", "UMass mean", "UMass worst 10%",
+                  "non-zero N-tilde of K x V", "train s"], rows)  # fmt: skip
+    out += [
+        "",
+        "Seconds per minibatch: "
+        + ", ".join(f"{k} {fmt(r['seconds_per_minibatch'])}" for k, r in res["grid"].items())
+        + ".",
+    ]
+    return "\n".join(out) + "\n"
 
 
 def render_scaling(res: dict[str, Any]) -> str:
