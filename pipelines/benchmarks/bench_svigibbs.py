@@ -260,12 +260,18 @@ def main(argv: list[str] | None = None) -> None:
         help="run only lsdask's grid at eta=0.4: (B, S) and delay at K=200, and K=1000 "
         "(results/svigibbs-grid.*)",
     )  # fmt: skip
+    parser.add_argument(
+        "--grid", default="200:1:1:10,200:5:5:10,200:3:2:1,200:3:2:100,1000:3:2:10",
+        help="--only-grid's runs, K:B:S:delay comma-separated",
+    )  # fmt: skip
+    parser.add_argument("--grid-eta", type=float, default=0.4)
+    parser.add_argument("--grid-name", default="grid", help="results/svigibbs-NAME.*")
     args = parser.parse_args(argv)
     stem = "svigibbs-quick" if args.quick else "svigibbs"
     if args.only_scaling:
         stem += "-scaling"
     if args.only_grid:
-        stem += "-grid"
+        stem += f"-{args.grid_name}"
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     run = Run(__file__, stem, args.out, argv, settings=settings)
     data = run.step(
@@ -275,11 +281,15 @@ def main(argv: list[str] | None = None) -> None:
     res["corpus"] = data.info
     if args.only_grid:
         grid: dict[str, Any] = {}
-        for K, B, S, delay in [(200, 1, 1, 10.0), (200, 5, 5, 10.0), (200, 3, 2, 1.0),
-                               (200, 3, 2, 100.0), (1000, 3, 2, 10.0)]:  # fmt: skip
-            key = f"K={K} B={B} S={S} delay={delay:g} eta=0.4"
+        eta = args.grid_eta
+        lsdask_run(data, 10, eta=0.1, burnin=0, samples=1, minibatch=100, delay=10.0, epochs=1,
+                   score=False)  # fmt: skip
+        for spec in args.grid.split(","):
+            K, B, S = (int(x) for x in spec.split(":")[:3])
+            delay = float(spec.split(":")[3])
+            key = f"K={K} B={B} S={S} delay={delay:g} eta={eta:g}"
             r = run.step(key, lambda K=K, B=B, S=S, delay=delay: lsdask_run(
-                data, K, eta=0.4, burnin=B, samples=S, minibatch=100, delay=delay,
+                data, K, eta=eta, burnin=B, samples=S, minibatch=100, delay=delay,
                 epochs=args.epochs))  # fmt: skip
             r.pop("log")
             grid[key] = r
@@ -434,7 +444,7 @@ def scaling_table(s: dict[str, Any]) -> list[str]:
 
 
 def render_grid(res: dict[str, Any]) -> str:
-    out = header(res, "SVI-Gibbs at eta=0.4: sweeps, delay and K (20 Newsgroups train)")
+    out = header(res, "SVI-Gibbs: sweeps, delay, eta and K (20 Newsgroups train)")
     out += [step_times(res), "", "Minibatches of 100, kappa 0.6, alpha 0.1 per topic.", ""]
     rows = []
     for key, r in res["grid"].items():
