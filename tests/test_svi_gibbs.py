@@ -154,6 +154,15 @@ def test_cli_fit_svi_gibbs(data, tmp_path, capsys):
     m = lsdask.persist.load_model(tmp_path / "m")
     assert m.algorithm == "svi-gibbs" and m.gibbs_samples == 2 and m.minibatch_size == 60
     assert m.n_laps_ == 2
+    # a checkpoint, then a resume with a heldout corpus scored after every epoch
+    Corpus.write(tmp_path / "h", X[:30], [f"w{i}" for i in range(X.shape[1])])
+    ck = ["--checkpoint", str(tmp_path / "ck")]
+    more = [*opts, "--minibatch-size", "60", "--alpha", "1", "--overwrite"]
+    assert main([*argv, *more, "--laps", "1", *ck]) == 0
+    resume = ["--resume", str(tmp_path / "ck"), "--heldout", str(tmp_path / "h")]
+    assert main([*argv, *more, "--laps", "1", *resume]) == 0
+    assert lsdask.persist.load_model(tmp_path / "m").n_laps_ == 2
+    assert "heldout" in capsys.readouterr().out
     bad = ["fit", str(tmp_path / "c"), "--topics", "5", "--out", str(tmp_path / "h"), "--sync"]
     assert main([*bad, "--model", "hdp", "--gibbs-samples", "2"]) != 0
     assert "--gibbs-samples" in capsys.readouterr().err
