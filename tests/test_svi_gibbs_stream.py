@@ -139,3 +139,27 @@ def test_estimator_resume_of_a_finished_fit_equals_one_longer_fit(tmp_path):
         lsdask.LDA(4, n_laps=1, checkpoint_dir=str(ck), resume=True, **{**kw, "alpha": 2.0}).fit(
             str(path)
         )
+
+
+@pytest.mark.parametrize("damage", ["cut", "garbage", "negative"])
+def test_a_damaged_checkpoint_is_refused_naming_the_file(tmp_path, damage):
+    from lsdask.errors import DataError
+    from lsdask.persist.svi_gibbs import checkpoint_path
+
+    rng = np.random.default_rng(3)
+    path = _make(tmp_path, rng, n=40)
+    learner = _learner(n_epochs=1)
+    state = learner.start(DocumentStream(str(path)), seed=0)
+    state = learner.run(DocumentStream(str(path)), SerialExecutor(), state)
+    file = save_stream_state(tmp_path / "ck", state, {})
+    raw = file.read_bytes()
+    if damage == "cut":
+        file.write_bytes(raw[: len(raw) // 2])
+    elif damage == "garbage":
+        file.write_bytes(b"not an npz file at all")
+    else:
+        state.topics.scaled.data[:] = -1.0
+        save_stream_state(tmp_path / "ck", state, {})
+    with pytest.raises(DataError, match=r"ckpt-svi-gibbs\.npz"):
+        load_stream_state(tmp_path / "ck")
+    assert checkpoint_path(tmp_path / "ck") == file

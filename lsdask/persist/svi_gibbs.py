@@ -86,8 +86,8 @@ def load_stream_state(folder: str | os.PathLike[str]) -> tuple[StreamState, dict
     if not path.exists():
         return None
     where = f"checkpoint {path}"
-    arrays = read_npz(path, where)
     try:
+        arrays = read_npz(path, where)
         meta = json.loads(arrays["meta"].tobytes().decode())
         if meta.get("format") != "lsdask-svi-gibbs-checkpoint":
             raise ValueError("not an SVI-Gibbs checkpoint")
@@ -123,7 +123,7 @@ def load_stream_state(folder: str | os.PathLike[str]) -> tuple[StreamState, dict
             time_trace=[float(x) for x in meta["time_trace"]],
         )
         return state, dict(meta["settings"])
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError) as exc:
         from lsdask.errors import DataError
 
         raise DataError(
