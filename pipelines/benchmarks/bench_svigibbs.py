@@ -266,12 +266,21 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument("--grid-eta", type=float, default=0.4)
     parser.add_argument("--grid-name", default="grid", help="results/svigibbs-NAME.*")
+    parser.add_argument(
+        "--only-quality", action="store_true",
+        help="run only the quality comparison at --quality-eta, every method at that eta "
+        "(results/svigibbs-quality-etaETA.*)",
+    )  # fmt: skip
+    parser.add_argument("--quality-eta", type=float, default=0.4)
+    parser.add_argument("--quality-sweeps", default="3:2,5:5", help="B:S of lsdask's runs")
     args = parser.parse_args(argv)
     stem = "svigibbs-quick" if args.quick else "svigibbs"
     if args.only_scaling:
         stem += "-scaling"
     if args.only_grid:
         stem += f"-{args.grid_name}"
+    if args.only_quality:
+        stem += f"-quality-eta{args.quality_eta:g}".replace(".", "")
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     run = Run(__file__, stem, args.out, argv, settings=settings)
     data = run.step(
@@ -279,6 +288,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     res = run.res
     res["corpus"] = data.info
+    if args.only_quality:
+        res["quality"] = quality_run(run, data, args)
+        res["quality_k"] = args.quality_k
+        run.finish(render)
+        return
     if args.only_grid:
         grid: dict[str, Any] = {}
         eta = args.grid_eta
@@ -373,10 +387,46 @@ def main(argv: list[str] | None = None) -> None:
     run.finish(render)
 
 
+def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
+    """lsdask's sweeps at one eta, the peers on its first run's minibatches and
+    memoized LDA, all at that eta."""
+    eta, Kq = args.quality_eta, args.quality_k
+    lsdask_run(data, 10, eta=0.1, burnin=0, samples=1, minibatch=100, delay=10.0, epochs=1,
+               score=False)  # fmt: skip
+    quality: dict[str, Any] = {}
+    main_log = None
+    for spec in args.quality_sweeps.split(","):
+        B, S = (int(x) for x in spec.split(":"))
+        key = f"B={B} S={S} delay=10 eta={eta:g}"
+        r = run.step(f"quality {key}", lambda B=B, S=S: lsdask_run(
+            data, Kq, eta=eta, burnin=B, samples=S, minibatch=100, delay=10.0,
+            epochs=args.epochs))  # fmt: skip
+        log_ids = r.pop("log")
+        main_log = main_log or log_ids
+        quality[key] = r
+    assert main_log is not None
+    batches = rows_of(data, main_log)
+    n_peer = round(args.peer_epochs * len(batches) / args.epochs)
+    per_epoch = int(np.ceil(data.X_train.shape[0] / 100))
+    for name, fn in (("sklearn", sklearn_run), ("gensim", gensim_run)):
+        quality[name] = run.step(
+            f"quality {name}",
+            lambda fn=fn: fn(
+                data, Kq, batches[:n_peer], eta=eta, delay=10.0, score_every=per_epoch
+            ),
+        )
+    quality["memo"] = run.step(
+        "quality memo", lambda: memo_run(data, Kq, eta=eta, laps=args.memo_laps)
+    )
+    return quality
+
+
 def render(res: dict[str, Any]) -> str:
     out = header(res, "SVI-Gibbs against online VB (20 Newsgroups train as a stream)")
     out += [step_times(res), ""]
-    cost = res["cost"]
+    cost = res.get("cost")
+    if cost is None:
+        return "\n".join(out + quality_table(res)) + "\n"
     out += ["## Seconds per minibatch of 100 documents", ""]
     rows = []
     for who in ("lsdask", "sklearn", "gensim"):
@@ -393,8 +443,15 @@ def render(res: dict[str, Any]) -> str:
     out += table(["epoch", "non-zero", "of K x V"],
                  [[str(e["epoch"]), str(e["nonzero"]), f"{100 * e['nonzero_frac']:.2f}%"]
                   for e in cost["lsdask K=1000"]["epochs"]])  # fmt: skip
+    out += quality_table(res)
+    if "scaling" in res:
+        out += scaling_table(res["scaling"])
+    return "\n".join(out) + "\n"
+
+
+def quality_table(res: dict[str, Any]) -> list[str]:
     q = res["quality"]
-    out += ["", f"## Quality at K={res['quality_k']} (heldout nats/token, UMass)", ""]
+    out = ["", f"## Quality at K={res['quality_k']} (heldout nats/token, UMass)", ""]
     rows = []
     for key, r in q.items():
         if key in ("sklearn", "gensim"):
@@ -426,9 +483,7 @@ def render(res: dict[str, Any]) -> str:
                              fmt(e["umass_mean"]), fmt(e["umass_worst_decile"]),
                              fmt(e["seconds"])])  # fmt: skip
     out += table(["method", "when", "heldout", "UMass mean", "UMass worst 10%", "train s"], rows)
-    if "scaling" in res:
-        out += scaling_table(res["scaling"])
-    return "\n".join(out) + "\n"
+    return out
 
 
 def scaling_table(s: dict[str, Any]) -> list[str]:
