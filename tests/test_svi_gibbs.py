@@ -121,6 +121,18 @@ def test_bad_input(data, kw, error, match):
         _lda(**kw).fit(X)
 
 
+def test_small_priors_are_warned_about(data, caplog):
+    X, _ = data
+    with caplog.at_level("WARNING", logger="lsdask"):
+        _lda(n_laps=1, eta=0.1, alpha=0.02).fit(X)
+    text = caplog.text
+    assert "eta=0.3-0.4 is recommended" in text and "alpha=0.5" in text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="lsdask"):
+        _lda(n_laps=1, eta=0.4, alpha=1.0).fit(X)
+    assert "svi-gibbs with" not in caplog.text
+
+
 def test_partial_fit_is_refused(data):
     X, _ = data
     with pytest.raises(ValueError, match="partial_fit is not supported with algorithm='svi-gibbs'"):

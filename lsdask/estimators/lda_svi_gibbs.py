@@ -123,6 +123,19 @@ def fit_svi_gibbs(
     if stream.n_docs == 0:
         raise DataError(f"{stream.description}: holds no documents; nothing to learn from")
     K = int(est.n_components)
+    if float(est.eta) < 0.2:
+        logger.warning(
+            "svi-gibbs with eta=%g: exp psi(eta) is so small that a word's tokens go almost only "
+            "to topics already holding it, and the topics stop changing after the first epoch; "
+            "eta=0.3-0.4 is recommended (docs/algorithms.md)",
+            float(est.eta),
+        )
+    if float(est.alpha) / K < 0.01:
+        logger.warning(
+            "svi-gibbs with alpha=%g at K=%d is %.2g per topic: documents' starts stick to a "
+            "few topics; the paper's 0.1 per topic is alpha=%g",
+            float(est.alpha), K, float(est.alpha) / K, 0.1 * K,
+        )  # fmt: skip
     settings = _settings(est, V)
     learner = SviGibbs(
         n_topics=K,
