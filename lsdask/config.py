@@ -103,3 +103,16 @@ HDP_DELETE_WORK = 0.1
 #: the longest line an ingest reader takes (a JSON record, a line of a
 #: bag-of-words file): longer ones are refused before they are read whole
 MAX_LINE_BYTES = 64 << 20
+
+#: SVI-Gibbs (``LDA(algorithm="svi-gibbs")``): documents per minibatch, burn-in
+#: and kept Gibbs sweeps per document (Mimno, Hoffman & Blei find 3-5 sweeps
+#: enough), and minibatches between checkpoints (one is also written at the end
+#: of every epoch and when a fit is stopped).
+SVI_GIBBS_MINIBATCH = 100
+SVI_GIBBS_BURNIN = 3
+SVI_GIBBS_SAMPLES = 2
+SVI_GIBBS_CHECKPOINT_EVERY = 50
+
+#: Bytes of corpus row groups a process keeps read for minibatches drawn
+#: across row groups (:mod:`lsdask.io.doc_stream`).
+STREAM_CACHE_BYTES = 512 * 2**20

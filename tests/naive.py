@@ -225,3 +225,56 @@ def lda_alloc_at(doc_topic, a, a_rest, a_new, a_rest_new=None):
         counts = np.append(N, 0.0) if a_rest > 0 else N
         total += c_dir(prior) - c_dir(theta) + float(((counts + prior - theta) * elog).sum())
     return total
+
+
+def eq9_weights(view, local_word: int, ndk: np.ndarray) -> np.ndarray:
+    """SVI-Gibbs Eq. 9 over all K topics: ``(a_k + n_dk) exp E[log phi_kw]``,
+    with exp E[log phi] = exp psi(lambda_kw) / exp psi(sum_w lambda_kw) rebuilt
+    densely from the view's entries."""
+    return (view.alpha + ndk) * view.dense_weights(local_word)
+
+
+def plain_draw(u: float, weights: np.ndarray) -> int:
+    """The topic ``u`` in [0, 1) picks by a linear scan of the cumulative weights."""
+    x = u * weights.sum()
+    for k, w in enumerate(weights):
+        x -= w
+        if x < 0:
+            return k
+    return int(np.flatnonzero(weights > 0)[-1])
+
+
+def eq9_pieces(view, local_word: int, ndk: np.ndarray, active: np.ndarray):
+    """Eq. 9's weights as (topic, weight) pieces in the buckets' order (word
+    entries as stored, the document's topics in ``active`` order, then every
+    topic's smoothing weight), computed over all K topics from dense arrays:
+    the O(K) sampler laid out as the bucketed one walks it."""
+    start, stop = view.w_indptr[local_word], view.w_indptr[local_word + 1]
+    topics = list(view.w_topics[start:stop])
+    excess = view.w_excess[start:stop]
+    weights = [(view.alpha[k] + ndk[k]) * e for k, e in zip(topics, excess, strict=True)]
+    topics += list(active)
+    weights += [ndk[k] * view.smooth[k] for k in active]
+    topics += list(range(ndk.size))
+    weights += list(view.alpha * view.smooth)
+    return np.array(topics), np.array(weights)
+
+
+def enumerated_doc_counts(alpha: np.ndarray, phi_w: np.ndarray) -> np.ndarray:
+    """E[N_k] under q*(z_d) of SVI-Gibbs Eq. 3 for one document, by enumerating all
+    K ** N assignments: ``phi_w`` (N, K) holds exp E[log phi] of each token's word.
+    Returns (N, K): the probability of each token's topic."""
+    from itertools import product
+    from math import lgamma
+
+    N, K = phi_w.shape
+    out = np.zeros((N, K))
+    total = 0.0
+    for z in product(range(K), repeat=N):
+        n = np.bincount(z, minlength=K)
+        logp = sum(lgamma(alpha[k] + n[k]) - lgamma(alpha[k]) for k in range(K))
+        p = np.exp(logp) * np.prod([phi_w[i, z[i]] for i in range(N)])
+        total += p
+        for i in range(N):
+            out[i, z[i]] += p
+    return out / total

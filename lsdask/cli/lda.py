@@ -51,6 +51,8 @@ OPTIONS_AFTER_HELDOUT = (
 FIT_OPTIONS = ("n_components", *OPTIONS_BEFORE_HELDOUT, *OPTIONS_AFTER_HELDOUT)
 #: the HDP's parameters whose option ``fit --model lda`` does not take
 HDP_ONLY = ("gamma", "moves")
+#: LDA's parameters (``--algorithm svi-gibbs``'s) whose option ``fit --model hdp`` does not take
+LDA_ONLY = ("gibbs_burnin", "gibbs_samples", "minibatch_size")
 
 
 def add_fit(sub: Any) -> None:
@@ -78,8 +80,9 @@ def add_fit(sub: Any) -> None:
     add_params(fit, LDA_PARAMS, OPTIONS_AFTER_HELDOUT)
     # the HDP's own options: absent from the namespace unless given
     add_params(fit, HDP_PARAMS, HDP_ONLY)
+    add_params(fit, LDA_PARAMS, LDA_ONLY)
     for action in fit._actions:
-        if action.dest in HDP_ONLY:
+        if action.dest in HDP_ONLY + LDA_ONLY:
             action.default = argparse.SUPPRESS
     fit.add_argument("--overwrite", action="store_true", help="replace an existing MODEL_DIR")
     add_fit_options(
@@ -128,12 +131,19 @@ def build_fit_model(args: argparse.Namespace) -> LDA:
     with LDA, ``--algorithm svi`` or ``--alpha auto`` with the HDP) is a
     ``ValueError``."""
     if args.model == "hdp":
+        lda_only = [LDA_PARAMS[name].option for name in LDA_ONLY if hasattr(args, name)]
+        if lda_only:
+            flags = ", ".join(option.flag for option in lda_only if option is not None)
+            raise ValueError(
+                f"{flags}: an option of --algorithm svi-gibbs, not taken by --model hdp"
+            )
         return HDP(**_hdp_params(args), **run_params(args))
     given = [HDP_PARAMS[name].option for name in HDP_ONLY if hasattr(args, name)]
     if given:
         flags = ", ".join(option.flag for option in given if option is not None)
         raise ValueError(f"{flags}: an option of --model hdp, not taken by --model lda")
-    return LDA(**params_from_args(args, FIT_OPTIONS), **run_params(args))
+    own = {name: getattr(args, name, LDA_PARAMS[name].default) for name in LDA_ONLY}
+    return LDA(**params_from_args(args, FIT_OPTIONS), **own, **run_params(args))
 
 
 def run_fit(args: argparse.Namespace) -> int:

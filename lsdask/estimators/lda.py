@@ -148,7 +148,18 @@ class LDA(VariationalEstimator):
         global step, jointly with the topics, to the topic-word counts (``eta_``).
         Learned priors need ``algorithm="memo"`` or ``"vb"``: SVI holds no
         whole-corpus statistics to fit them to.
-    algorithm : {"memo", "svi", "vb"}
+    algorithm : {"memo", "svi", "vb", "svi-gibbs"}
+        ``"svi-gibbs"``: stochastic VI with a sparse Gibbs local step (Mimno, Hoffman
+        & Blei 2012; docs/algorithms.md): minibatches of ``minibatch_size`` documents
+        drawn at random across row groups, each document's topics sampled
+        (``gibbs_burnin`` sweeps discarded, ``gibbs_samples`` kept), the topics
+        updated sparsely with ``rho_t = (svi_delay + t) ** -svi_kappa``; ``n_laps``
+        counts epochs; a corpus that grows during the fit is taken in between
+        minibatches. ``alpha`` is the total here too (alpha / K per topic in the
+        sampler's Eq. 9): at large K raise it (the paper's 0.1 per topic is
+        ``alpha=0.1 * K``). ``sparsity``, ``init``, ``n_init`` and the local-step
+        options are not used; ``elbo_trace_`` is nan (no ELBO is computed) and
+        ``nonzero_trace_`` gives the stored entries of the topics after each epoch.
     init : {"auto", "kmeans++", "random", "gibbs"} or array of shape (K, V)
         How the topics start. ``"kmeans++"`` / ``"random"``: from K documents
         of a sample (chosen by k-means++ under the KL divergence, or at random),
@@ -195,6 +206,8 @@ class LDA(VariationalEstimator):
         when it holds fewer, else whole documents drawn at random up to it.
         The start's time and memory grow with it (16 bytes per token); more
         documents give better topics.
+    gibbs_burnin, gibbs_samples, minibatch_size : int
+        ``algorithm="svi-gibbs"``'s B, S and documents per minibatch.
     restarts : bool
         Restart proposals in the local step (Sec. 5).
     max_local_iters : int
@@ -217,6 +230,9 @@ class LDA(VariationalEstimator):
         laps made before a resumed fit started)
     vocabulary_ : list of str or None
     elbo_trace_, n_laps_, converged_
+    nonzero_trace_, n_steps_, driver_share_
+        ``algorithm="svi-gibbs"`` only: stored entries of the topics after each epoch,
+        minibatches made, and the share of the run's time spent in the driver.
     """
 
     param_table = LDA_PARAMS
@@ -240,6 +256,9 @@ class LDA(VariationalEstimator):
         gibbs_sweeps: int = config.GIBBS_SWEEPS,
         gibbs_tol: float | None = None,
         gibbs_tokens: int = config.GIBBS_SAMPLE_TOKENS,
+        gibbs_burnin: int = config.SVI_GIBBS_BURNIN,
+        gibbs_samples: int = config.SVI_GIBBS_SAMPLES,
+        minibatch_size: int = config.SVI_GIBBS_MINIBATCH,
         n_init: int = 1,
         svi_delay: float = config.SVI_DELAY,
         svi_kappa: float = config.SVI_KAPPA,
@@ -418,6 +437,10 @@ class LDA(VariationalEstimator):
         from lsdask.io.corpus.vocabulary import vocabulary_digest
 
         self.check_params()
+        if self.algorithm == "svi-gibbs":
+            from lsdask.estimators.lda_svi_gibbs import fit_svi_gibbs
+
+            return fit_svi_gibbs(self, X, callback, vocabulary, _check_words)
         rng = np.random.default_rng(self.random_state)
         source, vocab = self._source(X, vocabulary)
         _check_has_tokens(X, source)
@@ -467,6 +490,12 @@ class LDA(VariationalEstimator):
         """
         started = time.perf_counter()
         self.check_params()
+        if self.algorithm == "svi-gibbs":
+            raise ValueError(
+                "partial_fit is not supported with algorithm='svi-gibbs': fit streams by "
+                "itself (parts appended to the corpus during a fit are taken in; a finished "
+                "fit resumed from its checkpoint_dir takes in the parts added since)"
+            )
         source, vocab = self._source(X, vocabulary)
         first = not hasattr(self, "posterior_")
         if first:

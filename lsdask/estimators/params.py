@@ -130,9 +130,10 @@ def positive_or_auto(what: str) -> Check:
 
     def check(name: str, value: Any, estimator: Any) -> None:
         if isinstance(value, str) and value == AUTO:
-            if estimator.algorithm == "svi":
+            if estimator.algorithm in ("svi", "svi-gibbs"):
                 raise ValueError(
-                    f"{name}='auto' is not supported with algorithm='svi': the prior is fitted "
+                    f"{name}='auto' is not supported with algorithm={estimator.algorithm!r}: the "
+                    "prior is fitted "
                     f"to {what} of the whole corpus, which SVI never holds (its statistics "
                     "are a running average of rescaled batches, each fitted under other "
                     f"globals). Use algorithm='memo' or 'vb', or a fixed {name}"
@@ -390,11 +391,35 @@ GIBBS_TOKENS = Param(
     Option("--gibbs-tokens", parse_positive_int, metavar="N"),
 )  # fmt: skip
 
+#: LDA's algorithms: the shared ones and SVI-Gibbs (stochastic VI, sparse Gibbs local step)
+LDA_ALGORITHMS = (*ALGORITHMS, "svi-gibbs")
+LDA_ALGORITHM = replace(
+    ALGORITHM, check=one_of(*LDA_ALGORITHMS),
+    help="memoized VI, stochastic VI, full-batch VB, or svi-gibbs: stochastic VI with a "
+    "sparse Gibbs local step, over minibatches of documents (default {default})",
+    option=replace(ALGORITHM.option, choices=LDA_ALGORITHMS),
+)  # fmt: skip
+GIBBS_BURNIN = Param(
+    "gibbs_burnin", config.SVI_GIBBS_BURNIN, integer(0, hint="0 keeps every sweep."),
+    "svi-gibbs: burn-in Gibbs sweeps per document, discarded (B; default {default})",
+    Option("--gibbs-burnin", parse_nonnegative_int, metavar="B"),
+)  # fmt: skip
+GIBBS_SAMPLES = Param(
+    "gibbs_samples", config.SVI_GIBBS_SAMPLES, integer(1, hint="At least one sweep is kept."),
+    "svi-gibbs: kept Gibbs sweeps per document, averaged (S; default {default})",
+    Option("--gibbs-samples", parse_positive_int, metavar="S"),
+)  # fmt: skip
+MINIBATCH_SIZE = Param(
+    "minibatch_size", config.SVI_GIBBS_MINIBATCH, integer(1),
+    "svi-gibbs: documents per minibatch, drawn at random across row groups (default {default})",
+    Option("--minibatch-size", parse_positive_int, metavar="N"),
+)  # fmt: skip
+
 #: :class:`lsdask.LDA`
 LDA_PARAMS = ParamTable(
-    (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, ALGORITHM, N_LAPS, TOL, BATCH_SIZE,
+    (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, LDA_ALGORITHM, N_LAPS, TOL, BATCH_SIZE,
      BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT, GIBBS_SWEEPS,
-     GIBBS_TOL, GIBBS_TOKENS, *RUN)
+     GIBBS_TOL, GIBBS_TOKENS, GIBBS_BURNIN, GIBBS_SAMPLES, MINIBATCH_SIZE, *RUN)
 )  # fmt: skip
 
 

@@ -1,0 +1,165 @@
+"""Documents as a stream of groups, for learners that draw minibatches of documents.
+
+A :class:`DocumentStream` lists *groups* of documents (the row groups of a
+Parquet corpus, or one in-memory matrix), each under a key that stays the
+same across runs; :meth:`DocumentStream.refresh` takes in the groups added
+since the last look (new Parquet parts appended to a corpus while a fit runs),
+and :meth:`DocumentStream.load` reads any documents, named by ``(group,
+row)``, as a CSR matrix of counts with each document's id. Row groups read are
+kept in a small per-process cache, since a minibatch drawn at random across
+groups reads a few documents of many groups.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from lsdask import config
+from lsdask.errors import DataError
+
+logger = logging.getLogger(__name__)
+
+_CACHE: OrderedDict[Any, tuple[sp.csr_matrix, np.ndarray]] = OrderedDict()
+_CACHE_BYTES = [0]
+_CACHE_LOCK = threading.Lock()
+
+
+def _cached_rows(batch: Any, vocab_size: int) -> tuple[sp.csr_matrix, np.ndarray]:
+    """A corpus row group (:class:`lsdask.io.corpus.CorpusBatch`) as CSR counts and
+    doc ids, from this process's cache of the row groups read last."""
+    with _CACHE_LOCK:
+        hit = _CACHE.get(batch)
+        if hit is not None:
+            _CACHE.move_to_end(batch)
+            return hit
+    docs = batch.load()
+    rows = docs.to_csr(vocab_size)
+    entry = (rows, np.asarray(docs.doc_ids, dtype=np.int64))
+    size = rows.data.nbytes + rows.indices.nbytes + rows.indptr.nbytes
+    with _CACHE_LOCK:
+        _CACHE[batch] = entry
+        _CACHE_BYTES[0] += size
+        while _CACHE_BYTES[0] > config.STREAM_CACHE_BYTES and len(_CACHE) > 1:
+            _, (old, _ids) = _CACHE.popitem(last=False)
+            _CACHE_BYTES[0] -= old.data.nbytes + old.indices.nbytes + old.indptr.nbytes
+    return entry
+
+
+class DocumentStream:
+    """Groups of documents, growing where the source is a corpus that grows.
+
+    Parameters
+    ----------
+    X : path of a Parquet corpus, a :class:`lsdask.io.corpus.Corpus`, or a
+        scipy sparse matrix / numpy array of word counts (documents x V)
+    """
+
+    def __init__(self, X: Any) -> None:
+        self._path: str | None = None
+        self._groups: list[Any] = []  # loaders (CorpusBatch) or one in-memory matrix
+        self._keys: list[str] = []
+        self._sizes: list[int] = []
+        self._stamp: tuple[int, int] | None = None
+        if isinstance(X, str | os.PathLike) or type(X).__name__ == "Corpus":
+            from lsdask.io.corpus.store import Corpus
+
+            corpus = X if isinstance(X, Corpus) else Corpus.open(X, rescan=True)
+            self._path = corpus.path
+            self.vocab: list[str] | None = corpus.vocab
+            self.n_features = corpus.vocab_size
+            self.description = f"Parquet corpus {corpus.path}"
+            self._take(corpus)
+        else:
+            rows = sp.csr_matrix(X) if not sp.issparse(X) else X.tocsr()
+            self.vocab = None
+            self.n_features = int(rows.shape[1])
+            self.description = f"a {rows.shape[0]} x {rows.shape[1]} matrix"
+            self._groups, self._keys, self._sizes = [rows], ["matrix"], [int(rows.shape[0])]
+
+    # ---- groups
+
+    @property
+    def keys(self) -> list[str]:
+        """Every known group's key, in order of arrival."""
+        return list(self._keys)
+
+    @property
+    def sizes(self) -> list[int]:
+        """Documents of every known group."""
+        return list(self._sizes)
+
+    @property
+    def n_docs(self) -> int:
+        return int(sum(self._sizes))
+
+    def _manifest_stamp(self) -> tuple[int, int] | None:
+        from lsdask.io.corpus.store import MANIFEST_NAME
+
+        assert self._path is not None
+        try:
+            st = os.stat(os.path.join(self._path, MANIFEST_NAME))
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    def _take(self, corpus: Any) -> int:
+        """Append the corpus's row groups not known yet; returns their documents."""
+        self._stamp = self._manifest_stamp()
+        known = set(self._keys)
+        added = 0
+        for b in corpus.batches:
+            key = f"{b.file}#{b.row_group}"
+            if key not in known:
+                self._groups.append(b)
+                self._keys.append(key)
+                self._sizes.append(int(b.n_docs))
+                added += int(b.n_docs)
+        return added
+
+    def refresh(self) -> int:
+        """Take in the row groups appended to the corpus since the last look (the
+        manifest changed); returns the number of new documents. Groups that left
+        the corpus stay known (a fit does not drop documents under way)."""
+        if self._path is None or self._manifest_stamp() == self._stamp:
+            return 0
+        from lsdask.io.corpus.store import Corpus
+
+        added = self._take(Corpus.open(self._path))
+        if added:
+            logger.info("%s: %d new documents picked up", self.description, added)
+        return added
+
+    # ---- documents
+
+    def load(self, refs: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
+        """Documents ``refs`` ((n, 2) of (group, row)), in that order: CSR counts and
+        their ids (a corpus's doc_id; a matrix's row)."""
+        refs = np.asarray(refs, dtype=np.int64).reshape(-1, 2)
+        parts, ids, order = [], [], []
+        for g in np.unique(refs[:, 0]):
+            at = np.flatnonzero(refs[:, 0] == g)
+            rows_here = refs[at, 1]
+            group = self._groups[int(g)]
+            if sp.issparse(group):
+                parts.append(group[rows_here])
+                ids.append(rows_here)
+            else:
+                try:
+                    rows, doc_ids = _cached_rows(group, self.n_features)
+                except DataError:
+                    raise
+                parts.append(rows[rows_here])
+                ids.append(doc_ids[rows_here])
+            order.append(at)
+        where = np.concatenate(order)
+        back = np.empty_like(where)
+        back[where] = np.arange(where.size)
+        rows = sp.vstack(parts, format="csr")[back]
+        return rows, np.concatenate(ids)[back]

@@ -1,0 +1,312 @@
+"""Gibbs sampling of documents' topics against fixed topics (SVI-Gibbs's local step).
+
+Mimno, Hoffman & Blei (2012) sample each token's topic from (their Eq. 9)
+
+    q(z_i = k | z_-i) ∝ (a_k + n_dk) exp E[log phi_kw],
+
+where ``n_dk`` counts the document's other tokens on topic k and ``a_k`` is
+topic k's document-topic prior. The topics are fixed while a minibatch is
+sampled, so unlike collapsed Gibbs sampling nothing but the document's counts
+changes. With ``lambda_kw = eta + Ñ_kw`` and ``Z_k = exp psi(V eta + Ñ_k.)``
+the weight splits in three buckets (their Eq. 15):
+
+    word       (a_k + n_dk) (exp psi(eta + Ñ_kw) - exp psi(eta)) / Z_k
+                                    over the word's stored entries (Ñ_kw > 0)
+    document   n_dk exp psi(eta) / Z_k    over the document's topics (n_dk > 0)
+    smoothing  a_k exp psi(eta) / Z_k     over all K topics
+
+A draw takes one uniform ``u`` in [0, 1), scales it by the three totals and
+looks in the word bucket first, then the document bucket, then the smoothing
+bucket, each walked in a fixed order: the word's entries as stored, the
+document's topics in the order of its active list, and the smoothing bucket
+by a binary search (O(log K)) of its cumulative table, which is built once per
+minibatch (the topics are fixed). The document bucket's total is kept current
+in O(1) as tokens move. A draw therefore costs the word's entries and the
+document's topics, never K.
+
+Random numbers come from a splitmix64 stream per document, keyed by
+``(seed, step, document id)``, so a document's draws do not depend on which
+task or worker samples it.
+
+Inputs shared by the kernels (the minibatch's *view* of the topics):
+
+- ``w_indptr`` (W + 1,), ``w_topics`` (nnz,) int32, ``w_excess`` (nnz,): word
+  ``j``'s stored entries ``w_topics[w_indptr[j]:w_indptr[j+1]]`` and their
+  ``(exp psi(eta + Ñ_kw) - exp psi(eta)) / Z_k``;
+- ``smooth`` (K,): ``exp psi(eta) / Z_k``; ``alpha`` (K,): ``a_k``;
+- ``cum_smooth`` (K,): the cumulative sums of ``alpha * smooth``.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+@numba.njit(cache=True, nogil=True)
+def _mix(z: np.uint64) -> np.uint64:
+    """splitmix64's output function: a bijective scramble of 64 bits."""
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(cache=True, nogil=True)
+def document_key(seed: np.uint64, step: np.uint64, doc_id: np.uint64) -> np.uint64:
+    """The start of a document's random stream, from ``(seed, step, document id)``."""
+    key = _mix(seed + _GOLDEN)
+    key = _mix(key ^ (step + _GOLDEN))
+    return _mix(key ^ (doc_id + _GOLDEN))
+
+
+@numba.njit(cache=True, nogil=True)
+def _uniform(state: np.ndarray) -> float:
+    """The next uniform in [0, 1) of the stream ``state`` (one uint64, advanced)."""
+    state[0] += _GOLDEN
+    return float(_mix(state[0]) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def draw_topic(
+    u: float,
+    j: int,
+    ndk: np.ndarray,
+    active: np.ndarray,
+    n_active: int,
+    doc_total: float,
+    w_indptr: np.ndarray,
+    w_topics: np.ndarray,
+    w_excess: np.ndarray,
+    smooth: np.ndarray,
+    alpha: np.ndarray,
+    cum_smooth: np.ndarray,
+) -> int:
+    """The topic that ``u`` in [0, 1) picks for a token of local word ``j``.
+
+    ``ndk`` (K,) holds the document's counts without the token; ``active[:n_active]``
+    the topics with ``ndk > 0`` and ``doc_total`` their bucket's total
+    ``sum_k ndk[k] * smooth[k]``. Buckets are walked word, document, smoothing.
+    """
+    start, stop = w_indptr[j], w_indptr[j + 1]
+    word_total = 0.0
+    for e in range(start, stop):
+        k = w_topics[e]
+        word_total += (alpha[k] + ndk[k]) * w_excess[e]
+    smooth_total = cum_smooth[cum_smooth.size - 1]
+    x = u * (word_total + doc_total + smooth_total)
+    if x < word_total:
+        last = -1
+        for e in range(start, stop):
+            k = w_topics[e]
+            weight = (alpha[k] + ndk[k]) * w_excess[e]
+            if weight > 0.0:
+                last = k
+            x -= weight
+            if x < 0.0:
+                return k
+        return last  # rounding left x a hair past the bucket's sum
+    x -= word_total
+    if x < doc_total and n_active > 0:
+        last = active[0]
+        for a in range(n_active):
+            k = active[a]
+            last = k
+            x -= ndk[k] * smooth[k]
+            if x < 0.0:
+                return k
+        return last
+    x -= doc_total
+    # smoothing: the first k whose cumulative sum exceeds x (binary search)
+    lo, hi = 0, cum_smooth.size - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cum_smooth[mid] > x:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@numba.njit(cache=True, nogil=True)
+def _add(k: int, ndk, active, where, n_active: int) -> int:
+    """Count one token on topic k; returns the new number of active topics."""
+    if ndk[k] == 0:
+        active[n_active] = k
+        where[k] = n_active
+        n_active += 1
+    ndk[k] += 1
+    return n_active
+
+
+@numba.njit(cache=True, nogil=True)
+def _remove(k: int, ndk, active, where, n_active: int) -> int:
+    """Take one token off topic k (swap-removal from the active list)."""
+    ndk[k] -= 1
+    if ndk[k] == 0:
+        n_active -= 1
+        last = active[n_active]
+        active[where[k]] = last
+        where[last] = where[k]
+    return n_active
+
+
+@numba.njit(cache=True, nogil=True)
+def sample_documents(
+    indptr: np.ndarray,
+    words: np.ndarray,
+    counts: np.ndarray,
+    doc_ids: np.ndarray,
+    seed: np.uint64,
+    step: np.uint64,
+    burnin: int,
+    samples: int,
+    w_indptr: np.ndarray,
+    w_topics: np.ndarray,
+    w_excess: np.ndarray,
+    smooth: np.ndarray,
+    alpha: np.ndarray,
+    cum_smooth: np.ndarray,
+    out_words: np.ndarray,
+    out_topics: np.ndarray,
+) -> None:
+    """Sample every document's topics: the sequential start (footnote 3), ``burnin``
+    sweeps, then ``samples`` kept sweeps (Alg. 1).
+
+    Document ``d`` has local words ``words[indptr[d]:indptr[d+1]]`` occurring
+    ``counts`` (integer) times, taken as tokens in that order. The kept
+    sweeps' assignments are written token by token: sweep ``s``'s token ``i``
+    (counting over all documents) to ``out_words[s * T + i]`` and
+    ``out_topics[s * T + i]``, ``T`` the number of tokens.
+    """
+    K = smooth.size
+    T = 0
+    for e in range(counts.size):
+        T += counts[e]
+    ndk = np.zeros(K, np.int64)
+    where = np.zeros(K, np.int64)
+    active = np.zeros(K, np.int64)
+    state = np.zeros(1, np.uint64)
+    offset = 0
+    for d in range(indptr.size - 1):
+        n_tokens = 0
+        for e in range(indptr[d], indptr[d + 1]):
+            n_tokens += counts[e]
+        tok = np.empty(n_tokens, np.int64)
+        t = 0
+        for e in range(indptr[d], indptr[d + 1]):
+            for _ in range(counts[e]):
+                tok[t] = words[e]
+                t += 1
+        z = np.empty(n_tokens, np.int64)
+        state[0] = document_key(seed, step, np.uint64(doc_ids[d]))
+        n_active = 0
+        doc_total = 0.0
+        # the sequential start: each token given the topics of the tokens before it
+        for i in range(n_tokens):
+            k = draw_topic(
+                _uniform(state), tok[i], ndk, active, n_active, doc_total, w_indptr, w_topics,
+                w_excess, smooth, alpha, cum_smooth,
+            )  # fmt: skip
+            z[i] = k
+            n_active = _add(k, ndk, active, where, n_active)
+            doc_total += smooth[k]
+        for sweep in range(burnin + samples):
+            doc_total = 0.0  # summed again each sweep, so rounding cannot build up
+            for a in range(n_active):
+                doc_total += ndk[active[a]] * smooth[active[a]]
+            for i in range(n_tokens):
+                k = z[i]
+                n_active = _remove(k, ndk, active, where, n_active)
+                doc_total -= smooth[k]
+                if doc_total < 0.0:
+                    doc_total = 0.0
+                k = draw_topic(
+                    _uniform(state), tok[i], ndk, active, n_active, doc_total, w_indptr,
+                    w_topics, w_excess, smooth, alpha, cum_smooth,
+                )  # fmt: skip
+                z[i] = k
+                n_active = _add(k, ndk, active, where, n_active)
+                doc_total += smooth[k]
+            if sweep >= burnin:
+                at = (sweep - burnin) * T + offset
+                for i in range(n_tokens):
+                    out_words[at + i] = tok[i]
+                    out_topics[at + i] = z[i]
+        for a in range(n_active):  # clear the document's counts
+            ndk[active[a]] = 0
+        offset += n_tokens
+
+
+@numba.njit(cache=True, nogil=True)
+def sequential_start(
+    tokens: np.ndarray,
+    key: np.uint64,
+    w_indptr: np.ndarray,
+    w_topics: np.ndarray,
+    w_excess: np.ndarray,
+    smooth: np.ndarray,
+    alpha: np.ndarray,
+    cum_smooth: np.ndarray,
+) -> np.ndarray:
+    """The sequential start of one document (footnote 3) on its own: token ``i``
+    (local word ``tokens[i]``) drawn given the topics of tokens ``0..i-1`` only."""
+    K = smooth.size
+    ndk = np.zeros(K, np.int64)
+    where = np.zeros(K, np.int64)
+    active = np.zeros(K, np.int64)
+    state = np.zeros(1, np.uint64)
+    state[0] = key
+    n_active = 0
+    doc_total = 0.0
+    z = np.empty(tokens.size, np.int64)
+    for i in range(tokens.size):
+        k = draw_topic(
+            _uniform(state), tokens[i], ndk, active, n_active, doc_total, w_indptr, w_topics,
+            w_excess, smooth, alpha, cum_smooth,
+        )  # fmt: skip
+        z[i] = k
+        n_active = _add(k, ndk, active, where, n_active)
+        doc_total += smooth[k]
+    return z
+
+
+@numba.njit(cache=True, nogil=True)
+def draw_many(
+    us: np.ndarray,
+    j: int,
+    ndk: np.ndarray,
+    active: np.ndarray,
+    w_indptr: np.ndarray,
+    w_topics: np.ndarray,
+    w_excess: np.ndarray,
+    smooth: np.ndarray,
+    alpha: np.ndarray,
+    cum_smooth: np.ndarray,
+) -> np.ndarray:
+    """:func:`draw_topic` for each uniform of ``us``, one document state (tests)."""
+    n_active = active.size
+    doc_total = 0.0
+    for a in range(n_active):
+        doc_total += ndk[active[a]] * smooth[active[a]]
+    out = np.empty(us.size, np.int64)
+    for i in range(us.size):
+        out[i] = draw_topic(
+            us[i], j, ndk, active, n_active, doc_total, w_indptr, w_topics, w_excess, smooth,
+            alpha, cum_smooth,
+        )  # fmt: skip
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def uniforms(key: np.uint64, n: int) -> np.ndarray:
+    """The first ``n`` uniforms of the stream started at ``key`` (tests)."""
+    state = np.zeros(1, np.uint64)
+    state[0] = key
+    out = np.empty(n)
+    for i in range(n):
+        out[i] = _uniform(state)
+    return out

@@ -1,0 +1,345 @@
+"""Stochastic VI with a Gibbs local step (Mimno, Hoffman & Blei 2012, Alg. 1).
+
+Each step draws a minibatch of ``|B|`` documents at random across the
+stream's groups, splits it over the executor's slots (one task per part),
+samples each document's topics against the fixed topics (the sequential
+start, ``burnin`` sweeps, ``samples`` kept sweeps; :mod:`lsdask.kernels.svi_gibbs`),
+adds the parts' integer topic-word counts in a tree (exact in any order),
+divides them by ``samples`` (N-hat, Eq. 10) and updates the topics sparsely
+(:class:`lsdask.models.sparse_topics.SparseTopics`, Eq. 11 by Eq. 19) with
+``rho_t = (delay + t) ** -kappa``.
+
+A growing stream
+----------------
+``D``, the corpus size in Eq. 11, is the number of documents the stream
+holds when the step is taken: it grows as groups arrive. An *epoch* is one
+pass over a random order of the documents known when it starts; documents of
+groups that arrive during an epoch are shuffled into the part of the epoch
+not yet visited, so each document is in exactly one minibatch of every epoch
+it takes part in. The last minibatch of an epoch may be smaller. The stream
+is looked at before every minibatch.
+
+The loop is written against the :mod:`~lsdask.learn.protocols` (an
+:class:`Executor`); a document id keys each document's random draws, so the
+result does not depend on how minibatches are split over workers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import scipy.sparse as sp
+
+from lsdask.errors import DataError
+from lsdask.learn.base import progress_bar
+from lsdask.learn.protocols import Executor
+from lsdask.models.sparse_topics import (
+    RESET_BELOW,
+    SparseTopics,
+    TopicWordCounts,
+    sample_counts,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class DocumentStream(Protocol):
+    """Groups of documents that may grow (:class:`lsdask.io.doc_stream.DocumentStream`)."""
+
+    n_features: int
+    description: str
+
+    @property
+    def keys(self) -> list[str]: ...
+
+    @property
+    def sizes(self) -> list[int]: ...
+
+    def refresh(self) -> int: ...
+
+    def load(self, refs: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class DocumentsPart:
+    """Part of a minibatch: documents as CSR counts and their ids (a task's batch)."""
+
+    rows: sp.csr_matrix
+    doc_ids: np.ndarray
+    where: str
+
+    def load(self) -> tuple[sp.csr_matrix, np.ndarray]:
+        return self.rows, self.doc_ids
+
+
+@dataclass(frozen=True)
+class GibbsTask:
+    """Sample one part's documents against the minibatch's view of the topics;
+    returns the kept sweeps' integer topic-word counts (a pure function of the
+    part and the view)."""
+
+    burnin: int
+    samples: int
+    seed: int
+
+    def __call__(self, part: DocumentsPart, view: Any) -> TopicWordCounts:
+        rows, doc_ids = part.load()
+        try:
+            return sample_counts(rows, doc_ids, view, self.burnin, self.samples, self.seed)
+        except ValueError as exc:
+            raise DataError(f"{part.where}: {exc}") from exc
+
+
+@dataclass
+class StreamState:
+    """Everything a run continues from (a checkpoint holds it).
+
+    ``queue`` holds the current epoch's documents as (group, row), ``pos`` how
+    many were visited; ``keys`` the groups known, whose indices ``queue`` uses.
+    """
+
+    topics: SparseTopics
+    seed: int
+    rng_state: dict[str, Any]
+    step: int = 0
+    epoch: int = 0
+    queue: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    pos: int = 0
+    keys: list[str] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    finished: bool = False
+    #: per completed epoch: stored entries of Ñ, documents in the stream, seconds
+    nonzero_trace: list[int] = field(default_factory=list)
+    docs_trace: list[int] = field(default_factory=list)
+    time_trace: list[float] = field(default_factory=list)
+    #: the documents of every minibatch, as doc ids, when asked (tests)
+    minibatch_log: list[np.ndarray] | None = None
+    #: seconds of this run in the driver (reading documents, the view, the update)
+    #: and waiting for the tasks (not checkpointed)
+    driver_seconds: float = 0.0
+    task_seconds: float = 0.0
+
+
+@dataclass
+class SviGibbs:
+    """The SVI-Gibbs loop.
+
+    Parameters
+    ----------
+    n_topics : int
+    alpha : (K,) per-topic document-topic prior ``a_k`` of Eq. 9
+    eta : float
+    burnin, samples : int
+        Gibbs sweeps discarded and kept per document (B >= 0, S >= 1).
+    minibatch_size : int
+        Documents per minibatch ``|B|``.
+    delay, kappa : float
+        ``rho_t = (delay + t) ** -kappa``; ``delay > 0`` (``rho_1 < 1``), ``kappa``
+        in (0.5, 1].
+    n_epochs : int
+        Epochs in all (a resumed run goes on towards it).
+    checkpoint_every : int
+        Minibatches between calls of ``checkpoint`` (also called at every epoch's
+        end and when stopped).
+    """
+
+    n_topics: int
+    alpha: np.ndarray
+    eta: float
+    burnin: int
+    samples: int
+    minibatch_size: int
+    delay: float
+    kappa: float
+    n_epochs: int
+    checkpoint_every: int = 50
+    reset_below: float = RESET_BELOW
+    progress: bool | None = None
+
+    def start(self, stream: DocumentStream, seed: int) -> StreamState:
+        """The state before the first minibatch: topics at the prior."""
+        rng = np.random.default_rng(seed)
+        return StreamState(
+            topics=SparseTopics.at_prior(self.n_topics, stream.n_features, self.eta),
+            seed=int(rng.integers(2**62)),
+            rng_state=dict(rng.bit_generator.state),
+        )
+
+    def run(
+        self,
+        stream: DocumentStream,
+        executor: Executor,
+        state: StreamState,
+        on_epoch: Callable[[StreamState], None] | None = None,
+        on_minibatch: Callable[[StreamState], None] | None = None,
+        checkpoint: Callable[[StreamState], None] | None = None,
+        stop_requested: Callable[[], bool] | None = None,
+    ) -> StreamState:
+        """Minibatches until ``n_epochs`` epochs are done (or a stop is asked, after
+        a minibatch: the state is checkpointed and returned unfinished)."""
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state.rng_state
+        self._catch_up(stream, state, rng)
+        if stream_docs(state) == 0:
+            raise DataError(f"{stream.description}: holds no documents; nothing to learn from")
+        if self.minibatch_size > stream_docs(state):
+            raise ValueError(
+                f"minibatch_size={self.minibatch_size} is larger than {stream.description}, "
+                f"which holds {stream_docs(state)} documents; use minibatch_size <= "
+                f"{stream_docs(state)}"
+            )
+        task = GibbsTask(self.burnin, self.samples, state.seed)
+        started = time.perf_counter()
+        since_checkpoint = 0
+        while state.epoch < self.n_epochs:
+            if state.pos >= len(state.queue):  # a new epoch: every known document once
+                state.queue = _shuffled_refs(state.sizes, rng)
+                state.pos = 0
+            bar = progress_bar(len(state.queue), f"epoch {state.epoch + 1}", self.progress)
+            bar.update(state.pos)
+            while state.pos < len(state.queue):
+                self._take_new(stream, state, rng)
+                refs = state.queue[state.pos : state.pos + self.minibatch_size]
+                self._minibatch(stream, executor, state, refs, task)
+                state.pos += len(refs)
+                state.rng_state = dict(rng.bit_generator.state)
+                bar.update(len(refs))
+                if on_minibatch is not None:
+                    on_minibatch(state)
+                since_checkpoint += 1
+                if state.pos < len(state.queue) and stop_requested is not None and stop_requested():
+                    bar.close()
+                    if checkpoint is not None:
+                        checkpoint(state)
+                    logger.info("svi-gibbs stopped after minibatch %d", state.step)
+                    return state
+                if checkpoint is not None and since_checkpoint >= self.checkpoint_every:
+                    checkpoint(state)
+                    since_checkpoint = 0
+            bar.close()
+            state.epoch += 1
+            state.nonzero_trace.append(state.topics.n_stored)
+            state.docs_trace.append(stream_docs(state))
+            state.time_trace.append(time.perf_counter() - started)
+            logger.info(
+                "svi-gibbs epoch %d: %d minibatches, %d stored entries of N-tilde (%.3g%% of KV)",
+                state.epoch, state.step, state.topics.n_stored,
+                100.0 * state.topics.n_stored / (self.n_topics * stream.n_features),
+            )  # fmt: skip
+            if on_epoch is not None:
+                on_epoch(state)
+            state.finished = state.epoch >= self.n_epochs
+            if checkpoint is not None:
+                checkpoint(state)
+                since_checkpoint = 0
+            if stop_requested is not None and stop_requested() and not state.finished:
+                return state
+        state.finished = True
+        return state
+
+    def _minibatch(
+        self,
+        stream: DocumentStream,
+        executor: Executor,
+        state: StreamState,
+        refs: np.ndarray,
+        task: GibbsTask,
+    ) -> None:
+        """One step of Alg. 1 on the documents ``refs``."""
+        started = time.perf_counter()
+        rows, doc_ids = stream.load(refs)
+        if state.minibatch_log is not None:
+            state.minibatch_log.append(doc_ids.copy())
+        t = state.step + 1
+        words = np.unique(rows.indices)
+        view = state.topics.view(words, self.alpha, t)
+        n_parts = max(1, min(executor.n_slots, rows.shape[0]))
+        bounds = np.linspace(0, rows.shape[0], n_parts + 1).astype(int)
+        parts = [
+            DocumentsPart(rows[a:b], doc_ids[a:b], f"{stream.description}, minibatch {t}")
+            for a, b in itertools.pairwise(bounds)
+            if b > a
+        ]
+        handles, shared = executor.register(parts), executor.broadcast(view)
+        sent = time.perf_counter()
+        counts = executor.map_sum(task, handles, shared)
+        back = time.perf_counter()
+        D = stream_docs(state)
+        rho = (self.delay + t) ** (-self.kappa)
+        scaled = counts.as_matrix(stream.n_features) * (D / (len(refs) * self.samples))
+        state.topics.step(rho, scaled, self.reset_below)
+        state.step = t
+        state.task_seconds += back - sent
+        state.driver_seconds += (sent - started) + (time.perf_counter() - back)
+
+    def _take_new(
+        self, stream: DocumentStream, state: StreamState, rng: np.random.Generator
+    ) -> bool:
+        """Look at the stream; shuffle new documents into the epoch's unvisited part."""
+        if stream.refresh() == 0 and len(stream.keys) == len(state.keys):
+            return False
+        known = len(state.keys)
+        state.keys = stream.keys
+        state.sizes = stream.sizes
+        new = [_group_refs(g, n) for g, n in enumerate(state.sizes[known:], start=known)]
+        rest = np.concatenate([state.queue[state.pos :], *new])
+        state.queue = np.concatenate([state.queue[: state.pos], rng.permutation(rest)])
+        return True
+
+    def _catch_up(
+        self, stream: DocumentStream, state: StreamState, rng: np.random.Generator
+    ) -> None:
+        """Match a (resumed) state's groups to the stream's: groups gone are dropped
+        from the queue (logged), groups new to the state are shuffled in."""
+        stream.refresh()
+        if not state.keys:  # a fresh start: the groups known now make the first epoch
+            state.keys, state.sizes = stream.keys, stream.sizes
+            state.queue = _shuffled_refs(state.sizes, rng)
+            state.pos = 0
+            return
+        index = {k: i for i, k in enumerate(stream.keys)}
+        gone = [k for k in state.keys if k not in index]
+        if gone:
+            logger.warning(
+                "%d row groups of the checkpoint left %s; their documents are not visited",
+                len(gone), stream.description,
+            )  # fmt: skip
+        remap = np.array([index.get(k, -1) for k in state.keys], np.int64)
+        queue = state.queue.copy()
+        if len(queue):
+            queue[:, 0] = remap[queue[:, 0]]
+        visited = queue[: state.pos]
+        rest = queue[state.pos :]
+        state.queue = np.concatenate([visited[visited[:, 0] >= 0], rest[rest[:, 0] >= 0]])
+        state.pos = int((visited[:, 0] >= 0).sum())
+        old = set(state.keys)
+        fresh = [i for i, k in enumerate(stream.keys) if k not in old]
+        state.keys, state.sizes = stream.keys, stream.sizes
+        if fresh:
+            new = [_group_refs(g, state.sizes[g]) for g in fresh]
+            rest = np.concatenate([state.queue[state.pos :], *new])
+            state.queue = np.concatenate([state.queue[: state.pos], rng.permutation(rest)])
+
+
+def stream_docs(state: StreamState) -> int:
+    """D: documents in the stream as the state knows it."""
+    return int(sum(state.sizes))
+
+
+def _shuffled_refs(sizes: list[int], rng: np.random.Generator) -> np.ndarray:
+    """Every document of the groups, as (group, row), in a random order."""
+    if not sizes:
+        return np.zeros((0, 2), np.int64)
+    refs = np.concatenate([_group_refs(g, n) for g, n in enumerate(sizes)])
+    return refs[rng.permutation(len(refs))]
+
+
+def _group_refs(g: int, n: int) -> np.ndarray:
+    """The documents of group ``g`` (of ``n``) as (group, row) pairs."""
+    return np.column_stack([np.full(n, g, np.int64), np.arange(n, dtype=np.int64)])

@@ -1,0 +1,251 @@
+"""SVI-Gibbs's global state: topics stored as eta plus a lazily decayed sparse Ñ.
+
+Mimno, Hoffman & Blei (2012) update the topics by their Eq. 11,
+
+    lambda_t = (1 - rho_t) lambda_{t-1} + rho_t (eta + (D / |B|) N-hat_t),
+
+where ``N-hat_t`` is the minibatch's sampled topic-word counts. With lambda
+started at eta, ``lambda_t = eta + Ñ_t`` and ``Ñ_t = (1 - rho_t) Ñ_{t-1} +
+rho_t (D/|B|) N-hat_t`` (App. A, Eq. 14). Every entry of Ñ decays at each step,
+so a plain update touches all K x V entries; their Eq. 19 keeps instead the
+scaled ``M_t = Ñ_t / pi_t`` with ``pi_t = prod_{i<=t} (1 - rho_i)``:
+
+    M_t = M_{t-1} + (rho_t / pi_t) (D/|B|) N-hat_t,
+
+which changes only the entries the minibatch's counts touch. ``pi_t`` falls
+towards zero, so before it would underflow (``pi_t < reset_below``) the scale
+is folded back into the entries (``M <- pi M``, ``pi <- 1``).
+
+The state knows nothing of how the counts were sampled; the minibatch's
+:class:`SamplerView` is the part of it that the sampling kernel reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import digamma
+
+#: the running scale ``pi_t`` is folded into the entries when it falls below this
+RESET_BELOW = 1e-100
+
+
+@dataclass(frozen=True)
+class TopicWordCounts:
+    """Integer topic-word counts as sorted keys ``word * K + topic`` and their counts.
+
+    Sums of these are exact in any order (integers), so partial sums of a
+    minibatch's parts can be added in a tree on any workers.
+    """
+
+    n_topics: int
+    keys: np.ndarray  # int64, sorted, distinct
+    counts: np.ndarray  # int64
+
+    @classmethod
+    def from_draws(cls, n_topics: int, words: np.ndarray, topics: np.ndarray) -> TopicWordCounts:
+        """Count the (word, topic) pairs of sampled assignments."""
+        keys, counts = np.unique(
+            words.astype(np.int64) * n_topics + topics.astype(np.int64), return_counts=True
+        )
+        return cls(n_topics, keys, counts.astype(np.int64))
+
+    @classmethod
+    def empty(cls, n_topics: int) -> TopicWordCounts:
+        return cls(n_topics, np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+    def __add__(self, other: TopicWordCounts) -> TopicWordCounts:
+        if other.n_topics != self.n_topics:
+            raise ValueError(f"adding counts over {self.n_topics} and {other.n_topics} topics")
+        keys = np.concatenate([self.keys, other.keys])
+        counts = np.concatenate([self.counts, other.counts])
+        merged, at = np.unique(keys, return_inverse=True)
+        total = np.zeros(merged.size, np.int64)
+        np.add.at(total, at, counts)
+        return TopicWordCounts(self.n_topics, merged, total)
+
+    @property
+    def total(self) -> int:
+        return int(self.counts.sum())
+
+    def as_matrix(self, vocab_size: int) -> sp.csr_matrix:
+        """The counts as a (V, K) CSR matrix of float64 (a word's topics in a row)."""
+        K = self.n_topics
+        return sp.csr_matrix(
+            (self.counts.astype(np.float64), (self.keys // K, self.keys % K)),
+            shape=(vocab_size, K),
+        )
+
+
+@dataclass(frozen=True)
+class SamplerView:
+    """What the sampling kernel reads of the topics for one minibatch: its words'
+    stored entries and the per-topic constants of Eq. 15 (see
+    :mod:`lsdask.kernels.svi_gibbs`), and the step that keys the draws."""
+
+    word_ids: np.ndarray  # (W,) int64, sorted: the minibatch's words
+    w_indptr: np.ndarray  # (W + 1,) int64
+    w_topics: np.ndarray  # (nnz,) int32
+    w_excess: np.ndarray  # (nnz,) float64: (exp psi(eta + Ñ_kw) - exp psi(eta)) / Z_k
+    smooth: np.ndarray  # (K,) exp psi(eta) / Z_k
+    alpha: np.ndarray  # (K,) per-topic prior a_k
+    cum_smooth: np.ndarray  # (K,) cumsum(alpha * smooth)
+    step: int
+
+    @property
+    def n_topics(self) -> int:
+        return int(self.smooth.size)
+
+    def dense_weights(self, local_word: int) -> np.ndarray:
+        """``exp E[log phi_kw]`` over all K topics for a local word (tests)."""
+        w = self.smooth.copy()
+        start, stop = self.w_indptr[local_word], self.w_indptr[local_word + 1]
+        w[self.w_topics[start:stop]] += self.w_excess[start:stop]
+        return w
+
+
+@dataclass
+class SparseTopics:
+    """``lambda = eta + pi * M``: the topics as a sparse (V, K) ``M`` and a scale.
+
+    Attributes
+    ----------
+    eta : float
+        The topic-word prior.
+    scaled : scipy.sparse.csr_matrix, shape (V, K)
+        ``M = Ñ / pi``; a word's stored topics are one row.
+    scaled_totals : (K,) ``sum_w M_kw``.
+    pi : float
+        The running product of ``(1 - rho)`` since the last reset.
+    n_resets : int
+        Times the scale was folded back into ``M``.
+    """
+
+    eta: float
+    scaled: sp.csr_matrix
+    scaled_totals: np.ndarray
+    pi: float = 1.0
+    n_resets: int = 0
+
+    @classmethod
+    def at_prior(cls, n_topics: int, vocab_size: int, eta: float) -> SparseTopics:
+        """lambda = eta: no entry stored (a dense random start would never become
+        sparse again: entries only decay, they never vanish)."""
+        return cls(float(eta), sp.csr_matrix((vocab_size, n_topics)), np.zeros(n_topics))
+
+    @property
+    def n_topics(self) -> int:
+        return int(self.scaled.shape[1])
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.scaled.shape[0])
+
+    @property
+    def n_stored(self) -> int:
+        """Stored (non-zero) entries of Ñ."""
+        return int(self.scaled.nnz)
+
+    def step(
+        self, rho: float, scaled_counts: sp.csr_matrix, reset_below: float = RESET_BELOW
+    ) -> None:
+        """One update, Eq. 11 by Eq. 19: ``scaled_counts`` is ``(D/|B|) N-hat`` (V, K).
+
+        Only ``M``'s entries where ``scaled_counts`` is non-zero change; the
+        scale is folded into ``M`` when it falls below ``reset_below``.
+        """
+        if not 0.0 < rho < 1.0:
+            raise ValueError(f"rho must be in (0, 1) for the lazy update; got {rho}")
+        pi = self.pi * (1.0 - rho)
+        delta = scaled_counts.tocsr() * (rho / pi)
+        self.scaled = (self.scaled + delta).tocsr()
+        self.scaled_totals = self.scaled_totals + np.asarray(delta.sum(axis=0)).ravel()
+        self.pi = pi
+        if pi < reset_below:
+            self.scaled = (self.scaled * pi).tocsr()
+            self.scaled_totals = np.asarray(self.scaled.sum(axis=0)).ravel()
+            self.pi = 1.0
+            self.n_resets += 1
+
+    def n_tilde(self) -> np.ndarray:
+        """Ñ as a dense (K, V) array."""
+        return np.ascontiguousarray(self.scaled.T.toarray()) * self.pi
+
+    def lam(self) -> np.ndarray:
+        """lambda = eta + Ñ, dense (K, V)."""
+        return self.eta + self.n_tilde()
+
+    def topic_totals(self) -> np.ndarray:
+        """``Ñ_k.`` (K,)."""
+        return self.scaled_totals * self.pi
+
+    def view(self, word_ids: np.ndarray, alpha: np.ndarray, step: int) -> SamplerView:
+        """The kernel's view of the topics for a minibatch over ``word_ids`` (sorted,
+        distinct): only those words' entries, and the per-topic constants."""
+        V = self.vocab_size
+        word_ids = np.asarray(word_ids, dtype=np.int64)
+        rows = self.scaled[word_ids]
+        rows.sort_indices()
+        n = rows.data * self.pi
+        exp_eta = np.exp(digamma(self.eta))
+        z = np.exp(digamma(V * self.eta + self.topic_totals()))
+        topics = rows.indices.astype(np.int32)
+        excess = (np.exp(digamma(self.eta + n)) - exp_eta) / z[topics]
+        smooth = exp_eta / z
+        alpha = np.asarray(alpha, dtype=np.float64)
+        return SamplerView(
+            word_ids=word_ids,
+            w_indptr=rows.indptr.astype(np.int64),
+            w_topics=topics,
+            w_excess=excess,
+            smooth=smooth,
+            alpha=alpha,
+            cum_smooth=np.cumsum(alpha * smooth),
+            step=int(step),
+        )
+
+
+def sample_counts(
+    rows: sp.csr_matrix,
+    doc_ids: np.ndarray,
+    view: SamplerView,
+    burnin: int,
+    samples: int,
+    seed: int,
+) -> TopicWordCounts:
+    """The kept sweeps' topic-word counts of documents ``rows`` (CSR of whole
+    counts over the vocabulary), summed over the ``samples`` kept sweeps (so
+    ``S`` times Eq. 10's N-hat), each document's draws keyed by
+    ``(seed, view.step, doc_ids[d])``.
+
+    Raises ValueError where a count is not a whole number or a word is not
+    among the view's (the minibatch's) words.
+    """
+    from lsdask.kernels.svi_gibbs import sample_documents
+
+    rows = rows.tocsr()
+    counts = rows.data
+    whole = counts.astype(np.int64)
+    if (whole != counts).any() or (whole < 0).any():
+        bad = counts[(whole != counts) | (whole < 0)][0]
+        raise ValueError(
+            f"SVI-Gibbs samples whole tokens; a document holds the count {bad!r}. Give word "
+            "counts (whole numbers), not weights or frequencies"
+        )
+    local = np.searchsorted(view.word_ids, rows.indices)
+    if rows.nnz and (
+        local.max() >= view.word_ids.size or (view.word_ids[local] != rows.indices).any()
+    ):
+        raise ValueError("a document's word is not among the minibatch's words of the view")
+    T = int(whole.sum())
+    out_words = np.empty(T * samples, np.int64)
+    out_topics = np.empty(T * samples, np.int64)
+    sample_documents(
+        rows.indptr.astype(np.int64), local.astype(np.int64), whole,
+        np.asarray(doc_ids, dtype=np.int64), np.uint64(seed), np.uint64(view.step),
+        int(burnin), int(samples), view.w_indptr, view.w_topics, view.w_excess, view.smooth,
+        view.alpha, view.cum_smooth, out_words, out_topics,
+    )  # fmt: skip
+    return TopicWordCounts.from_draws(view.n_topics, view.word_ids[out_words], out_topics)

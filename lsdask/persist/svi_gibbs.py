@@ -1,0 +1,132 @@
+"""SVI-Gibbs checkpoints: the sparse topics, the epoch's order and the random state.
+
+One file, ``ckpt-svi-gibbs.npz`` in the checkpoint folder, replaced
+atomically (written beside it, flushed, renamed over it): the stored
+entries of ``M = Ñ / pi`` as CSR arrays, their column totals, and a JSON
+member with the scale, the step and epoch counters, the epoch's queue
+position, the groups known (by key), the seed and the generator's state, the
+per-epoch traces and the run's settings. A resumed run continues with the
+minibatch after the last one the checkpoint holds.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from lsdask.io import fsops
+from lsdask.learn.svi_gibbs import StreamState
+from lsdask.models.sparse_topics import SparseTopics
+from lsdask.persist.checked_npz import read_npz
+
+#: the checkpoint file of an SVI-Gibbs run in its checkpoint folder
+FILE_NAME = "ckpt-svi-gibbs.npz"
+
+
+def checkpoint_path(folder: str | os.PathLike[str]) -> Path:
+    return Path(folder) / FILE_NAME
+
+
+def save_stream_state(
+    folder: str | os.PathLike[str], state: StreamState, settings: dict[str, Any]
+) -> Path:
+    """Write ``state`` (and the run's ``settings``, checked on resume) atomically."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    topics = state.topics
+    meta = {
+        "format": "lsdask-svi-gibbs-checkpoint",
+        "version": 1,
+        "settings": settings,
+        "eta": topics.eta,
+        "pi": topics.pi,
+        "n_resets": topics.n_resets,
+        "seed": state.seed,
+        "rng_state": state.rng_state,
+        "step": state.step,
+        "epoch": state.epoch,
+        "pos": state.pos,
+        "keys": state.keys,
+        "sizes": state.sizes,
+        "finished": state.finished,
+        "nonzero_trace": state.nonzero_trace,
+        "docs_trace": state.docs_trace,
+        "time_trace": state.time_trace,
+    }
+    M = topics.scaled.tocsr()
+    buffer = io.BytesIO()
+    np.savez(
+        buffer,
+        data=M.data,
+        indices=M.indices.astype(np.int64),
+        indptr=M.indptr.astype(np.int64),
+        shape=np.array(M.shape, np.int64),
+        totals=topics.scaled_totals,
+        queue=state.queue.astype(np.int64),
+        meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+    )
+    target = checkpoint_path(folder)
+    tmp = folder / f".{FILE_NAME}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(buffer.getvalue())
+        fsops.fsync(f)
+    fsops.replace(tmp, target)
+    return target
+
+
+def load_stream_state(folder: str | os.PathLike[str]) -> tuple[StreamState, dict[str, Any]] | None:
+    """The state of the checkpoint in ``folder`` and its settings; None without one."""
+    path = checkpoint_path(folder)
+    if not path.exists():
+        return None
+    where = f"checkpoint {path}"
+    try:
+        arrays = read_npz(path, where)
+        meta = json.loads(arrays["meta"].tobytes().decode())
+        if meta.get("format") != "lsdask-svi-gibbs-checkpoint":
+            raise ValueError("not an SVI-Gibbs checkpoint")
+        shape = tuple(int(x) for x in arrays["shape"])
+        M = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=shape)
+        M.check_format(full_check=True)
+        totals = np.asarray(arrays["totals"], dtype=np.float64)
+        queue = np.asarray(arrays["queue"], dtype=np.int64).reshape(-1, 2)
+        values = np.concatenate([M.data, totals])
+        if totals.shape != (shape[1],) or not np.isfinite(values).all() or (values < 0).any():
+            raise ValueError("the stored topic-word entries are not finite and >= 0")
+        if not 0 <= int(meta["pos"]) <= len(queue):
+            raise ValueError(f"queue position {meta['pos']} outside its {len(queue)} entries")
+        if len(queue) and (queue.min() < 0 or queue[:, 0].max() >= len(meta["keys"])):
+            raise ValueError("the queue names groups the checkpoint does not list")
+        pi = float(meta["pi"])
+        if not 0.0 < pi <= 1.0:
+            raise ValueError(f"the running scale pi must be in (0, 1]; got {pi}")
+        topics = SparseTopics(float(meta["eta"]), M, totals, pi, int(meta["n_resets"]))
+        state = StreamState(
+            topics=topics,
+            seed=int(meta["seed"]),
+            rng_state=dict(meta["rng_state"]),
+            step=int(meta["step"]),
+            epoch=int(meta["epoch"]),
+            queue=queue,
+            pos=int(meta["pos"]),
+            keys=[str(k) for k in meta["keys"]],
+            sizes=[int(n) for n in meta["sizes"]],
+            finished=bool(meta["finished"]),
+            nonzero_trace=[int(x) for x in meta["nonzero_trace"]],
+            docs_trace=[int(x) for x in meta["docs_trace"]],
+            time_trace=[float(x) for x in meta["time_trace"]],
+        )
+        return state, dict(meta["settings"])
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError) as exc:
+        from lsdask.errors import DataError
+
+        raise DataError(
+            f"{where} is damaged or not an SVI-Gibbs checkpoint ({exc}); delete it to start "
+            "over, or resume from another folder"
+        ) from exc

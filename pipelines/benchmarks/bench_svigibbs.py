@@ -1,0 +1,528 @@
+"""SVI-Gibbs (``LDA(algorithm="svi-gibbs")``) against online VB, fed the same minibatches.
+
+Checks issue 27's claims (Mimno, Hoffman & Blei 2012, Fig. 1) on 20 Newsgroups
+train read as a stream of minibatches: seconds per minibatch against K for
+lsdask's SVI-Gibbs and for scikit-learn's and gensim's online VB given the
+very same minibatches; heldout document completion (the LDA benchmark's split
+and scorer) and UMass coherence after every epoch; the stored entries of
+N-tilde per epoch; burn-in and kept sweeps, eta and the learning-rate delay;
+and 1 against 2 Dask workers at minibatches of 1,000. See README_svigibbs.md.
+
+The run is sized by options; the defaults are a reduced run (a few epochs and
+a few peer minibatches) that fits in about half an hour on 2 shared cores.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from harness.corpora import CORPORA_DIR, WORK_DIR, load_corpora
+from harness.peers import gensim_bow
+from harness.report import fmt, header, step_times, table
+from harness.run import Run, log, options
+
+#: the paper's document-topic prior per topic (their footnote 1); every method uses it
+ALPHA_PER_TOPIC = 0.1
+KAPPA = 0.6
+
+
+# --------------------------------------------------------------------------- lsdask
+
+
+def lsdask_run(
+    data: Any,
+    K: int,
+    *,
+    eta: float,
+    burnin: int,
+    samples: int,
+    minibatch: int,
+    delay: float,
+    epochs: int,
+    seed: int = 0,
+    executor: Any = None,
+    score: bool = True,
+) -> dict[str, Any]:
+    """SVI-Gibbs over the training corpus (its Parquet row groups as the stream),
+    timed per minibatch; scored after every epoch. Returns its record and its
+    minibatches (as rows of ``data.X_train``)."""
+    from lsdask.engine import SerialExecutor
+    from lsdask.io.doc_stream import DocumentStream
+    from lsdask.learn.svi_gibbs import SviGibbs
+
+    stream = DocumentStream(data.train_path)
+    learner = SviGibbs(
+        n_topics=K, alpha=np.full(K, ALPHA_PER_TOPIC), eta=eta, burnin=burnin,
+        samples=samples, minibatch_size=minibatch, delay=delay, kappa=KAPPA, n_epochs=epochs,
+        progress=False,
+    )  # fmt: skip
+    state = learner.start(stream, seed)
+    state.minibatch_log = []
+    times: list[float] = []
+    epochs_out: list[dict[str, Any]] = []
+    last = [time.perf_counter()]
+    clock = [0.0]
+
+    def on_minibatch(s: Any) -> None:
+        now = time.perf_counter()
+        times.append(now - last[0])
+        clock[0] += now - last[0]
+        last[0] = now
+
+    def on_epoch(s: Any) -> None:
+        row: dict[str, Any] = {
+            "epoch": s.epoch,
+            "seconds": clock[0],
+            "nonzero": s.topics.n_stored,
+            "nonzero_frac": s.topics.n_stored / (K * stream.n_features),
+        }
+        if score:
+            row.update(evaluate(data, s.topics.lam()))
+        epochs_out.append(row)
+        log(f"  lsdask K={K} epoch {s.epoch}: {row}")
+        last[0] = time.perf_counter()  # scoring is not on the clock
+
+    learner.run(
+        stream, executor or SerialExecutor(), state, on_epoch=on_epoch, on_minibatch=on_minibatch
+    )
+    return {
+        "seconds_per_minibatch": float(np.mean(times)),
+        "seconds_per_minibatch_last_epoch": float(
+            np.mean(times[-int(np.ceil(stream.n_docs / minibatch)) :])
+        ),
+        "minibatches": len(times),
+        "epochs": epochs_out,
+        "docs_per_second": stream.n_docs * epochs / clock[0],
+        "driver_share": state.driver_seconds / (state.driver_seconds + state.task_seconds),
+        "log": state.minibatch_log,
+    }
+
+
+def evaluate(data: Any, lam: np.ndarray) -> dict[str, float]:
+    """Heldout document completion and UMass coherence of topics ``lam`` (K, V)."""
+    from lsdask.evaluate import document_completion, umass_coherence
+
+    K = lam.shape[0]
+    topics = lam / lam.sum(axis=1, keepdims=True)
+    heldout = document_completion(data.A, data.B, topics, ALPHA_PER_TOPIC * K)
+    coherence = umass_coherence(topics, iter([data.X_train]), 10)
+    worst = np.sort(coherence)[: max(1, K // 10)]
+    return {
+        "heldout": float(heldout),
+        "umass_mean": float(np.mean(coherence)),
+        "umass_worst_decile": float(np.mean(worst)),
+    }
+
+
+def rows_of(data: Any, log_ids: list[np.ndarray]) -> list[np.ndarray]:
+    """The logged minibatches (doc ids) as rows of ``data.X_train`` (corpus order)."""
+    from lsdask.io.corpus import Corpus
+
+    ids = np.concatenate([b.load().doc_ids for b in Corpus.open(data.train_path).batches])
+    where = {int(d): i for i, d in enumerate(ids)}
+    return [np.array([where[int(d)] for d in mb]) for mb in log_ids]
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def sklearn_run(
+    data: Any, K: int, batches: list[np.ndarray], *, eta: float, delay: float, score_every: int
+) -> dict[str, Any]:
+    """scikit-learn's online VB, ``partial_fit`` on each given minibatch."""
+    from sklearn.decomposition import LatentDirichletAllocation
+
+    lda = LatentDirichletAllocation(
+        n_components=K, doc_topic_prior=ALPHA_PER_TOPIC, topic_word_prior=eta,
+        learning_method="online", learning_decay=KAPPA, learning_offset=delay,
+        total_samples=data.X_train.shape[0], n_jobs=1, random_state=0,
+    )  # fmt: skip
+    return _peer(data, batches, lambda X: lda.partial_fit(X), lambda: lda.components_, score_every)
+
+
+def gensim_run(
+    data: Any, K: int, batches: list[np.ndarray], *, eta: float, delay: float, score_every: int
+) -> dict[str, Any]:
+    """gensim's online VB, ``update`` on each given minibatch (one chunk each)."""
+    from gensim.models import LdaModel
+
+    V = data.X_train.shape[1]
+    model = LdaModel(
+        num_topics=K, id2word={i: str(i) for i in range(V)}, alpha=ALPHA_PER_TOPIC, eta=eta,
+        decay=KAPPA, offset=delay, chunksize=max(len(b) for b in batches), update_every=1,
+        passes=1, iterations=50, eval_every=None, random_state=0,
+    )  # fmt: skip
+    return _peer(
+        data,
+        batches,
+        lambda X: model.update(gensim_bow(X), chunks_as_numpy=True),
+        model.get_topics,
+        score_every,
+    )
+
+
+def _peer(data: Any, batches: list[np.ndarray], step: Any, topics: Any, score_every: int) -> dict:
+    times: list[float] = []
+    scores: list[dict[str, Any]] = []
+    for i, rows in enumerate(batches, start=1):
+        X = data.X_train[rows]
+        t0 = time.perf_counter()
+        step(X)
+        times.append(time.perf_counter() - t0)
+        if score_every and i % score_every == 0:
+            scores.append({"minibatches": i, "seconds": float(np.sum(times)),
+                           **evaluate(data, np.asarray(topics()))})  # fmt: skip
+            log(f"  peer after {i} minibatches: {scores[-1]}")
+    return {
+        "seconds_per_minibatch": float(np.mean(times)),
+        "minibatches": len(times),
+        "scores": scores,
+    }
+
+
+# --------------------------------------------------------------------------- memo
+
+
+def memo_run(data: Any, K: int, *, eta: float, laps: int) -> dict[str, Any]:
+    """lsdask's memoized LDA at the same priors (the quality reference)."""
+    import lsdask
+
+    t0 = time.perf_counter()
+    m = lsdask.LDA(
+        K, alpha=ALPHA_PER_TOPIC * K, eta=eta, n_laps=laps, client="sync", random_state=0,
+        init="kmeans++",
+    ).fit(data.train_path)  # fmt: skip
+    return {"seconds": time.perf_counter() - t0, "laps": int(m.n_laps_),
+            **evaluate(data, np.asarray(m.components_))}  # fmt: skip
+
+
+# --------------------------------------------------------------------------- scaling
+
+
+def scaling_run(data: Any, K: int, minibatch: int, epochs: int) -> dict[str, Any]:
+    """Documents per second with 1 and 2 LocalCluster workers (and in-process)."""
+    from distributed import Client, LocalCluster
+
+    from lsdask.engine import make_executor
+
+    out: dict[str, Any] = {}
+    for workers in (1, 2):
+        cluster = LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+        )
+        client = Client(cluster)
+        try:
+            r = lsdask_run(
+                data, K, eta=0.1, burnin=3, samples=2, minibatch=minibatch, delay=10.0,
+                epochs=epochs, executor=make_executor(client), score=False,
+            )  # fmt: skip
+            out[f"{workers} workers"] = {
+                "docs_per_second": r["docs_per_second"],
+                "seconds_per_minibatch": r["seconds_per_minibatch"],
+                "driver_share": r["driver_share"],
+            }
+        finally:
+            client.close()
+            cluster.close()
+        log(f"  scaling {workers} workers: {out[f'{workers} workers']}")
+    return out
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = options(__doc__ or "", "tiny sizes, results under svigibbs-quick.*")
+    parser.add_argument("--corpora-dir", type=Path, default=CORPORA_DIR)
+    parser.add_argument("--work-dir", type=Path, default=WORK_DIR)
+    parser.add_argument("--epochs", type=int, default=3, help="lsdask epochs (default 3)")
+    parser.add_argument(
+        "--peer-minibatches", type=int, default=20,
+        help="minibatches the peers are timed on at K=100 and K=1000 (default 20)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--peer-epochs", type=float, default=1.0,
+        help="epochs of the same minibatches the peers train at the quality K (default 1)",
+    )  # fmt: skip
+    parser.add_argument("--quality-k", type=int, default=200)
+    parser.add_argument("--memo-laps", type=int, default=10)
+    parser.add_argument("--skip-scaling", action="store_true")
+    parser.add_argument(
+        "--only-scaling", action="store_true",
+        help="run only the 1- against 2-worker comparison (results/svigibbs-scaling.*)",
+    )  # fmt: skip
+    parser.add_argument("--scaling-epochs", type=int, default=1)
+    parser.add_argument(
+        "--only-grid", action="store_true",
+        help="run only lsdask's grid at eta=0.4: (B, S) and delay at K=200, and K=1000 "
+        "(results/svigibbs-grid.*)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--grid", default="200:1:1:10,200:5:5:10,200:3:2:1,200:3:2:100,1000:3:2:10",
+        help="--only-grid's runs, K:B:S:delay comma-separated",
+    )  # fmt: skip
+    parser.add_argument("--grid-eta", type=float, default=0.4)
+    parser.add_argument("--grid-name", default="grid", help="results/svigibbs-NAME.*")
+    parser.add_argument(
+        "--only-quality", action="store_true",
+        help="run only the quality comparison at --quality-eta, every method at that eta "
+        "(results/svigibbs-quality-etaETA.*)",
+    )  # fmt: skip
+    parser.add_argument("--quality-eta", type=float, default=0.4)
+    parser.add_argument("--quality-sweeps", default="3:2,5:5", help="B:S of lsdask's runs")
+    args = parser.parse_args(argv)
+    stem = "svigibbs-quick" if args.quick else "svigibbs"
+    if args.only_scaling:
+        stem += "-scaling"
+    if args.only_grid:
+        stem += f"-{args.grid_name}"
+    if args.only_quality:
+        stem += f"-quality-eta{args.quality_eta:g}".replace(".", "")
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    run = Run(__file__, stem, args.out, argv, settings=settings)
+    data = run.step(
+        "corpora", lambda: load_corpora(["20news"], args.corpora_dir, args.work_dir)["20news"]
+    )
+    res = run.res
+    res["corpus"] = data.info
+    if args.only_quality:
+        res["quality"] = quality_run(run, data, args)
+        res["quality_k"] = args.quality_k
+        run.finish(render)
+        return
+    if args.only_grid:
+        grid: dict[str, Any] = {}
+        eta = args.grid_eta
+        lsdask_run(data, 10, eta=0.1, burnin=0, samples=1, minibatch=100, delay=10.0, epochs=1,
+                   score=False)  # fmt: skip
+        for spec in args.grid.split(","):
+            K, B, S = (int(x) for x in spec.split(":")[:3])
+            delay = float(spec.split(":")[3])
+            key = f"K={K} B={B} S={S} delay={delay:g} eta={eta:g}"
+            r = run.step(key, lambda K=K, B=B, S=S, delay=delay: lsdask_run(
+                data, K, eta=eta, burnin=B, samples=S, minibatch=100, delay=delay,
+                epochs=args.epochs))  # fmt: skip
+            r.pop("log")
+            grid[key] = r
+        res["grid"] = grid
+        run.finish(render_grid)
+        return
+    if args.only_scaling:
+        lsdask_run(data, 10, eta=0.1, burnin=0, samples=1, minibatch=100, delay=10.0, epochs=1,
+                   score=False)  # fmt: skip
+        res["scaling"] = run.step(
+            "scaling",
+            lambda: scaling_run(data, 20 if args.quick else 100, 1000, args.scaling_epochs),
+        )
+        run.finish(render_scaling)
+        return
+    epochs = 1 if args.quick else args.epochs
+    peer_n = 3 if args.quick else args.peer_minibatches
+
+    # warm up the kernels (compile or load from the cache) outside every clock
+    lsdask_run(data, 10, eta=0.1, burnin=0, samples=1, minibatch=100, delay=10.0, epochs=1,
+               score=False)  # fmt: skip
+
+    # cost against K, minibatches of 100
+    cost: dict[str, Any] = {}
+    for K in (100, 1000):
+        r = run.step(
+            f"lsdask K={K}",
+            lambda K=K: lsdask_run(
+                data, K, eta=0.1, burnin=3, samples=2, minibatch=100, delay=10.0, epochs=epochs
+            ),
+        )
+        batches = rows_of(data, r.pop("log"))
+        cost[f"lsdask K={K}"] = r
+        for name, fn in (("sklearn", sklearn_run), ("gensim", gensim_run)):
+            cost[f"{name} K={K}"] = run.step(
+                f"{name} K={K}",
+                lambda fn=fn, K=K, b=batches: fn(
+                    data, K, b[:peer_n], eta=0.1, delay=10.0, score_every=0
+                ),
+            )
+    res["cost"] = cost
+
+    # quality at the quality K: lsdask for (B, S), delay, eta; the peers on its minibatches
+    Kq = 20 if args.quick else args.quality_k
+    quality: dict[str, Any] = {}
+    configs = [(3, 2, 10.0, 0.1), (3, 2, 10.0, 0.4), (1, 1, 10.0, 0.1), (5, 5, 10.0, 0.1),
+               (3, 2, 1.0, 0.1), (3, 2, 100.0, 0.1)]  # fmt: skip
+    main_log = None
+    for B, S, delay, eta in configs[: 1 if args.quick else None]:
+        key = f"B={B} S={S} delay={delay:g} eta={eta:g}"
+        r = run.step(
+            f"quality {key}",
+            lambda B=B, S=S, delay=delay, eta=eta: lsdask_run(
+                data, Kq, eta=eta, burnin=B, samples=S, minibatch=100, delay=delay, epochs=epochs
+            ),
+        )
+        log_ids = r.pop("log")
+        if main_log is None:
+            main_log = log_ids
+        quality[key] = r
+    assert main_log is not None
+    batches = rows_of(data, main_log)
+    n_peer = round(args.peer_epochs * len(batches) / epochs)
+    per_epoch = int(np.ceil(data.X_train.shape[0] / 100))
+    for name, fn in (("sklearn", sklearn_run), ("gensim", gensim_run)):
+        quality[name] = run.step(
+            f"quality {name}",
+            lambda fn=fn: fn(
+                data, Kq, batches[:n_peer], eta=0.1, delay=10.0, score_every=per_epoch
+            ),
+        )
+    laps = 2 if args.quick else args.memo_laps
+    quality["memo"] = run.step("quality memo", lambda: memo_run(data, Kq, eta=0.1, laps=laps))
+    res["quality"] = quality
+    res["quality_k"] = Kq
+
+    if not args.skip_scaling:
+        res["scaling"] = run.step(
+            "scaling", lambda: scaling_run(data, 20 if args.quick else 100, 1000, 1)
+        )
+    run.finish(render)
+
+
+def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
+    """lsdask's sweeps at one eta, the peers on its first run's minibatches and
+    memoized LDA, all at that eta."""
+    eta, Kq = args.quality_eta, args.quality_k
+    lsdask_run(data, 10, eta=0.1, burnin=0, samples=1, minibatch=100, delay=10.0, epochs=1,
+               score=False)  # fmt: skip
+    quality: dict[str, Any] = {}
+    main_log = None
+    for spec in args.quality_sweeps.split(","):
+        B, S = (int(x) for x in spec.split(":"))
+        key = f"B={B} S={S} delay=10 eta={eta:g}"
+        r = run.step(f"quality {key}", lambda B=B, S=S: lsdask_run(
+            data, Kq, eta=eta, burnin=B, samples=S, minibatch=100, delay=10.0,
+            epochs=args.epochs))  # fmt: skip
+        log_ids = r.pop("log")
+        main_log = main_log or log_ids
+        quality[key] = r
+    assert main_log is not None
+    batches = rows_of(data, main_log)
+    n_peer = round(args.peer_epochs * len(batches) / args.epochs)
+    per_epoch = int(np.ceil(data.X_train.shape[0] / 100))
+    for name, fn in (("sklearn", sklearn_run), ("gensim", gensim_run)):
+        quality[name] = run.step(
+            f"quality {name}",
+            lambda fn=fn: fn(
+                data, Kq, batches[:n_peer], eta=eta, delay=10.0, score_every=per_epoch
+            ),
+        )
+    quality["memo"] = run.step(
+        "quality memo", lambda: memo_run(data, Kq, eta=eta, laps=args.memo_laps)
+    )
+    return quality
+
+
+def render(res: dict[str, Any]) -> str:
+    out = header(res, "SVI-Gibbs against online VB (20 Newsgroups train as a stream)")
+    out += [step_times(res), ""]
+    cost = res.get("cost")
+    if cost is None:
+        return "\n".join(out + quality_table(res)) + "\n"
+    out += ["## Seconds per minibatch of 100 documents", ""]
+    rows = []
+    for who in ("lsdask", "sklearn", "gensim"):
+        a, b = cost[f"{who} K=100"], cost[f"{who} K=1000"]
+        rows.append([who, fmt(a["seconds_per_minibatch"]), fmt(b["seconds_per_minibatch"]),
+                     fmt(b["seconds_per_minibatch"] / a["seconds_per_minibatch"]),
+                     str(a["minibatches"])])  # fmt: skip
+    out += table(["method", "K=100 s", "K=1000 s", "growth", "minibatches timed"], rows)
+    ls = cost["lsdask K=1000"]["seconds_per_minibatch"]
+    out += ["", "At K=1000, peer seconds per minibatch / lsdask's: "
+            + ", ".join(f"{p} {cost[f'{p} K=1000']['seconds_per_minibatch'] / ls:.1f}x"
+                        for p in ("sklearn", "gensim")) + ".", ""]  # fmt: skip
+    out += ["## Stored entries of N-tilde at K=1000 by epoch", ""]
+    out += table(["epoch", "non-zero", "of K x V"],
+                 [[str(e["epoch"]), str(e["nonzero"]), f"{100 * e['nonzero_frac']:.2f}%"]
+                  for e in cost["lsdask K=1000"]["epochs"]])  # fmt: skip
+    out += quality_table(res)
+    if "scaling" in res:
+        out += scaling_table(res["scaling"])
+    return "\n".join(out) + "\n"
+
+
+def quality_table(res: dict[str, Any]) -> list[str]:
+    q = res["quality"]
+    out = ["", f"## Quality at K={res['quality_k']} (heldout nats/token, UMass)", ""]
+    rows = []
+    for key, r in q.items():
+        if key in ("sklearn", "gensim"):
+            for s in r["scores"]:
+                rows.append(
+                    [
+                        key,
+                        f"{s['minibatches']} mb",
+                        fmt(s["heldout"], 4),
+                        fmt(s["umass_mean"]),
+                        fmt(s["umass_worst_decile"]),
+                        fmt(s["seconds"]),
+                    ]
+                )
+        elif key == "memo":
+            rows.append(
+                [
+                    "lsdask memo",
+                    f"{r['laps']} laps",
+                    fmt(r["heldout"], 4),
+                    fmt(r["umass_mean"]),
+                    fmt(r["umass_worst_decile"]),
+                    fmt(r["seconds"]),
+                ]
+            )
+        else:
+            for e in r["epochs"]:
+                rows.append([f"svi-gibbs {key}", f"epoch {e['epoch']}", fmt(e["heldout"], 4),
+                             fmt(e["umass_mean"]), fmt(e["umass_worst_decile"]),
+                             fmt(e["seconds"])])  # fmt: skip
+    out += table(["method", "when", "heldout", "UMass mean", "UMass worst 10%", "train s"], rows)
+    return out
+
+
+def scaling_table(s: dict[str, Any]) -> list[str]:
+    out = ["", "## Scaling, minibatches of 1,000 (K=100, B=3, S=2)", ""]
+    out += table(["workers", "docs/s", "s per minibatch", "driver share"],
+                 [[k, fmt(v["docs_per_second"]), fmt(v["seconds_per_minibatch"]),
+                   fmt(v.get("driver_share"))] for k, v in s.items()])  # fmt: skip
+    one, two = s.get("1 workers"), s.get("2 workers")
+    if one and two:
+        ratio = two["docs_per_second"] / one["docs_per_second"]
+        out += ["", f"2 workers / 1 worker, documents per second: {ratio:.2f}x."]
+    return out
+
+
+def render_grid(res: dict[str, Any]) -> str:
+    out = header(res, "SVI-Gibbs: sweeps, delay, eta and K (20 Newsgroups train)")
+    out += [step_times(res), "", "Minibatches of 100, kappa 0.6, alpha 0.1 per topic.", ""]
+    rows = []
+    for key, r in res["grid"].items():
+        for e in r["epochs"]:
+            rows.append([key, str(e["epoch"]), fmt(e["heldout"], 4), fmt(e["umass_mean"]),
+                         fmt(e["umass_worst_decile"]), f"{100 * e['nonzero_frac']:.2f}%",
+                         fmt(e["seconds"])])  # fmt: skip
+    out += table(["run", "epoch", "heldout", "UMass mean", "UMass worst 10%",
+                  "non-zero N-tilde of K x V", "train s"], rows)  # fmt: skip
+    out += [
+        "",
+        "Seconds per minibatch: "
+        + ", ".join(f"{k} {fmt(r['seconds_per_minibatch'])}" for k, r in res["grid"].items())
+        + ".",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def render_scaling(res: dict[str, Any]) -> str:
+    out = header(res, "SVI-Gibbs: 1 against 2 Dask workers (20 Newsgroups train)")
+    out += [step_times(res), *scaling_table(res["scaling"])]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""SVI-Gibbs's lazy sparse update (Eq. 19) against the dense Eq. 11."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from lsdask.models.sparse_topics import SparseTopics, TopicWordCounts
+
+
+@pytest.mark.parametrize("reset_below", [1e-3, 1e-100])
+def test_lazy_update_equals_dense_eq11(rng, reset_below) -> None:
+    K, V, eta, D, size = 5, 40, 0.2, 1000, 10
+    delay, kappa = 1.0, 0.6
+    state = SparseTopics.at_prior(K, V, eta)
+    lam = np.full((K, V), eta)
+    for t in range(1, 401):
+        rho = (delay + t) ** -kappa
+        # a minibatch touches a few words: N-hat (S=3 kept sweeps, so thirds)
+        words = rng.choice(V, size=6, replace=False)
+        nhat = np.zeros((V, K))
+        nhat[words] = rng.poisson(1.0, size=(6, K)) / 3.0
+        lam = (1 - rho) * lam + rho * (eta + (D / size) * nhat.T)  # Eq. 11
+        state.step(rho, sp.csr_matrix(nhat * (D / size)), reset_below=reset_below)
+        if t % 25 == 0 or t < 5:
+            np.testing.assert_allclose(state.lam(), lam, rtol=1e-9, atol=0)
+            np.testing.assert_allclose(state.topic_totals(), (lam - eta).sum(axis=1), rtol=1e-9)
+    np.testing.assert_allclose(state.lam(), lam, rtol=1e-9, atol=0)
+    if reset_below == 1e-3:
+        assert state.n_resets >= 3
+    else:
+        assert state.n_resets == 0
+    # entries only where some minibatch counted: the rest stays at eta exactly
+    assert np.array_equal(state.lam() == eta, lam == eta)
+
+
+def test_an_update_touches_only_the_minibatchs_words(rng) -> None:
+    K, V = 4, 30
+    state = SparseTopics.at_prior(K, V, 0.1)
+    state.step(0.5, sp.csr_matrix(np.eye(V, K) * 3.0))
+    before = state.scaled.toarray().copy()
+    nhat = np.zeros((V, K))
+    nhat[[2, 7]] = 1.0
+    state.step(0.3, sp.csr_matrix(nhat))
+    after = state.scaled.toarray()
+    untouched = np.ones(V, bool)
+    untouched[[2, 7]] = False
+    assert np.array_equal(after[untouched], before[untouched])
+
+
+def test_rho_of_one_is_refused() -> None:
+    state = SparseTopics.at_prior(2, 3, 0.1)
+    with pytest.raises(ValueError, match="rho must be in"):
+        state.step(1.0, sp.csr_matrix((3, 2)))
+
+
+def test_counts_add_exactly_in_any_order(rng) -> None:
+    K = 7
+    parts = [
+        TopicWordCounts.from_draws(K, rng.integers(0, 50, 200), rng.integers(0, K, 200))
+        for _ in range(5)
+    ]
+    left = parts[0] + parts[1] + parts[2] + parts[3] + parts[4]
+    tree = (parts[3] + parts[1]) + ((parts[4] + parts[0]) + parts[2])
+    np.testing.assert_array_equal(left.keys, tree.keys)
+    np.testing.assert_array_equal(left.counts, tree.counts)
+    assert left.total == 1000
+    dense = sum(p.as_matrix(50).toarray() for p in parts)
+    np.testing.assert_array_equal(left.as_matrix(50).toarray(), dense)

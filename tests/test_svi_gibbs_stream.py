@@ -1,0 +1,165 @@
+"""SVI-Gibbs over a growing corpus: appended parts consumed once, exact resumes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import lsdask
+from lsdask.engine import SerialExecutor
+from lsdask.io.corpus import Corpus
+from lsdask.io.doc_stream import DocumentStream
+from lsdask.learn.svi_gibbs import SviGibbs
+from lsdask.persist.svi_gibbs import load_stream_state, save_stream_state
+
+V = 40
+
+
+def _docs(rng, n):
+    X = sp.csr_matrix(rng.poisson(0.5, size=(n, V)).astype(float))
+    X.data = np.maximum(X.data, 1.0)
+    return X
+
+
+def _learner(n_epochs=2):
+    K = 4
+    return SviGibbs(
+        n_topics=K, alpha=np.full(K, 0.25), eta=0.2, burnin=1, samples=2, minibatch_size=17,
+        delay=5.0, kappa=0.7, n_epochs=n_epochs,
+    )  # fmt: skip
+
+
+class Appender:
+    """on_minibatch: appends a part to the corpus after the given steps; logs every
+    minibatch's doc ids with the epoch it belongs to."""
+
+    def __init__(self, path, at_steps, rng):
+        self.path, self.at, self.rng = path, dict(at_steps), rng
+        self.log: list[tuple[int, np.ndarray]] = []
+        self.appended: list[np.ndarray] = []
+
+    def __call__(self, state):
+        self.log.append((state.epoch, state.minibatch_log[-1]))
+        n = self.at.pop(state.step, None)
+        if n is not None:
+            batches = Corpus.open(self.path).append(_docs(self.rng, n))
+            ids = np.concatenate([b.load().doc_ids for b in batches])
+            self.appended.append(ids)
+
+
+def _make(tmp_path, rng, n=100):
+    path = tmp_path / "c"
+    Corpus.write(path, _docs(rng, n), [f"w{i}" for i in range(V)], docs_per_row_group=30)
+    return path
+
+
+def test_appended_parts_are_consumed_exactly_once_per_epoch(tmp_path):
+    rng = np.random.default_rng(0)
+    path = _make(tmp_path, rng)
+    first = set(np.concatenate([b.load().doc_ids for b in Corpus.open(path).batches]).tolist())
+    learner = _learner(n_epochs=2)
+    stream = DocumentStream(str(path))
+    state = learner.start(stream, seed=1)
+    state.minibatch_log = []
+    hook = Appender(path, {2: 25, 5: 40}, np.random.default_rng(1))
+    state = learner.run(stream, SerialExecutor(), state, on_minibatch=hook)
+    assert state.finished and state.epoch == 2
+    new = [set(ids.tolist()) for ids in hook.appended]
+    assert len(new) == 2 and all(len(s) == n for s, n in zip(new, (25, 40), strict=True))
+    everything = first | new[0] | new[1]
+    assert len(everything) == 165
+    for epoch in (0, 1):
+        seen = np.concatenate([ids for e, ids in hook.log if e == epoch])
+        assert len(seen) == len(set(seen.tolist())) == 165  # each document exactly once
+        assert set(seen.tolist()) == everything
+    # D grew: the last epoch's minibatches were scaled by 165 documents
+    assert state.docs_trace == [165, 165]
+    # a new document is not visited before it was appended
+    steps_before = [i for i, (_, ids) in enumerate(hook.log) if set(ids.tolist()) & new[1]]
+    assert min(steps_before) >= 5
+
+
+def _run_logged(learner, path, state, hook, stop_after=None, checkpoint=None):
+    stream = DocumentStream(str(path))
+    state.minibatch_log = []
+    stop = None if stop_after is None else (lambda: state.step >= stop_after)
+    return learner.run(
+        stream, SerialExecutor(), state, on_minibatch=hook, checkpoint=checkpoint,
+        stop_requested=stop,
+    )  # fmt: skip
+
+
+def test_a_resumed_stream_neither_repeats_nor_skips_a_minibatch(tmp_path):
+    learner = _learner(n_epochs=3)
+    # uninterrupted, with parts appended after steps 3 and 11
+    path_a = _make(tmp_path / "a", np.random.default_rng(5))
+    hook_a = Appender(path_a, {3: 20, 11: 30}, np.random.default_rng(6))
+    whole = learner.start(DocumentStream(str(path_a)), seed=9)
+    whole = _run_logged(learner, path_a, whole, hook_a)
+    # the same, stopped after step 7 (a checkpoint written), then resumed from the file
+    path_b = _make(tmp_path / "b", np.random.default_rng(5))
+    hook_b = Appender(path_b, {3: 20, 11: 30}, np.random.default_rng(6))
+    ckpt = tmp_path / "ckpt"
+    part = learner.start(DocumentStream(str(path_b)), seed=9)
+    part = _run_logged(
+        learner, path_b, part, hook_b, stop_after=7,
+        checkpoint=lambda s: save_stream_state(ckpt, s, {}),
+    )  # fmt: skip
+    assert not part.finished and part.step == 7
+    resumed, _ = load_stream_state(ckpt)
+    assert resumed.step == 7
+    resumed = _run_logged(learner, path_b, resumed, hook_b)
+    assert resumed.finished
+    assert len(hook_a.log) == len(hook_b.log) == whole.step
+    for (ea, ids_a), (eb, ids_b) in zip(hook_a.log, hook_b.log, strict=True):
+        assert ea == eb
+        np.testing.assert_array_equal(ids_a, ids_b)
+    np.testing.assert_array_equal(whole.topics.lam(), resumed.topics.lam())
+    assert whole.nonzero_trace == resumed.nonzero_trace
+
+
+def test_estimator_resume_of_a_finished_fit_equals_one_longer_fit(tmp_path):
+    rng = np.random.default_rng(2)
+    path = _make(tmp_path, rng, n=120)
+    kw = dict(
+        algorithm="svi-gibbs", alpha=1.0, minibatch_size=25, gibbs_burnin=1, gibbs_samples=1,
+        random_state=0, client="sync",
+    )  # fmt: skip
+    straight = lsdask.LDA(4, n_laps=3, **kw).fit(str(path))
+    ck = tmp_path / "ck"
+    lsdask.LDA(4, n_laps=2, checkpoint_dir=str(ck), **kw).fit(str(path))
+    again = lsdask.LDA(4, n_laps=1, checkpoint_dir=str(ck), resume=True, **kw).fit(str(path))
+    np.testing.assert_array_equal(straight.components_, again.components_)
+    assert again.n_laps_ == 3
+    # a folder that holds a checkpoint is not overwritten without resume
+    with pytest.raises(ValueError, match="pass resume=True"):
+        lsdask.LDA(4, n_laps=1, checkpoint_dir=str(ck), **kw).fit(str(path))
+    with pytest.raises(ValueError, match="written by another fit"):
+        lsdask.LDA(4, n_laps=1, checkpoint_dir=str(ck), resume=True, **{**kw, "alpha": 2.0}).fit(
+            str(path)
+        )
+
+
+@pytest.mark.parametrize("damage", ["cut", "garbage", "negative"])
+def test_a_damaged_checkpoint_is_refused_naming_the_file(tmp_path, damage):
+    from lsdask.errors import DataError
+    from lsdask.persist.svi_gibbs import checkpoint_path
+
+    rng = np.random.default_rng(3)
+    path = _make(tmp_path, rng, n=40)
+    learner = _learner(n_epochs=1)
+    state = learner.start(DocumentStream(str(path)), seed=0)
+    state = learner.run(DocumentStream(str(path)), SerialExecutor(), state)
+    file = save_stream_state(tmp_path / "ck", state, {})
+    raw = file.read_bytes()
+    if damage == "cut":
+        file.write_bytes(raw[: len(raw) // 2])
+    elif damage == "garbage":
+        file.write_bytes(b"not an npz file at all")
+    else:
+        state.topics.scaled.data[:] = -1.0
+        save_stream_state(tmp_path / "ck", state, {})
+    with pytest.raises(DataError, match=r"ckpt-svi-gibbs\.npz"):
+        load_stream_state(tmp_path / "ck")
+    assert checkpoint_path(tmp_path / "ck") == file
