@@ -203,17 +203,10 @@ def sample_documents(
                 t += 1
         z = np.empty(n_tokens, np.int64)
         state[0] = document_key(seed, step, np.uint64(doc_ids[d]))
-        n_active = 0
-        doc_total = 0.0
-        # the sequential start: each token given the topics of the tokens before it
-        for i in range(n_tokens):
-            k = draw_topic(
-                _uniform(state), tok[i], ndk, active, n_active, doc_total, w_indptr, w_topics,
-                w_excess, smooth, alpha, cum_smooth,
-            )  # fmt: skip
-            z[i] = k
-            n_active = _add(k, ndk, active, where, n_active)
-            doc_total += smooth[k]
+        n_active = _start(
+            tok, z, state, ndk, active, where, w_indptr, w_topics, w_excess, smooth, alpha,
+            cum_smooth,
+        )  # fmt: skip
         for sweep in range(burnin + samples):
             doc_total = 0.0  # summed again each sweep, so rounding cannot build up
             for a in range(n_active):
@@ -255,23 +248,32 @@ def sequential_start(
     """The sequential start of one document (footnote 3) on its own: token ``i``
     (local word ``tokens[i]``) drawn given the topics of tokens ``0..i-1`` only."""
     K = smooth.size
-    ndk = np.zeros(K, np.int64)
-    where = np.zeros(K, np.int64)
-    active = np.zeros(K, np.int64)
     state = np.zeros(1, np.uint64)
     state[0] = key
+    z = np.empty(tokens.size, np.int64)
+    _start(
+        tokens, z, state, np.zeros(K, np.int64), np.zeros(K, np.int64), np.zeros(K, np.int64),
+        w_indptr, w_topics, w_excess, smooth, alpha, cum_smooth,
+    )  # fmt: skip
+    return z
+
+
+@numba.njit(cache=True, nogil=True)
+def _start(tok, z, state, ndk, active, where, w_indptr, w_topics, w_excess, smooth, alpha, cum):
+    """The sequential start (footnote 3): each token ``tok[i]`` drawn into ``z[i]``
+    given the topics of the tokens before it, counted in ``ndk`` (empty at the
+    start) and its active list; returns the number of active topics."""
     n_active = 0
     doc_total = 0.0
-    z = np.empty(tokens.size, np.int64)
-    for i in range(tokens.size):
+    for i in range(tok.size):
         k = draw_topic(
-            _uniform(state), tokens[i], ndk, active, n_active, doc_total, w_indptr, w_topics,
-            w_excess, smooth, alpha, cum_smooth,
+            _uniform(state), tok[i], ndk, active, n_active, doc_total, w_indptr, w_topics,
+            w_excess, smooth, alpha, cum,
         )  # fmt: skip
         z[i] = k
         n_active = _add(k, ndk, active, where, n_active)
         doc_total += smooth[k]
-    return z
+    return n_active
 
 
 @numba.njit(cache=True, nogil=True)
