@@ -18,7 +18,6 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma, gammaln
 
-from lsdask.models.dirichlet_logs import DirichletPosterior
 from lsdask.models.hdp_sticks import expected_beta, optimize_sticks
 from lsdask.models.stats import SparseBlock, Stat, SuffStats, as_dense
 
@@ -205,13 +204,19 @@ class MoveJudge:
         """The model with the topics ``keep``, its globals (sticks re-optimized from
         the weights ``beta``) and its objective at the statistics."""
         model = dataclasses.replace(self.model, n_components=len(keep))
-        rho = sticks_of_weights(beta)
-        D = model.row_count(stats)
-        rho, omega, _ = optimize_sticks(
-            stats.array("S"), D, model.concentration, model.gamma, rho, omega
-        )
+        rho, omega = self.sticks(stats.array("S"), model.row_count(stats), beta, omega)
         glob = model.globals_with_sticks(stats, rho, omega)
         return model, glob, model.elbo(stats, glob)
+
+    def sticks(
+        self, S: np.ndarray, D: float, beta: np.ndarray, omega: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A proposal's sticks: re-optimized for its ``S`` from the weights ``beta``
+        (K' + 1,) and ``omega`` (K',)."""
+        rho, omega, _ = optimize_sticks(
+            S, D, self.model.concentration, self.model.gamma, sticks_of_weights(beta), omega
+        )
+        return rho, omega
 
     def prior_of(self, keep: Sequence[int]) -> np.ndarray:
         """The document prior ``(a_k for k in keep, a_rest)`` of a rerun with the
@@ -225,14 +230,14 @@ class MoveJudge:
         self, rows: sp.csr_matrix, keep: Sequence[int], plan: MovePlan
     ) -> tuple[SuffStats, np.ndarray]:
         """The local step of ``rows`` with the topics ``keep`` only (their E[log phi]
-        as now, the prior of :meth:`prior_of`), the plan's merge pairs that survive
-        computed in their slots: ``(statistics, the documents' topic counts)``."""
+        as now: the globals' own entries; the prior of :meth:`prior_of`), the plan's
+        merge pairs that survive computed in their slots: ``(statistics, the
+        documents' topic counts)``."""
         kept = tuple(keep)
         if kept not in self._globals:
-            topics = DirichletPosterior.from_lam(self.glob.lam[list(kept)], self.glob.eta)
             prior = self.prior_of(kept)
             self._globals[kept] = dataclasses.replace(
-                self.glob, logs=topics.logs, stored=None, alpha=prior[:-1],
+                self.glob, logs=self.glob.logs.subset(kept), stored=None, alpha=prior[:-1],
                 rho=self.glob.rho[list(kept)], omega=self.glob.omega[list(kept)],
                 alpha_rest=float(prior[-1]), plan=remap_plan(plan, kept),
             )  # fmt: skip
