@@ -110,11 +110,11 @@ def judged():
     entries = [model.local_step(X[i], planned, 3) for i in parts]
     total = sum_stats(entries)
     stepped = model.global_step_from(total, model.carry(planned))
-    return model, total, stepped, entries
+    return model, total, stepped, entries, X
 
 
 def test_the_quick_gain_of_each_delete_equals_the_whole_proposals(judged):
-    model, total, stepped, entries = judged
+    model, total, stepped, entries, _ = judged
     current = model.elbo(total, stepped)
 
     def judge(quick):
@@ -131,3 +131,20 @@ def test_the_quick_gain_of_each_delete_equals_the_whole_proposals(judged):
     assert fast.deleted == whole.deleted
     assert fast.objective == whole.objective
     assert fast.stats.allclose(whole.stats, rtol=0.0, atol=0.0)
+
+
+def test_a_rerun_in_blocks_sums_to_the_whole_rerun(judged, monkeypatch):
+    from lsdask.models import hdp_move_stats
+
+    model, _, stepped, _, X = judged
+    monkeypatch.setattr(hdp_move_stats, "usable_threads", lambda: 3)
+    judge = MoveJudge(model, stepped, 3)
+    keep = [t for t in range(model.n_components) if t not in (2, 5)]
+    rows = X[:400]
+    whole, _ = judge.rerun(rows, keep, stepped.plan)
+    blocks = judge.rerun_in_blocks(rows, keep, stepped.plan)
+    assert len(blocks) == 3
+    assert sum(b.array("n_docs")[0] for b in blocks) == 400
+    summed = sum_stats(blocks)
+    for name in ("words", "H", "N", "S", "W", "Cdir"):
+        np.testing.assert_allclose(summed.array(name), whole.array(name), rtol=1e-12, atol=1e-12)

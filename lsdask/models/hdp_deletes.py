@@ -302,19 +302,22 @@ def _quick_gain(
 ) -> float:  # fmt: skip
     """The objective's change by deleting topic ``keep[i_j]``, from what changes
     (:mod:`~lsdask.models.hdp_delete_gain`): the touched units rerun together
-    (one local step), their words and entropy in place of what they hold now, the
-    allocation terms of ``trial`` (every other row in closed form) with the
-    touched rows replaced, at sticks re-optimized from ``beta`` and ``omega``."""
+    (in blocks, one per core: :meth:`MoveJudge.rerun_in_blocks`), their words and
+    entropy in place of what they hold now, the allocation terms of ``trial``
+    (every other row in closed form) with the touched rows replaced, at sticks
+    re-optimized from ``beta`` and ``omega``."""
     now = [_current(units[i]) for i in touched]
     parts: list[tuple[Stat, Sequence[int], float]] = [(st["words"], t, -1.0) for st, t in now]
     H_change = -sum(float(st.array("H")[0]) for st, _ in now)
     S_new, W_new, C_new = np.zeros(len(trial_keep) + 1), 0.0, 0.0
     if touched:
         rows = sp.vstack([units[i].rows for i in touched], format="csr")
-        new, _ = judge.rerun(rows, trial_keep, plan)
-        parts.append((new["words"], trial_keep, 1.0))
-        H_change += float(new.array("H")[0])
-        S_new, W_new, C_new = new.array("S"), float(new.array("W")[0]), float(new.array("Cdir")[0])
+        for new in judge.rerun_in_blocks(rows, trial_keep, plan):
+            parts.append((new["words"], trial_keep, 1.0))
+            H_change += float(new.array("H")[0])
+            S_new = S_new + new.array("S")
+            W_new += float(new.array("W")[0])
+            C_new += float(new.array("Cdir")[0])
     words = words_delta(parts, result.keep, judge.model.vocab_size)
     topics_change = topic_terms.change(i_j, words)
     at = [B + i for i in touched]
