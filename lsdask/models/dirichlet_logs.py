@@ -21,6 +21,7 @@ whole row k. So only the other entries are stored:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -81,6 +82,22 @@ class SparseDirichletLogs:
     def dense(self) -> np.ndarray:
         """The whole (V, K) matrix."""
         return self.rows(np.arange(self.shape[0]))
+
+    def subset(self, topics: Sequence[int]) -> SparseDirichletLogs:
+        """The columns ``topics`` only (renumbered 0, 1, ... in that order): the
+        same values, without rebuilding them from the concentrations."""
+        kept = np.asarray(topics, dtype=np.int64)
+        where = np.full(self.shape[1], -1, dtype=np.int64)
+        where[kept] = np.arange(kept.shape[0])
+        new = where[self.topics]
+        keep = new >= 0
+        before = np.zeros(self.nnz + 1, dtype=np.int64)  # kept entries before each entry
+        np.cumsum(keep, out=before[1:])
+        indptr = before[self.indptr]
+        return SparseDirichletLogs(
+            self.base[kept], indptr, new[keep].astype(self.topics.dtype),
+            self.values[keep], self.prior,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -231,6 +248,12 @@ class DirichletPosterior:
         """``sum_kv words_kv E[log phi_kv] - sum_k KL(q(phi_k) || p(phi_k))``."""
         data, kl = self.data_and_kl(words)
         return data - kl
+
+    @property
+    def concentrations(self) -> StoredConcentrations:
+        """The entries of ``lambda`` that differ from the prior, by topic (the
+        driver's posterior only)."""
+        return self._stored()
 
     def _stored(self) -> StoredConcentrations:
         if self.stored is None:

@@ -70,6 +70,7 @@ from lsdask.models.hdp_moves import (
     apply_move_map,
     choose_plan,
     judge_moves,
+    topic_cosines,
 )
 from lsdask.models.hdp_sticks import (
     expected_beta,
@@ -304,7 +305,8 @@ class HDPModel(LDAModel):
         before); no plan without moves."""
         if not self.has_moves:
             return glob
-        return glob.with_plan(choose_plan(stats, glob.topics, self.moves, lap, glob.resting))
+        cosines = topic_cosines(glob.concentrations)
+        return glob.with_plan(choose_plan(stats, cosines, self.moves, lap, glob.resting))
 
     def judge_moves(
         self, stats: SuffStats, glob: HDPGlobals, entries: Iterable[SuffStats], sparsity: int | None
@@ -398,11 +400,20 @@ class HDPModel(LDAModel):
         """The allocation and stick terms of the surrogate ELBO at the globals' sticks,
         with the statistics' ``q(pi_d)``: ``D E_q[surrogate c_Dir(alpha beta)] + alpha
         E[beta] . S + W - Cdir + E[log p(u) - log q(u)]`` (Eq. 16, 17, 19, 20)."""
-        sticks = surrogate_objective(
-            glob.rho, glob.omega, stats.array("S"), self.row_count(stats), self.concentration,
-            self.gamma, include_constants=True,
+        return self.allocation_value(
+            glob.rho, glob.omega, stats.array("S"), self.row_count(stats),
+            float(stats.array("W")[0]), float(stats.array("Cdir")[0]),
         )  # fmt: skip
-        return sticks + float(stats.array("W")[0]) - float(stats.array("Cdir")[0])
+
+    def allocation_value(
+        self, rho: np.ndarray, omega: np.ndarray, S: np.ndarray, D: float, W: float, Cdir: float
+    ) -> float:
+        """:meth:`surrogate_allocation` of the sticks ``(rho, omega)`` and the
+        statistics' ``S``, documents ``D``, ``W`` and ``Cdir``."""
+        sticks = surrogate_objective(
+            rho, omega, S, D, self.concentration, self.gamma, include_constants=True
+        )
+        return sticks + W - Cdir
 
     def elbo(self, stats: SuffStats, glob: DirichletPosterior) -> float:
         """The surrogate ELBO (see the module docstring) from the whole-data

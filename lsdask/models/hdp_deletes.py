@@ -18,7 +18,11 @@ responsibilities, and its ``q(pi_d)`` merges entry j into the leftover's
 the unit's own prior). The proposal's objective (topics, sticks re-optimized,
 eta) decides; an accepted proposal becomes the state the next candidate is
 judged on, its reruns the units' new statistics. A candidate thus reruns about
-the documents that use it, not all targets.
+the documents that use it, not all targets. With eta fixed, the gain is first
+computed from what the delete changes (:func:`_quick_gain`,
+:mod:`~lsdask.models.hdp_delete_gain`: the touched units rerun together, no
+K x V array); a candidate that loses is rejected with that gain, one that gains
+is built and judged whole (its units rerun one by one for the memo edit).
 
 :func:`delete_edit` then maps one batch's memo entry to the accepted state: its
 rest and units in closed form, each unit from its last rerun (or its visit).
@@ -33,6 +37,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from lsdask.models.hdp_delete_gain import TopicTerms, words_delta
 from lsdask.models.hdp_move_stats import (
     PAIR_FIELDS,
     MoveJudge,
@@ -178,17 +183,21 @@ class DeleteResult:
 
 def _parts_of(entries: Sequence[SuffStats], units: list[_Unit]) -> _Parts:
     """The closed-form parts of each batch's rest and each unit, at the visits."""
+    names = ("S", "W", "Cdir", "n_docs")
     rows = []
     for b, entry in enumerate(entries):
-        visit = [u.visit for u in units if u.batch == b]
-        rest = sparse_sub(entry, sum_stats(visit)) if visit else entry
+        rest = [as_dense(entry[name]) for name in names]
+        for u in units:
+            if u.batch == b:
+                rest = [r - as_dense(u.visit[name]) for r, name in zip(rest, names, strict=True)]
         rows.append((rest, as_dense(entry.notes["prior"])))
-    rows += [(u.visit, as_dense(entries[u.batch].notes["prior"])) for u in units]
+    rows += [([u.visit.array(n) for n in names], as_dense(entries[u.batch].notes["prior"]))
+             for u in units]  # fmt: skip
     return _Parts(
-        np.array([r.array("S") for r, _ in rows]),
-        np.array([r.array("W")[0] for r, _ in rows]),
-        np.array([r.array("Cdir")[0] for r, _ in rows]),
-        np.array([r.array("n_docs")[0] for r, _ in rows]),
+        np.array([r[0] for r, _ in rows]),
+        np.array([r[1][0] for r, _ in rows]),
+        np.array([r[2][0] for r, _ in rows]),
+        np.array([r[3][0] for r, _ in rows]),
         np.array([p for _, p in rows]),
     )
 
@@ -200,12 +209,16 @@ def judge_deletes(
     plan: MovePlan,
     objective: float,
     max_rerun_docs: float,
+    quick: bool = True,
 ) -> DeleteResult:
     """Judge the plan's delete candidates in order (see the module docstring).
 
     ``stats`` and ``objective`` are the lap's whole-data statistics and surrogate
     ELBO; ``entries`` the memo's entries in batch order. A candidate whose reruns
     would take the lap's reruns past ``max_rerun_docs`` documents is not judged.
+    With ``quick`` (and eta fixed) each candidate's gain is first computed from
+    what it changes (:mod:`~lsdask.models.hdp_delete_gain`) and only a candidate
+    that gains is built and judged in full; without, every candidate is.
     """
     model = judge.model
     K = model.n_components
@@ -218,6 +231,11 @@ def judge_deletes(
     B = len(entries)
     parts = _parts_of(entries, units)
     beta, omega = judge.beta.copy(), judge.glob.omega.copy()
+    # the gain of each candidate from what it changes (eta fixed: the topics' terms
+    # are then a sum over topics; a learned eta is refitted to the whole proposal)
+    fast = quick and not model.learn_eta
+    topic_terms = TopicTerms.of(stats.array("words"), model.eta) if fast else None
+    allocation = model.surrogate_allocation(stats, judge.glob)
     for j in plan.deletes:
         keep = result.keep
         touched = [i for i, u in enumerate(units) if j in u.uses]
@@ -227,8 +245,16 @@ def judge_deletes(
         result.reruns += docs
         i_j = keep.index(j)
         trial_keep = [t for t in keep if t != j]
-        new = {i: judge.rerun(units[i].rows, trial_keep, plan) for i in touched}
         trial = parts.deleted(i_j)
+        b = np.delete(beta, i_j)
+        b[-1] += beta[i_j]
+        if topic_terms is not None:  # passed over where it loses (module docstring)
+            gain = _quick_gain(judge, result, units, touched, trial, B, i_j, trial_keep, plan,
+                               topic_terms, allocation, b, np.delete(omega, i_j))  # fmt: skip
+            if not gain > 0:
+                result.records.append((j, gain, False))
+                continue
+        new = {i: judge.rerun(units[i].rows, trial_keep, plan) for i in touched}
         rows = [B + i for i in touched]
         # the linear fields: the current ones without topic j, the touched units' reruns
         # in place of what they held
@@ -247,8 +273,6 @@ def judge_deletes(
         fields.update(S=trial.S.sum(axis=0), W=np.array([trial.W.sum()]),
                       Cdir=np.array([trial.C.sum()]))  # fmt: skip
         proposal = SuffStats(**fields)
-        b = np.delete(beta, i_j)
-        b[-1] += beta[i_j]
         m, g, value = judge.proposal(proposal, trial_keep, b, np.delete(omega, i_j))
         ok = value > result.objective
         result.records.append((j, value - result.objective, ok))
@@ -258,6 +282,9 @@ def judge_deletes(
         result.keep, result.stats, parts = trial_keep, proposal, trial
         result.objective, result.model, result.glob = value, m, g
         beta, omega = expected_beta(g.rho), g.omega
+        if topic_terms is not None:
+            topic_terms = TopicTerms.of(proposal.array("words"), model.eta)
+            allocation = m.surrogate_allocation(proposal, g)
         for i in touched:
             u = units[i]
             u.rerun, u.rerun_keep, u.rerun_prior = new[i][0], trial_keep, trial.prior[B + i]
@@ -266,6 +293,49 @@ def judge_deletes(
             u.uses = {alive[c] for c in np.flatnonzero(used.max(axis=0, initial=0) > 0)}
         del rows
     return result
+
+
+def _quick_gain(
+    judge: MoveJudge, result: DeleteResult, units: list[_Unit], touched: list[int],
+    trial: _Parts, B: int, i_j: int, trial_keep: list[int], plan: MovePlan,
+    topic_terms: TopicTerms, allocation: float, beta: np.ndarray, omega: np.ndarray,
+) -> float:  # fmt: skip
+    """The objective's change by deleting topic ``keep[i_j]``, from what changes
+    (:mod:`~lsdask.models.hdp_delete_gain`): the touched units rerun together
+    (in blocks, one per core: :meth:`MoveJudge.rerun_in_blocks`), their words and
+    entropy in place of what they hold now, the allocation terms of ``trial``
+    (every other row in closed form) with the touched rows replaced, at sticks
+    re-optimized from ``beta`` and ``omega``."""
+    now = [_current(units[i]) for i in touched]
+    parts: list[tuple[Stat, Sequence[int], float]] = [(st["words"], t, -1.0) for st, t in now]
+    H_change = -sum(float(st.array("H")[0]) for st, _ in now)
+    S_new, W_new, C_new = np.zeros(len(trial_keep) + 1), 0.0, 0.0
+    if touched:
+        rows = sp.vstack([units[i].rows for i in touched], format="csr")
+        for new in judge.rerun_in_blocks(rows, trial_keep, plan):
+            parts.append((new["words"], trial_keep, 1.0))
+            H_change += float(new.array("H")[0])
+            S_new = S_new + new.array("S")
+            W_new += float(new.array("W")[0])
+            C_new += float(new.array("Cdir")[0])
+    words = words_delta(parts, result.keep, judge.model.vocab_size)
+    topics_change = topic_terms.change(i_j, words)
+    at = [B + i for i in touched]
+    S = trial.S.sum(axis=0) - trial.S[at].sum(axis=0) + S_new
+    W = float(trial.W.sum() - trial.W[at].sum()) + W_new
+    C = float(trial.C.sum() - trial.C[at].sum()) + C_new
+    D = judge.model.row_count(result.stats)
+    rho, omega = judge.sticks(S, D, beta, omega)
+    after = judge.model.allocation_value(rho, omega, S, D, W, C)
+    return topics_change + H_change + after - allocation
+
+
+def _current(unit: _Unit) -> tuple[SuffStats, list[int]]:
+    """The unit's statistics as they stand and their topics (lap numbering): its
+    last accepted rerun's, else its visit's."""
+    if unit.rerun is None:
+        return unit.visit, list(range(unit.visit.array("N").shape[0]))
+    return unit.rerun, list(unit.rerun_keep or [])
 
 
 def _linear(fields: dict[str, Stat]) -> SuffStats:

@@ -10,6 +10,7 @@ in the topic-indexed statistics (a 0/1 matrix ``T`` with ``new = T @ old``), so
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +19,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma, gammaln
 
-from lsdask.models.dirichlet_logs import DirichletPosterior
 from lsdask.models.hdp_sticks import expected_beta, optimize_sticks
+from lsdask.models.row_threads import map_blocks, usable_threads
 from lsdask.models.stats import SparseBlock, Stat, SuffStats, as_dense
 
 #: :class:`lsdask.models.hdp.HDPModel` and :class:`~lsdask.models.hdp.HDPGlobals`,
@@ -27,6 +28,8 @@ from lsdask.models.stats import SparseBlock, Stat, SuffStats, as_dense
 HDPModel = Any
 HDPGlobals = Any
 
+#: reruns of fewer documents than this run in the calling thread
+MIN_BLOCK_DOCS = 200
 #: the additive fields of a merge pair's terms, one entry per planned pair
 PAIR_FIELDS = ("pair_H", "pair_S", "pair_W", "pair_C")
 #: fields indexed by topic on their first axis (and, for cooc, their second)
@@ -205,13 +208,19 @@ class MoveJudge:
         """The model with the topics ``keep``, its globals (sticks re-optimized from
         the weights ``beta``) and its objective at the statistics."""
         model = dataclasses.replace(self.model, n_components=len(keep))
-        rho = sticks_of_weights(beta)
-        D = model.row_count(stats)
-        rho, omega, _ = optimize_sticks(
-            stats.array("S"), D, model.concentration, model.gamma, rho, omega
-        )
+        rho, omega = self.sticks(stats.array("S"), model.row_count(stats), beta, omega)
         glob = model.globals_with_sticks(stats, rho, omega)
         return model, glob, model.elbo(stats, glob)
+
+    def sticks(
+        self, S: np.ndarray, D: float, beta: np.ndarray, omega: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A proposal's sticks: re-optimized for its ``S`` from the weights ``beta``
+        (K' + 1,) and ``omega`` (K',)."""
+        rho, omega, _ = optimize_sticks(
+            S, D, self.model.concentration, self.model.gamma, sticks_of_weights(beta), omega
+        )
+        return rho, omega
 
     def prior_of(self, keep: Sequence[int]) -> np.ndarray:
         """The document prior ``(a_k for k in keep, a_rest)`` of a rerun with the
@@ -225,20 +234,39 @@ class MoveJudge:
         self, rows: sp.csr_matrix, keep: Sequence[int], plan: MovePlan
     ) -> tuple[SuffStats, np.ndarray]:
         """The local step of ``rows`` with the topics ``keep`` only (their E[log phi]
-        as now, the prior of :meth:`prior_of`), the plan's merge pairs that survive
-        computed in their slots: ``(statistics, the documents' topic counts)``."""
+        as now: the globals' own entries; the prior of :meth:`prior_of`), the plan's
+        merge pairs that survive computed in their slots: ``(statistics, the
+        documents' topic counts)``."""
         kept = tuple(keep)
+        glob = self._rerun_globals(kept, plan)
+        model = dataclasses.replace(self.model, n_components=len(kept))
+        pieces, doc_topic, _ = model.doc_topic_step(rows, glob, self.sparsity)
+        return SuffStats(**pieces), doc_topic
+
+    def rerun_in_blocks(
+        self, rows: sp.csr_matrix, keep: Sequence[int], plan: MovePlan
+    ) -> list[SuffStats]:
+        """:meth:`rerun`'s statistics of ``rows`` in blocks of documents of about equal
+        tokens, one per usable core, in threads (the kernel releases the GIL; the
+        judgement runs at a lap's end, while the workers wait): each document's
+        result is its own, so the blocks' statistics sum to the whole rerun's."""
+        self._rerun_globals(tuple(keep), plan)  # made once, before the threads
+        n = usable_threads() if rows.shape[0] >= MIN_BLOCK_DOCS else 1
+        edges = np.searchsorted(rows.indptr, np.linspace(0, rows.nnz, n + 1)[1:-1])
+        cuts = [0, *sorted({int(e) for e in edges} - {0, rows.shape[0]}), rows.shape[0]]
+        blocks = list(itertools.pairwise(cuts))
+        return map_blocks(lambda a, b: self.rerun(rows[a:b], keep, plan)[0], blocks)
+
+    def _rerun_globals(self, kept: tuple[int, ...], plan: MovePlan) -> HDPGlobals:
+        """The globals of a rerun with the topics ``kept`` (made once per set)."""
         if kept not in self._globals:
-            topics = DirichletPosterior.from_lam(self.glob.lam[list(kept)], self.glob.eta)
             prior = self.prior_of(kept)
             self._globals[kept] = dataclasses.replace(
-                self.glob, logs=topics.logs, stored=None, alpha=prior[:-1],
+                self.glob, logs=self.glob.logs.subset(kept), stored=None, alpha=prior[:-1],
                 rho=self.glob.rho[list(kept)], omega=self.glob.omega[list(kept)],
                 alpha_rest=float(prior[-1]), plan=remap_plan(plan, kept),
             )  # fmt: skip
-        model = dataclasses.replace(self.model, n_components=len(kept))
-        pieces, doc_topic, _ = model.doc_topic_step(rows, self._globals[kept], self.sparsity)
-        return SuffStats(**pieces), doc_topic
+        return self._globals[kept]
 
 
 def remap_plan(plan: MovePlan, keep: Sequence[int]) -> MovePlan:

@@ -29,6 +29,8 @@ judging it needs:
 include the earlier acceptances; :func:`~lsdask.models.hdp_deletes.judge_deletes`):
 the groups that use the candidate are rerun without it, every other document's
 ``q(pi_d)`` merges the deleted topic's entry into the leftover's in closed form.
+A candidate's gain is first computed from what it changes
+(:mod:`~lsdask.models.hdp_delete_gain`); only one that gains is built whole.
 
 **Merge** (then, in the plan's order; a topic takes part in at most one
 accepted merge per lap): topic k's statistics are added to topic j's and the
@@ -36,8 +38,10 @@ pair's recorded terms replace the two topics' allocation terms. A pair is
 judged in full (sticks re-optimized) only where its gain at the current sticks
 is already positive (:func:`_screened_merges`).
 
-The memo edits are eager: at the end of a lap with an accepted move every
-batch's memo entry is rewritten (:meth:`MoveOutcome.edit`).
+After a lap with an accepted move, the batches holding target documents that
+an accepted delete reran are edited at once (:meth:`MoveOutcome.edit`); every
+other entry owes the lap's move map (:meth:`MoveOutcome.move_map`), applied
+when it is next read (:mod:`lsdask.learn.pending_maps`).
 
 **Topic order.** The surrogate bound depends on the order of the sticks, but
 lsdask does not reorder them: the fitted attributes show topics by decreasing
@@ -52,8 +56,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import gammaln
 
+from lsdask.models.dirichlet_logs import StoredConcentrations
 from lsdask.models.hdp_deletes import DeleteResult, delete_edit, judge_deletes, units_of
 from lsdask.models.hdp_move_stats import (
     PAIR_FIELDS,
@@ -68,7 +74,7 @@ from lsdask.models.hdp_sticks import expected_beta, surrogate_objective
 from lsdask.models.stats import SuffStats
 
 __all__ = ["PAIR_FIELDS", "MoveOutcome", "MovePlan", "MoveRecord", "MoveSettings",
-           "choose_plan", "judge_moves"]  # fmt: skip
+           "choose_plan", "judge_moves", "topic_cosines"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -89,13 +95,14 @@ class MoveSettings:
 
 def choose_plan(
     stats: SuffStats,
-    topics: np.ndarray,
+    word_cosines: np.ndarray,
     settings: MoveSettings,
     lap: int,
     resting: tuple[int, ...] = (),
 ) -> MovePlan:
     """The lap's plan from the whole-data statistics of the last lap and the
-    topics ``E[phi]`` (K, V).
+    cosine similarities of the topics' word distributions (K, K;
+    :func:`topic_cosines`).
 
     Delete candidates: topics used by at most ``delete_max_docs`` documents,
     fewest tokens first, while their target documents add up to at most
@@ -124,12 +131,26 @@ def choose_plan(
                 targets = more
     pairs: list[tuple[int, int]] = []
     if settings.merge and K > 2 and settings.max_pairs > 0:
-        pairs = _ranked_pairs(stats, topics, used, N, settings.max_pairs, set(deletes))
+        pairs = _ranked_pairs(stats, word_cosines, used, N, settings.max_pairs, set(deletes))
     return MovePlan(lap, tuple(deletes), tuple(pairs))
 
 
+def topic_cosines(topics: StoredConcentrations) -> np.ndarray:
+    """The cosine similarity of every two topics' ``E[phi_k]`` (K, K), from the
+    stored entries of ``lambda`` without building it (K x V): with ``e_k = lambda_k
+    - b`` (zero off the stored entries) and ``E_k = sum_v e_kv``, ``lambda_j .
+    lambda_k = V b^2 + b (E_j + E_k) + e_j . e_k``, and the cosine of ``E[phi]``
+    is that of ``lambda``."""
+    K, V, b = topics.row_sums.shape[0], topics.n_cols, topics.prior
+    e = sp.csr_matrix((topics.conc - b, topics.cols, topics.row_ptr), shape=(K, V))
+    E = topics.row_sums - b * V
+    gram = np.asarray((e @ e.T).todense()) + b * (E[:, None] + E[None, :]) + V * b * b
+    norm = np.sqrt(np.maximum(np.diag(gram), 1e-300))
+    return np.asarray(gram / np.outer(norm, norm))
+
+
 def _ranked_pairs(
-    stats: SuffStats, topics: np.ndarray, used: np.ndarray, N: np.ndarray, max_pairs: int,
+    stats: SuffStats, word_cosines: np.ndarray, used: np.ndarray, N: np.ndarray, max_pairs: int,
     skip: set[int],
 ) -> list[tuple[int, int]]:  # fmt: skip
     K = N.shape[0]
@@ -137,10 +158,11 @@ def _ranked_pairs(
     if "cooc" in stats.keys():
         both = stats.array("cooc")
         score = both / np.sqrt(np.maximum(np.outer(used, used), 1e-300))
-    unit = topics / np.maximum(np.linalg.norm(topics, axis=1, keepdims=True), 1e-300)
-    score = np.maximum(score, unit @ unit.T)
+    score = np.maximum(score, word_cosines)
     j, k = np.triu_indices(K, 1)
-    keep = np.array([a not in skip and b not in skip for a, b in zip(j, k, strict=True)])
+    gone = np.zeros(K, dtype=bool)
+    gone[list(skip)] = True
+    keep = ~(gone[j] | gone[k])
     j, k = j[keep], k[keep]
     order = np.lexsort((np.minimum(N[j], N[k]), -score[j, k]))
     taken = np.zeros(K, dtype=np.int64)

@@ -32,6 +32,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import digamma, expit, gammaln, logit, polygamma
+from threadpoolctl import threadpool_limits
 
 # Box on the unconstrained variables of Eq. 27 during the optimization, so that
 # rho = sigmoid(c) stays strictly inside (0, 1) in float64 (sigmoid(30) = 1 - 9e-14)
@@ -686,7 +687,10 @@ def optimize_sticks(
 
     c = np.clip(logit(rho0), -C_BOUND, C_BOUND)
     d = np.clip(np.log(omega0), D_BOUNDS[0], D_BOUNDS[1])
-    with np.errstate(all="ignore"):  # trial points far out may overflow; they are rejected
+    # trial points far out may overflow (they are rejected); L-BFGS-B's BLAS calls are
+    # on vectors of 2K and several BLAS threads only wait for each other (one thread
+    # gives the same numbers several times sooner, above all on a loaded machine)
+    with np.errstate(all="ignore"), threadpool_limits(1, user_api="blas"):
         d = np.log(_omega_step(expit(c), expit(-c), np.exp(d), D, gamma))
         current = value_at(c, d)
         for _ in range(int(max_rounds)):
