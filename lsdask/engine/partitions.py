@@ -1,0 +1,131 @@
+"""Parts pinned to workers: where ESVI's shards and blocks live (:mod:`lsdask.learn.esvi`).
+
+Part p's tasks always run on the same worker (``workers=[w_p]``,
+``allow_other_workers=False``), so its shard never moves; a handle given to a
+task of another part (a parameter block) is copied to that worker by Dask and
+the old one is released by the caller, so a block lives on one worker at a
+time. A task's result is split into its items on the same worker, and each
+item is a future of its own. The engine does not know what the tasks compute.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from lsdask.learn.protocols import Handle
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+
+class SerialPartitions:
+    """Every part in this process, one after another: the same schedule, no cluster."""
+
+    def __init__(self, n_parts: int) -> None:
+        self.n_parts = n_parts
+
+    def run(
+        self, fn: Callable[..., Any], args: Sequence[Sequence[Any]], shared: Handle, n_out: int
+    ) -> list[list[Handle]]:
+        out = []
+        for a in args:
+            result = fn(*a, shared)
+            out.append(list(result) if n_out > 1 else [result])
+        return out
+
+    def broadcast(self, obj: object) -> Handle:
+        return obj
+
+    def gather(self, handles: Sequence[Handle]) -> list[Any]:
+        return list(handles)
+
+    def release(self, handles: Sequence[Handle]) -> None:
+        pass
+
+    def holdings(self, probe: Callable[[Any], Any]) -> dict[str, list[Any]]:
+        """Nothing to inspect: every part is in this process."""
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+class DaskPartitions:
+    """Parts pinned to the first ``n_parts`` workers of a Dask cluster (by address).
+
+    Raises ValueError when the cluster has fewer workers than parts.
+    """
+
+    def __init__(self, client: Client, n_parts: int) -> None:
+        self.client = client
+        self.n_parts = n_parts
+        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        if len(workers) < n_parts:
+            raise ValueError(
+                f"n_blocks={n_parts} needs {n_parts} Dask workers, one per block; the cluster "
+                f"has {len(workers)}. Start more workers (n_workers={n_parts}; lsdask: "
+                f"--workers {n_parts}) or use fewer blocks"
+            )
+        self.workers = workers[:n_parts]
+        self._released: list[Any] = []
+
+    def run(
+        self, fn: Callable[..., Any], args: Sequence[Sequence[Any]], shared: Handle, n_out: int
+    ) -> list[list[Handle]]:
+        out: list[list[Handle]] = []
+        for p, a in enumerate(args):
+            where = {"workers": [self.workers[p]], "allow_other_workers": False, "pure": False}
+            whole = self.client.submit(fn, *a, shared, **where)
+            if n_out == 1:
+                out.append([whole])
+                continue
+            items = [self.client.submit(operator.getitem, whole, i, **where) for i in range(n_out)]
+            out.append(items)
+            self.release([whole])
+        return out
+
+    def broadcast(self, obj: object) -> Handle:
+        return self.client.scatter(obj, broadcast=True, hash=False)
+
+    def gather(self, handles: Sequence[Handle]) -> list[Any]:
+        return list(self.client.gather(list(handles)))
+
+    def release(self, handles: Sequence[Handle]) -> None:
+        from distributed import Future
+
+        for h in handles:
+            if isinstance(h, Future):
+                self._released.append(h.key)
+                h.release()
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Wait until the released futures are forgotten by the scheduler and workers."""
+        keys = list(self._released)
+        self._released = []
+
+        def held(dask_worker: Any, keys: list[Any] = keys) -> int:
+            return sum(1 for k in keys if k in dask_worker.data)
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not any(self.client.run(held).values()):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"released data still held by the workers after {timeout} s")
+
+    def holdings(self, probe: Callable[[Any], Any]) -> dict[str, list[Any]]:
+        """``probe(value)`` of every value each worker holds (None left out), by worker,
+        once released data is gone."""
+        self.settle()
+
+        def look(dask_worker: Any) -> list[Any]:
+            found = [probe(v) for v in list(dask_worker.data.values())]
+            return [f for f in found if f is not None]
+
+        return dict(self.client.run(look))
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,216 @@
+"""ESVI for LDA (esvi paper, Alg. 5) in exact mode: the schedule against a plain
+numpy implementation, the ELBO's monotonicity, Dask against in-process, and
+what each worker holds after every sub-step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.special import digamma, gammaln
+
+from lsdask.engine.partitions import DaskPartitions, SerialPartitions
+from lsdask.io.sources import as_batch_source
+from lsdask.learn import esvi
+from lsdask.models.esvi_lda import (
+    ESVILDA,
+    ESVIShard,
+    ParamBlock,
+    VocabPartition,
+    gather_topics,
+)
+
+K, V = 5, 30
+
+
+def corpus(seed: int = 0, n_docs: int = 48) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    topics = rng.dirichlet(np.full(V, 0.3), size=K)
+    rows = []
+    for _ in range(n_docs):
+        theta = rng.dirichlet(np.full(K, 0.5))
+        rows.append(rng.multinomial(int(rng.integers(5, 40)), theta @ topics))
+    X = sp.csr_matrix(np.array(rows, dtype=float))
+    return X
+
+
+def model(C: int = K, rule: str = "lsparse", seed: int = 3) -> ESVILDA:
+    return ESVILDA(K, V, np.full(K, 0.1), 0.05, C, rule, seed)
+
+
+def started(X, m: ESVILDA, parts, batch_size: int = 8, seed: int = 7):
+    source = as_batch_source(X, batch_size)
+    rng = np.random.default_rng(seed)
+    run = esvi.start(m, parts, source.batches, VocabPartition.balanced, rng)
+    return source, run
+
+
+# ---- the plain numpy implementation of Alg. 5 in exact mode, for any P
+
+
+def shard_docs(X, source, P, seed=7):
+    dealt = esvi.deal_batches([b.cost for b in source.batches], P, np.random.default_rng(seed))
+    return [sp.vstack([source.batches[i].rows for i in d], format="csr") for d in dealt]
+
+
+def dense_phi(shard: ESVIShard, part: VocabPartition, docs: sp.csr_matrix) -> dict:
+    """{(doc, word): phi (K,)} of every entry of a shard, from its pieces."""
+    phi = {}
+    for b, piece in enumerate(shard.pieces):
+        for d in range(docs.shape[0]):
+            for j in range(piece.indptr[d], piece.indptr[d + 1]):
+                row = np.zeros(K)
+                row[piece.idx[j]] = piece.resp[j]
+                phi[d, int(part.words[b][piece.cols[j]])] = row
+    return phi
+
+
+def numpy_alg5(docs, phis, block_of, P, alpha, eta, n_rotations):
+    """Alg. 5 with the deterministic schedule: every token of shard p in block
+    (p + s) mod P updated against the sub-step's snapshot; the counts, lambda
+    and pi summed afresh from all phi after each sub-step. Returns the ELBO
+    after every sub-step and the final lambda (K, V)."""
+
+    def sums():
+        lam = np.full((K, V), eta)
+        n = []
+        for p in range(P):
+            n_p = np.zeros((docs[p].shape[0], K))
+            for (d, v), f in phis[p].items():
+                c = docs[p][d, v]
+                n_p[d] += c * f
+                lam[:, v] += c * f
+            n.append(n_p)
+        return n, lam
+
+    def elbo(n, lam):
+        logB = lambda a: gammaln(a).sum(-1) - gammaln(a.sum(-1))  # noqa: E731
+        total = 0.0
+        for p in range(P):
+            total += (logB(alpha + n[p]) - logB(alpha)).sum()
+            for (d, v), f in phis[p].items():
+                nz = f[f > 0]
+                total -= docs[p][d, v] * (nz * np.log(nz)).sum()
+        total += (logB(lam) - logB(np.full(V, eta))).sum()
+        return total
+
+    trace = []
+    for _ in range(n_rotations):
+        for s in range(P):
+            n, lam = sums()
+            pi = lam.sum(axis=1)
+            new = [dict(ph) for ph in phis]
+            for p in range(P):
+                for d, v in phis[p]:
+                    if block_of[v] != (p + s) % P:
+                        continue
+                    u = digamma(alpha + n[p][d]) + digamma(lam[:, v]) - digamma(pi)
+                    e = np.exp(u - u.max())
+                    new[p][d, v] = e / e.sum()
+            phis = new
+            n, lam = sums()
+            trace.append(elbo(n, lam))
+    return np.array(trace), sums()[1]
+
+
+@pytest.mark.parametrize("P", [1, 3])
+def test_schedule_equals_numpy_alg5(P):
+    """C = K, exact mode: the ELBO after every sub-step and the final topics equal
+    the plain numpy Alg. 5 from the same first responsibilities (P = 1: the
+    paper's serial algorithm)."""
+    X = corpus()
+    m = model()
+    parts = SerialPartitions(P)
+    source, run = started(X, m, parts)
+    docs = shard_docs(X, source, P)
+    phis = [dense_phi(run.shards[p], run.partition, docs[p]) for p in range(P)]
+    esvi.rotate(m, parts, run, 3)
+    want, lam = numpy_alg5(docs, phis, run.partition.block_of, P, m.alpha, m.eta, 3)
+    np.testing.assert_allclose(run.substep_elbo, want, rtol=1e-10)
+    np.testing.assert_allclose(gather_topics(run.blocks, V), lam, rtol=1e-10)
+
+
+@pytest.mark.parametrize(("C", "rule"), [(K, "lsparse"), (2, "lsparse"), (1, "lsparse")])
+def test_elbo_never_decreases(C, rule):
+    X = corpus(1, 60)
+    m = model(C, rule)
+    parts = SerialPartitions(3)
+    _, run = started(X, m, parts)
+    first = m.elbo([], [], run.pi)  # not used: the start has no sub-step yet
+    assert np.isfinite(first)
+    esvi.rotate(m, parts, run, 5)
+    trace = np.array(run.substep_elbo)
+    assert len(trace) == 15
+    steps = np.diff(trace)
+    assert (steps >= -1e-9 * np.abs(trace[1:])).all(), steps
+    assert trace[-1] > trace[0]
+
+
+def test_paper_rule_keeps_mass_and_runs():
+    """The paper's TOPK rule spreads the left-over mass: every entry's kept
+    responsibilities plus its rest sum to one, and the totals keep every token."""
+    X = corpus(2)
+    m = model(2, "paper")
+    parts = SerialPartitions(2)
+    _, run = started(X, m, parts)
+    esvi.rotate(m, parts, run, 2)
+    for shard in run.shards:
+        for piece in shard.pieces:
+            np.testing.assert_allclose(piece.resp.sum(1) + piece.rest, 1.0, rtol=1e-12)
+            assert (piece.rest > 0).all()
+    np.testing.assert_allclose(run.pi.sum(), X.sum() + K * V * m.eta, rtol=1e-12)
+    assert np.isfinite(run.substep_elbo).all()
+
+
+def test_partition_balances_mass_and_words():
+    mass = 1000.0 / np.arange(1, 1001) ** 1.1  # Zipfian
+    part = VocabPartition.balanced(mass, 4)
+    sizes = [w.size for w in part.words]
+    assert max(sizes) - min(sizes) <= 1
+    # no block heavier than the heaviest word or an even share, but for the tail
+    assert part.mass.max() <= 1.01 * max(mass.max(), mass.sum() / 4)
+    np.testing.assert_allclose(part.mass.sum(), mass.sum())
+    even = VocabPartition.balanced(np.ones(10), 3)
+    assert [w.size for w in even.words] == [4, 3, 3]
+    assert sorted(np.concatenate(part.words).tolist()) == list(range(1000))
+    for b, w in enumerate(part.words):
+        assert (part.block_of[w] == b).all()
+        assert (part.local[w] == np.arange(w.size)).all()
+
+
+def _what(value):
+    if isinstance(value, ParamBlock):
+        return ("block", value.index, value.nbytes)
+    if isinstance(value, ESVIShard):
+        return ("shard", value.part)
+    return None
+
+
+def test_dask_equals_in_process_and_each_worker_holds_its_block(dask_client):
+    """2-process LocalCluster == in-process (1e-10); after every sub-step each worker
+    holds exactly its own shard and the one block the schedule gave it."""
+    X = corpus(4, 64)
+    m = model(3)
+    serial = SerialPartitions(2)
+    _, want = started(X, m, serial)
+    esvi.rotate(m, serial, want, 3)
+
+    parts = DaskPartitions(dask_client, 2)
+    seen = []
+
+    def inspect(run, s):
+        held = parts.holdings(_what)
+        for p, worker in enumerate(parts.workers):
+            blocks = [h for h in held[worker] if h[0] == "block"]
+            shards = [h for h in held[worker] if h[0] == "shard"]
+            assert [b[1] for b in blocks] == [esvi.block_at(p, s, 2)], held
+            assert [sh[1] for sh in shards] == [p], held
+        seen.append(s)
+
+    _, run = started(X, m, parts)
+    esvi.rotate(m, parts, run, 3, on_substep=inspect)
+    assert seen == [0, 1] * 3
+    np.testing.assert_allclose(run.substep_elbo, want.substep_elbo, rtol=1e-10)
+    got = gather_topics(parts.gather(run.blocks), V)
+    np.testing.assert_allclose(got, gather_topics(want.blocks, V), rtol=1e-10)
+    parts.release(run.blocks + run.shards)
