@@ -82,7 +82,9 @@ class DaskPartitions:
             if n_out == 1:
                 out.append([whole])
                 continue
-            items = [self.client.submit(operator.getitem, whole, i, **where) for i in range(n_out)]
+            items: list[Handle] = [
+                self.client.submit(operator.getitem, whole, i, **where) for i in range(n_out)
+            ]
             out.append(items)
             self.release([whole])
         return out
