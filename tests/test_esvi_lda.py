@@ -214,3 +214,47 @@ def test_dask_equals_in_process_and_each_worker_holds_its_block(dask_client):
     got = gather_topics(parts.gather(run.blocks), V)
     np.testing.assert_allclose(got, gather_topics(want.blocks, V), rtol=1e-10)
     parts.release(run.blocks + run.shards)
+
+
+# ---- the estimator
+
+
+def test_estimator_fit_and_elbo_equals_lda_model_elbo():
+    """LDA(algorithm="esvi") in this process: the ELBO by rotation rises, and the
+    last one, from partial sums, equals LDAModel's ELBO (App. C) of the gathered
+    topics and the same responsibilities' entropy and allocation terms."""
+    from lsdask import LDA
+
+    X = corpus(5, 80)
+    lda = LDA(K, algorithm="esvi", n_blocks=3, client="sync", n_laps=4, tol=0, random_state=0)
+    lda.fit(X)
+    assert lda.components_.shape == (K, V)
+    assert lda.n_laps_ == 4 and lda.substep_elbo_trace_.shape == (12,)
+    assert (np.diff(lda.elbo_trace_) > 0).all()
+    direct = lda.model_.elbo(lda.stats_, lda.posterior_)
+    np.testing.assert_allclose(direct, lda.elbo_trace_[-1], rtol=1e-10)
+    np.testing.assert_allclose(lda.components_.sum(), X.sum() + K * V * lda.eta_, rtol=1e-12)
+    assert np.isfinite(lda.score(X))
+    assert lda.transform(X[:5]).shape == (5, K)
+
+
+def test_estimator_bad_input():
+    from lsdask import LDA
+
+    X = corpus(6, 20)
+    with pytest.raises(ValueError, match=r"n_blocks=31 is larger than the vocabulary \(30"):
+        LDA(K, algorithm="esvi", n_blocks=31, client="sync").fit(X)
+    for bad in (0, K + 1):
+        with pytest.raises(ValueError, match=r"topk must be an integer in \[1, 5\]"):
+            LDA(K, algorithm="esvi", topk=bad, client="sync").fit(X)
+    with pytest.raises(ValueError, match="pi_sync must be 'exact'; got 'stale'"):
+        LDA(K, algorithm="esvi", pi_sync="stale", client="sync").fit(X)
+    with pytest.raises(ValueError, match="alpha='auto' is not supported with algorithm='esvi'"):
+        LDA(K, algorithm="esvi", alpha="auto", client="sync").fit(X)
+    with pytest.raises(ValueError, match="topk_rule must be one of"):
+        LDA(K, algorithm="esvi", topk_rule="heap", client="sync").fit(X)
+
+
+def test_too_few_workers_is_refused(dask_client):
+    with pytest.raises(ValueError, match="n_blocks=3 needs 3 Dask workers, one per block"):
+        DaskPartitions(dask_client, 3)

@@ -131,3 +131,23 @@ class DaskPartitions:
 
     def close(self) -> None:
         pass
+
+
+def open_partitions(
+    client: Any, n_parts: int, n_workers: int | None = None
+) -> tuple[SerialPartitions | DaskPartitions, list[Any]]:
+    """``(parts, owned)``: in this process for ``client="sync"``; else pinned to the
+    workers of ``client`` (a Client, a scheduler address, or None for a new
+    LocalCluster of ``max(n_workers, n_parts)`` processes). ``owned``: what the
+    caller closes when done."""
+    from lsdask.engine.dask_executor import open_client
+
+    if isinstance(client, str) and client == "sync":
+        return SerialPartitions(n_parts), []
+    dask_client, owned = open_client(client, max(n_workers or n_parts, n_parts))
+    try:
+        return DaskPartitions(dask_client, n_parts), owned
+    except ValueError:
+        for obj in owned:
+            obj.close()
+        raise

@@ -137,7 +137,11 @@ class LDA(VariationalEstimator):
         global step, jointly with the topics, to the topic-word counts (``eta_``).
         Learned priors need ``algorithm="memo"`` or ``"vb"``: SVI holds no
         whole-corpus statistics to fit them to.
-    algorithm : {"memo", "svi", "vb"}
+    algorithm : {"memo", "svi", "vb", "esvi"}
+        ``"esvi"``: model-parallel ESVI (docs/esvi.md): the topic-word parameters cut
+        into ``n_blocks`` vocabulary blocks, one per worker, rotated between workers;
+        ``n_laps`` counts rotations. Fixed priors, ``init="auto"`` or ``"random"``
+        (random first responsibilities), no checkpoints yet.
     init : {"auto", "kmeans++", "random", "gibbs"} or array of shape (K, V)
         How the topics start. ``"kmeans++"`` / ``"random"``: from K documents
         of a sample (chosen by k-means++ under the KL divergence, or at random),
@@ -170,6 +174,16 @@ class LDA(VariationalEstimator):
         when it holds fewer, else whole documents drawn at random up to it.
         The start's time and memory grow with it (16 bytes per token); more
         documents give better topics.
+    n_blocks : int or None
+        ESVI: P, the vocabulary blocks and workers (default ``n_workers``, or 1
+        with ``client="sync"``).
+    topk : int or None
+        ESVI: C, the topics kept per token, 1..K (default all K).
+    topk_rule : {"lsparse", "paper"}
+        ESVI with C < K: drop the left-over mass (the L-sparse rule, an exact
+        coordinate step) or spread it evenly over the other topics (the paper's).
+    pi_sync : {"exact"}
+        ESVI: the topic totals are all-reduced after every sub-step.
     restarts : bool
         Restart proposals in the local step (Sec. 5).
     max_local_iters : int
@@ -214,6 +228,10 @@ class LDA(VariationalEstimator):
         init: str = "auto",
         gibbs_sweeps: int = config.GIBBS_SWEEPS,
         gibbs_tokens: int = config.GIBBS_SAMPLE_TOKENS,
+        n_blocks: int | None = None,
+        topk: int | None = None,
+        topk_rule: str = "lsparse",
+        pi_sync: str = "exact",
         n_init: int = 1,
         svi_delay: float = config.SVI_DELAY,
         svi_kappa: float = config.SVI_KAPPA,
@@ -376,8 +394,14 @@ class LDA(VariationalEstimator):
 
         ``callback``, if given, is called after every lap with the run's
         :class:`lsdask.learn.base.LearnResult` so far (e.g. to score heldout
-        documents with ``result.globals.topics``)."""
+        documents with ``result.globals.topics``); with ``algorithm="esvi"``,
+        after every rotation with the :class:`lsdask.learn.esvi.ESVIRun`."""
         from lsdask.io.corpus.vocabulary import vocabulary_digest
+
+        if self.algorithm == "esvi":
+            from lsdask.estimators.lda_esvi import fit_esvi
+
+            return fit_esvi(self, X, vocabulary=vocabulary, callback=callback)
 
         self.check_params()
         rng = np.random.default_rng(self.random_state)

@@ -382,11 +382,56 @@ GIBBS_TOKENS = Param(
     Option("--gibbs-tokens", parse_positive_int, metavar="N"),
 )  # fmt: skip
 
+# LDA by ESVI (algorithm="esvi", lsdask.estimators.lda_esvi) -----------------------
+
+#: the algorithms LDA takes: the shared ones and ESVI
+LDA_ALGORITHMS = (*ALGORITHMS, "esvi")
+
+
+def topk_in_range(name: str, value: Any, estimator: Any) -> None:
+    """ESVI's C: None (every topic) or an integer in [1, K]."""
+    K = estimator.n_components
+    if value is not None:
+        hint = f"C is the number of topics kept per token, 1..K={K}; use None to keep all K."
+        check_int(name, value, 1, K, hint)
+
+
+def exact_only(name: str, value: Any, estimator: Any) -> None:
+    """``"exact"``: the stale (round-robin) totals are not available yet."""
+    if value != "exact":
+        raise ValueError(
+            f"{name} must be 'exact'; got {value!r}. The paper's stale (round-robin) totals "
+            "are not implemented; exact mode all-reduces pi_k after every sub-step"
+        )
+
+
+LDA_ALGORITHM = replace(
+    ALGORITHM, check=one_of(*LDA_ALGORITHMS),
+    help="memoized VI, stochastic VI, full-batch VB or ESVI (model-parallel; default {default})",
+    option=Option("--algorithm", choices=LDA_ALGORITHMS),
+)  # fmt: skip
+N_BLOCKS = Param(
+    "n_blocks", None, integer(1, none=True),
+    "ESVI: P, vocabulary blocks and workers (default: n_workers, or 1 with client='sync')",
+    Option("--blocks", parse_positive_int, metavar="P"),
+)  # fmt: skip
+TOPK = Param(
+    "topk", None, topk_in_range, "ESVI: C, topics kept per token (default: all K)",
+    Option("--topk", parse_positive_int, metavar="C"),
+)  # fmt: skip
+TOPK_RULE = Param(
+    "topk_rule", "lsparse", one_of("lsparse", "paper"),
+    "ESVI with C < K: drop the left-over mass (lsparse, exact coordinate steps) or spread "
+    "it over the other topics (paper)",
+    Option("--topk-rule", choices=("lsparse", "paper")),
+)  # fmt: skip
+PI_SYNC = Param("pi_sync", "exact", exact_only, "ESVI: topic totals all-reduced every sub-step")
+
 #: :class:`lsdask.LDA`
 LDA_PARAMS = ParamTable(
-    (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, ALGORITHM, N_LAPS, TOL, BATCH_SIZE,
+    (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, LDA_ALGORITHM, N_LAPS, TOL, BATCH_SIZE,
      BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT, GIBBS_SWEEPS,
-     GIBBS_TOKENS, *RUN)
+     GIBBS_TOKENS, N_BLOCKS, TOPK, TOPK_RULE, PI_SYNC, *RUN)
 )  # fmt: skip
 
 

@@ -1,0 +1,127 @@
+"""``LDA(algorithm="esvi")``: the fit by ESVI (:mod:`lsdask.learn.esvi`).
+
+The topic-word parameters stay cut into ``n_blocks`` vocabulary blocks, one
+per worker, for the whole run; only the K topic totals travel to the driver
+after every sub-step. At the end, ``fit`` gathers the blocks into
+``components_`` (K x V) so that the fitted estimator scores, transforms and
+saves like any other: the one point where the whole of lambda is in one
+process.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lsdask.engine.partitions import open_partitions
+from lsdask.learn import esvi
+from lsdask.models.esvi_lda import ESVILDA, VocabPartition, gather_topics
+from lsdask.models.stats import SuffStats
+
+if TYPE_CHECKING:
+    from lsdask.estimators.lda import LDA
+
+logger = logging.getLogger(__name__)
+_package_logger = logging.getLogger("lsdask")
+
+
+def check_esvi_settings(est: LDA, vocab_size: int) -> tuple[int, int]:
+    """``(P, C)`` for a fit over ``vocab_size`` words, or a ValueError naming the
+    parameter and the fix."""
+    for name in ("alpha", "eta"):
+        if isinstance(getattr(est, name), str):
+            raise ValueError(
+                f"{name}='auto' is not supported with algorithm='esvi': the priors are fixed "
+                f"during the rotations; give a number ({name}=0.5) or use algorithm='memo'"
+            )
+    if est.checkpoint_dir is not None:
+        raise ValueError(
+            "checkpoint_dir is not supported with algorithm='esvi' yet (blocks are not "
+            "written block by block); leave it None or use algorithm='memo'"
+        )
+    if not (isinstance(est.init, str) and est.init in ("auto", "random")):
+        raise ValueError(
+            f"init={est.init!r} is not supported with algorithm='esvi': it starts from random "
+            "responsibilities per token; use init='auto' or 'random'"
+        )
+    default_p = 1 if isinstance(est.client, str) and est.client == "sync" else est.n_workers or 2
+    P = est.n_blocks or default_p
+    if P > vocab_size:
+        raise ValueError(
+            f"n_blocks={P} is larger than the vocabulary ({vocab_size} words): every block "
+            f"needs at least one word. Use n_blocks <= {vocab_size}"
+        )
+    K = est.n_components
+    C = K if est.topk is None else est.topk
+    if not 1 <= C <= K:
+        raise ValueError(f"topk must be an integer in [1, {K}] (K); got {C!r}")
+    return P, C
+
+
+def fit_esvi(est: LDA, X: Any, *, vocabulary: Any = None, callback: Any = None) -> LDA:
+    """Fit ``est`` to X by ESVI in exact mode; ``n_laps`` rotations at most
+    (fewer when the relative ELBO change of a rotation falls below ``tol``)."""
+    from lsdask.estimators.lda import _check_has_tokens
+
+    est.check_params()
+    source, vocab = est._source(X, vocabulary)
+    _check_has_tokens(X, source)
+    V, K = source.n_features, est.n_components
+    P, C = check_esvi_settings(est, V)
+    if est.n_laps < 1:
+        raise ValueError("n_laps must be at least 1 with algorithm='esvi' (rotations to run)")
+    priors = est._priors()
+    rng = np.random.default_rng(est.random_state)
+    model = ESVILDA(
+        K, V, np.full(K, priors["alpha"] / K), priors["eta"], C, est.topk_rule,
+        int(rng.integers(2**31)),
+    )  # fmt: skip
+    previous_level = _package_logger.level
+    if est.verbose:
+        _package_logger.setLevel(logging.INFO if est.verbose == 1 else logging.DEBUG)
+    parts, owned = open_partitions(est.client, P, est.n_workers)
+    try:
+        run = esvi.start(model, parts, source.batches, VocabPartition.balanced, rng)
+        converged = False
+        for _ in range(est.n_laps):
+            esvi.rotate(model, parts, run, 1)
+            if callback is not None:
+                callback(run)
+            trace = run.elbo_trace
+            if len(trace) > 1 and est.tol > 0:
+                if abs(trace[-1] - trace[-2]) <= est.tol * abs(trace[-2]):
+                    converged = True
+                    break
+        blocks = parts.gather(run.blocks)  # the whole model: asked for by fit's attributes
+        reports = run.reports
+        parts.release(run.blocks + run.shards)
+    finally:
+        for obj in owned:
+            obj.close()
+        _package_logger.setLevel(previous_level)
+    lam = gather_topics(blocks, V)
+    lda = est._model(V)
+    counts = lam - model.eta
+    stats = SuffStats(
+        words=counts,
+        H=np.array([sum(r.H for r in reports)]),
+        alloc=np.array([sum(r.alloc for r in reports)]),
+        N=counts.sum(axis=1),
+        n_docs=np.array([float(source.n_rows)]),
+    )
+    est._set_fitted(lda, lda.global_step(stats), stats, vocab)
+    est.elbo_trace_ = np.asarray(run.elbo_trace)
+    est.substep_elbo_trace_ = np.asarray(run.substep_elbo)
+    est.time_trace_ = np.asarray(run.time_trace)
+    est.lap_trace_ = np.arange(1, len(run.elbo_trace) + 1, dtype=float)
+    est.size_trace_ = np.full(len(run.elbo_trace), run.n_tokens)
+    est.alpha_trace_ = np.full(len(run.elbo_trace), float(model.alpha.sum()))
+    est.n_laps_ = len(run.elbo_trace)
+    est.converged_ = converged
+    est.n_features_in_ = V
+    est._components_trace = []
+    est.block_mass_ = np.asarray(run.partition.mass)
+    est._record_fit_params()
+    return est
