@@ -401,7 +401,10 @@ class LDA(VariationalEstimator):
         if self.algorithm == "esvi":
             from lsdask.estimators.lda_esvi import fit_esvi
 
-            return fit_esvi(self, X, vocabulary=vocabulary, callback=callback)
+            self.check_params()
+            source, vocab = self._source(X, vocabulary)
+            _check_has_tokens(X, source)
+            return fit_esvi(self, source, vocab, callback=callback)
 
         self.check_params()
         rng = np.random.default_rng(self.random_state)

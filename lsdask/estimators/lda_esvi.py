@@ -11,7 +11,7 @@ process.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -20,14 +20,11 @@ from lsdask.learn import esvi
 from lsdask.models.esvi_lda import ESVILDA, VocabPartition, gather_topics
 from lsdask.models.stats import SuffStats
 
-if TYPE_CHECKING:
-    from lsdask.estimators.lda import LDA
-
 logger = logging.getLogger(__name__)
 _package_logger = logging.getLogger("lsdask")
 
 
-def check_esvi_settings(est: LDA, vocab_size: int) -> tuple[int, int]:
+def check_esvi_settings(est: Any, vocab_size: int) -> tuple[int, int]:
     """``(P, C)`` for a fit over ``vocab_size`` words, or a ValueError naming the
     parameter and the fix."""
     for name in ("alpha", "eta"):
@@ -60,14 +57,10 @@ def check_esvi_settings(est: LDA, vocab_size: int) -> tuple[int, int]:
     return P, C
 
 
-def fit_esvi(est: LDA, X: Any, *, vocabulary: Any = None, callback: Any = None) -> LDA:
-    """Fit ``est`` to X by ESVI in exact mode; ``n_laps`` rotations at most
-    (fewer when the relative ELBO change of a rotation falls below ``tol``)."""
-    from lsdask.estimators.lda import _check_has_tokens
-
-    est.check_params()
-    source, vocab = est._source(X, vocabulary)
-    _check_has_tokens(X, source)
+def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = None) -> Any:
+    """Fit the LDA estimator ``est`` to the batches of ``source`` by ESVI in exact
+    mode; ``n_laps`` rotations at most (fewer when the relative ELBO change of a
+    rotation falls below ``tol``). Returns ``est``."""
     V, K = source.n_features, est.n_components
     P, C = check_esvi_settings(est, V)
     if est.n_laps < 1:
