@@ -45,6 +45,9 @@ OPTIONS_AFTER_HELDOUT = (
     "init",
     "gibbs_sweeps",
     "gibbs_tokens",
+    "n_blocks",
+    "topk",
+    "topk_rule",
 )
 #: every model option of `lsdask fit`
 FIT_OPTIONS = ("n_components", *OPTIONS_BEFORE_HELDOUT, *OPTIONS_AFTER_HELDOUT)
