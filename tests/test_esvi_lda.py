@@ -4,6 +4,8 @@ what each worker holds after every sub-step."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -65,10 +67,12 @@ def dense_phi(shard: ESVIShard, part: VocabPartition, docs: sp.csr_matrix) -> di
     return phi
 
 
-def numpy_alg5(docs, phis, block_of, P, alpha, eta, n_rotations):
+def numpy_alg5(docs, phis, block_of, P, alpha, eta, n_rotations, iters=1):
     """Alg. 5 with the deterministic schedule: every token of shard p in block
     (p + s) mod P updated against the sub-step's snapshot; the counts, lambda
-    and pi summed afresh from all phi after each sub-step. Returns the ELBO
+    and pi summed afresh from all phi after each sub-step. With ``iters`` > 1,
+    the block's tokens are updated that many times against the snapshot of
+    lambda and pi, the counts summed afresh after each pass. Returns the ELBO
     after every sub-step and the final lambda (K, V)."""
 
     def sums():
@@ -99,41 +103,44 @@ def numpy_alg5(docs, phis, block_of, P, alpha, eta, n_rotations):
         for s in range(P):
             n, lam = sums()
             pi = lam.sum(axis=1)
-            new = [dict(ph) for ph in phis]
-            for p in range(P):
-                for d, v in phis[p]:
-                    if block_of[v] != (p + s) % P:
-                        continue
-                    u = digamma(alpha + n[p][d]) + digamma(lam[:, v]) - digamma(pi)
-                    e = np.exp(u - u.max())
-                    new[p][d, v] = e / e.sum()
-            phis = new
+            for _ in range(iters):
+                n = sums()[0]
+                new = [dict(ph) for ph in phis]
+                for p in range(P):
+                    for d, v in phis[p]:
+                        if block_of[v] != (p + s) % P:
+                            continue
+                        u = digamma(alpha + n[p][d]) + digamma(lam[:, v]) - digamma(pi)
+                        e = np.exp(u - u.max())
+                        new[p][d, v] = e / e.sum()
+                phis = new
             n, lam = sums()
             trace.append(elbo(n, lam))
     return np.array(trace), sums()[1]
 
 
-@pytest.mark.parametrize("P", [1, 3])
-def test_schedule_equals_numpy_alg5(P):
+@pytest.mark.parametrize(("P", "iters"), [(1, 1), (3, 1), (2, 3)])
+def test_schedule_equals_numpy_alg5(P, iters):
     """C = K, exact mode: the ELBO after every sub-step and the final topics equal
     the plain numpy Alg. 5 from the same first responsibilities (P = 1: the
-    paper's serial algorithm)."""
+    paper's serial algorithm; iters > 1: passes per sub-step)."""
     X = corpus()
-    m = model()
+    m = replace(model(), local_iters=iters)
     parts = SerialPartitions(P)
     source, run = started(X, m, parts)
     docs = shard_docs(X, source, P)
     phis = [dense_phi(run.shards[p], run.partition, docs[p]) for p in range(P)]
     esvi.rotate(m, parts, run, 3)
-    want, lam = numpy_alg5(docs, phis, run.partition.block_of, P, m.alpha, m.eta, 3)
+    want, lam = numpy_alg5(docs, phis, run.partition.block_of, P, m.alpha, m.eta, 3, iters)
     np.testing.assert_allclose(run.substep_elbo, want, rtol=1e-10)
     np.testing.assert_allclose(gather_topics(run.blocks, V), lam, rtol=1e-10)
 
 
-@pytest.mark.parametrize(("C", "rule"), [(K, "lsparse"), (2, "lsparse"), (1, "lsparse")])
-def test_elbo_never_decreases(C, rule):
+@pytest.mark.parametrize(("C", "iters"), [(K, 1), (2, 1), (1, 1), (K, 4), (2, 4)])
+def test_elbo_never_decreases(C, iters):
+    """Exact mode with C = K or the L-sparse rule, one pass or several."""
     X = corpus(1, 60)
-    m = model(C, rule)
+    m = replace(model(C, "lsparse"), local_iters=iters)
     parts = SerialPartitions(3)
     _, run = started(X, m, parts)
     first = m.elbo([], [], run.pi)  # not used: the start has no sub-step yet

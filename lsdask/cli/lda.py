@@ -48,6 +48,7 @@ OPTIONS_AFTER_HELDOUT = (
     "n_blocks",
     "topk",
     "topk_rule",
+    "esvi_iters",
 )
 #: every model option of `lsdask fit`
 FIT_OPTIONS = ("n_components", *OPTIONS_BEFORE_HELDOUT, *OPTIONS_AFTER_HELDOUT)

@@ -184,6 +184,11 @@ class LDA(VariationalEstimator):
         coordinate step) or spread it evenly over the other topics (the paper's).
     pi_sync : {"exact"}
         ESVI: the topic totals are all-reduced after every sub-step.
+    esvi_iters : int
+        ESVI: passes over each document's tokens per sub-step against the block
+        it meets, the document's topic counts written after each pass (1, the
+        default: every update reads the sub-step's snapshot, the paper's Alg. 5;
+        more: fewer rotations to the same ELBO, each one dearer).
     restarts : bool
         Restart proposals in the local step (Sec. 5).
     max_local_iters : int
@@ -232,6 +237,7 @@ class LDA(VariationalEstimator):
         topk: int | None = None,
         topk_rule: str = "lsparse",
         pi_sync: str = "exact",
+        esvi_iters: int = 1,
         n_init: int = 1,
         svi_delay: float = config.SVI_DELAY,
         svi_kappa: float = config.SVI_KAPPA,

@@ -69,7 +69,7 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
     rng = np.random.default_rng(est.random_state)
     model = ESVILDA(
         K, V, np.full(K, priors["alpha"] / K), priors["eta"], C, est.topk_rule,
-        int(rng.integers(2**31)),
+        int(rng.integers(2**31)), est.esvi_iters,
     )  # fmt: skip
     previous_level = _package_logger.level
     if est.verbose:

@@ -426,12 +426,18 @@ TOPK_RULE = Param(
     Option("--topk-rule", choices=("lsparse", "paper")),
 )  # fmt: skip
 PI_SYNC = Param("pi_sync", "exact", exact_only, "ESVI: topic totals all-reduced every sub-step")
+ESVI_ITERS = Param(
+    "esvi_iters", 1, integer(1),
+    "ESVI: passes over each document's tokens per sub-step, its topic counts written after "
+    "each (default {default}: every update reads the sub-step's snapshot, the paper's)",
+    Option("--esvi-iters", parse_positive_int, metavar="N"),
+)  # fmt: skip
 
 #: :class:`lsdask.LDA`
 LDA_PARAMS = ParamTable(
     (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, LDA_ALGORITHM, N_LAPS, TOL, BATCH_SIZE,
      BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT, GIBBS_SWEEPS,
-     GIBBS_TOKENS, N_BLOCKS, TOPK, TOPK_RULE, PI_SYNC, *RUN)
+     GIBBS_TOKENS, N_BLOCKS, TOPK, TOPK_RULE, PI_SYNC, ESVI_ITERS, *RUN)
 )  # fmt: skip
 
 

@@ -99,12 +99,32 @@ def _new_entry(w, C, paper_rule, order, resp, idx):
 
 
 @numba.njit(nogil=True, cache=True)
+def _add_doc(dt, resp, idx, rest, scale, K):
+    """Add ``scale`` times one entry's responsibilities to a document's counts ``dt``."""
+    C = resp.shape[0]
+    if rest > 0.0:
+        s = scale * rest / (K - C)
+        for k in range(K):
+            dt[k] += s
+        for i in range(C):
+            dt[idx[i]] -= s
+    for i in range(C):
+        dt[idx[i]] += scale * resp[i]
+
+
+@numba.njit(nogil=True, cache=True)
 def esvi_block_step(
     indptr, cols, counts, resp, idx, rest, doc_topic, alpha, elog_lam, psi_pi, paper_rule,
-    new_resp, new_idx, new_rest, doc_topic_out, lam_out,
+    n_iters, new_resp, new_idx, new_rest, doc_topic_out, lam_out,
 ):  # fmt: skip
     """Update every entry of a piece against the snapshot; returns the piece's
     new entropy ``-sum c phi log phi``.
+
+    With ``n_iters`` > 1, each document's entries are updated ``n_iters`` times
+    against the block's snapshot, its counts ``n_d`` written after each pass
+    (block coordinate ascent on the entries, then on ``q(pi_d)``); the first
+    pass reads the snapshot of ``n_d``. The block receives the change from the
+    first pass's input to the last pass's output.
 
     Parameters
     ----------
@@ -115,6 +135,7 @@ def esvi_block_step(
     doc_topic : (n_docs, K) float64, ``n_d`` before the step (read only)
     alpha : (K,) float64; elog_lam : (V_b, K) ``psi(lambda)``; psi_pi : (K,)
     paper_rule : bool, spread the left-over mass (paper) or drop it (L-sparse)
+    n_iters : int >= 1, passes over each document's entries
     new_resp, new_idx, new_rest : outputs of the shapes of ``resp``, ``idx``, ``rest``
     doc_topic_out : (n_docs, K), a copy of ``doc_topic`` that receives the changes
     lam_out : (V_b, K), a copy of the block's ``lambda`` that receives the changes
@@ -130,18 +151,28 @@ def esvi_block_step(
         hi = indptr[d + 1]
         if lo == hi:
             continue
-        for k in range(K):
-            et[k] = digamma(alpha[k] + doc_topic[d, k]) - psi_pi[k]
+        for it in range(n_iters):
+            src = doc_topic if it == 0 else doc_topic_out
+            for k in range(K):
+                et[k] = digamma(alpha[k] + src[d, k]) - psi_pi[k]
+            for j in range(lo, hi):
+                v = cols[j]
+                c = counts[j]
+                for k in range(K):
+                    w[k] = et[k] + elog_lam[v, k]
+                if it == 0:
+                    _add_doc(doc_topic_out[d], resp[j], idx[j], rest[j], -c, K)
+                else:
+                    _add_doc(doc_topic_out[d], new_resp[j], new_idx[j], new_rest[j], -c, K)
+                r = _new_entry(w, C, paper_rule, order, new_resp[j], new_idx[j])
+                new_rest[j] = r
+                _add_doc(doc_topic_out[d], new_resp[j], new_idx[j], r, c, K)
         for j in range(lo, hi):
             v = cols[j]
             c = counts[j]
-            for k in range(K):
-                w[k] = et[k] + elog_lam[v, k]
-            _add_entry(doc_topic_out[d], lam_out[v], resp[j], idx[j], rest[j], -c, K)
-            r = _new_entry(w, C, paper_rule, order, new_resp[j], new_idx[j])
-            new_rest[j] = r
-            _add_entry(doc_topic_out[d], lam_out[v], new_resp[j], new_idx[j], r, c, K)
-            H += c * _entry_entropy(new_resp[j], r, K)
+            _add_doc(lam_out[v], resp[j], idx[j], rest[j], -c, K)
+            _add_doc(lam_out[v], new_resp[j], new_idx[j], new_rest[j], c, K)
+            H += c * _entry_entropy(new_resp[j], new_rest[j], K)
     return H
 
 

@@ -160,6 +160,8 @@ class ESVILDA:
     topk : C, responsibilities kept per entry (1..K)
     rule : ``"lsparse"`` (drop the rest) or ``"paper"`` (spread it over the other topics)
     seed : seeds the random first responsibilities, per shard
+    local_iters : passes over each document's entries per sub-step, ``n_d`` written
+        after each (1: every update reads the sub-step's snapshot, the paper's Alg. 5)
     """
 
     n_topics: int
@@ -169,6 +171,7 @@ class ESVILDA:
     topk: int
     rule: str = "lsparse"
     seed: int = 0
+    local_iters: int = 1
 
     # ---- before the rotations
     def word_mass(self, loaders: list[Any], shared: Any = None) -> np.ndarray:
@@ -250,7 +253,7 @@ class ESVILDA:
         H = esvi_block_step(
             piece.indptr, piece.cols, piece.counts, piece.resp, piece.idx, piece.rest,
             shard.doc_topic, self.alpha, digamma(block.lam), digamma(pi), self.rule == "paper",
-            new_resp, new_idx, new_rest, doc_topic, lam,
+            self.local_iters, new_resp, new_idx, new_rest, doc_topic, lam,
         )  # fmt: skip
         new_piece = replace(piece, resp=new_resp, idx=new_idx, rest=new_rest, H=float(H))
         pieces = list(shard.pieces)
