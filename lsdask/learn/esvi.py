@@ -42,6 +42,38 @@ class PartitionedModel(Protocol):
 
     def elbo(self, shards: list[Any], blocks: list[Any], pi: np.ndarray) -> float: ...
 
+    def shard_state(self, shard: Any) -> dict[str, np.ndarray]: ...
+
+    def shard_from_state(self, state: dict[str, np.ndarray]) -> Any: ...
+
+    def block_state(self, block: Any) -> dict[str, np.ndarray]: ...
+
+    def block_from_state(self, state: dict[str, np.ndarray]) -> Any: ...
+
+    def partition_state(self, partition: Any) -> dict[str, np.ndarray]: ...
+
+    def partition_from_state(self, state: dict[str, np.ndarray]) -> Any: ...
+
+
+class BlockStore(Protocol):
+    """Where checkpoints go, block by block (:class:`lsdask.persist.esvi_store.ESVIStore`):
+    each part writes its own files on its worker; the driver commits a manifest."""
+
+    def write_part(
+        self, rotation: int, part: int, shard: dict[str, np.ndarray], block_index: int,
+        block: dict[str, np.ndarray],
+    ) -> dict[str, Any]: ...  # fmt: skip
+
+    def write_partition(self, arrays: dict[str, np.ndarray]) -> None: ...
+
+    def read_partition(self) -> dict[str, np.ndarray]: ...
+
+    def commit(self, rotation: int, parts: list[dict[str, Any]], meta: dict[str, Any]) -> None: ...
+
+    def latest(self) -> dict[str, Any] | None: ...
+
+    def read(self, manifest: dict[str, Any], name: str) -> dict[str, np.ndarray]: ...
+
 
 class Partitions(Protocol):
     """Where the parts' tasks run: part p's tasks always on the same worker.
@@ -171,8 +203,9 @@ def rotate(
     n_rotations: int,
     on_substep: Callable[[ESVIRun, int], None] | None = None,
 ) -> ESVIRun:
-    """``n_rotations`` rotations of P sub-steps each; ``on_substep(run, s)`` after each."""
-    t0 = time.perf_counter()
+    """``n_rotations`` rotations of P sub-steps each; ``on_substep(run, s)`` after each.
+    The time trace goes on from a resumed run's last time."""
+    t0 = time.perf_counter() - (run.time_trace[-1] if run.time_trace else 0.0)
     for _ in range(n_rotations):
         for s in range(parts.n_parts):
             substep(model, parts, run, s)
@@ -185,4 +218,73 @@ def rotate(
             len(run.elbo_trace), run.elbo_trace[-1], run.elbo_trace[-1] / max(run.n_tokens, 1.0),
             run.time_trace[-1],
         )  # fmt: skip
+    return run
+
+
+def checkpoint(
+    model: PartitionedModel, parts: Partitions, run: ESVIRun, store: BlockStore,
+    settings: dict[str, Any],
+) -> None:  # fmt: skip
+    """Write the state after a complete rotation: every part its shard and the
+    block it holds, on its own worker; then the manifest (with ``settings``, the
+    totals and the traces)."""
+    P = parts.n_parts
+    rotation = len(run.elbo_trace)
+    if rotation == 1 or not store.latest():
+        store.write_partition(model.partition_state(run.partition))
+    held = [block_at(p, P - 1, P) for p in range(P)]
+    out = parts.run(
+        lambda sh, bl, r: store.write_part(
+            r, sh.part, model.shard_state(sh), bl.index, model.block_state(bl)
+        ),
+        [(run.shards[p], run.blocks[held[p]]) for p in range(P)], rotation, 1,
+    )  # fmt: skip
+    written = parts.gather([o[0] for o in out])
+    parts.release([o[0] for o in out])
+    meta = {
+        "settings": settings,
+        "n_parts": P,
+        "pi": [float(x) for x in run.pi],
+        "elbo_trace": run.elbo_trace,
+        "substep_elbo": run.substep_elbo,
+        "time_trace": run.time_trace,
+        "n_tokens": run.n_tokens,
+    }
+    store.commit(rotation, written, meta)
+
+
+def resume(
+    model: PartitionedModel, parts: Partitions, store: BlockStore, settings: dict[str, Any]
+) -> ESVIRun | None:
+    """The run of the last complete rotation in ``store``, each part's shard and
+    block read by its own worker; None when there is none. A ValueError when it
+    was written with other settings or another number of parts."""
+    manifest = store.latest()
+    if manifest is None:
+        return None
+    if manifest["settings"] != settings or manifest["n_parts"] != parts.n_parts:
+        raise ValueError(
+            f"the ESVI checkpoint in {getattr(store, 'folder', store)} was written with "
+            f"{manifest['settings']} on {manifest['n_parts']} parts; this fit has {settings} on "
+            f"{parts.n_parts}. Use the same settings, or another checkpoint folder"
+        )
+    P = parts.n_parts
+    entries = sorted(manifest["parts"], key=lambda e: e["part"])
+    out = parts.run(
+        lambda e, m: (
+            model.shard_from_state(store.read(m, e["shard"])),
+            model.block_from_state(store.read(m, e["block"])),
+        ),
+        [(e,) for e in entries], manifest, 2,
+    )  # fmt: skip
+    blocks: list[Handle] = [None] * P
+    for e, o in zip(entries, out, strict=True):
+        blocks[e["block_index"]] = o[1]
+    run = ESVIRun(
+        model.partition_from_state(store.read_partition()), [o[0] for o in out], blocks,
+        np.asarray(manifest["pi"], dtype=np.float64),
+        list(manifest["elbo_trace"]), list(manifest["substep_elbo"]),
+        list(manifest["time_trace"]), float(manifest["n_tokens"]),
+    )  # fmt: skip
+    logger.info("ESVI: resumed after rotation %d", manifest["rotation"])
     return run

@@ -238,6 +238,49 @@ class ESVILDA:
         block = ParamBlock(index, words, lam)
         return block, self._block_report(block, -1, 0.0, 0.0, 0.0, 0)
 
+    # ---- checkpoints: shards and blocks as arrays and back
+    def shard_state(self, shard: ESVIShard) -> dict[str, np.ndarray]:
+        """A shard as named arrays (:meth:`shard_from_state` reads them back)."""
+        out = {
+            "part": np.array(shard.part), "doc_topic": shard.doc_topic,
+            "alloc": np.array(shard.alloc), "n_tokens": np.array(shard.n_tokens),
+        }  # fmt: skip
+        for b, piece in enumerate(shard.pieces):
+            for name in ("indptr", "cols", "counts", "resp", "idx", "rest"):
+                out[f"{b}_{name}"] = getattr(piece, name)
+            out[f"{b}_H"] = np.array(piece.H)
+        return out
+
+    def shard_from_state(self, state: dict[str, np.ndarray]) -> ESVIShard:
+        n_blocks = sum(1 for k in state if k.endswith("_indptr"))
+        pieces = tuple(
+            ShardPiece(
+                indptr=state[f"{b}_indptr"], cols=state[f"{b}_cols"], counts=state[f"{b}_counts"],
+                resp=state[f"{b}_resp"], idx=state[f"{b}_idx"], rest=state[f"{b}_rest"],
+                H=float(state[f"{b}_H"]),
+            )
+            for b in range(n_blocks)
+        )  # fmt: skip
+        return ESVIShard(int(state["part"]), state["doc_topic"], pieces, float(state["alloc"]),
+                         float(state["n_tokens"]))  # fmt: skip
+
+    def partition_state(self, partition: VocabPartition) -> dict[str, np.ndarray]:
+        return {"block_of": partition.block_of, "mass": partition.mass}
+
+    def partition_from_state(self, state: dict[str, np.ndarray]) -> VocabPartition:
+        block_of = state["block_of"].astype(np.int32)
+        words = tuple(np.flatnonzero(block_of == b) for b in range(state["mass"].size))
+        local = np.empty(block_of.size, dtype=np.int32)
+        for w in words:
+            local[w] = np.arange(w.size, dtype=np.int32)
+        return VocabPartition(block_of, local, words, state["mass"])
+
+    def block_state(self, block: ParamBlock) -> dict[str, np.ndarray]:
+        return {"index": np.array(block.index), "words": block.words, "lam": block.lam}
+
+    def block_from_state(self, state: dict[str, np.ndarray]) -> ParamBlock:
+        return ParamBlock(int(state["index"]), state["words"], state["lam"])
+
     # ---- a sub-step
     def substep(
         self, shard: ESVIShard, block: ParamBlock, pi: np.ndarray
