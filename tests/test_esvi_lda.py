@@ -309,3 +309,17 @@ def test_resume_after_a_killed_driver_equals_uninterrupted(tmp_path, dask_client
         parts.release(again.blocks + again.shards)
         with pytest.raises(ValueError, match="was written with"):
             esvi.resume(m, parts, store, {"K": K, "C": 2})
+
+
+def test_estimator_resume_equals_uninterrupted(tmp_path):
+    from lsdask import LDA
+
+    X = corpus(8, 40)
+    kw = {"algorithm": "esvi", "n_blocks": 2, "client": "sync", "tol": 0, "random_state": 3}
+    want = LDA(K, n_laps=4, **kw).fit(X)
+    LDA(K, n_laps=2, checkpoint_dir=str(tmp_path), **kw).fit(X)
+    got = LDA(K, n_laps=4, checkpoint_dir=str(tmp_path), resume=True, **kw).fit(X)
+    np.testing.assert_array_equal(got.substep_elbo_trace_, want.substep_elbo_trace_)
+    np.testing.assert_array_equal(got.components_, want.components_)
+    with pytest.raises(ValueError, match="was written with"):
+        LDA(K, n_laps=5, checkpoint_dir=str(tmp_path), resume=True, topk=2, **kw).fit(X)

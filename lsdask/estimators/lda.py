@@ -141,7 +141,8 @@ class LDA(VariationalEstimator):
         ``"esvi"``: model-parallel ESVI (docs/esvi.md): the topic-word parameters cut
         into ``n_blocks`` vocabulary blocks, one per worker, rotated between workers;
         ``n_laps`` counts rotations. Fixed priors, ``init="auto"`` or ``"random"``
-        (random first responsibilities), no checkpoints yet.
+        (random first responsibilities); checkpoints block by block in
+        ``checkpoint_dir``/esvi, ``resume`` goes on to ``n_laps`` rotations in all.
     init : {"auto", "kmeans++", "random", "gibbs"} or array of shape (K, V)
         How the topics start. ``"kmeans++"`` / ``"random"``: from K documents
         of a sample (chosen by k-means++ under the KL divergence, or at random),

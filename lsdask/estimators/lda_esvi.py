@@ -11,6 +11,7 @@ process.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from lsdask.engine.partitions import open_partitions
 from lsdask.learn import esvi
 from lsdask.models.esvi_lda import ESVILDA, VocabPartition, gather_topics
 from lsdask.models.stats import SuffStats
+from lsdask.persist.esvi_store import ESVIStore
 
 logger = logging.getLogger(__name__)
 _package_logger = logging.getLogger("lsdask")
@@ -33,11 +35,6 @@ def check_esvi_settings(est: Any, vocab_size: int) -> tuple[int, int]:
                 f"{name}='auto' is not supported with algorithm='esvi': the priors are fixed "
                 f"during the rotations; give a number ({name}=0.5) or use algorithm='memo'"
             )
-    if est.checkpoint_dir is not None:
-        raise ValueError(
-            "checkpoint_dir is not supported with algorithm='esvi' yet (blocks are not "
-            "written block by block); leave it None or use algorithm='memo'"
-        )
     if not (isinstance(est.init, str) and est.init in ("auto", "random")):
         raise ValueError(
             f"init={est.init!r} is not supported with algorithm='esvi': it starts from random "
@@ -59,8 +56,11 @@ def check_esvi_settings(est: Any, vocab_size: int) -> tuple[int, int]:
 
 def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = None) -> Any:
     """Fit the LDA estimator ``est`` to the batches of ``source`` by ESVI in exact
-    mode; ``n_laps`` rotations at most (fewer when the relative ELBO change of a
-    rotation falls below ``tol``). Returns ``est``."""
+    mode; ``n_laps`` rotations in all at most (fewer when the relative ELBO change
+    of a rotation falls below ``tol``). With ``checkpoint_dir``, every rotation is
+    written block by block to its ``esvi/`` folder; with ``resume``, the fit goes
+    on from the last complete rotation there (same settings and batches), up to
+    ``n_laps`` rotations in all. Returns ``est``."""
     V, K = source.n_features, est.n_components
     P, C = check_esvi_settings(est, V)
     if est.n_laps < 1:
@@ -74,12 +74,26 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
     previous_level = _package_logger.level
     if est.verbose:
         _package_logger.setLevel(logging.INFO if est.verbose == 1 else logging.DEBUG)
+    store = None
+    if est.checkpoint_dir is not None:
+        store = ESVIStore(os.path.join(os.fspath(est.checkpoint_dir), "esvi"))
+    settings = {
+        "K": K, "V": V, "P": P, "C": C, "rule": est.topk_rule, "alpha": priors["alpha"],
+        "eta": priors["eta"], "seed": model.seed, "esvi_iters": est.esvi_iters,
+        "batches": [str(getattr(b, "key", i)) for i, b in enumerate(source.batches)],
+    }  # fmt: skip
     parts, owned = open_partitions(est.client, P, est.n_workers)
     try:
-        run = esvi.start(model, parts, source.batches, VocabPartition.balanced, rng)
+        run = None
+        if store is not None and est.resume:
+            run = esvi.resume(model, parts, store, settings)
+        if run is None:
+            run = esvi.start(model, parts, source.batches, VocabPartition.balanced, rng)
         converged = False
-        for _ in range(est.n_laps):
+        for _ in range(est.n_laps - len(run.elbo_trace)):
             esvi.rotate(model, parts, run, 1)
+            if store is not None:
+                esvi.checkpoint(model, parts, run, store, settings)
             if callback is not None:
                 callback(run)
             trace = run.elbo_trace
