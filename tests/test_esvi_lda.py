@@ -323,3 +323,32 @@ def test_estimator_resume_equals_uninterrupted(tmp_path):
     np.testing.assert_array_equal(got.components_, want.components_)
     with pytest.raises(ValueError, match="was written with"):
         LDA(K, n_laps=5, checkpoint_dir=str(tmp_path), resume=True, topk=2, **kw).fit(X)
+
+
+@pytest.mark.parametrize("where", ["serial", "dask"])
+def test_heldout_score_without_gathering(where, request):
+    """Document completion from the heldout words' columns only (each block sends
+    its own) equals the score of the gathered topics."""
+    from lsdask.evaluate import document_completion, split_documents
+
+    X = corpus(9, 60)
+    m = model()
+    if where == "dask":
+        parts = DaskPartitions(request.getfixturevalue("dask_client"), 2)
+    else:
+        parts = SerialPartitions(2)
+    _, run = started(X, m, parts)
+    esvi.rotate(m, parts, run, 2)
+    A, B = split_documents(corpus(10, 20), 0.8, 0)
+    words = np.union1d(A.indices, B.indices)
+    cols = esvi.topic_columns(m, parts, run, words)
+    lam = gather_topics(parts.gather(run.blocks), V)
+    topics = lam / lam.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(cols, topics[:, words], rtol=1e-13)
+    remap = np.zeros(V, dtype=np.int64)
+    remap[words] = np.arange(words.size)
+    small = [sp.csr_matrix((h.data, remap[h.indices], h.indptr), (h.shape[0], words.size))
+             for h in (A, B)]  # fmt: skip
+    got = document_completion(*small, cols, m.alpha)
+    np.testing.assert_allclose(got, document_completion(A, B, topics, m.alpha), rtol=1e-12)
+    parts.release(run.blocks + run.shards)

@@ -42,6 +42,10 @@ class PartitionedModel(Protocol):
 
     def elbo(self, shards: list[Any], blocks: list[Any], pi: np.ndarray) -> float: ...
 
+    def block_columns(
+        self, block: Any, words: np.ndarray, pi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]: ...
+
     def shard_state(self, shard: Any) -> dict[str, np.ndarray]: ...
 
     def shard_from_state(self, state: dict[str, np.ndarray]) -> Any: ...
@@ -219,6 +223,29 @@ def rotate(
             run.time_trace[-1],
         )  # fmt: skip
     return run
+
+
+def topic_columns(
+    model: PartitionedModel, parts: Partitions, run: ESVIRun, words: np.ndarray
+) -> np.ndarray:
+    """``E[phi]`` (K, len(words)) of the words ``words`` (sorted ids) only: each
+    block sends its own of them, computed where it lies; for heldout scoring
+    and transforms without gathering the model."""
+    P = parts.n_parts
+    held = [block_at(p, P - 1, P) for p in range(P)]  # where a rotation leaves them
+    pi = parts.broadcast(run.pi)
+    out = parts.run(
+        lambda bl, pi_: model.block_columns(bl, words, pi_),
+        [(run.blocks[held[p]],) for p in range(P)], pi, 1,
+    )  # fmt: skip
+    found = parts.gather([o[0] for o in out])
+    parts.release([o[0] for o in out] + [pi])
+    topics = np.full((run.pi.size, words.size), np.nan)
+    for at, cols in found:
+        topics[:, at] = cols
+    if np.isnan(topics).any():
+        raise ValueError("word ids outside the model's vocabulary")
+    return topics
 
 
 def checkpoint(

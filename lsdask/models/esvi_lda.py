@@ -238,6 +238,18 @@ class ESVILDA:
         block = ParamBlock(index, words, lam)
         return block, self._block_report(block, -1, 0.0, 0.0, 0.0, 0)
 
+    # ---- evaluation without gathering the model
+    def block_columns(
+        self, block: ParamBlock, words: np.ndarray, pi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``E[phi_kv] = lambda_kv / pi_k`` of those of ``words`` (sorted global ids)
+        in the block: ``(positions in words, (K, n) columns)``."""
+        at = np.searchsorted(block.words, words)
+        inside = (at < block.words.size) & (block.words[np.minimum(at, block.words.size - 1)]
+                                            == words)  # fmt: skip
+        cols = block.lam[at[inside]].T / pi[:, None]
+        return np.flatnonzero(inside), cols
+
     # ---- checkpoints: shards and blocks as arrays and back
     def shard_state(self, shard: ESVIShard) -> dict[str, np.ndarray]:
         """A shard as named arrays (:meth:`shard_from_state` reads them back)."""
