@@ -352,3 +352,23 @@ def test_heldout_score_without_gathering(where, request):
     got = document_completion(*small, cols, m.alpha)
     np.testing.assert_allclose(got, document_completion(A, B, topics, m.alpha), rtol=1e-12)
     parts.release(run.blocks + run.shards)
+
+
+@pytest.mark.parametrize("init", ["gibbs", "counts"])
+def test_warm_start_from_topics(init):
+    """Starting from topics: the first rotation's ELBO is that of the data's own
+    statistics only (the start's counts gone: the topics total the tokens plus
+    the prior), and the ELBO rises over the sub-steps after it."""
+    from lsdask import LDA
+
+    X = corpus(11, 60)
+    start = "gibbs" if init == "gibbs" else np.random.default_rng(0).random((K, V)) * 5
+    lda = LDA(K, algorithm="esvi", n_blocks=2, client="sync", n_laps=4, tol=0, init=start,
+              gibbs_sweeps=20, random_state=0).fit(X)  # fmt: skip
+    trace = lda.substep_elbo_trace_
+    assert np.isnan(trace[:1]).all() and np.isfinite(trace[1:]).all()
+    np.testing.assert_allclose(lda.components_.sum(), X.sum() + K * V * lda.eta_, rtol=1e-12)
+    assert (np.diff(trace[1:]) >= -1e-9 * np.abs(trace[2:])).all()
+    np.testing.assert_allclose(
+        lda.model_.elbo(lda.stats_, lda.posterior_), lda.elbo_trace_[-1], rtol=1e-10
+    )

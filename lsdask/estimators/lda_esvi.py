@@ -35,11 +35,6 @@ def check_esvi_settings(est: Any, vocab_size: int) -> tuple[int, int]:
                 f"{name}='auto' is not supported with algorithm='esvi': the priors are fixed "
                 f"during the rotations; give a number ({name}=0.5) or use algorithm='memo'"
             )
-    if not (isinstance(est.init, str) and est.init in ("auto", "random")):
-        raise ValueError(
-            f"init={est.init!r} is not supported with algorithm='esvi': it starts from random "
-            "responsibilities per token; use init='auto' or 'random'"
-        )
     default_p = 1 if isinstance(est.client, str) and est.client == "sync" else est.n_workers or 2
     P = est.n_blocks or default_p
     if P > vocab_size:
@@ -67,10 +62,20 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
         raise ValueError("n_laps must be at least 1 with algorithm='esvi' (rotations to run)")
     priors = est._priors()
     rng = np.random.default_rng(est.random_state)
+    warm = not (isinstance(est.init, str) and est.init in ("auto", "random"))
     model = ESVILDA(
         K, V, np.full(K, priors["alpha"] / K), priors["eta"], C, est.topk_rule,
-        int(rng.integers(2**31)), est.esvi_iters,
+        int(rng.integers(2**31)), est.esvi_iters, warm,
     )  # fmt: skip
+
+    def start_counts() -> np.ndarray:
+        """The start's topic-word counts (K, V), made in the driver (init='gibbs',
+        'kmeans++' or an array), as for memoized VI."""
+        lda = est._model(V)
+        sample, counts = est._init_inputs(lda, source, rng)
+        stats = est._initial_stats(lda, sample, rng, counts, source.n_rows)
+        return np.asarray(stats.array("words"), dtype=np.float64)
+
     previous_level = _package_logger.level
     if est.verbose:
         _package_logger.setLevel(logging.INFO if est.verbose == 1 else logging.DEBUG)
@@ -80,6 +85,7 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
     settings = {
         "K": K, "V": V, "P": P, "C": C, "rule": est.topk_rule, "alpha": priors["alpha"],
         "eta": priors["eta"], "seed": model.seed, "esvi_iters": est.esvi_iters,
+        "init": est.init if isinstance(est.init, str) else "counts",
         "batches": [str(getattr(b, "key", i)) for i, b in enumerate(source.batches)],
     }  # fmt: skip
     parts, owned = open_partitions(est.client, P, est.n_workers)
@@ -88,7 +94,10 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
         if store is not None and est.resume:
             run = esvi.resume(model, parts, store, settings)
         if run is None:
-            run = esvi.start(model, parts, source.batches, VocabPartition.balanced, rng)
+            run = esvi.start(
+                model, parts, source.batches, VocabPartition.balanced, rng,
+                start_counts if warm else None,
+            )  # fmt: skip
         converged = False
         for _ in range(est.n_laps - len(run.elbo_trace)):
             esvi.rotate(model, parts, run, 1)

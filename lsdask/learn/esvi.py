@@ -42,6 +42,10 @@ class PartitionedModel(Protocol):
 
     def elbo(self, shards: list[Any], blocks: list[Any], pi: np.ndarray) -> float: ...
 
+    def seed_block(self, block: Any, counts: np.ndarray) -> tuple[Any, Any]: ...
+
+    def drop_start(self, block: Any) -> tuple[Any, Any]: ...
+
     def block_columns(
         self, block: Any, words: np.ndarray, pi: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]: ...
@@ -115,6 +119,7 @@ class ESVIRun:
     time_trace: list[float] = field(default_factory=list)  # seconds, after every rotation
     n_tokens: float = 0.0
     reports: list[Any] = field(default_factory=list)  # the last sub-step's sums per part
+    warm: bool = False  # the blocks still hold the start's counts (first rotation)
 
 
 def deal_batches(costs: Sequence[float], n_parts: int, rng: np.random.Generator) -> list[list[int]]:
@@ -142,8 +147,14 @@ def start(
     batches: Sequence[Batch],
     partition_of: Callable[[np.ndarray, int], Any],
     rng: np.random.Generator,
+    start_counts: Callable[[], np.ndarray] | None = None,
 ) -> ESVIRun:
-    """Deal the batches, cut the vocabulary by token mass, build shards and blocks."""
+    """Deal the batches, cut the vocabulary by token mass, build shards and blocks.
+
+    ``start_counts()``, for a model made ``warm``: topic-word counts (K, V) to
+    start from (the only K x V array in the driver, made and sliced by block
+    once); the first rotation then gives every entry its first
+    responsibilities against them, and they leave the blocks after it."""
     P = parts.n_parts
     costs = [float(getattr(b, "cost", 1.0)) for b in batches]
     dealt = deal_batches(costs, P, rng)
@@ -166,10 +177,22 @@ def start(
     )  # fmt: skip
     parts.release([h for o in out for h in o[1:]])
     blocks = [m[0] for m in made]
+    parts.release([shared])
+    if start_counts is not None:
+        counts = start_counts()
+        seeded = parts.run(
+            lambda bl, c, _: model.seed_block(bl, c),
+            [(blocks[b], counts[:, partition.words[b]].T) for b in range(P)], None, 2,
+        )  # fmt: skip
+        del counts
+        parts.release(blocks + [m[1] for m in made])
+        blocks = [s[0] for s in seeded]
+        made = seeded
     block_reports = parts.gather([m[1] for m in made])
     parts.release([m[1] for m in made])
     pi = np.sum([r.colsum for r in block_reports], axis=0)
     run = ESVIRun(partition, shards, blocks, pi, n_tokens=float(mass.sum()))
+    run.warm = start_counts is not None
     logger.info(
         "ESVI: %d parts, %d batches; block token mass %s", P, len(batches),
         ", ".join(f"{m:.0f}" for m in partition.mass),
@@ -200,6 +223,27 @@ def substep(model: PartitionedModel, parts: Partitions, run: ESVIRun, s: int) ->
     return elbo
 
 
+def drop_start(model: PartitionedModel, parts: Partitions, run: ESVIRun) -> None:
+    """Take the start's counts out of every block where it lies (after the first
+    rotation, when every shard has its first responsibilities); the totals and
+    the ELBO follow."""
+    P = parts.n_parts
+    held = [block_at(p, P - 1, P) for p in range(P)]
+    out = parts.run(
+        lambda bl, _: model.drop_start(bl), [(run.blocks[held[p]],) for p in range(P)], None, 2
+    )
+    reports = parts.gather([o[1] for o in out])
+    parts.release([o[1] for o in out] + run.blocks)
+    blocks: list[Handle] = [None] * P
+    for p in range(P):
+        blocks[held[p]] = out[p][0]
+    run.blocks = blocks
+    by_block = sorted(reports, key=lambda r: r.block)
+    run.pi = np.sum([r.colsum for r in by_block], axis=0)
+    run.warm = False
+    run.substep_elbo[-1] = model.elbo(run.reports, by_block, run.pi)
+
+
 def rotate(
     model: PartitionedModel,
     parts: Partitions,
@@ -213,8 +257,12 @@ def rotate(
     for _ in range(n_rotations):
         for s in range(parts.n_parts):
             substep(model, parts, run, s)
+            if run.warm:  # the ELBO of a state that still holds the start's counts
+                run.substep_elbo[-1] = float("nan")
             if on_substep is not None:
                 on_substep(run, s)
+        if run.warm:
+            drop_start(model, parts, run)
         run.elbo_trace.append(run.substep_elbo[-1])
         run.time_trace.append(time.perf_counter() - t0)
         logger.info(

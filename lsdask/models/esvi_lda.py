@@ -127,10 +127,12 @@ class ParamBlock:
     index: int
     words: np.ndarray  # (V_b,) global word ids
     lam: np.ndarray  # (V_b, K) float64
+    start: np.ndarray | None = None  # (V_b, K) start counts within lam, first rotation only
 
     @property
     def nbytes(self) -> int:
-        return int(self.lam.nbytes + self.words.nbytes)
+        extra = 0 if self.start is None else self.start.nbytes
+        return int(self.lam.nbytes + self.words.nbytes + extra)
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,10 @@ class ESVILDA:
     seed : seeds the random first responsibilities, per shard
     local_iters : passes over each document's entries per sub-step, ``n_d`` written
         after each (1: every update reads the sub-step's snapshot, the paper's Alg. 5)
+    warm : start from topics (:meth:`seed_block`) instead of random responsibilities:
+        every entry starts with none, and the first rotation gives each its first
+        responsibilities against the start's topics, which leave the blocks after it
+        (:meth:`drop_start`)
     """
 
     n_topics: int
@@ -172,6 +178,7 @@ class ESVILDA:
     rule: str = "lsparse"
     seed: int = 0
     local_iters: int = 1
+    warm: bool = False
 
     # ---- before the rotations
     def word_mass(self, loaders: list[Any], shared: Any = None) -> np.ndarray:
@@ -203,6 +210,9 @@ class ESVILDA:
             cols = partition.local[X.indices[sel]].astype(np.int32)
             counts = np.ascontiguousarray(X.data[sel], dtype=np.float64)
             resp, idx, rest = self._random_resp(rng, cols.size)
+            if self.warm:  # no responsibilities yet: the first rotation gives them
+                resp[:] = 0.0
+                rest[:] = 0.0
             used, compact = np.unique(cols, return_inverse=True)
             S = np.zeros((used.size, K))
             H = esvi_accumulate(indptr, compact.astype(np.int32), counts, resp, idx, rest,
@@ -237,6 +247,18 @@ class ESVILDA:
             lam[used] += S
         block = ParamBlock(index, words, lam)
         return block, self._block_report(block, -1, 0.0, 0.0, 0.0, 0)
+
+    def seed_block(self, block: ParamBlock, counts: np.ndarray) -> tuple[ParamBlock, PartReport]:
+        """The block with the start's topic-word counts (V_b, K) added, kept apart."""
+        counts = np.ascontiguousarray(counts, dtype=np.float64)
+        seeded = ParamBlock(block.index, block.words, block.lam + counts, counts)
+        return seeded, self._block_report(seeded, -1, 0.0, 0.0, 0.0, 0)
+
+    def drop_start(self, block: ParamBlock) -> tuple[ParamBlock, PartReport]:
+        """The block without the start's counts, once every shard has met it."""
+        lam = block.lam if block.start is None else block.lam - block.start
+        dropped = ParamBlock(block.index, block.words, lam)
+        return dropped, self._block_report(dropped, -1, 0.0, 0.0, 0.0, 0)
 
     # ---- evaluation without gathering the model
     def block_columns(
@@ -315,7 +337,7 @@ class ESVILDA:
         pieces[block.index] = new_piece
         new_shard = ESVIShard(shard.part, doc_topic, tuple(pieces), self.alloc(doc_topic),
                               shard.n_tokens)  # fmt: skip
-        new_block = ParamBlock(block.index, block.words, lam)
+        new_block = ParamBlock(block.index, block.words, lam, block.start)
         report = self._block_report(
             new_block, shard.part, new_shard.alloc, new_shard.H, shard.n_tokens,
             shard_nbytes(new_shard),
