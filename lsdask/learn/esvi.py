@@ -136,6 +136,12 @@ def deal_batches(costs: Sequence[float], n_parts: int, rng: np.random.Generator)
     return parts
 
 
+def _megabytes(reports: list[Any], name: str) -> str:
+    """Each part's ``name`` bytes in MB, in part order, for a log line."""
+    ordered = sorted(reports, key=lambda r: r.part)
+    return "/".join(f"{getattr(r, name, 0) / 1e6:.1f}" for r in ordered)
+
+
 def block_at(part: int, substep: int, n_parts: int) -> int:
     """The block part ``part`` meets in sub-step ``substep``."""
     return (part + substep) % n_parts
@@ -266,9 +272,11 @@ def rotate(
         run.elbo_trace.append(run.substep_elbo[-1])
         run.time_trace.append(time.perf_counter() - t0)
         logger.info(
-            "ESVI rotation %d: ELBO %.6e (%.4f per token), %.1f s",
+            "ESVI rotation %d: ELBO %.6e (%.4f per token), %.1f s; per part: block %s MB, "
+            "shard %s MB",
             len(run.elbo_trace), run.elbo_trace[-1], run.elbo_trace[-1] / max(run.n_tokens, 1.0),
-            run.time_trace[-1],
+            run.time_trace[-1], _megabytes(run.reports, "block_nbytes"),
+            _megabytes(run.reports, "shard_nbytes"),
         )  # fmt: skip
     return run
 
