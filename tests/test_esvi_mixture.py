@@ -200,3 +200,33 @@ def test_dask_equals_in_process_and_each_worker_holds_its_block(dask_client):
     for g, w in zip(got, want.shards, strict=True):
         np.testing.assert_allclose(g.z, w.z, rtol=1e-10, atol=1e-14)
     parts.release(run.blocks + run.shards)
+
+
+@pytest.mark.parametrize("kind", ["zero-mean", "full", "multinomial"])
+def test_estimators(kind):
+    """GaussianMixture / MultinomialMixture(algorithm="esvi"): the ELBO never
+    decreases over the sub-steps and the fitted model scores and predicts."""
+    from lsdask import GaussianMixture, MultinomialMixture
+
+    kw = {"algorithm": "esvi", "n_blocks": 3, "client": "sync", "n_laps": 4, "tol": 0,
+          "batch_size": 40, "random_state": 0}  # fmt: skip
+    if kind == "multinomial":
+        rng = np.random.default_rng(3)
+        X = sp.csr_matrix(rng.poisson(rng.gamma(0.3, 2.0, size=(4, 25))[rng.integers(0, 4, 160)]))
+        est = MultinomialMixture(K, **kw).fit(X)
+    else:
+        X = gaussian_rows(6)
+        est = GaussianMixture(K, covariance_type=kind, **kw).fit(X)
+    trace = est.substep_elbo_trace_
+    assert trace.shape == (12,)
+    assert (np.diff(trace) >= -1e-9 * np.abs(trace[1:])).all()
+    assert np.isfinite(est.score(X))
+    assert est.predict(X).shape == (X.shape[0],)
+    np.testing.assert_allclose(est.weights_.sum(), 1.0)
+
+
+def test_estimator_refuses_sparsity():
+    from lsdask import GaussianMixture
+
+    with pytest.raises(ValueError, match="sparsity=2 is not supported with algorithm='esvi'"):
+        GaussianMixture(K, algorithm="esvi", sparsity=2, client="sync").fit(gaussian_rows())

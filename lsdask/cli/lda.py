@@ -52,6 +52,8 @@ OPTIONS_AFTER_HELDOUT = (
 )
 #: every model option of `lsdask fit`
 FIT_OPTIONS = ("n_components", *OPTIONS_BEFORE_HELDOUT, *OPTIONS_AFTER_HELDOUT)
+#: LDA's ESVI options, which ``fit --model hdp`` does not take
+ESVI_ONLY = ("n_blocks", "topk", "topk_rule", "esvi_iters")
 #: the HDP's parameters whose option ``fit --model lda`` does not take
 HDP_ONLY = ("gamma", "moves")
 
@@ -117,7 +119,7 @@ def _option_value(param: Param, value: Any) -> Any:
 def _hdp_params(args: argparse.Namespace) -> dict[str, Any]:
     """``fit --model hdp``'s parameters: the shared options' values (checked against
     the HDP's options) and the HDP's own, their table's defaults where not given."""
-    values = params_from_args(args, FIT_OPTIONS)
+    values = params_from_args(args, [n for n in FIT_OPTIONS if n not in ESVI_ONLY])
     values["max_components"] = values.pop("n_components")
     params = {name: _option_value(HDP_PARAMS[name], value) for name, value in values.items()}
     for name in HDP_ONLY:

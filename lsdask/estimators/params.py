@@ -319,10 +319,21 @@ PRIOR_SCALE = Param(
 NU = Param("nu", None, positive(none=True), "Wishart degrees of freedom (default D + 2)")
 LAM = Param("lam", 0.1, positive(), "Dirichlet pseudo-count of each cluster's word distribution")
 
+#: the mixtures' algorithms: the shared ones and ESVI (lsdask.estimators.mixture_esvi)
+MIXTURE_ALGORITHM = replace(
+    ALGORITHM, check=one_of(*ALGORITHMS, "esvi"),
+    help="memoized VI, stochastic VI, full-batch VB or ESVI (model-parallel; default {default})",
+    option=Option("--algorithm", choices=(*ALGORITHMS, "esvi")),
+)  # fmt: skip
+MIXTURE_BLOCKS = Param(
+    "n_blocks", None, integer(1, none=True),
+    "ESVI: P, component blocks and workers (default: n_workers, or 1 with client='sync')",
+)  # fmt: skip
+
 #: every mixture's parameters
 MIXTURE_PARAMS = ParamTable(
-    (CLUSTERS, SPARSITY, ALGORITHM, N_LAPS, TOL, BATCH_SIZE, BATCHES_PER_UPDATE, WEIGHT_ALPHA,
-     SEEDS, *RUN)
+    (CLUSTERS, SPARSITY, MIXTURE_ALGORITHM, N_LAPS, TOL, BATCH_SIZE, BATCHES_PER_UPDATE,
+     WEIGHT_ALPHA, SEEDS, MIXTURE_BLOCKS, *RUN)
 )  # fmt: skip
 #: :class:`lsdask.GaussianMixture`
 GAUSSIAN_PARAMS = MIXTURE_PARAMS.with_after("n_components", COVARIANCE_TYPE, PRIOR_SCALE, NU)
