@@ -15,7 +15,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lsdask.errors import ClusterError
 from lsdask.learn.protocols import Handle
+
+#: seconds between checks that every part's worker is still in the cluster
+_WATCH_SECONDS = 1.0
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -93,7 +97,39 @@ class DaskPartitions:
         return self.client.scatter(obj, broadcast=True, hash=False)
 
     def gather(self, handles: Sequence[Handle]) -> list[Any]:
-        return list(self.client.gather(list(handles)))
+        """The results, or a ClusterError as soon as a part's worker has left the
+        cluster (its tasks could never run: they are pinned to it)."""
+        from distributed import wait
+        from distributed.client import FutureCancelledError, FuturesCancelledError
+
+        futures = list(handles)
+        try:
+            while True:
+                try:
+                    wait(futures, timeout=_WATCH_SECONDS)
+                    break
+                except TimeoutError:
+                    self.check_workers()
+            self.check_workers()
+            return list(self.client.gather(futures))
+        except (FutureCancelledError, FuturesCancelledError) as exc:  # lost dependencies
+            self.check_workers()
+            raise ClusterError(
+                f"data of an ESVI part was lost with a Dask worker ({exc}); a fit with "
+                "checkpoint_dir goes on from the last complete rotation"
+            ) from exc
+
+    def check_workers(self) -> None:
+        """A ClusterError naming the parts whose worker has left the cluster."""
+        current = set(self.client.scheduler_info(n_workers=-1)["workers"])
+        lost = [p for p, w in enumerate(self.workers) if w not in current]
+        if lost:
+            where = ", ".join(self.workers[p] for p in lost)
+            raise ClusterError(
+                f"the Dask worker of ESVI part(s) {lost} ({where}) was lost, and with it "
+                "the part's shard and block; a fit with "
+                "checkpoint_dir goes on from the last complete rotation"
+            )
 
     def release(self, handles: Sequence[Handle]) -> None:
         from distributed import Future
@@ -151,3 +187,16 @@ def open_partitions(
         for obj in owned:
             obj.close()
         raise
+
+
+def reopen_partitions(
+    parts: SerialPartitions | DaskPartitions, n_parts: int
+) -> SerialPartitions | DaskPartitions:
+    """Parts on the cluster's workers now, after one was lost: waits up to
+    ``config.WORKER_WAIT_SECONDS`` for ``n_parts`` of them."""
+    from lsdask import config
+
+    if isinstance(parts, SerialPartitions):
+        return parts
+    parts.client.wait_for_workers(n_parts, timeout=config.WORKER_WAIT_SECONDS)
+    return DaskPartitions(parts.client, n_parts)

@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from lsdask.engine.partitions import open_partitions
+from lsdask.config import LOST_WORKER_RETRIES
+from lsdask.engine.partitions import open_partitions, reopen_partitions
+from lsdask.errors import ClusterError
 from lsdask.learn import esvi
 from lsdask.models.esvi_lda import ESVILDA, VocabPartition, gather_topics
 from lsdask.models.stats import SuffStats
@@ -99,17 +101,29 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
                 start_counts if warm else None,
             )  # fmt: skip
         converged = False
-        for _ in range(est.n_laps - len(run.elbo_trace)):
-            esvi.rotate(model, parts, run, 1)
+        losses = 0
+        while len(run.elbo_trace) < est.n_laps and not converged:
+            try:
+                esvi.rotate(model, parts, run, 1)
+            except ClusterError as exc:
+                if store is None or store.latest() is None or losses >= LOST_WORKER_RETRIES:
+                    raise
+                losses += 1
+                logger.warning("%s; resuming from rotation %s", exc, store.latest()["rotation"])
+                parts.release(run.blocks + run.shards)
+                parts = reopen_partitions(parts, P)
+                resumed = esvi.resume(model, parts, store, settings)
+                assert resumed is not None  # store.latest() was checked
+                run = resumed
+                continue
+            losses = 0
             if store is not None:
                 esvi.checkpoint(model, parts, run, store, settings)
             if callback is not None:
                 callback(run)
             trace = run.elbo_trace
             if len(trace) > 1 and est.tol > 0:
-                if abs(trace[-1] - trace[-2]) <= est.tol * abs(trace[-2]):
-                    converged = True
-                    break
+                converged = abs(trace[-1] - trace[-2]) <= est.tol * abs(trace[-2])
         blocks = parts.gather(run.blocks)  # the whole model: asked for by fit's attributes
         reports = run.reports
         parts.release(run.blocks + run.shards)
