@@ -4,6 +4,7 @@ what each worker holds after every sub-step."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -410,3 +411,22 @@ def test_lost_worker_mid_rotation_resumes_equal(tmp_path):
     assert killed
     np.testing.assert_array_equal(got.elbo_trace_, want.elbo_trace_)
     np.testing.assert_array_equal(got.components_, want.components_)
+
+
+def test_cli_fit_esvi(tmp_path):
+    """``lsdask fit --algorithm esvi --blocks 2`` with a checkpoint, then resumed."""
+    from lsdask.cli import main
+    from lsdask.io.corpus import Corpus
+
+    X = corpus(13, 40)
+    Corpus.write(tmp_path / "c", X, [f"w{i}" for i in range(V)], docs_per_row_group=10)
+    argv = [str(tmp_path / "c"), "--topics", str(K), "--algorithm", "esvi", "--blocks", "2",
+            "--topk", "3", "--sync", "--seed", "1"]  # fmt: skip
+    ck = tmp_path / "ck"
+    assert main(["fit", *argv, "--laps", "2", "--checkpoint", str(ck),
+                 "--out", str(tmp_path / "m1")]) == 0  # fmt: skip
+    assert (ck / "esvi" / "MANIFEST.json").exists()
+    assert main(["fit", *argv, "--laps", "3", "--resume", str(ck),
+                 "--out", str(tmp_path / "m2")]) == 0  # fmt: skip
+    manifest = json.loads((ck / "esvi" / "MANIFEST.json").read_text())
+    assert manifest["rotation"] == 3  # rotations in all: one more after the first two
