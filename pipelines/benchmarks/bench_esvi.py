@@ -10,8 +10,9 @@ Rows (see ``pipelines/benchmarks/README_esvi.md``):
 1. quality and speed on AP and 20 Newsgroups at one K: memoized VI
    (``LDA(algorithm="memo")``, L=8, the Gibbs start with ``--gibbs-sweeps``)
    for ``--laps`` laps against ESVI with P=2 blocks for ``--rotations``
-   rotations: from random responsibilities (the paper's start) at C=K, and
-   from the same Gibbs start at C=K and at C=K/4 under the L-sparse and the
+   rotations: from random responsibilities (the paper's start, one pass per
+   sub-step) at C=K, and from the same Gibbs start with ``--esvi-iters``
+   passes per sub-step at C=K and at C=K/4 under the L-sparse and the
    paper's rule: final heldout (nats/token), final ELBO per token, fit wall
    time (the start included);
 2. scaling on 20 Newsgroups: ESVI C=K with P=1 (one worker) against P=2 (two
@@ -23,7 +24,8 @@ Rows (see ``pipelines/benchmarks/README_esvi.md``):
 Usage::
 
     nice -n 5 python pipelines/benchmarks/bench_esvi.py --quick    # a smoke run
-    nice -n 5 python pipelines/benchmarks/bench_esvi.py --K 64 --laps 10 --rotations 15
+    nice -n 5 python pipelines/benchmarks/bench_esvi.py --K 64 --laps 10 --rotations 15 \\
+        --esvi-iters 10
 
 Writes ``pipelines/benchmarks/results/esvi{,-quick}.md`` and ``.json``.
 """
@@ -169,6 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scaling-rotations", type=int, default=5, help="rotations, scaling")
     parser.add_argument("--corpora", default="ap,20news")
     parser.add_argument("--gibbs-sweeps", type=int, default=200, help="of every Gibbs start")
+    parser.add_argument("--esvi-iters", type=int, default=10, help="passes, Gibbs-start ESVI")
     args = parser.parse_args(argv)
     if args.quick:
         args.K, args.laps, args.rotations, args.corpora = 16, 3, 3, "ap"
@@ -185,7 +188,8 @@ def main(argv: list[str] | None = None) -> None:
             log(f"quality and speed on {name}, K={args.K}")
             run.res["quality"][name] = run.step(
                 f"quality {name}", lambda n=name: quality(
-                    data[n], client, args.K, args.laps, args.rotations, args.gibbs_sweeps)
+                    data[n], client, args.K, args.laps, args.rotations, args.gibbs_sweeps,
+                    args.esvi_iters)
             )  # fmt: skip
         if "20news" in names:
             log("scaling on 20news")
