@@ -320,6 +320,10 @@ def test_estimator_resume_equals_uninterrupted(tmp_path):
     got = LDA(K, n_laps=4, checkpoint_dir=str(tmp_path), resume=True, **kw).fit(X)
     np.testing.assert_array_equal(got.substep_elbo_trace_, want.substep_elbo_trace_)
     np.testing.assert_array_equal(got.components_, want.components_)
+    done = LDA(K, n_laps=4, checkpoint_dir=str(tmp_path), resume=True, **kw).fit(X)  # no rotation
+    np.testing.assert_allclose(
+        done.model_.elbo(done.stats_, done.posterior_), want.elbo_trace_[-1], rtol=1e-10
+    )
     with pytest.raises(ValueError, match="was written with"):
         LDA(K, n_laps=5, checkpoint_dir=str(tmp_path), resume=True, topk=2, **kw).fit(X)
 

@@ -125,7 +125,7 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
             if len(trace) > 1 and est.tol > 0:
                 converged = abs(trace[-1] - trace[-2]) <= est.tol * abs(trace[-2])
         blocks = parts.gather(run.blocks)  # the whole model: asked for by fit's attributes
-        reports = run.reports
+        sums = run.sums
         parts.release(run.blocks + run.shards)
     finally:
         for obj in owned:
@@ -136,8 +136,8 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
     counts = lam - model.eta
     stats = SuffStats(
         words=counts,
-        H=np.array([sum(r.H for r in reports)]),
-        alloc=np.array([sum(r.alloc for r in reports)]),
+        H=np.array([sums["H"]]),
+        alloc=np.array([sums["alloc"]]),
         N=counts.sum(axis=1),
         n_docs=np.array([float(source.n_rows)]),
     )

@@ -120,6 +120,7 @@ class ESVIRun:
     n_tokens: float = 0.0
     reports: list[Any] = field(default_factory=list)  # the last sub-step's sums per part
     warm: bool = False  # the blocks still hold the start's counts (first rotation)
+    sums: dict[str, float] = field(default_factory=dict)  # the shards' alloc and H in all
 
 
 def deal_batches(costs: Sequence[float], n_parts: int, rng: np.random.Generator) -> list[list[int]]:
@@ -224,6 +225,10 @@ def substep(model: PartitionedModel, parts: Partitions, run: ESVIRun, s: int) ->
     by_block = sorted(reports, key=lambda r: r.block)
     run.pi = np.sum([r.colsum for r in by_block], axis=0)
     run.reports = list(reports)
+    run.sums = {
+        "alloc": float(sum(r.alloc for r in reports)),
+        "H": float(sum(r.H for r in reports)),
+    }
     elbo = model.elbo(reports, by_block, run.pi)
     run.substep_elbo.append(elbo)
     return elbo
@@ -332,6 +337,7 @@ def checkpoint(
         "substep_elbo": run.substep_elbo,
         "time_trace": run.time_trace,
         "n_tokens": run.n_tokens,
+        "sums": run.sums,
     }
     store.commit(rotation, written, meta)
 
@@ -369,5 +375,6 @@ def resume(
         list(manifest["elbo_trace"]), list(manifest["substep_elbo"]),
         list(manifest["time_trace"]), float(manifest["n_tokens"]),
     )  # fmt: skip
+    run.sums = {k: float(v) for k, v in manifest["sums"].items()}
     logger.info("ESVI: resumed after rotation %d", manifest["rotation"])
     return run
