@@ -72,17 +72,18 @@ def fit_one(data: Any, client: Any, K: int, **params: Any) -> dict[str, Any]:
 
 
 def quality(
-    data: Any, client: Any, K: int, laps: int, rotations: int, sweeps: int
+    data: Any, client: Any, K: int, laps: int, rotations: int, sweeps: int, iters: int
 ) -> dict[str, Any]:
     C = max(1, K // 4)
     esvi = {"algorithm": "esvi", "n_blocks": 2, "n_laps": rotations}
     gibbs = {"init": "gibbs", "gibbs_sweeps": sweeps}
+    warm = {**esvi, **gibbs, "esvi_iters": iters}
     runs = {
         "memo": fit_one(data, client, K, algorithm="memo", n_laps=laps, **gibbs),
         "esvi C=K random start": fit_one(data, client, K, **esvi),
-        "esvi C=K": fit_one(data, client, K, **esvi, **gibbs),
-        f"esvi C={C} lsparse": fit_one(data, client, K, **esvi, **gibbs, topk=C),
-        f"esvi C={C} paper": fit_one(data, client, K, **esvi, **gibbs, topk=C, topk_rule="paper"),
+        "esvi C=K": fit_one(data, client, K, **warm),
+        f"esvi C={C} lsparse": fit_one(data, client, K, **warm, topk=C),
+        f"esvi C={C} paper": fit_one(data, client, K, **warm, topk=C, topk_rule="paper"),
     }
     return {"K": K, "C": C, "runs": runs, "corpus": data.info}
 
