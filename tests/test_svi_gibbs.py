@@ -178,3 +178,5 @@ def test_cli_fit_svi_gibbs(data, tmp_path, capsys):
     bad = ["fit", str(tmp_path / "c"), "--topics", "5", "--out", str(tmp_path / "h"), "--sync"]
     assert main([*bad, "--model", "hdp", "--gibbs-samples", "2"]) != 0
     assert "--gibbs-samples" in capsys.readouterr().err
+    assert main([*bad, "--model", "hdp", "--blocks", "2"]) != 0  # nor ESVI's
+    assert "--blocks: an option of LDA's --algorithm svi-gibbs or esvi" in capsys.readouterr().err

@@ -47,12 +47,16 @@ OPTIONS_AFTER_HELDOUT = (
     "gibbs_tol",
     "gibbs_tokens",
 )
-#: every model option of `lsdask fit`
+#: every model option of `lsdask fit` that both models take
 FIT_OPTIONS = ("n_components", *OPTIONS_BEFORE_HELDOUT, *OPTIONS_AFTER_HELDOUT)
 #: the HDP's parameters whose option ``fit --model lda`` does not take
 HDP_ONLY = ("gamma", "moves")
-#: LDA's parameters (``--algorithm svi-gibbs``'s) whose option ``fit --model hdp`` does not take
-LDA_ONLY = ("gibbs_burnin", "gibbs_samples", "minibatch_size")
+#: LDA's parameters (of ``--algorithm svi-gibbs`` and ``esvi``) whose option ``fit
+#: --model hdp`` does not take
+LDA_ONLY = (
+    "gibbs_burnin", "gibbs_samples", "minibatch_size",
+    "n_blocks", "topk", "topk_rule", "esvi_iters",
+)  # fmt: skip
 
 
 def add_fit(sub: Any) -> None:
@@ -135,7 +139,8 @@ def build_fit_model(args: argparse.Namespace) -> LDA:
         if lda_only:
             flags = ", ".join(option.flag for option in lda_only if option is not None)
             raise ValueError(
-                f"{flags}: an option of --algorithm svi-gibbs, not taken by --model hdp"
+                f"{flags}: an option of LDA's --algorithm svi-gibbs or esvi, not taken by "
+                "--model hdp"
             )
         return HDP(**_hdp_params(args), **run_params(args))
     given = [HDP_PARAMS[name].option for name in HDP_ONLY if hasattr(args, name)]

@@ -36,8 +36,12 @@ class MixtureEstimatorBase(VariationalEstimator):
         K, the number of clusters.
     sparsity : int or None
         L: responsibilities kept per observation (1 <= L <= K); None is dense.
-    algorithm : {"memo", "svi", "vb"}
-        Memoized VI, stochastic VI or full-batch VB.
+    algorithm : {"memo", "svi", "vb", "esvi"}
+        Memoized VI, stochastic VI, full-batch VB, or model-parallel ESVI
+        (esvi paper, Alg. 4; docs/esvi.md): the components dealt at random into
+        ``n_blocks`` blocks at every rotation, one block per worker, each worker
+        updating its own rows against the block it holds; ``n_laps`` counts
+        rotations; dense responsibilities (``sparsity=None``), random start.
     n_laps : int
         Maximum passes over the data.
     tol : float
@@ -54,6 +58,9 @@ class MixtureEstimatorBase(VariationalEstimator):
     init : {"kmeans++", "random"}
         Seeds by k-means++ under the model's Bregman divergence, or random
         examples.
+    n_blocks : int or None
+        ESVI: P, the component blocks and workers (default ``n_workers``, or 1
+        with ``client="sync"``).
     n_init : int
         Independent initializations; the run with the highest final ELBO is
         kept (as scikit-learn's ``n_init``).
@@ -115,6 +122,10 @@ class MixtureEstimatorBase(VariationalEstimator):
         rng = np.random.default_rng(self.random_state)
         source = as_batch_source(X, self.batch_size)
         observation = self._make_observation()
+        if self.algorithm == "esvi":
+            from lsdask.estimators.mixture_esvi import fit_mixture_esvi
+
+            return fit_mixture_esvi(self, source, observation, rng)
         asked = {
             "class": type(observation).__name__,
             "dim": source.n_features,

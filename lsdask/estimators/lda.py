@@ -148,7 +148,7 @@ class LDA(VariationalEstimator):
         global step, jointly with the topics, to the topic-word counts (``eta_``).
         Learned priors need ``algorithm="memo"`` or ``"vb"``: SVI holds no
         whole-corpus statistics to fit them to.
-    algorithm : {"memo", "svi", "vb", "svi-gibbs"}
+    algorithm : {"memo", "svi", "vb", "svi-gibbs", "esvi"}
         ``"svi-gibbs"``: stochastic VI with a sparse Gibbs local step (Mimno, Hoffman
         & Blei 2012; docs/algorithms.md): minibatches of ``minibatch_size`` documents
         drawn at random across row groups, each document's topics sampled
@@ -160,6 +160,14 @@ class LDA(VariationalEstimator):
         ``alpha=0.1 * K``). ``sparsity``, ``init``, ``n_init`` and the local-step
         options are not used; ``elbo_trace_`` is nan (no ELBO is computed) and
         ``nonzero_trace_`` gives the stored entries of the topics after each epoch.
+        ``"esvi"``: model-parallel ESVI (docs/esvi.md): the topic-word parameters cut
+        into ``n_blocks`` vocabulary blocks, one per worker, rotated between workers;
+        ``n_laps`` counts rotations. Fixed priors; ``init="auto"`` or ``"random"``:
+        random first responsibilities per token (no K x V array anywhere);
+        ``"gibbs"``, ``"kmeans++"`` or counts: topics made in the driver, against
+        which the first rotation gives every token its first responsibilities
+        (``substep_elbo_trace_`` is nan during it); checkpoints block by block in
+        ``checkpoint_dir``/esvi, ``resume`` goes on to ``n_laps`` rotations in all.
     init : {"auto", "kmeans++", "random", "gibbs"} or array of shape (K, V)
         How the topics start. ``"kmeans++"`` / ``"random"``: from K documents
         of a sample (chosen by k-means++ under the KL divergence, or at random),
@@ -208,6 +216,21 @@ class LDA(VariationalEstimator):
         documents give better topics.
     gibbs_burnin, gibbs_samples, minibatch_size : int
         ``algorithm="svi-gibbs"``'s B, S and documents per minibatch.
+    n_blocks : int or None
+        ESVI: P, the vocabulary blocks and workers (default ``n_workers``, or 1
+        with ``client="sync"``).
+    topk : int or None
+        ESVI: C, the topics kept per token, 1..K (default all K).
+    topk_rule : {"lsparse", "paper"}
+        ESVI with C < K: drop the left-over mass (the L-sparse rule, an exact
+        coordinate step) or spread it evenly over the other topics (the paper's).
+    pi_sync : {"exact"}
+        ESVI: the topic totals are all-reduced after every sub-step.
+    esvi_iters : int
+        ESVI: passes over each document's tokens per sub-step against the block
+        it meets, the document's topic counts written after each pass (1, the
+        default: every update reads the sub-step's snapshot, the paper's Alg. 5;
+        more: fewer rotations to the same ELBO, each one dearer).
     restarts : bool
         Restart proposals in the local step (Sec. 5).
     max_local_iters : int
@@ -259,6 +282,11 @@ class LDA(VariationalEstimator):
         gibbs_burnin: int = config.SVI_GIBBS_BURNIN,
         gibbs_samples: int = config.SVI_GIBBS_SAMPLES,
         minibatch_size: int = config.SVI_GIBBS_MINIBATCH,
+        n_blocks: int | None = None,
+        topk: int | None = None,
+        topk_rule: str = "lsparse",
+        pi_sync: str = "exact",
+        esvi_iters: int = 1,
         n_init: int = 1,
         svi_delay: float = config.SVI_DELAY,
         svi_kappa: float = config.SVI_KAPPA,
@@ -433,8 +461,17 @@ class LDA(VariationalEstimator):
 
         ``callback``, if given, is called after every lap with the run's
         :class:`lsdask.learn.base.LearnResult` so far (e.g. to score heldout
-        documents with ``result.globals.topics``)."""
+        documents with ``result.globals.topics``); with ``algorithm="esvi"``,
+        after every rotation with the :class:`lsdask.learn.esvi.ESVIRun`."""
         from lsdask.io.corpus.vocabulary import vocabulary_digest
+
+        if self.algorithm == "esvi":
+            from lsdask.estimators.lda_esvi import fit_esvi
+
+            self.check_params()
+            source, vocab = self._source(X, vocabulary)
+            _check_has_tokens(X, source)
+            return fit_esvi(self, source, vocab, callback=callback)
 
         self.check_params()
         if self.algorithm == "svi-gibbs":

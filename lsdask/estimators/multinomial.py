@@ -44,6 +44,7 @@ class MultinomialMixture(MixtureEstimatorBase):
         batches_per_update: int | None = None,
         alpha: float = 1.0,
         init: str = "kmeans++",
+        n_blocks: int | None = None,
         n_init: int = 1,
         svi_delay: float = config.SVI_DELAY,
         svi_kappa: float = config.SVI_KAPPA,

@@ -321,10 +321,21 @@ PRIOR_SCALE = Param(
 NU = Param("nu", None, positive(none=True), "Wishart degrees of freedom (default D + 2)")
 LAM = Param("lam", 0.1, positive(), "Dirichlet pseudo-count of each cluster's word distribution")
 
+#: the mixtures' algorithms: the shared ones and ESVI (lsdask.estimators.mixture_esvi)
+MIXTURE_ALGORITHM = replace(
+    ALGORITHM, check=one_of(*ALGORITHMS, "esvi"),
+    help="memoized VI, stochastic VI, full-batch VB or ESVI (model-parallel; default {default})",
+    option=Option("--algorithm", choices=(*ALGORITHMS, "esvi")),
+)  # fmt: skip
+MIXTURE_BLOCKS = Param(
+    "n_blocks", None, integer(1, none=True),
+    "ESVI: P, component blocks and workers (default: n_workers, or 1 with client='sync')",
+)  # fmt: skip
+
 #: every mixture's parameters
 MIXTURE_PARAMS = ParamTable(
-    (CLUSTERS, SPARSITY, ALGORITHM, N_LAPS, TOL, BATCH_SIZE, BATCHES_PER_UPDATE, WEIGHT_ALPHA,
-     SEEDS, *RUN)
+    (CLUSTERS, SPARSITY, MIXTURE_ALGORITHM, N_LAPS, TOL, BATCH_SIZE, BATCHES_PER_UPDATE,
+     WEIGHT_ALPHA, SEEDS, MIXTURE_BLOCKS, *RUN)
 )  # fmt: skip
 #: :class:`lsdask.GaussianMixture`
 GAUSSIAN_PARAMS = MIXTURE_PARAMS.with_after("n_components", COVARIANCE_TYPE, PRIOR_SCALE, NU)
@@ -391,14 +402,8 @@ GIBBS_TOKENS = Param(
     Option("--gibbs-tokens", parse_positive_int, metavar="N"),
 )  # fmt: skip
 
-#: LDA's algorithms: the shared ones and SVI-Gibbs (stochastic VI, sparse Gibbs local step)
-LDA_ALGORITHMS = (*ALGORITHMS, "svi-gibbs")
-LDA_ALGORITHM = replace(
-    ALGORITHM, check=one_of(*LDA_ALGORITHMS),
-    help="memoized VI, stochastic VI, full-batch VB, or svi-gibbs: stochastic VI with a "
-    "sparse Gibbs local step, over minibatches of documents (default {default})",
-    option=replace(ALGORITHM.option, choices=LDA_ALGORITHMS),
-)  # fmt: skip
+# LDA by SVI-Gibbs (algorithm="svi-gibbs", lsdask.estimators.lda_svi_gibbs) -------
+
 GIBBS_BURNIN = Param(
     "gibbs_burnin", config.SVI_GIBBS_BURNIN, integer(0, hint="0 keeps every sweep."),
     "svi-gibbs: burn-in Gibbs sweeps per document, discarded (B; default {default})",
@@ -415,11 +420,66 @@ MINIBATCH_SIZE = Param(
     Option("--minibatch-size", parse_positive_int, metavar="N"),
 )  # fmt: skip
 
+# LDA by ESVI (algorithm="esvi", lsdask.estimators.lda_esvi) -----------------------
+
+#: the algorithms LDA takes: the shared ones, SVI-Gibbs (stochastic VI with a sparse Gibbs
+#: local step) and ESVI (model-parallel)
+LDA_ALGORITHMS = (*ALGORITHMS, "svi-gibbs", "esvi")
+
+
+def topk_in_range(name: str, value: Any, estimator: Any) -> None:
+    """ESVI's C: None (every topic) or an integer in [1, K]."""
+    K = estimator.n_components
+    if value is not None:
+        hint = f"C is the number of topics kept per token, 1..K={K}; use None to keep all K."
+        check_int(name, value, 1, K, hint)
+
+
+def exact_only(name: str, value: Any, estimator: Any) -> None:
+    """``"exact"``: the stale (round-robin) totals are not available yet."""
+    if value != "exact":
+        raise ValueError(
+            f"{name} must be 'exact'; got {value!r}. The paper's stale (round-robin) totals "
+            "are not implemented; exact mode all-reduces pi_k after every sub-step"
+        )
+
+
+LDA_ALGORITHM = replace(
+    ALGORITHM, check=one_of(*LDA_ALGORITHMS),
+    help="memoized VI, stochastic VI, full-batch VB, svi-gibbs (stochastic VI with a sparse "
+    "Gibbs local step, over minibatches of documents) or esvi (model-parallel; default "
+    "{default})",
+    option=Option("--algorithm", choices=LDA_ALGORITHMS),
+)  # fmt: skip
+N_BLOCKS = Param(
+    "n_blocks", None, integer(1, none=True),
+    "ESVI: P, vocabulary blocks and workers (default: n_workers, or 1 with client='sync')",
+    Option("--blocks", parse_positive_int, metavar="P"),
+)  # fmt: skip
+TOPK = Param(
+    "topk", None, topk_in_range, "ESVI: C, topics kept per token (default: all K)",
+    Option("--topk", parse_positive_int, metavar="C"),
+)  # fmt: skip
+TOPK_RULE = Param(
+    "topk_rule", "lsparse", one_of("lsparse", "paper"),
+    "ESVI with C < K: drop the left-over mass (lsparse, exact coordinate steps) or spread "
+    "it over the other topics (paper)",
+    Option("--topk-rule", choices=("lsparse", "paper")),
+)  # fmt: skip
+PI_SYNC = Param("pi_sync", "exact", exact_only, "ESVI: topic totals all-reduced every sub-step")
+ESVI_ITERS = Param(
+    "esvi_iters", 1, integer(1),
+    "ESVI: passes over each document's tokens per sub-step, its topic counts written after "
+    "each (default {default}: every update reads the sub-step's snapshot, the paper's)",
+    Option("--esvi-iters", parse_positive_int, metavar="N"),
+)  # fmt: skip
+
 #: :class:`lsdask.LDA`
 LDA_PARAMS = ParamTable(
     (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, LDA_ALGORITHM, N_LAPS, TOL, BATCH_SIZE,
      BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT, GIBBS_SWEEPS,
-     GIBBS_TOL, GIBBS_TOKENS, GIBBS_BURNIN, GIBBS_SAMPLES, MINIBATCH_SIZE, *RUN)
+     GIBBS_TOL, GIBBS_TOKENS, GIBBS_BURNIN, GIBBS_SAMPLES, MINIBATCH_SIZE, N_BLOCKS, TOPK,
+     TOPK_RULE, PI_SYNC, ESVI_ITERS, *RUN)
 )  # fmt: skip
 
 

@@ -1,0 +1,202 @@
+"""Parts pinned to workers: where ESVI's shards and blocks live (:mod:`lsdask.learn.esvi`).
+
+Part p's tasks always run on the same worker (``workers=[w_p]``,
+``allow_other_workers=False``), so its shard never moves; a handle given to a
+task of another part (a parameter block) is copied to that worker by Dask and
+the old one is released by the caller, so a block lives on one worker at a
+time. A task's result is split into its items on the same worker, and each
+item is a future of its own. The engine does not know what the tasks compute.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from lsdask.errors import ClusterError
+from lsdask.learn.protocols import Handle
+
+#: seconds between checks that every part's worker is still in the cluster
+_WATCH_SECONDS = 1.0
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+
+class SerialPartitions:
+    """Every part in this process, one after another: the same schedule, no cluster."""
+
+    def __init__(self, n_parts: int) -> None:
+        self.n_parts = n_parts
+
+    def run(
+        self, fn: Callable[..., Any], args: Sequence[Sequence[Any]], shared: Handle, n_out: int
+    ) -> list[list[Handle]]:
+        out = []
+        for a in args:
+            result = fn(*a, shared)
+            out.append(list(result) if n_out > 1 else [result])
+        return out
+
+    def broadcast(self, obj: object) -> Handle:
+        return obj
+
+    def gather(self, handles: Sequence[Handle]) -> list[Any]:
+        return list(handles)
+
+    def release(self, handles: Sequence[Handle]) -> None:
+        pass
+
+    def holdings(self, probe: Callable[[Any], Any]) -> dict[str, list[Any]]:
+        """Nothing to inspect: every part is in this process."""
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+class DaskPartitions:
+    """Parts pinned to the first ``n_parts`` workers of a Dask cluster (by address).
+
+    Raises ValueError when the cluster has fewer workers than parts.
+    """
+
+    def __init__(self, client: Client, n_parts: int) -> None:
+        self.client = client
+        self.n_parts = n_parts
+        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        if len(workers) < n_parts:
+            raise ValueError(
+                f"n_blocks={n_parts} needs {n_parts} Dask workers, one per block; the cluster "
+                f"has {len(workers)}. Start more workers (n_workers={n_parts}; lsdask: "
+                f"--workers {n_parts}) or use fewer blocks"
+            )
+        self.workers = workers[:n_parts]
+        self._released: list[Any] = []
+
+    def run(
+        self, fn: Callable[..., Any], args: Sequence[Sequence[Any]], shared: Handle, n_out: int
+    ) -> list[list[Handle]]:
+        out: list[list[Handle]] = []
+        for p, a in enumerate(args):
+            where = {"workers": [self.workers[p]], "allow_other_workers": False, "pure": False}
+            whole = self.client.submit(fn, *a, shared, **where)
+            if n_out == 1:
+                out.append([whole])
+                continue
+            items: list[Handle] = [
+                self.client.submit(operator.getitem, whole, i, **where) for i in range(n_out)
+            ]
+            out.append(items)
+            self.release([whole])
+        return out
+
+    def broadcast(self, obj: object) -> Handle:
+        return self.client.scatter(obj, broadcast=True, hash=False)
+
+    def gather(self, handles: Sequence[Handle]) -> list[Any]:
+        """The results, or a ClusterError as soon as a part's worker has left the
+        cluster (its tasks could never run: they are pinned to it)."""
+        from distributed import wait
+        from distributed.client import FutureCancelledError, FuturesCancelledError
+
+        futures = list(handles)
+        try:
+            while True:
+                try:
+                    wait(futures, timeout=_WATCH_SECONDS)
+                    break
+                except TimeoutError:
+                    self.check_workers()
+            self.check_workers()
+            return list(self.client.gather(futures))
+        except (FutureCancelledError, FuturesCancelledError) as exc:  # lost dependencies
+            self.check_workers()
+            raise ClusterError(
+                f"data of an ESVI part was lost with a Dask worker ({exc}); a fit with "
+                "checkpoint_dir goes on from the last complete rotation"
+            ) from exc
+
+    def check_workers(self) -> None:
+        """A ClusterError naming the parts whose worker has left the cluster."""
+        current = set(self.client.scheduler_info(n_workers=-1)["workers"])
+        lost = [p for p, w in enumerate(self.workers) if w not in current]
+        if lost:
+            where = ", ".join(self.workers[p] for p in lost)
+            raise ClusterError(
+                f"the Dask worker of ESVI part(s) {lost} ({where}) was lost, and with it "
+                "the part's shard and block; a fit with "
+                "checkpoint_dir goes on from the last complete rotation"
+            )
+
+    def release(self, handles: Sequence[Handle]) -> None:
+        from distributed import Future
+
+        for h in handles:
+            if isinstance(h, Future):
+                self._released.append(h.key)
+                h.release()
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Wait until the released futures are forgotten by the scheduler and workers."""
+        keys = list(self._released)
+        self._released = []
+
+        def held(dask_worker: Any, keys: list[Any] = keys) -> int:
+            return sum(1 for k in keys if k in dask_worker.data)
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not any(self.client.run(held).values()):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"released data still held by the workers after {timeout} s")
+
+    def holdings(self, probe: Callable[[Any], Any]) -> dict[str, list[Any]]:
+        """``probe(value)`` of every value each worker holds (None left out), by worker,
+        once released data is gone."""
+        self.settle()
+
+        def look(dask_worker: Any) -> list[Any]:
+            found = [probe(v) for v in list(dask_worker.data.values())]
+            return [f for f in found if f is not None]
+
+        return dict(self.client.run(look))
+
+    def close(self) -> None:
+        pass
+
+
+def open_partitions(
+    client: Any, n_parts: int, n_workers: int | None = None
+) -> tuple[SerialPartitions | DaskPartitions, list[Any]]:
+    """``(parts, owned)``: in this process for ``client="sync"``; else pinned to the
+    workers of ``client`` (a Client, a scheduler address, or None for a new
+    LocalCluster of ``max(n_workers, n_parts)`` processes). ``owned``: what the
+    caller closes when done."""
+    from lsdask.engine.dask_executor import open_client
+
+    if isinstance(client, str) and client == "sync":
+        return SerialPartitions(n_parts), []
+    dask_client, owned = open_client(client, max(n_workers or n_parts, n_parts))
+    try:
+        return DaskPartitions(dask_client, n_parts), owned
+    except ValueError:
+        for obj in owned:
+            obj.close()
+        raise
+
+
+def reopen_partitions(
+    parts: SerialPartitions | DaskPartitions, n_parts: int
+) -> SerialPartitions | DaskPartitions:
+    """Parts on the cluster's workers now, after one was lost: waits up to
+    ``config.WORKER_WAIT_SECONDS`` for ``n_parts`` of them."""
+    from lsdask import config
+
+    if isinstance(parts, SerialPartitions):
+        return parts
+    parts.client.wait_for_workers(n_parts, timeout=config.WORKER_WAIT_SECONDS)
+    return DaskPartitions(parts.client, n_parts)

@@ -1,0 +1,380 @@
+"""ESVI's deterministic rotation schedule (esvi paper, Alg. 4-5, exact mode).
+
+P parts: part p owns a shard of the data (batches dealt to it once, never
+moved) and, at any time, exactly one parameter block. A *rotation* is P
+sub-steps; in sub-step s the data of part p meet block ``(p + s) mod P``, so
+after a rotation every shard has met every block once. In **exact** mode each
+sub-step reads one snapshot of its block, of the shard's local variables and
+of the shared totals ``pi``; the new blocks and totals are formed after the
+sub-step (``pi`` summed from every block's column sums, in block order: an
+all-reduce of K-vectors), and the ELBO follows from the parts' partial sums.
+
+The loop knows neither Dask nor the model's formulas: it talks to a
+:class:`PartitionedModel` and to :class:`Partitions` (where each part's
+tasks run, :mod:`lsdask.engine.partitions`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from lsdask.learn.protocols import Batch, Handle
+
+logger = logging.getLogger(__name__)
+
+
+class PartitionedModel(Protocol):
+    """The math ESVI needs, as pure functions (:class:`lsdask.models.esvi_lda.ESVILDA`)."""
+
+    def word_mass(self, loaders: list[Any], shared: Any = None) -> np.ndarray: ...
+
+    def init_shard(self, loaders: list[Any], part: int, partition: Any) -> tuple[Any, ...]: ...
+
+    def make_block(self, index: int, partition: Any, *stats: Any) -> tuple[Any, Any]: ...
+
+    def substep(self, shard: Any, block: Any, pi: np.ndarray) -> tuple[Any, Any, Any]: ...
+
+    def elbo(self, shards: list[Any], blocks: list[Any], pi: np.ndarray) -> float: ...
+
+    def seed_block(self, block: Any, counts: np.ndarray) -> tuple[Any, Any]: ...
+
+    def drop_start(self, block: Any) -> tuple[Any, Any]: ...
+
+    def block_columns(
+        self, block: Any, words: np.ndarray, pi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def shard_state(self, shard: Any) -> dict[str, np.ndarray]: ...
+
+    def shard_from_state(self, state: dict[str, np.ndarray]) -> Any: ...
+
+    def block_state(self, block: Any) -> dict[str, np.ndarray]: ...
+
+    def block_from_state(self, state: dict[str, np.ndarray]) -> Any: ...
+
+    def partition_state(self, partition: Any) -> dict[str, np.ndarray]: ...
+
+    def partition_from_state(self, state: dict[str, np.ndarray]) -> Any: ...
+
+
+class BlockStore(Protocol):
+    """Where checkpoints go, block by block (:class:`lsdask.persist.esvi_store.ESVIStore`):
+    each part writes its own files on its worker; the driver commits a manifest."""
+
+    def write_part(
+        self, rotation: int, part: int, shard: dict[str, np.ndarray], block_index: int,
+        block: dict[str, np.ndarray],
+    ) -> dict[str, Any]: ...  # fmt: skip
+
+    def write_partition(self, arrays: dict[str, np.ndarray]) -> None: ...
+
+    def read_partition(self) -> dict[str, np.ndarray]: ...
+
+    def commit(self, rotation: int, parts: list[dict[str, Any]], meta: dict[str, Any]) -> None: ...
+
+    def latest(self) -> dict[str, Any] | None: ...
+
+    def read(self, manifest: dict[str, Any], name: str) -> dict[str, np.ndarray]: ...
+
+
+class Partitions(Protocol):
+    """Where the parts' tasks run: part p's tasks always on the same worker.
+
+    ``run(fn, args, shared, n_out)`` calls ``fn(*args[p], shared)`` as part p's
+    task for every p and returns, per part, handles of the ``n_out`` items of
+    its result, each left where the task ran. A handle among ``args`` is
+    brought to the task's worker. ``release`` drops handles (their data is
+    freed once nothing else needs it); ``gather`` fetches results to the driver.
+    """
+
+    n_parts: int
+
+    def run(
+        self, fn: Callable[..., Any], args: Sequence[Sequence[Any]], shared: Handle, n_out: int
+    ) -> list[list[Handle]]: ...
+
+    def broadcast(self, obj: object) -> Handle: ...
+
+    def gather(self, handles: Sequence[Handle]) -> list[Any]: ...
+
+    def release(self, handles: Sequence[Handle]) -> None: ...
+
+
+@dataclass
+class ESVIRun:
+    """The state and traces of a run; ``blocks[b]`` and ``shards[p]`` are handles."""
+
+    partition: Any
+    shards: list[Handle]
+    blocks: list[Handle]
+    pi: np.ndarray
+    elbo_trace: list[float] = field(default_factory=list)  # after every rotation
+    substep_elbo: list[float] = field(default_factory=list)  # after every sub-step
+    time_trace: list[float] = field(default_factory=list)  # seconds, after every rotation
+    n_tokens: float = 0.0
+    reports: list[Any] = field(default_factory=list)  # the last sub-step's sums per part
+    warm: bool = False  # the blocks still hold the start's counts (first rotation)
+    sums: dict[str, float] = field(default_factory=dict)  # the shards' alloc and H in all
+
+
+def deal_batches(costs: Sequence[float], n_parts: int, rng: np.random.Generator) -> list[list[int]]:
+    """Batches dealt to parts: drawn in a random order across the data (stored
+    order often groups similar documents), each to the part with the least
+    work so far (ties: the lower part)."""
+    order = rng.permutation(len(costs))
+    load = np.zeros(n_parts)
+    parts: list[list[int]] = [[] for _ in range(n_parts)]
+    for i in order:
+        p = int(np.argmin(load))
+        parts[p].append(int(i))
+        load[p] += float(costs[i])
+    return parts
+
+
+def _megabytes(reports: list[Any], name: str) -> str:
+    """Each part's ``name`` bytes in MB, in part order, for a log line."""
+    ordered = sorted(reports, key=lambda r: r.part)
+    return "/".join(f"{getattr(r, name, 0) / 1e6:.1f}" for r in ordered)
+
+
+def block_at(part: int, substep: int, n_parts: int) -> int:
+    """The block part ``part`` meets in sub-step ``substep``."""
+    return (part + substep) % n_parts
+
+
+def start(
+    model: PartitionedModel,
+    parts: Partitions,
+    batches: Sequence[Batch],
+    partition_of: Callable[[np.ndarray, int], Any],
+    rng: np.random.Generator,
+    start_counts: Callable[[], np.ndarray] | None = None,
+) -> ESVIRun:
+    """Deal the batches, cut the vocabulary by token mass, build shards and blocks.
+
+    ``start_counts()``, for a model made ``warm``: topic-word counts (K, V) to
+    start from (the only K x V array in the driver, made and sliced by block
+    once); the first rotation then gives every entry its first
+    responsibilities against them, and they leave the blocks after it."""
+    P = parts.n_parts
+    costs = [float(getattr(b, "cost", 1.0)) for b in batches]
+    dealt = deal_batches(costs, P, rng)
+    loaders = [[batches[i] for i in d] for d in dealt]
+    mass_h = parts.run(model.word_mass, [(lo,) for lo in loaders], None, 1)
+    masses = parts.gather([h[0] for h in mass_h])
+    parts.release([h[0] for h in mass_h])
+    mass = np.sum(masses, axis=0)
+    partition = partition_of(mass, P)
+    shared = parts.broadcast(partition)
+    out = parts.run(
+        lambda lo, p, part: model.init_shard(lo, p, part),
+        [(lo, p) for p, lo in enumerate(loaders)], shared, 1 + P,
+    )  # fmt: skip
+    shards = [o[0] for o in out]
+    # block b starts on part b, which meets it in sub-step 0
+    made = parts.run(
+        lambda b, *rest: model.make_block(b, rest[-1], *rest[:-1]),
+        [(b, *[out[p][1 + b] for p in range(P)]) for b in range(P)], shared, 2,
+    )  # fmt: skip
+    parts.release([h for o in out for h in o[1:]])
+    blocks = [m[0] for m in made]
+    parts.release([shared])
+    if start_counts is not None:
+        counts = start_counts()
+        seeded = parts.run(
+            lambda bl, c, _: model.seed_block(bl, c),
+            [(blocks[b], counts[:, partition.words[b]].T) for b in range(P)], None, 2,
+        )  # fmt: skip
+        del counts
+        parts.release(blocks + [m[1] for m in made])
+        blocks = [s[0] for s in seeded]
+        made = seeded
+    block_reports = parts.gather([m[1] for m in made])
+    parts.release([m[1] for m in made])
+    pi = np.sum([r.colsum for r in block_reports], axis=0)
+    run = ESVIRun(partition, shards, blocks, pi, n_tokens=float(mass.sum()))
+    run.warm = start_counts is not None
+    logger.info(
+        "ESVI: %d parts, %d batches; block token mass %s", P, len(batches),
+        ", ".join(f"{m:.0f}" for m in partition.mass),
+    )  # fmt: skip
+    return run
+
+
+def substep(model: PartitionedModel, parts: Partitions, run: ESVIRun, s: int) -> float:
+    """One exact-mode sub-step: part p's shard meets block ``(p + s) mod P``;
+    then the totals ``pi`` are summed again and the ELBO is returned."""
+    P = parts.n_parts
+    pi = parts.broadcast(run.pi)
+    met = [block_at(p, s, P) for p in range(P)]
+    out = parts.run(model.substep, [(run.shards[p], run.blocks[met[p]]) for p in range(P)], pi, 3)
+    reports = parts.gather([o[2] for o in out])
+    parts.release([o[2] for o in out])
+    parts.release(run.shards + run.blocks + [pi])
+    run.shards = [o[0] for o in out]
+    blocks: list[Handle] = [None] * P
+    for p in range(P):
+        blocks[met[p]] = out[p][1]
+    run.blocks = blocks
+    by_block = sorted(reports, key=lambda r: r.block)
+    run.pi = np.sum([r.colsum for r in by_block], axis=0)
+    run.reports = list(reports)
+    run.sums = {
+        "alloc": float(sum(r.alloc for r in reports)),
+        "H": float(sum(r.H for r in reports)),
+    }
+    elbo = model.elbo(reports, by_block, run.pi)
+    run.substep_elbo.append(elbo)
+    return elbo
+
+
+def drop_start(model: PartitionedModel, parts: Partitions, run: ESVIRun) -> None:
+    """Take the start's counts out of every block where it lies (after the first
+    rotation, when every shard has its first responsibilities); the totals and
+    the ELBO follow."""
+    P = parts.n_parts
+    held = [block_at(p, P - 1, P) for p in range(P)]
+    out = parts.run(
+        lambda bl, _: model.drop_start(bl), [(run.blocks[held[p]],) for p in range(P)], None, 2
+    )
+    reports = parts.gather([o[1] for o in out])
+    parts.release([o[1] for o in out] + run.blocks)
+    blocks: list[Handle] = [None] * P
+    for p in range(P):
+        blocks[held[p]] = out[p][0]
+    run.blocks = blocks
+    by_block = sorted(reports, key=lambda r: r.block)
+    run.pi = np.sum([r.colsum for r in by_block], axis=0)
+    run.warm = False
+    run.substep_elbo[-1] = model.elbo(run.reports, by_block, run.pi)
+
+
+def rotate(
+    model: PartitionedModel,
+    parts: Partitions,
+    run: ESVIRun,
+    n_rotations: int,
+    on_substep: Callable[[ESVIRun, int], None] | None = None,
+) -> ESVIRun:
+    """``n_rotations`` rotations of P sub-steps each; ``on_substep(run, s)`` after each.
+    The time trace goes on from a resumed run's last time."""
+    t0 = time.perf_counter() - (run.time_trace[-1] if run.time_trace else 0.0)
+    for _ in range(n_rotations):
+        for s in range(parts.n_parts):
+            substep(model, parts, run, s)
+            if run.warm:  # the ELBO of a state that still holds the start's counts
+                run.substep_elbo[-1] = float("nan")
+            if on_substep is not None:
+                on_substep(run, s)
+        if run.warm:
+            drop_start(model, parts, run)
+        run.elbo_trace.append(run.substep_elbo[-1])
+        run.time_trace.append(time.perf_counter() - t0)
+        logger.info(
+            "ESVI rotation %d: ELBO %.6e (%.4f per token), %.1f s; per part: block %s MB, "
+            "shard %s MB",
+            len(run.elbo_trace), run.elbo_trace[-1], run.elbo_trace[-1] / max(run.n_tokens, 1.0),
+            run.time_trace[-1], _megabytes(run.reports, "block_nbytes"),
+            _megabytes(run.reports, "shard_nbytes"),
+        )  # fmt: skip
+    return run
+
+
+def topic_columns(
+    model: PartitionedModel, parts: Partitions, run: ESVIRun, words: np.ndarray
+) -> np.ndarray:
+    """``E[phi]`` (K, len(words)) of the words ``words`` (sorted ids) only: each
+    block sends its own of them, computed where it lies; for heldout scoring
+    and transforms without gathering the model."""
+    P = parts.n_parts
+    held = [block_at(p, P - 1, P) for p in range(P)]  # where a rotation leaves them
+    pi = parts.broadcast(run.pi)
+    out = parts.run(
+        lambda bl, pi_: model.block_columns(bl, words, pi_),
+        [(run.blocks[held[p]],) for p in range(P)], pi, 1,
+    )  # fmt: skip
+    found = parts.gather([o[0] for o in out])
+    parts.release([o[0] for o in out] + [pi])
+    topics = np.full((run.pi.size, words.size), np.nan)
+    for at, cols in found:
+        topics[:, at] = cols
+    if np.isnan(topics).any():
+        raise ValueError("word ids outside the model's vocabulary")
+    return topics
+
+
+def checkpoint(
+    model: PartitionedModel, parts: Partitions, run: ESVIRun, store: BlockStore,
+    settings: dict[str, Any],
+) -> None:  # fmt: skip
+    """Write the state after a complete rotation: every part its shard and the
+    block it holds, on its own worker; then the manifest (with ``settings``, the
+    totals and the traces)."""
+    P = parts.n_parts
+    rotation = len(run.elbo_trace)
+    if rotation == 1 or not store.latest():
+        store.write_partition(model.partition_state(run.partition))
+    held = [block_at(p, P - 1, P) for p in range(P)]
+    out = parts.run(
+        lambda sh, bl, r: store.write_part(
+            r, sh.part, model.shard_state(sh), bl.index, model.block_state(bl)
+        ),
+        [(run.shards[p], run.blocks[held[p]]) for p in range(P)], rotation, 1,
+    )  # fmt: skip
+    written = parts.gather([o[0] for o in out])
+    parts.release([o[0] for o in out])
+    meta = {
+        "settings": settings,
+        "n_parts": P,
+        "pi": [float(x) for x in run.pi],
+        "elbo_trace": run.elbo_trace,
+        "substep_elbo": run.substep_elbo,
+        "time_trace": run.time_trace,
+        "n_tokens": run.n_tokens,
+        "sums": run.sums,
+    }
+    store.commit(rotation, written, meta)
+
+
+def resume(
+    model: PartitionedModel, parts: Partitions, store: BlockStore, settings: dict[str, Any]
+) -> ESVIRun | None:
+    """The run of the last complete rotation in ``store``, each part's shard and
+    block read by its own worker; None when there is none. A ValueError when it
+    was written with other settings or another number of parts."""
+    manifest = store.latest()
+    if manifest is None:
+        return None
+    if manifest["settings"] != settings or manifest["n_parts"] != parts.n_parts:
+        raise ValueError(
+            f"the ESVI checkpoint in {getattr(store, 'folder', store)} was written with "
+            f"{manifest['settings']} on {manifest['n_parts']} parts; this fit has {settings} on "
+            f"{parts.n_parts}. Use the same settings, or another checkpoint folder"
+        )
+    P = parts.n_parts
+    entries = sorted(manifest["parts"], key=lambda e: e["part"])
+    out = parts.run(
+        lambda e, m: (
+            model.shard_from_state(store.read(m, e["shard"])),
+            model.block_from_state(store.read(m, e["block"])),
+        ),
+        [(e,) for e in entries], manifest, 2,
+    )  # fmt: skip
+    blocks: list[Handle] = [None] * P
+    for e, o in zip(entries, out, strict=True):
+        blocks[e["block_index"]] = o[1]
+    run = ESVIRun(
+        model.partition_from_state(store.read_partition()), [o[0] for o in out], blocks,
+        np.asarray(manifest["pi"], dtype=np.float64),
+        list(manifest["elbo_trace"]), list(manifest["substep_elbo"]),
+        list(manifest["time_trace"]), float(manifest["n_tokens"]),
+    )  # fmt: skip
+    run.sums = {k: float(v) for k, v in manifest["sums"].items()}
+    logger.info("ESVI: resumed after rotation %d", manifest["rotation"])
+    return run

@@ -1,0 +1,108 @@
+"""The ESVI block step (lsdask.kernels.esvi) against a plain numpy reference:
+C = K, the L-sparse and the paper's TOPK rule, one pass and several, ties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import digamma
+
+from lsdask.kernels.esvi import esvi_block_step
+from tests.naive import top_l
+
+
+def reference(indptr, cols, counts, resp, idx, rest, n_d, alpha, lam, pi, C, paper, iters):
+    """Per document: ``iters`` passes over its entries, each against the counts at
+    the pass's start; lambda and pi fixed; the block changes by the entries'
+    first-to-last difference."""
+    K = alpha.size
+    R = np.zeros((cols.size, K))
+    for j in range(cols.size):
+        R[j, idx[j]] = resp[j]
+        if rest[j] > 0:
+            others = np.setdiff1d(np.arange(K), idx[j])
+            R[j, others] += rest[j] / (K - C)
+    first = R.copy()
+    n_d = n_d.copy()
+    lam_out = lam.copy()
+    new_resp = np.zeros((cols.size, C))
+    new_idx = np.zeros((cols.size, C), dtype=np.int64)
+    new_rest = np.zeros(cols.size)
+    for d in range(indptr.size - 1):
+        js = range(indptr[d], indptr[d + 1])
+        for _ in range(iters):
+            et = digamma(alpha + n_d[d]) - digamma(pi)
+            for j in js:
+                u = et + digamma(lam[cols[j]])
+                top = top_l(u, C)
+                if paper or C == K:
+                    phi = np.exp(u - u.max())
+                    phi /= phi.sum()
+                    kept = phi[top]
+                    r = max(1.0 - kept.sum(), 0.0) if C < K else 0.0
+                else:
+                    kept = np.exp(u[top] - u[top].max())
+                    kept /= kept.sum()
+                    r = 0.0
+                row = np.zeros(K)
+                row[top] = kept
+                if r > 0:
+                    row[np.setdiff1d(np.arange(K), top)] = r / (K - C)
+                n_d[d] += counts[j] * (row - R[j])
+                R[j] = row
+                new_resp[j], new_idx[j], new_rest[j] = kept, top, r
+        for j in js:
+            lam_out[cols[j]] += counts[j] * (R[j] - first[j])
+    H = -sum(counts[j] * (R[j][R[j] > 0] * np.log(R[j][R[j] > 0])).sum() for j in range(cols.size))
+    return new_resp, new_idx, new_rest, n_d, lam_out, H
+
+
+@pytest.mark.parametrize(("C", "paper"), [(6, False), (2, False), (2, True), (1, True)])
+@pytest.mark.parametrize("iters", [1, 3])
+@pytest.mark.parametrize("ties", [False, True])
+def test_block_step_equals_numpy(C, paper, iters, ties):
+    rng = np.random.default_rng(C * 10 + iters + 100 * ties)
+    K, Vb, n_docs = 6, 7, 5
+    lengths = rng.integers(0, 4, n_docs)  # empty documents too
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    nnz = int(indptr[-1])
+    cols = rng.integers(0, Vb, nnz).astype(np.int32)
+    counts = rng.integers(1, 4, nnz).astype(np.float64)
+    w = rng.random((nnz, K))
+    idx = np.argsort(-w, axis=1)[:, :C].astype(np.int32)
+    resp = np.take_along_axis(w, idx, 1)
+    resp /= resp.sum(1, keepdims=True) * (1.25 if paper and C < K else 1.0)
+    rest = 1.0 - resp.sum(1) if paper and C < K else np.zeros(nnz)
+    alpha = np.full(K, 0.1)
+    lam = 0.5 + rng.random((Vb, K)) * 3
+    if ties:  # equal weights: the lower topic ranks first
+        lam[:, 1] = lam[:, 0]
+        lam[:, 4] = lam[:, 0]
+    pi = lam.sum(0) + 2.0
+    n_d = np.zeros((n_docs, K))
+    for d in range(n_docs):
+        for j in range(indptr[d], indptr[d + 1]):
+            n_d[d, idx[j]] += counts[j] * resp[j]
+            if rest[j] > 0:
+                others = np.setdiff1d(np.arange(K), idx[j])
+                n_d[d, others] += counts[j] * rest[j] / (K - C)
+    if ties:
+        n_d[:, 1] = n_d[:, 0]
+        n_d[:, 4] = n_d[:, 0]
+    want = reference(indptr, cols, counts, resp, idx, rest, n_d, alpha, lam, pi, C, paper, iters)
+    got_resp, got_idx = np.empty_like(resp), np.empty_like(idx)
+    got_rest, dt, lo = np.empty_like(rest), n_d.copy(), lam.copy()
+    H = esvi_block_step(indptr, cols, counts, resp, idx, rest, n_d, alpha, digamma(lam),
+                        digamma(pi), paper, iters, got_resp, got_idx, got_rest, dt, lo)  # fmt: skip
+    if C < K:  # the kept topics in descending weight, ties to the lower topic
+        np.testing.assert_array_equal(got_idx, want[1])
+        np.testing.assert_allclose(got_resp, want[0], rtol=1e-9, atol=1e-13)
+    else:  # every topic, in topic order
+        dense = np.zeros((idx.shape[0], K))
+        np.put_along_axis(dense, want[1], want[0], axis=1)
+        np.testing.assert_array_equal(got_idx, np.broadcast_to(np.arange(K), got_idx.shape))
+        np.testing.assert_allclose(got_resp, dense, rtol=1e-9, atol=1e-13)
+    np.testing.assert_allclose(got_rest, want[2], rtol=1e-9, atol=1e-13)
+    np.testing.assert_allclose(dt, want[3], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(lo, want[4], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(H, want[5], rtol=1e-10)

@@ -1,0 +1,434 @@
+"""ESVI for LDA (esvi paper, Alg. 5) in exact mode: the schedule against a plain
+numpy implementation, the ELBO's monotonicity, Dask against in-process, and
+what each worker holds after every sub-step."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.special import digamma, gammaln
+
+from lsdask.engine.partitions import DaskPartitions, SerialPartitions
+from lsdask.io.sources import as_batch_source
+from lsdask.learn import esvi
+from lsdask.models.esvi_lda import (
+    ESVILDA,
+    ESVIShard,
+    ParamBlock,
+    VocabPartition,
+    gather_topics,
+)
+
+K, V = 5, 30
+
+
+def corpus(seed: int = 0, n_docs: int = 48) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    topics = rng.dirichlet(np.full(V, 0.3), size=K)
+    rows = []
+    for _ in range(n_docs):
+        theta = rng.dirichlet(np.full(K, 0.5))
+        rows.append(rng.multinomial(int(rng.integers(5, 40)), theta @ topics))
+    X = sp.csr_matrix(np.array(rows, dtype=float))
+    return X
+
+
+def model(C: int = K, rule: str = "lsparse", seed: int = 3) -> ESVILDA:
+    return ESVILDA(K, V, np.full(K, 0.1), 0.05, C, rule, seed)
+
+
+def started(X, m: ESVILDA, parts, batch_size: int = 8, seed: int = 7):
+    source = as_batch_source(X, batch_size)
+    rng = np.random.default_rng(seed)
+    run = esvi.start(m, parts, source.batches, VocabPartition.balanced, rng)
+    return source, run
+
+
+# ---- the plain numpy implementation of Alg. 5 in exact mode, for any P
+
+
+def shard_docs(X, source, P, seed=7):
+    dealt = esvi.deal_batches([b.cost for b in source.batches], P, np.random.default_rng(seed))
+    return [sp.vstack([source.batches[i].rows for i in d], format="csr") for d in dealt]
+
+
+def dense_phi(shard: ESVIShard, part: VocabPartition, docs: sp.csr_matrix) -> dict:
+    """{(doc, word): phi (K,)} of every entry of a shard, from its pieces."""
+    phi = {}
+    for b, piece in enumerate(shard.pieces):
+        for d in range(docs.shape[0]):
+            for j in range(piece.indptr[d], piece.indptr[d + 1]):
+                row = np.zeros(K)
+                row[piece.idx[j]] = piece.resp[j]
+                phi[d, int(part.words[b][piece.cols[j]])] = row
+    return phi
+
+
+def numpy_alg5(docs, phis, block_of, P, alpha, eta, n_rotations, iters=1):
+    """Alg. 5 with the deterministic schedule: every token of shard p in block
+    (p + s) mod P updated against the sub-step's snapshot; the counts, lambda
+    and pi summed afresh from all phi after each sub-step. With ``iters`` > 1,
+    the block's tokens are updated that many times against the snapshot of
+    lambda and pi, the counts summed afresh after each pass. Returns the ELBO
+    after every sub-step and the final lambda (K, V)."""
+
+    def sums():
+        lam = np.full((K, V), eta)
+        n = []
+        for p in range(P):
+            n_p = np.zeros((docs[p].shape[0], K))
+            for (d, v), f in phis[p].items():
+                c = docs[p][d, v]
+                n_p[d] += c * f
+                lam[:, v] += c * f
+            n.append(n_p)
+        return n, lam
+
+    def elbo(n, lam):
+        logB = lambda a: gammaln(a).sum(-1) - gammaln(a.sum(-1))  # noqa: E731
+        total = 0.0
+        for p in range(P):
+            total += (logB(alpha + n[p]) - logB(alpha)).sum()
+            for (d, v), f in phis[p].items():
+                nz = f[f > 0]
+                total -= docs[p][d, v] * (nz * np.log(nz)).sum()
+        total += (logB(lam) - logB(np.full(V, eta))).sum()
+        return total
+
+    trace = []
+    for _ in range(n_rotations):
+        for s in range(P):
+            n, lam = sums()
+            pi = lam.sum(axis=1)
+            for _ in range(iters):
+                n = sums()[0]
+                new = [dict(ph) for ph in phis]
+                for p in range(P):
+                    for d, v in phis[p]:
+                        if block_of[v] != (p + s) % P:
+                            continue
+                        u = digamma(alpha + n[p][d]) + digamma(lam[:, v]) - digamma(pi)
+                        e = np.exp(u - u.max())
+                        new[p][d, v] = e / e.sum()
+                phis = new
+            n, lam = sums()
+            trace.append(elbo(n, lam))
+    return np.array(trace), sums()[1]
+
+
+@pytest.mark.parametrize(("P", "iters"), [(1, 1), (3, 1), (2, 3)])
+def test_schedule_equals_numpy_alg5(P, iters):
+    """C = K, exact mode: the ELBO after every sub-step and the final topics equal
+    the plain numpy Alg. 5 from the same first responsibilities (P = 1: the
+    paper's serial algorithm; iters > 1: passes per sub-step)."""
+    X = corpus()
+    m = replace(model(), local_iters=iters)
+    parts = SerialPartitions(P)
+    source, run = started(X, m, parts)
+    docs = shard_docs(X, source, P)
+    phis = [dense_phi(run.shards[p], run.partition, docs[p]) for p in range(P)]
+    esvi.rotate(m, parts, run, 3)
+    want, lam = numpy_alg5(docs, phis, run.partition.block_of, P, m.alpha, m.eta, 3, iters)
+    np.testing.assert_allclose(run.substep_elbo, want, rtol=1e-10)
+    np.testing.assert_allclose(gather_topics(run.blocks, V), lam, rtol=1e-10)
+
+
+@pytest.mark.parametrize(("C", "iters"), [(K, 1), (2, 1), (1, 1), (K, 4), (2, 4)])
+def test_elbo_never_decreases(C, iters):
+    """Exact mode with C = K or the L-sparse rule, one pass or several."""
+    X = corpus(1, 60)
+    m = replace(model(C, "lsparse"), local_iters=iters)
+    parts = SerialPartitions(3)
+    _, run = started(X, m, parts)
+    esvi.rotate(m, parts, run, 5)
+    trace = np.array(run.substep_elbo)
+    assert len(trace) == 15
+    steps = np.diff(trace)
+    assert (steps >= -1e-9 * np.abs(trace[1:])).all(), steps
+    assert trace[-1] > trace[0]
+
+
+def test_paper_rule_keeps_mass_and_runs():
+    """The paper's TOPK rule spreads the left-over mass: every entry's kept
+    responsibilities plus its rest sum to one, and the totals keep every token."""
+    X = corpus(2)
+    m = model(2, "paper")
+    parts = SerialPartitions(2)
+    _, run = started(X, m, parts)
+    esvi.rotate(m, parts, run, 2)
+    for shard in run.shards:
+        for piece in shard.pieces:
+            np.testing.assert_allclose(piece.resp.sum(1) + piece.rest, 1.0, rtol=1e-12)
+            assert (piece.rest > 0).all()
+    np.testing.assert_allclose(run.pi.sum(), X.sum() + K * V * m.eta, rtol=1e-12)
+    assert np.isfinite(run.substep_elbo).all()
+
+
+def test_partition_balances_mass_and_words():
+    mass = 1000.0 / np.arange(1, 1001) ** 1.1  # Zipfian
+    part = VocabPartition.balanced(mass, 4)
+    sizes = [w.size for w in part.words]
+    assert max(sizes) - min(sizes) <= 1
+    # no block heavier than the heaviest word or an even share, but for the tail
+    assert part.mass.max() <= 1.01 * max(mass.max(), mass.sum() / 4)
+    np.testing.assert_allclose(part.mass.sum(), mass.sum())
+    even = VocabPartition.balanced(np.ones(10), 3)
+    assert [w.size for w in even.words] == [4, 3, 3]
+    assert sorted(np.concatenate(part.words).tolist()) == list(range(1000))
+    for b, w in enumerate(part.words):
+        assert (part.block_of[w] == b).all()
+        assert (part.local[w] == np.arange(w.size)).all()
+
+
+def _what(value):
+    if isinstance(value, ParamBlock):
+        return ("block", value.index, value.nbytes)
+    if isinstance(value, ESVIShard):
+        return ("shard", value.part)
+    return None
+
+
+def test_dask_equals_in_process_and_each_worker_holds_its_block(dask_client):
+    """2-process LocalCluster == in-process (1e-10); after every sub-step each worker
+    holds exactly its own shard and the one block the schedule gave it."""
+    X = corpus(4, 64)
+    m = model(3)
+    serial = SerialPartitions(2)
+    _, want = started(X, m, serial)
+    esvi.rotate(m, serial, want, 3)
+
+    parts = DaskPartitions(dask_client, 2)
+    seen = []
+
+    def inspect(run, s):
+        held = parts.holdings(_what)
+        for p, worker in enumerate(parts.workers):
+            blocks = [h for h in held[worker] if h[0] == "block"]
+            shards = [h for h in held[worker] if h[0] == "shard"]
+            assert [b[1] for b in blocks] == [esvi.block_at(p, s, 2)], held
+            assert [sh[1] for sh in shards] == [p], held
+        seen.append(s)
+
+    _, run = started(X, m, parts)
+    esvi.rotate(m, parts, run, 3, on_substep=inspect)
+    assert seen == [0, 1] * 3
+    np.testing.assert_allclose(run.substep_elbo, want.substep_elbo, rtol=1e-10)
+    got = gather_topics(parts.gather(run.blocks), V)
+    np.testing.assert_allclose(got, gather_topics(want.blocks, V), rtol=1e-10)
+    parts.release(run.blocks + run.shards)
+
+
+# ---- the estimator
+
+
+def test_estimator_fit_and_elbo_equals_lda_model_elbo():
+    """LDA(algorithm="esvi") in this process: the ELBO by rotation rises, and the
+    last one, from partial sums, equals LDAModel's ELBO (App. C) of the gathered
+    topics and the same responsibilities' entropy and allocation terms."""
+    from lsdask import LDA
+
+    X = corpus(5, 80)
+    lda = LDA(K, algorithm="esvi", n_blocks=3, client="sync", n_laps=4, tol=0, random_state=0)
+    lda.fit(X)
+    assert lda.components_.shape == (K, V)
+    assert lda.n_laps_ == 4 and lda.substep_elbo_trace_.shape == (12,)
+    assert (np.diff(lda.elbo_trace_) > 0).all()
+    direct = lda.model_.elbo(lda.stats_, lda.posterior_)
+    np.testing.assert_allclose(direct, lda.elbo_trace_[-1], rtol=1e-10)
+    np.testing.assert_allclose(lda.components_.sum(), X.sum() + K * V * lda.eta_, rtol=1e-12)
+    assert np.isfinite(lda.score(X))
+    assert lda.transform(X[:5]).shape == (5, K)
+
+
+def test_estimator_bad_input():
+    from lsdask import LDA
+
+    X = corpus(6, 20)
+    with pytest.raises(ValueError, match=r"n_blocks=31 is larger than the vocabulary \(30"):
+        LDA(K, algorithm="esvi", n_blocks=31, client="sync").fit(X)
+    for bad in (0, K + 1):
+        with pytest.raises(ValueError, match=r"topk must be an integer in \[1, 5\]"):
+            LDA(K, algorithm="esvi", topk=bad, client="sync").fit(X)
+    with pytest.raises(ValueError, match="pi_sync must be 'exact'; got 'stale'"):
+        LDA(K, algorithm="esvi", pi_sync="stale", client="sync").fit(X)
+    with pytest.raises(ValueError, match="alpha='auto' is not supported with algorithm='esvi'"):
+        LDA(K, algorithm="esvi", alpha="auto", client="sync").fit(X)
+    with pytest.raises(ValueError, match="topk_rule must be one of"):
+        LDA(K, algorithm="esvi", topk_rule="heap", client="sync").fit(X)
+
+
+def test_too_few_workers_is_refused(dask_client):
+    with pytest.raises(ValueError, match="n_blocks=3 needs 3 Dask workers, one per block"):
+        DaskPartitions(dask_client, 3)
+
+
+# ---- checkpoints block by block
+
+
+def test_resume_after_a_killed_driver_equals_uninterrupted(tmp_path, dask_client):
+    """Checkpoints written by each worker after every rotation; a new driver
+    resuming from the last complete rotation ends equal to an uninterrupted run
+    (in-process and on a 2-process LocalCluster); a rotation without its
+    manifest is ignored."""
+    from lsdask.persist.esvi_store import ESVIStore
+
+    X = corpus(7, 64)
+    m = model(3)
+    settings = {"K": K, "C": 3}
+    serial = SerialPartitions(2)
+    _, want = started(X, m, serial)
+    esvi.rotate(m, serial, want, 4)
+
+    for parts in (SerialPartitions(2), DaskPartitions(dask_client, 2)):
+        store = ESVIStore(str(tmp_path / type(parts).__name__))
+        _, run = started(X, m, parts)
+        for _ in range(2):
+            esvi.rotate(m, parts, run, 1)
+            esvi.checkpoint(m, parts, run, store, settings)
+        esvi.rotate(m, parts, run, 1)  # the driver dies before this rotation's manifest
+        (Path(store.folder) / "rotation-000003").mkdir()  # half-written files of it
+        parts.release(run.blocks + run.shards)
+
+        again = esvi.resume(m, parts, store, settings)
+        assert again is not None and len(again.elbo_trace) == 2
+        esvi.rotate(m, parts, again, 2)
+        np.testing.assert_array_equal(again.substep_elbo, want.substep_elbo)
+        got = gather_topics(parts.gather(again.blocks), V)
+        np.testing.assert_array_equal(got, gather_topics(want.blocks, V))
+        written = store.latest()
+        assert written is not None
+        total = sum(e["block_bytes"] for e in written["parts"])
+        for e in written["parts"]:  # each worker wrote only its own block
+            assert e["block_bytes"] < 0.6 * total
+        parts.release(again.blocks + again.shards)
+        with pytest.raises(ValueError, match="was written with"):
+            esvi.resume(m, parts, store, {"K": K, "C": 2})
+
+
+def test_estimator_resume_equals_uninterrupted(tmp_path):
+    from lsdask import LDA
+
+    X = corpus(8, 40)
+    kw = {"algorithm": "esvi", "n_blocks": 2, "client": "sync", "tol": 0, "random_state": 3}
+    want = LDA(K, n_laps=4, **kw).fit(X)
+    LDA(K, n_laps=2, checkpoint_dir=str(tmp_path), **kw).fit(X)
+    got = LDA(K, n_laps=4, checkpoint_dir=str(tmp_path), resume=True, **kw).fit(X)
+    np.testing.assert_array_equal(got.substep_elbo_trace_, want.substep_elbo_trace_)
+    np.testing.assert_array_equal(got.components_, want.components_)
+    done = LDA(K, n_laps=4, checkpoint_dir=str(tmp_path), resume=True, **kw).fit(X)  # no rotation
+    np.testing.assert_allclose(
+        done.model_.elbo(done.stats_, done.posterior_), want.elbo_trace_[-1], rtol=1e-10
+    )
+    with pytest.raises(ValueError, match="was written with"):
+        LDA(K, n_laps=5, checkpoint_dir=str(tmp_path), resume=True, topk=2, **kw).fit(X)
+
+
+@pytest.mark.parametrize("where", ["serial", "dask"])
+def test_heldout_score_without_gathering(where, request):
+    """Document completion from the heldout words' columns only (each block sends
+    its own) equals the score of the gathered topics."""
+    from lsdask.evaluate import document_completion, split_documents
+
+    X = corpus(9, 60)
+    m = model()
+    if where == "dask":
+        parts = DaskPartitions(request.getfixturevalue("dask_client"), 2)
+    else:
+        parts = SerialPartitions(2)
+    _, run = started(X, m, parts)
+    esvi.rotate(m, parts, run, 2)
+    A, B = split_documents(corpus(10, 20), 0.8, 0)
+    words = np.union1d(A.indices, B.indices)
+    cols = esvi.topic_columns(m, parts, run, words)
+    lam = gather_topics(parts.gather(run.blocks), V)
+    topics = lam / lam.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(cols, topics[:, words], rtol=1e-13)
+    remap = np.zeros(V, dtype=np.int64)
+    remap[words] = np.arange(words.size)
+    small = [sp.csr_matrix((h.data, remap[h.indices], h.indptr), (h.shape[0], words.size))
+             for h in (A, B)]  # fmt: skip
+    got = document_completion(*small, cols, m.alpha)
+    np.testing.assert_allclose(got, document_completion(A, B, topics, m.alpha), rtol=1e-12)
+    parts.release(run.blocks + run.shards)
+
+
+@pytest.mark.parametrize("init", ["gibbs", "counts"])
+def test_warm_start_from_topics(init):
+    """Starting from topics: the first rotation's ELBO is that of the data's own
+    statistics only (the start's counts gone: the topics total the tokens plus
+    the prior), and the ELBO rises over the sub-steps after it."""
+    from lsdask import LDA
+
+    X = corpus(11, 60)
+    start = "gibbs" if init == "gibbs" else np.random.default_rng(0).random((K, V)) * 5
+    lda = LDA(K, algorithm="esvi", n_blocks=2, client="sync", n_laps=4, tol=0, init=start,
+              gibbs_sweeps=20, random_state=0).fit(X)  # fmt: skip
+    trace = lda.substep_elbo_trace_
+    assert np.isnan(trace[:1]).all() and np.isfinite(trace[1:]).all()
+    np.testing.assert_allclose(lda.components_.sum(), X.sum() + K * V * lda.eta_, rtol=1e-12)
+    assert (np.diff(trace[1:]) >= -1e-9 * np.abs(trace[2:])).all()
+    np.testing.assert_allclose(
+        lda.model_.elbo(lda.stats_, lda.posterior_), lda.elbo_trace_[-1], rtol=1e-10
+    )
+
+
+def test_lost_worker_mid_rotation_resumes_equal(tmp_path):
+    """A worker killed during a rotation: the fit goes on from the last complete
+    rotation's checkpoint on the cluster's workers and ends equal to an
+    uninterrupted run."""
+    import os
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    from lsdask import LDA
+
+    X = corpus(12, 300)
+    kw = {"algorithm": "esvi", "n_blocks": 2, "tol": 0, "random_state": 4, "batch_size": 20}
+    want = LDA(K, n_laps=5, client="sync", **kw).fit(X)
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address=":0")  # fmt: skip
+    client = Client(cluster)
+    killed = []
+
+    def kill_soon(run):
+        if len(run.elbo_trace) == 2 and not killed:
+            victim = sorted(client.scheduler_info()["workers"])[1]
+            killed.append(victim)
+            timer = threading.Timer(0.05, lambda: client.run(os._exit, 1, workers=[victim],
+                                                             on_error="ignore"))  # fmt: skip
+            timer.start()
+
+    try:
+        got = LDA(K, n_laps=5, client=client, checkpoint_dir=str(tmp_path), **kw)
+        got.fit(X, callback=kill_soon)
+    finally:
+        client.close()
+        cluster.close()
+    assert killed
+    np.testing.assert_array_equal(got.elbo_trace_, want.elbo_trace_)
+    np.testing.assert_array_equal(got.components_, want.components_)
+
+
+def test_cli_fit_esvi(tmp_path):
+    """``lsdask fit --algorithm esvi --blocks 2`` with a checkpoint, then resumed."""
+    from lsdask.cli import main
+    from lsdask.io.corpus import Corpus
+
+    X = corpus(13, 40)
+    Corpus.write(tmp_path / "c", X, [f"w{i}" for i in range(V)], docs_per_row_group=10)
+    argv = [str(tmp_path / "c"), "--topics", str(K), "--algorithm", "esvi", "--blocks", "2",
+            "--topk", "3", "--sync", "--seed", "1"]  # fmt: skip
+    ck = tmp_path / "ck"
+    assert main(["fit", *argv, "--laps", "2", "--checkpoint", str(ck),
+                 "--out", str(tmp_path / "m1")]) == 0  # fmt: skip
+    assert (ck / "esvi" / "MANIFEST.json").exists()
+    assert main(["fit", *argv, "--laps", "3", "--resume", str(ck),
+                 "--out", str(tmp_path / "m2")]) == 0  # fmt: skip
+    manifest = json.loads((ck / "esvi" / "MANIFEST.json").read_text())
+    assert manifest["rotation"] == 3  # rotations in all: one more after the first two
