@@ -99,7 +99,7 @@ def test_more_components_than_rows():
     "param,value,message",
     [
         ("n_components", 0, r"n_components must be an integer >= 1; got 0"),
-        ("algorithm", "em", r"algorithm must be one of 'memo', 'svi', 'vb'; got 'em'"),
+        ("algorithm", "em", r"algorithm must be one of 'memo', 'svi', 'vb', 'esvi'; got 'em'"),
         ("covariance_type", "tied", r"covariance_type must be one of 'zero-mean', 'full', 'diag'"),
         ("n_laps", -1, r"n_laps must be an integer >= 0"),
         ("n_laps", 0, r"n_laps=0 trains nothing: it exports a checkpoint as it is; pass"),
