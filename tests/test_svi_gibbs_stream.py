@@ -163,3 +163,57 @@ def test_a_damaged_checkpoint_is_refused_naming_the_file(tmp_path, damage):
     with pytest.raises(DataError, match=r"ckpt-svi-gibbs\.npz"):
         load_stream_state(tmp_path / "ck")
     assert checkpoint_path(tmp_path / "ck") == file
+
+
+def _finished_epoch(tmp_path, n_epochs=1):
+    """A 60-document corpus, one epoch run and checkpointed in tmp_path / "ck"."""
+    path = tmp_path / "c"
+    Corpus.write(path, _docs(np.random.default_rng(4), 60), [f"w{i}" for i in range(V)],
+                 docs_per_row_group=30)  # fmt: skip
+    learner = _learner(n_epochs=n_epochs)
+    state = learner.start(DocumentStream(str(path)), seed=2)
+    state = learner.run(DocumentStream(str(path)), SerialExecutor(), state)
+    assert state.finished and state.pos == len(state.queue) == 60
+    save_stream_state(tmp_path / "ck", state, {})
+    return path, learner
+
+
+def test_a_resume_at_an_epoch_boundary_visits_every_known_document(tmp_path):
+    path, learner = _finished_epoch(tmp_path)
+    known = set(np.concatenate([b.load().doc_ids for b in Corpus.open(path).batches]).tolist())
+    batches = Corpus.open(path).append(_docs(np.random.default_rng(8), 20))
+    known |= set(np.concatenate([b.load().doc_ids for b in batches]).tolist())
+    assert len(known) == 80
+    state, _ = load_stream_state(tmp_path / "ck")
+    learner.n_epochs = 2
+    state.minibatch_log = []
+    state = learner.run(DocumentStream(str(path)), SerialExecutor(), state)
+    assert state.finished and state.epoch == 2
+    seen = np.concatenate(state.minibatch_log)
+    assert len(seen) == len(set(seen.tolist())) == 80  # each document exactly once
+    assert set(seen.tolist()) == known
+    assert state.docs_trace == [60, 80]
+
+
+def test_the_time_trace_runs_on_after_a_resume(tmp_path):
+    path, learner = _finished_epoch(tmp_path)
+    state, _ = load_stream_state(tmp_path / "ck")
+    state.time_trace = [1000.0]  # as if the first epoch took 1000 s
+    learner.n_epochs = 2
+    state = learner.run(DocumentStream(str(path)), SerialExecutor(), state)
+    assert state.time_trace[0] == 1000.0 and 1000.0 < state.time_trace[1] < 1000.0 + 600.0
+
+
+@pytest.mark.parametrize("field", ["row", "sizes"])
+def test_a_queue_outside_its_groups_is_refused_naming_the_file(tmp_path, field):
+    from lsdask.errors import DataError
+
+    _finished_epoch(tmp_path)
+    state, _ = load_stream_state(tmp_path / "ck")
+    if field == "row":
+        state.queue[5, 1] = state.sizes[state.queue[5, 0]]  # one past the group's rows
+    else:
+        state.sizes = state.sizes[:1]  # a group of the queue without its size
+    save_stream_state(tmp_path / "ck", state, {})
+    with pytest.raises(DataError, match=r"ckpt-svi-gibbs\.npz.*(queue|sizes)"):
+        load_stream_state(tmp_path / "ck")

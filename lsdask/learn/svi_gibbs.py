@@ -195,7 +195,9 @@ class SviGibbs:
                 f"{stream_docs(state)}"
             )
         task = GibbsTask(self.burnin, self.samples, state.seed)
-        started = time.perf_counter()
+        # the epochs' times run on from the checkpoint's (the time of a stopped
+        # epoch's part before the stop is not kept)
+        started = time.perf_counter() - (state.time_trace[-1] if state.time_trace else 0.0)
         since_checkpoint = 0
         while state.epoch < self.n_epochs:
             if state.pos >= len(state.queue):  # a new epoch: every known document once
@@ -296,13 +298,16 @@ class SviGibbs:
         self, stream: DocumentStream, state: StreamState, rng: np.random.Generator
     ) -> None:
         """Match a (resumed) state's groups to the stream's: groups gone are dropped
-        from the queue (logged), groups new to the state are shuffled in."""
+        from the queue (logged), groups new to the state are shuffled in. After a
+        finished epoch only the groups are updated: the next epoch shuffles every
+        document known when it starts."""
         stream.refresh()
         if not state.keys:  # a fresh start: the groups known now make the first epoch
             state.keys, state.sizes = stream.keys, stream.sizes
             state.queue = _shuffled_refs(state.sizes, rng)
             state.pos = 0
             return
+        epoch_done = state.pos >= len(state.queue)
         index = {k: i for i, k in enumerate(stream.keys)}
         gone = [k for k in state.keys if k not in index]
         if gone:
@@ -321,6 +326,8 @@ class SviGibbs:
         old = set(state.keys)
         fresh = [i for i, k in enumerate(stream.keys) if k not in old]
         state.keys, state.sizes = stream.keys, stream.sizes
+        if epoch_done:  # the queue is spent: run() draws the next epoch's order
+            return
         if fresh:
             new = [_group_refs(g, state.sizes[g]) for g in fresh]
             rest = np.concatenate([state.queue[state.pos :], *new])

@@ -103,6 +103,19 @@ def load_stream_state(folder: str | os.PathLike[str]) -> tuple[StreamState, dict
             raise ValueError(f"queue position {meta['pos']} outside its {len(queue)} entries")
         if len(queue) and (queue.min() < 0 or queue[:, 0].max() >= len(meta["keys"])):
             raise ValueError("the queue names groups the checkpoint does not list")
+        sizes = np.asarray(meta["sizes"], dtype=np.int64)
+        if sizes.shape != (len(meta["keys"]),) or (sizes < 0).any():
+            raise ValueError(
+                f"'sizes' must hold one count >= 0 per group of 'keys' ({len(meta['keys'])}); "
+                f"got {sizes.tolist()}"
+            )
+        beyond = np.flatnonzero(queue[:, 1] >= sizes[queue[:, 0]]) if len(queue) else []
+        if len(beyond):
+            g, row = (int(x) for x in queue[beyond[0]])
+            raise ValueError(
+                f"'queue' entry {int(beyond[0])} names row {row} of group {g}, which holds "
+                f"{int(sizes[g])} rows ('sizes')"
+            )
         pi = float(meta["pi"])
         if not 0.0 < pi <= 1.0:
             raise ValueError(f"the running scale pi must be in (0, 1]; got {pi}")
@@ -116,7 +129,7 @@ def load_stream_state(folder: str | os.PathLike[str]) -> tuple[StreamState, dict
             queue=queue,
             pos=int(meta["pos"]),
             keys=[str(k) for k in meta["keys"]],
-            sizes=[int(n) for n in meta["sizes"]],
+            sizes=[int(n) for n in sizes],
             finished=bool(meta["finished"]),
             nonzero_trace=[int(x) for x in meta["nonzero_trace"]],
             docs_trace=[int(x) for x in meta["docs_trace"]],
