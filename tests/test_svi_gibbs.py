@@ -48,8 +48,13 @@ def test_fit_learns_topics_and_keeps_them_sparse(data):
     assert 0.0 < m.driver_share_ < 1.0
     # better than the topics at the prior, close to memoized VI
     memo = lsdask.LDA(5, alpha=1.0, eta=0.1, client="sync", random_state=0, n_laps=10).fit(X)
-    prior = m.score(X) - 1.0  # (the prior scores log(1/V) = -4.38 per token)
-    assert m.score(X) > prior
+    # topics at the prior (lambda = eta, uniform topics) score -log V per token
+    from lsdask.evaluate import document_completion, split_documents
+
+    A, B = split_documents(X, 0.8, 0)
+    prior = document_completion(A, B, np.full((5, 80), 1.0 / 80), m.alpha_)
+    np.testing.assert_allclose(prior, -np.log(80), rtol=1e-9)
+    assert m.score(X) > prior + 0.5
     assert m.score(X) > memo.score(X) - 0.15
 
 
