@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from scipy.special import digamma
 
 from lsdask.models.sparse_topics import SparseTopics, TopicWordCounts
 
@@ -68,3 +69,30 @@ def test_counts_add_exactly_in_any_order(rng) -> None:
     assert left.total == 1000
     dense = sum(p.as_matrix(50).toarray() for p in parts)
     np.testing.assert_array_equal(left.as_matrix(50).toarray(), dense)
+
+
+def test_view_is_exp_expected_log_topics_computed_densely(rng) -> None:
+    """The kernel's view (Z_k, excess, smooth) against exp E[log phi] from lambda."""
+    K, V, eta = 6, 50, 0.3
+    state = SparseTopics.at_prior(K, V, eta)
+    for t in range(1, 30):
+        nhat = np.zeros((V, K))
+        words = rng.choice(V - 5, size=8, replace=False)  # words 45-49 never counted
+        nhat[words] = rng.poisson(0.7, size=(8, K)) * 20.0
+        state.step((2.0 + t) ** -0.7, sp.csr_matrix(nhat), reset_below=1e-2)
+    assert state.n_resets >= 1 and state.pi < 1.0  # the scale enters the view
+    lam = state.lam()
+    expected = np.exp(digamma(lam) - digamma(lam.sum(axis=1, keepdims=True)))  # (K, V)
+    words = np.array([0, 3, 7, 8, 21, 22, 40, 49])
+    alpha = rng.uniform(0.05, 0.5, K)
+    view = state.view(words, alpha, step=30)
+    for local, w in enumerate(words):
+        np.testing.assert_allclose(view.dense_weights(local), expected[:, w], rtol=1e-12)
+    # a word with no stored entry weighs exp psi(eta) / Z_k: the smoothing term
+    assert (lam[:, 49] == eta).all()
+    np.testing.assert_allclose(view.smooth, expected[:, 49], rtol=1e-12)
+    np.testing.assert_allclose(view.cum_smooth, np.cumsum(alpha * expected[:, 49]), rtol=1e-12)
+    assert view.step == 30 and np.array_equal(view.word_ids, words)
+    # only stored entries are listed, each with a positive excess
+    stored = state.n_tilde()[:, words] > 0
+    assert view.w_topics.size == stored.sum() and (view.w_excess > 0).all()
