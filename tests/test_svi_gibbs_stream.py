@@ -217,3 +217,33 @@ def test_a_queue_outside_its_groups_is_refused_naming_the_file(tmp_path, field):
     save_stream_state(tmp_path / "ck", state, {})
     with pytest.raises(DataError, match=r"ckpt-svi-gibbs\.npz.*(queue|sizes)"):
         load_stream_state(tmp_path / "ck")
+
+
+def test_a_crash_at_an_epoch_end_resumes_within_the_epoch(tmp_path):
+    """A checkpoint is never written between an epoch's last minibatch and its
+    end: a run stopped by a failing on_epoch resumes with that minibatch, not
+    with a whole epoch more."""
+    path = tmp_path / "c"
+    Corpus.write(path, _docs(np.random.default_rng(4), 60), [f"w{i}" for i in range(V)],
+                 docs_per_row_group=30)  # fmt: skip
+    learner = _learner(n_epochs=1)
+    learner.checkpoint_every = 1
+    straight = learner.start(DocumentStream(str(path)), seed=2)
+    straight = learner.run(DocumentStream(str(path)), SerialExecutor(), straight)
+
+    def crash(state):
+        raise RuntimeError("scoring failed")
+
+    state = learner.start(DocumentStream(str(path)), seed=2)
+    with pytest.raises(RuntimeError, match="scoring failed"):
+        learner.run(
+            DocumentStream(str(path)), SerialExecutor(), state, on_epoch=crash,
+            checkpoint=lambda s: save_stream_state(tmp_path / "ck", s, {}),
+        )  # fmt: skip
+    resumed, _ = load_stream_state(tmp_path / "ck")
+    resumed.minibatch_log = []
+    resumed = learner.run(DocumentStream(str(path)), SerialExecutor(), resumed)
+    assert resumed.finished and resumed.epoch == 1
+    assert resumed.step == straight.step == 4  # 60 documents in minibatches of 17
+    assert len(resumed.minibatch_log) == 1 and len(resumed.minibatch_log[0]) == 60 - 3 * 17
+    np.testing.assert_array_equal(resumed.topics.lam(), straight.topics.lam())

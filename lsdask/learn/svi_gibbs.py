@@ -221,7 +221,10 @@ class SviGibbs:
                         checkpoint(state)
                     logger.info("svi-gibbs stopped after minibatch %d", state.step)
                     return state
-                if checkpoint is not None and since_checkpoint >= self.checkpoint_every:
+                # not after an epoch's last minibatch: the epoch's end is checkpointed
+                # once it is counted (a state between the two would redo the epoch)
+                due = since_checkpoint >= self.checkpoint_every and state.pos < len(state.queue)
+                if checkpoint is not None and due:
                     checkpoint(state)
                     since_checkpoint = 0
             bar.close()
