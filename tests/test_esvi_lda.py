@@ -328,6 +328,82 @@ def test_estimator_resume_equals_uninterrupted(tmp_path):
         LDA(K, n_laps=5, checkpoint_dir=str(tmp_path), resume=True, topk=2, **kw).fit(X)
 
 
+def test_fit_without_resume_refuses_a_checkpoint_folder(tmp_path):
+    """A fit without resume does not overwrite a folder holding an ESVI checkpoint:
+    the error names the folder and the fix, and the checkpoint is left as it was."""
+    from lsdask import LDA
+
+    X = corpus(8, 40)
+    kw = {"algorithm": "esvi", "n_blocks": 2, "client": "sync", "tol": 0, "random_state": 3,
+          "checkpoint_dir": str(tmp_path)}  # fmt: skip
+    LDA(K, n_laps=1, **kw).fit(X)
+    folder = tmp_path / "esvi"
+    before = {f.relative_to(folder): f.read_bytes() for f in folder.rglob("*") if f.is_file()}
+    with pytest.raises(ValueError, match=f"{folder} holds an ESVI checkpoint; pass resume=True"):
+        LDA(K, n_laps=2, **{**kw, "random_state": 5}).fit(X)
+    after = {f.relative_to(folder): f.read_bytes() for f in folder.rglob("*") if f.is_file()}
+    assert after == before
+    assert LDA(K, n_laps=2, resume=True, **kw).fit(X).n_laps_ == 2
+
+
+def _damage(folder: Path, how: str) -> None:
+    """Damage an ESVI checkpoint folder (``checkpoint_dir/esvi``) in one way."""
+    manifest = folder / "MANIFEST.json"
+    rotation = folder / json.loads(manifest.read_text())["folder"]
+    if how == "cut manifest":
+        text = manifest.read_text()
+        manifest.write_text(text[: len(text) // 2])
+    elif how == "manifest without pi":
+        doc = json.loads(manifest.read_text())
+        del doc["pi"]
+        manifest.write_text(json.dumps(doc))
+    elif how == "manifest naming another folder":
+        doc = json.loads(manifest.read_text())
+        doc["folder"] = "../elsewhere"
+        manifest.write_text(json.dumps(doc))
+    elif how == "no partition":
+        (folder / "partition.npz").unlink()
+    elif how == "no shard":
+        (rotation / "shard-1.npz").unlink()
+    elif how == "cut block":
+        data = (rotation / "block-0.npz").read_bytes()
+        (rotation / "block-0.npz").write_bytes(data[: len(data) // 2])
+    elif how == "shard without an array":
+        with np.load(rotation / "shard-0.npz") as z:
+            kept = {k: z[k] for k in z.files if k != "doc_topic"}
+        np.savez(rotation / "shard-0.npz", **kept)
+    else:
+        raise AssertionError(how)
+
+
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [
+        ("cut manifest", r"manifest .*MANIFEST\.json is unreadable \(JSONDecodeError"),
+        ("manifest without pi", r"manifest in .*esvi lacks \['pi'\]"),
+        ("manifest naming another folder", r"names rotation 2 in folder '\.\./elsewhere'"),
+        ("no partition", r"file .*esvi/partition\.npz is missing"),
+        ("no shard", r"file .*rotation-000002/shard-1\.npz is missing"),
+        ("cut block", r"file .*rotation-000002/block-0\.npz is damaged \(BadZipFile"),
+        ("shard without an array", r"file .*shard-0\.npz has no array 'doc_topic'"),
+    ],
+)
+def test_damaged_checkpoint_is_a_clear_error(tmp_path, how, message):
+    """Resuming from a damaged ESVI checkpoint raises a DataError naming the file,
+    what is wrong and how to go on; never a bare traceback."""
+    from lsdask import LDA
+    from lsdask.errors import DataError
+
+    X = corpus(8, 40)
+    kw = {"algorithm": "esvi", "n_blocks": 2, "client": "sync", "tol": 0, "random_state": 3,
+          "checkpoint_dir": str(tmp_path)}  # fmt: skip
+    LDA(K, n_laps=2, **kw).fit(X)
+    _damage(tmp_path / "esvi", how)
+    with pytest.raises(DataError, match=message) as caught:
+        LDA(K, n_laps=3, resume=True, **kw).fit(X)
+    assert "start afresh" in str(caught.value) and "without resume" in str(caught.value)
+
+
 @pytest.mark.parametrize("where", ["serial", "dask"])
 def test_heldout_score_without_gathering(where, request):
     """Document completion from the heldout words' columns only (each block sends
@@ -377,40 +453,77 @@ def test_warm_start_from_topics(init):
     )
 
 
-def test_lost_worker_mid_rotation_resumes_equal(tmp_path):
-    """A worker killed during a rotation: the fit goes on from the last complete
-    rotation's checkpoint on the cluster's workers and ends equal to an
-    uninterrupted run."""
+@pytest.mark.parametrize(
+    ("where", "resumed_from"), [("substep", 2), ("checkpoint", 1), ("gather", 4)]
+)
+def test_lost_worker_resumes_equal(where, resumed_from, tmp_path, monkeypatch, caplog):
+    """A worker lost at a known point: inside a sub-step of the third rotation
+    (its process exits in the task), while it writes the second rotation's
+    checkpoint, or after the last rotation before the model is gathered. The fit
+    goes on from the last complete rotation's checkpoint on the cluster's
+    workers (the warning says from which) and ends equal to an uninterrupted
+    run."""
+    import logging
     import os
-    import threading
+    import time
 
     from distributed import Client, LocalCluster
 
     from lsdask import LDA
+    from lsdask.estimators import lda_esvi
 
     X = corpus(12, 300)
     kw = {"algorithm": "esvi", "n_blocks": 2, "tol": 0, "random_state": 4, "batch_size": 20}
-    want = LDA(K, n_laps=5, client="sync", **kw).fit(X)
+    want = LDA(K, n_laps=4, client="sync", **kw).fit(X)
+    marker, calls = tmp_path / "killed", tmp_path / "calls"
+
+    def exit_at(part: int, nth: int) -> None:
+        """On part 1's worker: its process exits at the ``nth`` call, once."""
+        if part != 1 or marker.exists():
+            return
+        with open(calls, "a") as f:
+            f.write("x")
+        if calls.stat().st_size == nth:
+            marker.touch()
+            os._exit(1)
+
+    class Dying(ESVILDA):
+        def substep(self, shard, *args):
+            if where == "substep":
+                exit_at(shard.part, 2 * 2 + 2)  # rotation 3, sub-step 1
+            return super().substep(shard, *args)
+
+        def shard_state(self, shard):
+            if where == "checkpoint":
+                exit_at(shard.part, 2)  # the checkpoint of rotation 2
+            return super().shard_state(shard)
+
+    monkeypatch.setattr(lda_esvi, "ESVILDA", Dying)
     cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                            dashboard_address=":0")  # fmt: skip
     client = Client(cluster)
-    killed = []
 
-    def kill_soon(run):
-        if len(run.elbo_trace) == 2 and not killed:
-            victim = sorted(client.scheduler_info()["workers"])[1]
-            killed.append(victim)
-            timer = threading.Timer(0.05, lambda: client.run(os._exit, 1, workers=[victim],
-                                                             on_error="ignore"))  # fmt: skip
-            timer.start()
+    def kill_before_gather(run):
+        if where != "gather" or len(run.elbo_trace) < 4 or marker.exists():
+            return
+        marker.touch()
+        victim = sorted(client.scheduler_info()["workers"])[1]
+        client.run(os._exit, 1, workers=[victim], on_error="ignore")
+        deadline = time.monotonic() + 30
+        while victim in client.scheduler_info()["workers"] and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     try:
-        got = LDA(K, n_laps=5, client=client, checkpoint_dir=str(tmp_path), **kw)
-        got.fit(X, callback=kill_soon)
+        with caplog.at_level(logging.WARNING, logger="lsdask.estimators.lda_esvi"):
+            got = LDA(K, n_laps=4, client=client, checkpoint_dir=str(tmp_path / "ck"), **kw)
+            got.fit(X, callback=kill_before_gather)
     finally:
         client.close()
         cluster.close()
-    assert killed
+    assert marker.exists()
+    resumed = [r.getMessage() for r in caplog.records if "resuming from rotation" in r.message]
+    assert len(resumed) == 1 and resumed[0].endswith(f"resuming from rotation {resumed_from}")
+    np.testing.assert_array_equal(got.substep_elbo_trace_, want.substep_elbo_trace_)
     np.testing.assert_array_equal(got.elbo_trace_, want.elbo_trace_)
     np.testing.assert_array_equal(got.components_, want.components_)
 

@@ -57,7 +57,9 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
     of a rotation falls below ``tol``). With ``checkpoint_dir``, every rotation is
     written block by block to its ``esvi/`` folder; with ``resume``, the fit goes
     on from the last complete rotation there (same settings and batches), up to
-    ``n_laps`` rotations in all. Returns ``est``."""
+    ``n_laps`` rotations in all; without it, a folder that holds a checkpoint is
+    refused. A worker lost during a rotation, its checkpoint or the final gather
+    is recovered from there too, by itself. Returns ``est``."""
     V, K = source.n_features, est.n_components
     P, C = check_esvi_settings(est, V)
     if est.n_laps < 1:
@@ -78,18 +80,24 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
         stats = est._initial_stats(lda, sample, rng, counts, source.n_rows)
         return np.asarray(stats.array("words"), dtype=np.float64)
 
-    previous_level = _package_logger.level
-    if est.verbose:
-        _package_logger.setLevel(logging.INFO if est.verbose == 1 else logging.DEBUG)
     store = None
     if est.checkpoint_dir is not None:
         store = ESVIStore(os.path.join(os.fspath(est.checkpoint_dir), "esvi"))
+        if store.exists() and not est.resume:
+            raise ValueError(
+                f"{store.folder} holds an ESVI checkpoint; pass resume=True (lsdask fit "
+                "--resume DIR) to continue it, or give another checkpoint folder (or remove "
+                "that one) to start afresh"
+            )
     settings = {
         "K": K, "V": V, "P": P, "C": C, "rule": est.topk_rule, "alpha": priors["alpha"],
         "eta": priors["eta"], "seed": model.seed, "esvi_iters": est.esvi_iters,
         "init": est.init if isinstance(est.init, str) else "counts",
         "batches": [str(getattr(b, "key", i)) for i, b in enumerate(source.batches)],
     }  # fmt: skip
+    previous_level = _package_logger.level
+    if est.verbose:
+        _package_logger.setLevel(logging.INFO if est.verbose == 1 else logging.DEBUG)
     parts, owned = open_partitions(est.client, P, est.n_workers)
     try:
         run = None
@@ -102,29 +110,34 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
             )  # fmt: skip
         converged = False
         losses = 0
-        while len(run.elbo_trace) < est.n_laps and not converged:
+        while True:
             try:
-                esvi.rotate(model, parts, run, 1)
+                while len(run.elbo_trace) < est.n_laps and not converged:
+                    esvi.rotate(model, parts, run, 1)
+                    if store is not None:
+                        esvi.checkpoint(model, parts, run, store, settings)
+                    losses = 0
+                    if callback is not None:
+                        callback(run)
+                    trace = run.elbo_trace
+                    if len(trace) > 1 and est.tol > 0:
+                        converged = abs(trace[-1] - trace[-2]) <= est.tol * abs(trace[-2])
+                # the whole model: asked for by fit's attributes
+                blocks = parts.gather(run.blocks)
+                break
             except ClusterError as exc:
-                if store is None or store.latest() is None or losses >= LOST_WORKER_RETRIES:
+                # a worker lost in a rotation, in its checkpoint or in the final
+                # gather: go on from the last complete rotation written
+                latest = None if store is None else store.latest()
+                if latest is None or losses >= LOST_WORKER_RETRIES:
                     raise
                 losses += 1
-                logger.warning("%s; resuming from rotation %s", exc, store.latest()["rotation"])
+                logger.warning("%s; resuming from rotation %s", exc, latest["rotation"])
                 parts.release(run.blocks + run.shards)
                 parts = reopen_partitions(parts, P)
                 resumed = esvi.resume(model, parts, store, settings)
                 assert resumed is not None  # store.latest() was checked
                 run = resumed
-                continue
-            losses = 0
-            if store is not None:
-                esvi.checkpoint(model, parts, run, store, settings)
-            if callback is not None:
-                callback(run)
-            trace = run.elbo_trace
-            if len(trace) > 1 and est.tol > 0:
-                converged = abs(trace[-1] - trace[-2]) <= est.tol * abs(trace[-2])
-        blocks = parts.gather(run.blocks)  # the whole model: asked for by fit's attributes
         sums = run.sums
         parts.release(run.blocks + run.shards)
     finally:

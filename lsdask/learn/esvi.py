@@ -24,9 +24,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from lsdask.errors import DataError
 from lsdask.learn.protocols import Batch, Handle
 
 logger = logging.getLogger(__name__)
+
+#: what :func:`checkpoint` writes into a manifest besides the store's own entries
+_MANIFEST_META = (
+    "settings", "n_parts", "pi", "elbo_trace", "substep_elbo", "time_trace", "n_tokens", "sums",
+)  # fmt: skip
 
 
 class PartitionedModel(Protocol):
@@ -315,10 +321,12 @@ def checkpoint(
 ) -> None:  # fmt: skip
     """Write the state after a complete rotation: every part its shard and the
     block it holds, on its own worker; then the manifest (with ``settings``, the
-    totals and the traces)."""
+    totals and the traces). The vocabulary partition is written only while the
+    folder has no manifest, so a manifest never names blocks of another
+    partition than the one beside it."""
     P = parts.n_parts
     rotation = len(run.elbo_trace)
-    if rotation == 1 or not store.latest():
+    if store.latest() is None:
         store.write_partition(model.partition_state(run.partition))
     held = [block_at(p, P - 1, P) for p in range(P)]
     out = parts.run(
@@ -351,6 +359,14 @@ def resume(
     manifest = store.latest()
     if manifest is None:
         return None
+    missing = [k for k in _MANIFEST_META if k not in manifest]
+    if missing:
+        where = getattr(store, "folder", store)
+        raise DataError(
+            f"the ESVI checkpoint manifest in {where} lacks {missing}: it was written by "
+            f"another version or modified. Restore {where} from a copy to resume it, or start "
+            "afresh: remove it (or give another checkpoint_dir) and fit without resume"
+        )
     if manifest["settings"] != settings or manifest["n_parts"] != parts.n_parts:
         raise ValueError(
             f"the ESVI checkpoint in {getattr(store, 'folder', store)} was written with "

@@ -10,24 +10,58 @@ a manifest naming it is incomplete and ignored: a run resumes from the last
 complete rotation. No process holds more than its own part while writing.
 
 The vocabulary partition (V-sized arrays, not K x V) is written once
-(``partition.npz``) by the driver.
+(``partition.npz``) by the driver, before the first manifest.
+
+A damaged or incomplete folder (a cut manifest, a missing or damaged file, a
+file without an array the model reads) raises :class:`lsdask.errors.DataError`
+naming the file, what is wrong and how to go on.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import uuid
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from lsdask.errors import DataError
 from lsdask.io import fsops
 
 MANIFEST = "MANIFEST.json"
+_ROTATION = re.compile(r"rotation-\d{6}")
+_PART_FILE = re.compile(r"(shard|block)-\d+\.npz")
+
+
+def _fix(folder: str | Path) -> str:
+    return (
+        f"Restore {folder} from a copy to resume it, or start afresh: remove it (or give "
+        "another checkpoint_dir) and fit without resume"
+    )
+
+
+class _Arrays(dict[str, np.ndarray]):
+    """The arrays of one checkpoint file; a missing one is a DataError naming the file."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], path: Path, folder: str | Path) -> None:
+        super().__init__(arrays)
+        self.path = path
+        self.folder = folder
+
+    def __missing__(self, key: str) -> np.ndarray:
+        names = sorted(self)
+        held = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        raise DataError(
+            f"ESVI checkpoint file {self.path} has no array {key!r} (it holds {held or 'none'}): "
+            f"it was written by another version or modified. {_fix(self.folder)}"
+        )
 
 
 def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> int:
@@ -49,9 +83,23 @@ def _write_json(path: Path, obj: Any) -> None:
     fsops.replace(tmp, path)
 
 
-def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+def _read_npz(path: Path, folder: str | Path) -> dict[str, np.ndarray]:
+    """The arrays of ``path``, a file of the checkpoint folder ``folder``, or a DataError."""
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise ValueError("not an .npz archive")
+        with loaded as z:
+            return _Arrays({k: z[k] for k in z.files}, path, folder)
+    except FileNotFoundError as exc:
+        raise DataError(
+            f"ESVI checkpoint file {path} is missing: the checkpoint in {folder} is "
+            f"incomplete. {_fix(folder)}"
+        ) from exc
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise DataError(
+            f"ESVI checkpoint file {path} is damaged ({type(exc).__name__}: {exc}). {_fix(folder)}"
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -82,7 +130,7 @@ class ESVIStore:
         _write_npz(Path(self.folder) / "partition.npz", arrays)
 
     def read_partition(self) -> dict[str, np.ndarray]:
-        return _read_npz(Path(self.folder) / "partition.npz")
+        return _read_npz(Path(self.folder) / "partition.npz", self.folder)
 
     def commit(self, rotation: int, parts: list[dict[str, Any]], meta: dict[str, Any]) -> None:
         """Record rotation ``rotation`` as complete; remove the older ones."""
@@ -96,16 +144,53 @@ class ESVIStore:
                 shutil.rmtree(old, ignore_errors=True)
 
     def latest(self) -> dict[str, Any] | None:
-        """The manifest of the last complete rotation, or None."""
+        """The manifest of the last complete rotation, or None; a DataError when it
+        cannot be read or lacks the rotation, its folder or its parts' files."""
         path = Path(self.folder) / MANIFEST
-        if not path.exists():
+        try:
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
             return None
-        with open(path) as f:
-            return dict(json.load(f))
+        except (OSError, ValueError, RecursionError) as exc:
+            raise DataError(
+                f"ESVI checkpoint manifest {path} is unreadable ({type(exc).__name__}: "
+                f"{exc}). {_fix(self.folder)}"
+            ) from exc
+        problem = _manifest_problem(manifest)
+        if problem:
+            raise DataError(f"ESVI checkpoint manifest {path} {problem}. {_fix(self.folder)}")
+        return dict(manifest)
 
     def read(self, manifest: dict[str, Any], name: str) -> dict[str, np.ndarray]:
         """One file of the manifest's rotation (on the worker that loads it)."""
-        return _read_npz(Path(self.folder) / manifest["folder"] / name)
+        return _read_npz(Path(self.folder) / manifest["folder"] / name, self.folder)
 
     def exists(self) -> bool:
         return os.path.exists(Path(self.folder) / MANIFEST)
+
+
+def _manifest_problem(manifest: Any) -> str:
+    """What is wrong with a manifest's own entries (the rotation, its folder and
+    its parts' files), or ''."""
+    if not isinstance(manifest, dict):
+        return "is not a JSON object"
+    missing = [k for k in ("rotation", "folder", "parts") if k not in manifest]
+    if missing:
+        return f"lacks {missing}"
+    if not isinstance(manifest["rotation"], int) or not _ROTATION.fullmatch(
+        str(manifest["folder"])
+    ):
+        return (
+            f"names rotation {manifest['rotation']!r} in folder {str(manifest['folder'])[:80]!r}, "
+            "not a rotation number and a rotation-NNNNNN folder"
+        )
+    parts = manifest["parts"]
+    keys = ("part", "shard", "block", "block_index")
+    if not isinstance(parts, list) or not all(
+        isinstance(e, dict) and all(k in e for k in keys) for e in parts
+    ):
+        return f"lacks a list of parts, each with {list(keys)}"
+    bad = [e[k] for e in parts for k in ("shard", "block") if not _PART_FILE.fullmatch(str(e[k]))]
+    if bad:
+        return f"names part file {str(bad[0])[:80]!r}, not a shard-N.npz or block-N.npz"
+    return ""
