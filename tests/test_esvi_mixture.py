@@ -230,3 +230,19 @@ def test_estimator_refuses_sparsity():
 
     with pytest.raises(ValueError, match="sparsity=2 is not supported with algorithm='esvi'"):
         GaussianMixture(K, algorithm="esvi", sparsity=2, client="sync").fit(gaussian_rows())
+
+
+def test_time_trace_is_cumulative(monkeypatch):
+    """The estimator runs one rotation per call; its time trace still adds up the
+    rotations (seconds since the first one began), as LDA's does. A clock that
+    ticks one second per reading: each rotation takes one second."""
+    from types import SimpleNamespace
+
+    from lsdask import GaussianMixture
+    from lsdask.learn import esvi_mixture
+
+    ticks = iter(range(1000))
+    monkeypatch.setattr(esvi_mixture, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+    est = GaussianMixture(K, algorithm="esvi", n_blocks=2, client="sync", n_laps=3, tol=0,
+                          batch_size=40, random_state=0).fit(gaussian_rows(2))  # fmt: skip
+    np.testing.assert_array_equal(est.time_trace_, [1.0, 2.0, 3.0])

@@ -136,9 +136,11 @@ def rotate_mixture(
     redeal_blocks: bool = True,
 ) -> MixtureRun:
     """``n_rotations`` rotations; components dealt afresh before each one after the
-    first (``redeal_blocks=False`` keeps the first blocks: only to show why not)."""
+    first (``redeal_blocks=False`` keeps the first blocks: only to show why not).
+    The time trace is cumulative: it goes on from the run's last time, so calls
+    of one rotation each add up as one call of many."""
     P = parts.n_parts
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() - (run.time_trace[-1] if run.time_trace else 0.0)
     for _ in range(n_rotations):
         if run.substep_elbo and P > 1 and redeal_blocks:
             redeal(model, parts, run)
