@@ -66,7 +66,7 @@ class DaskPartitions:
     def __init__(self, client: Client, n_parts: int) -> None:
         self.client = client
         self.n_parts = n_parts
-        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        workers = sorted(self._worker_addresses())
         if len(workers) < n_parts:
             raise ValueError(
                 f"n_blocks={n_parts} needs {n_parts} Dask workers, one per block; the cluster "
@@ -119,9 +119,18 @@ class DaskPartitions:
                 "checkpoint_dir goes on from the last complete rotation"
             ) from exc
 
+    def _worker_addresses(self) -> list[str]:
+        """The workers the scheduler knows now, asked of the scheduler itself (the
+        client's ``scheduler_info`` is a copy it refreshes in the background)."""
+
+        def addresses(dask_scheduler: Any) -> list[str]:
+            return list(dask_scheduler.workers)
+
+        return list(self.client.run_on_scheduler(addresses))
+
     def check_workers(self) -> None:
         """A ClusterError naming the parts whose worker has left the cluster."""
-        current = set(self.client.scheduler_info(n_workers=-1)["workers"])
+        current = set(self._worker_addresses())
         lost = [p for p, w in enumerate(self.workers) if w not in current]
         if lost:
             where = ", ".join(self.workers[p] for p in lost)
