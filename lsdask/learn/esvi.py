@@ -224,12 +224,7 @@ def substep(model: PartitionedModel, parts: Partitions, run: ESVIRun, s: int) ->
     parts.release([o[2] for o in out])
     parts.release(run.shards + run.blocks + [pi])
     run.shards = [o[0] for o in out]
-    blocks: list[Handle] = [None] * P
-    for p in range(P):
-        blocks[met[p]] = out[p][1]
-    run.blocks = blocks
-    by_block = sorted(reports, key=lambda r: r.block)
-    run.pi = np.sum([r.colsum for r in by_block], axis=0)
+    by_block = _place_blocks(run, met, [o[1] for o in out], reports)
     run.reports = list(reports)
     run.sums = {
         "alloc": float(sum(r.alloc for r in reports)),
@@ -238,6 +233,22 @@ def substep(model: PartitionedModel, parts: Partitions, run: ESVIRun, s: int) ->
     elbo = model.elbo(reports, by_block, run.pi)
     run.substep_elbo.append(elbo)
     return elbo
+
+
+def _place_blocks(
+    run: ESVIRun, where: list[int], new: list[Handle], reports: list[Any]
+) -> list[Any]:
+    """Part p's new block is block ``where[p]``: store them in block order, sum the
+    totals ``pi`` from the blocks' column sums in block order (the same order on
+    every schedule, so the sums are reproducible), and return the reports in
+    block order."""
+    blocks: list[Handle] = [None] * len(new)
+    for p, handle in enumerate(new):
+        blocks[where[p]] = handle
+    run.blocks = blocks
+    by_block = sorted(reports, key=lambda r: r.block)
+    run.pi = np.sum([r.colsum for r in by_block], axis=0)
+    return by_block
 
 
 def drop_start(model: PartitionedModel, parts: Partitions, run: ESVIRun) -> None:
@@ -251,12 +262,7 @@ def drop_start(model: PartitionedModel, parts: Partitions, run: ESVIRun) -> None
     )
     reports = parts.gather([o[1] for o in out])
     parts.release([o[1] for o in out] + run.blocks)
-    blocks: list[Handle] = [None] * P
-    for p in range(P):
-        blocks[held[p]] = out[p][0]
-    run.blocks = blocks
-    by_block = sorted(reports, key=lambda r: r.block)
-    run.pi = np.sum([r.colsum for r in by_block], axis=0)
+    by_block = _place_blocks(run, held, [o[0] for o in out], reports)
     run.warm = False
     run.substep_elbo[-1] = model.elbo(run.reports, by_block, run.pi)
 
