@@ -97,8 +97,11 @@ HDP_MAX_DELETES = 10
 HDP_MAX_TARGET_DOCS = 20000
 #: merge pairs prepared per lap
 HDP_MAX_MERGE_PAIRS = 20
-#: the documents a lap's delete judgements rerun, as a fraction of the corpus's
+#: the most documents a lap's delete judgements rerun, as a fraction of the corpus's
 HDP_DELETE_WORK = 0.1
+#: the least such fraction: after laps whose deletes were all rejected the budget
+#: halves down to it (MoveSettings.next_budget)
+HDP_DELETE_WORK_FLOOR = 0.01
 
 #: the longest line an ingest reader takes (a JSON record, a line of a
 #: bag-of-words file): longer ones are refused before they are read whole

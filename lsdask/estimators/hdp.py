@@ -149,6 +149,7 @@ class HDP(LDA):
             max_target_docs=config.HDP_MAX_TARGET_DOCS,
             max_pairs=config.HDP_MAX_MERGE_PAIRS,
             delete_work=config.HDP_DELETE_WORK,
+            delete_work_floor=config.HDP_DELETE_WORK_FLOOR,
         )
         return HDPModel(
             self.max_components, vocab_size, options=options, moves=moves, **self._priors()

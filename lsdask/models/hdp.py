@@ -102,6 +102,7 @@ class HDPGlobals(LDAGlobals):
     alpha_rest: float
     plan: MovePlan | None = None  # the moves the lap under way prepares
     resting: tuple[int, ...] = ()  # delete candidates rejected last lap: not planned next
+    delete_budget: float | None = None  # the lap's delete work (None: MoveSettings.delete_work)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -306,7 +307,8 @@ class HDPModel(LDAModel):
         if not self.has_moves:
             return glob
         cosines = topic_cosines(glob.concentrations)
-        return glob.with_plan(choose_plan(stats, cosines, self.moves, lap, glob.resting))
+        plan = choose_plan(stats, cosines, self.moves, lap, glob.resting, glob.delete_budget)
+        return glob.with_plan(plan)
 
     def judge_moves(
         self, stats: SuffStats, glob: HDPGlobals, entries: Iterable[SuffStats], sparsity: int | None
@@ -392,6 +394,8 @@ class HDPModel(LDAModel):
             out["plan"] = glob.plan.to_list()
         if glob.resting:
             out["resting"] = [float(k) for k in glob.resting]
+        if glob.delete_budget is not None:
+            out["delete_budget"] = [float(glob.delete_budget)]
         return out
 
     # -- the objective ------------------------------------------------------------
@@ -429,9 +433,25 @@ class HDPModel(LDAModel):
 
 
 def _with_carried(glob: HDPGlobals, carried: Mapping[str, Any] | None) -> HDPGlobals:
-    """``glob`` with the move plan and the resting candidates that ``carried`` holds."""
+    """``glob`` with the move plan, the resting candidates and the delete budget that
+    ``carried`` holds."""
     resting = () if carried is None else tuple(int(k) for k in carried.get("resting", ()))
-    return dataclasses.replace(glob, plan=_plan_of(carried), resting=resting)
+    budget = None if carried is None else carried.get("delete_budget")
+    if budget is not None:
+        budget = _budget_of(budget)
+    return dataclasses.replace(glob, plan=_plan_of(carried), resting=resting, delete_budget=budget)
+
+
+def _budget_of(value: Any) -> float:
+    """The delete budget that :meth:`HDPModel.carry` wrote (a list of one fraction)."""
+    try:
+        (budget,) = value
+        budget = float(budget)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"delete_budget must be a list of one number; got {value!r}") from exc
+    if not (np.isfinite(budget) and 0.0 < budget <= 1.0):
+        raise ValueError(f"delete_budget must be a fraction in (0, 1]; got {budget!r}")
+    return budget
 
 
 def _plan_of(carried: Mapping[str, Any] | None) -> MovePlan | None:

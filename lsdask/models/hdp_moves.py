@@ -79,7 +79,17 @@ __all__ = ["PAIR_FIELDS", "MoveOutcome", "MovePlan", "MoveRecord", "MoveSettings
 
 @dataclass(frozen=True)
 class MoveSettings:
-    """How many moves a lap prepares (see :class:`~lsdask.models.hdp.HDPModel`)."""
+    """How many moves a lap prepares (see :class:`~lsdask.models.hdp.HDPModel`).
+
+    ``delete_work`` is the most a lap spends on deletes, as a fraction of the
+    corpus's documents rerun. The budget adapts to what the deletes achieve: a lap
+    whose judged deletes were all rejected halves the next lap's budget (down to
+    ``delete_work_floor``), a lap that accepted one doubles it (up to
+    ``delete_work``). Rejected candidates are the ones the plan judged most likely
+    to go (the smallest topics), so after a rejected lap the next is unlikely to
+    do better: laps that change nothing then cost little more than an LDA lap,
+    while a phase in which deletes succeed keeps its full budget.
+    """
 
     delete: bool = False
     merge: bool = False
@@ -88,6 +98,17 @@ class MoveSettings:
     max_target_docs: int = 20000
     max_pairs: int = 20
     delete_work: float = 0.1
+    delete_work_floor: float = 0.01
+
+    def next_budget(self, budget: float | None, judged: int, accepted: int) -> float:
+        """The next lap's delete budget after a lap with ``budget`` (None: the
+        full ``delete_work``) that judged ``judged`` deletes and accepted ``accepted``."""
+        current = self.delete_work if budget is None else budget
+        if accepted:
+            return min(self.delete_work, 2.0 * current)
+        if judged:
+            return max(min(self.delete_work_floor, self.delete_work), 0.5 * current)
+        return current
 
 
 # -- choosing the plan ---------------------------------------------------------------
@@ -99,6 +120,7 @@ def choose_plan(
     settings: MoveSettings,
     lap: int,
     resting: tuple[int, ...] = (),
+    budget: float | None = None,
 ) -> MovePlan:
     """The lap's plan from the whole-data statistics of the last lap and the
     cosine similarities of the topics' word distributions (K, K;
@@ -106,7 +128,8 @@ def choose_plan(
 
     Delete candidates: topics used by at most ``delete_max_docs`` documents,
     fewest tokens first, while their target documents add up to at most
-    ``max_target_docs`` and to ``delete_work`` times the documents of the corpus
+    ``max_target_docs`` and to ``budget`` (the lap's adaptive delete budget, see
+    :class:`MoveSettings`; None: ``delete_work``) times the documents of the corpus
     (judging a candidate reruns about the documents that use it, so a lap's
     deletes cost about that fraction of a lap; the judgement holds to it). Merge pairs:
     each pair scored by the larger of the cosine
@@ -119,7 +142,8 @@ def choose_plan(
     used = stats.array("Dused") if "Dused" in stats.keys() else np.zeros(K)
     deletes: list[int] = []
     if settings.delete and K > 2:
-        work = settings.delete_work * float(stats.array("n_docs")[0])
+        fraction = settings.delete_work if budget is None else budget
+        work = fraction * float(stats.array("n_docs")[0])
         targets = 0.0
         for k in np.argsort(N, kind="stable"):
             if len(deletes) >= min(settings.max_deletes, K - 2):
@@ -206,6 +230,7 @@ class MoveOutcome:
     model: HDPModel
     rho: np.ndarray
     omega: np.ndarray
+    budget: float | None = None  # the lap's delete budget (None: the full delete_work)
     records: list[MoveRecord] = field(default_factory=list)
     objective: tuple[float, float] = (np.nan, np.nan)
     skipped: str = ""
@@ -244,12 +269,16 @@ class MoveOutcome:
     @property
     def carried(self) -> dict[str, list[float]]:
         """The sticks to go on with, as :meth:`HDPModel.carry` writes them (no plan),
-        and, where nothing was accepted (the topics keep their numbers), the delete
-        candidates rejected, which the next lap's plan leaves out."""
+        the next lap's delete budget (:meth:`MoveSettings.next_budget`) and, where
+        nothing was accepted (the topics keep their numbers), the delete candidates
+        rejected, which the next lap's plan leaves out."""
         out = {"rho": [float(x) for x in self.rho], "omega": [float(x) for x in self.omega]}
-        rejected = [float(r.topics[0]) for r in self.records if r.kind == "delete"]
-        if rejected and not self.n_accepted:
-            out["resting"] = rejected
+        judged = [float(r.topics[0]) for r in self.records if r.kind == "delete"]
+        if judged and not self.n_accepted:
+            out["resting"] = judged
+        deleted = sum(r.kind == "delete" and r.accepted for r in self.records)
+        budget = self.model.moves.next_budget(self.budget, len(judged), deleted)
+        out["delete_budget"] = [float(budget)]
         return out
 
     def summary(self) -> str:
@@ -286,7 +315,7 @@ def judge_moves(
     earlier acceptances.
     """
     plan = glob.plan
-    outcome = MoveOutcome(model, glob.rho, glob.omega)
+    outcome = MoveOutcome(model, glob.rho, glob.omega, glob.delete_budget)
     if plan is None or not (plan.deletes or any(j >= 0 for j, _ in plan.pairs)):
         return outcome
     judge = MoveJudge(model, glob, sparsity)
@@ -297,7 +326,8 @@ def judge_moves(
     total = stats
     deletes = None
     if plan.deletes:
-        work = model.moves.delete_work * model.row_count(stats)
+        fraction = model.moves.delete_work if glob.delete_budget is None else glob.delete_budget
+        work = fraction * model.row_count(stats)
         deletes = judge_deletes(judge, stats, list(entries), plan, current, work)
         outcome.skipped = deletes.skipped
         outcome.rerun_docs = deletes.reruns
