@@ -166,12 +166,12 @@ def train_sklearn(
     return {"stop": reason, "cores": 1, "cores_note": "n_jobs=1 (+BLAS)"}
 
 
-def tomotopy_lda(X: sp.csr_matrix, K: int, seed: int) -> Any:
-    """tomotopy's LDAModel with the benchmark's priors holding the documents of X
-    (word ids as strings, each repeated by its count)."""
+def tomotopy_lda(X: sp.csr_matrix, K: int, seed: int, alpha: float | None = None) -> Any:
+    """tomotopy's LDAModel with the benchmark's priors (or ``alpha`` per topic)
+    holding the documents of X (word ids as strings, each repeated by its count)."""
     import tomotopy as tp
 
-    mdl = tp.LDAModel(k=K, alpha=ALPHA / K, eta=ETA, seed=seed)
+    mdl = tp.LDAModel(k=K, alpha=ALPHA / K if alpha is None else alpha, eta=ETA, seed=seed)
     mdl.optim_interval = 0  # keep alpha fixed (tomotopy optimizes it every 10 iterations)
     for d in range(X.shape[0]):
         lo, hi = X.indptr[d], X.indptr[d + 1]
