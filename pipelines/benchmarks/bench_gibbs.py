@@ -149,7 +149,8 @@ def render(res: dict, quick: bool) -> str:
     lines = header(res, "Collapsed Gibbs samplers" + (" (quick)" if quick else ""))
     lines += [
         f"{sweeps} sweeps from a random start on row 2's training documents of "
-        f"`bench_lda.py`, alpha = {ALPHA} in total, eta = {ETA}. ms per sweep, setup "
+        f"`bench_lda.py`, alpha = {ALPHA} in total (rows marked 'alpha per topic': that "
+        f"prior per topic), eta = {ETA}. ms per sweep, setup "
         "included (tomotopy's adding of documents excluded); heldout: document completion of "
         "the topic-word counts after the sweeps (nats/token, as row 2).",
         "",
