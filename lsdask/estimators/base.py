@@ -41,7 +41,8 @@ class MixtureEstimatorBase(VariationalEstimator):
         (esvi paper, Alg. 4; docs/esvi.md): the components dealt at random into
         ``n_blocks`` blocks at every rotation, one block per worker, each worker
         updating its own rows against the block it holds; ``n_laps`` counts
-        rotations; dense responsibilities (``sparsity=None``), random start.
+        rotations; dense responsibilities (``sparsity=None``); it starts from
+        ``init``'s seeds, as memoized VI does.
     n_laps : int
         Maximum passes over the data.
     tol : float

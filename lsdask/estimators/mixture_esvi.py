@@ -17,6 +17,7 @@ import numpy as np
 
 from lsdask import config
 from lsdask.engine.partitions import open_partitions
+from lsdask.learn import initial_stats
 from lsdask.learn.esvi_mixture import rotate_mixture, start_mixture
 from lsdask.models import MixtureModel, SuffStats
 from lsdask.models.esvi_mixture import ESVIMixture
@@ -24,6 +25,16 @@ from lsdask.validation import check_sparsity
 
 logger = logging.getLogger(__name__)
 _package_logger = logging.getLogger("lsdask")
+
+
+def start_stats(
+    observation: Any, K: int, alpha: float, sample: Any, init: str, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    """The statistics memoized VI starts from: ``sample`` hard-assigned to the seeds
+    chosen by ``init`` (:func:`lsdask.learn.initial_stats`), for all K components."""
+    stats = initial_stats(MixtureModel(observation, K, alpha), sample, init, rng)
+    names = ["N", *observation.empty_stats(1)]
+    return {n: np.asarray(stats.array(n), dtype=np.float64) for n in names}
 
 
 def fit_mixture_esvi(est: Any, source: Any, observation: Any, rng: np.random.Generator) -> Any:
@@ -49,13 +60,18 @@ def fit_mixture_esvi(est: Any, source: Any, observation: Any, rng: np.random.Gen
     P = est.n_blocks or default_p
     sample = source.sample(config.INIT_SAMPLE_ROWS, rng, check=observation.check_data)
     observation = observation.with_data_defaults(sample)
+    # the seeds drawn first, as memoized VI draws them: the same start for the same random_state
+    start = start_stats(observation, K, float(est.alpha), sample, est.init, rng)
     model = ESVIMixture(observation, K, float(est.alpha), int(rng.integers(2**31)))
     previous_level = _package_logger.level
     if est.verbose:
         _package_logger.setLevel(logging.INFO if est.verbose == 1 else logging.DEBUG)
     parts, owned = open_partitions(est.client, P, est.n_workers)
     try:
-        run = start_mixture(model, parts, source.batches, source.batch_rows, rng)
+        run = start_mixture(
+            model, parts, source.batches, source.batch_rows, rng,
+            lambda: start,
+        )  # fmt: skip
         converged = False
         for _ in range(est.n_laps):
             rotate_mixture(model, parts, run, 1)

@@ -37,6 +37,12 @@ class PartitionedMixture(Protocol):
         self, loaders: list[Any], part: int, blocks: list[np.ndarray]
     ) -> tuple[Any, ...]: ...
 
+    def load_shard(self, loaders: list[Any], part: int) -> Any: ...
+
+    def weigh_start(self, shard: Any, block: Any, shared: Any = None) -> Any: ...
+
+    def finish_start(self, shard: Any, blocks: list[np.ndarray]) -> tuple[Any, ...]: ...
+
     def make_block(self, index: int, comps: np.ndarray, *stats: Any) -> Any: ...
 
     def split_block(self, block: Any, blocks: list[np.ndarray]) -> tuple[Any, ...]: ...
@@ -85,9 +91,20 @@ def start_mixture(
     batches: Sequence[Batch],
     n_rows_per_batch: Sequence[int],
     rng: np.random.Generator,
+    start_stats: Callable[[], dict[str, np.ndarray]] | None = None,
 ) -> MixtureRun:
     """Deal the batches (non-empty first, by rows) and the components; build shards
-    and blocks (block b on part b)."""
+    and blocks (block b on part b).
+
+    Without ``start_stats`` every shard draws its first responsibilities
+    (``model.first_resp``, the paper's start). With it, ``start_stats()``
+    gives statistics of all K components (``N`` and the observation model's,
+    e.g. of ``init``'s seeds, as memoized VI starts: the only K-sized array in
+    the driver, made and sliced by block once), and a start rotation gives
+    every row its responsibilities against them: in sub-step s, part p's rows
+    weigh the components of start block ``(p + s) mod P``; then each row's
+    weights become a softmax over all K, and the blocks are made from the
+    shards' statistics of them."""
     P = parts.n_parts
     check_mixture_parts(n_rows_per_batch, P, model.n_components)
     costs = [float(n) for n in n_rows_per_batch]
@@ -95,16 +112,55 @@ def start_mixture(
     loaders = [[batches[i] for i in d] for d in dealt]
     deal = model.deal(0, P)
     shared = parts.broadcast(deal)
-    out = parts.run(
-        lambda lo, p, d: model.init_shard(lo, p, d),
-        [(lo, p) for p, lo in enumerate(loaders)], shared, 1 + P,
-    )  # fmt: skip
+    if start_stats is None:
+        out = parts.run(
+            lambda lo, p, d: model.init_shard(lo, p, d),
+            [(lo, p) for p, lo in enumerate(loaders)], shared, 1 + P,
+        )  # fmt: skip
+    else:
+        out = _start_from(model, parts, loaders, deal, shared, start_stats())
     made = parts.run(
         lambda b, *rest: model.make_block(b, rest[-1][b], *rest[:-1]),
         [(b, *[out[p][1 + b] for p in range(P)]) for b in range(P)], shared, 1,
     )  # fmt: skip
     parts.release([h for o in out for h in o[1:]] + [shared])
     return MixtureRun([o[0] for o in out], [m[0] for m in made], [deal], int(sum(costs)))
+
+
+def _start_from(
+    model: PartitionedMixture,
+    parts: Partitions,
+    loaders: list[list[Any]],
+    deal: list[np.ndarray],
+    shared: Handle,
+    stats: dict[str, np.ndarray],
+) -> list[list[Handle]]:
+    """The start rotation of :func:`start_mixture`: per part, handles of its shard
+    and of its statistics per block."""
+    P = parts.n_parts
+    seeded = parts.run(
+        lambda b, piece, d: model.make_block(b, d[b], piece),
+        [(b, {n: a[deal[b]] for n, a in stats.items()}) for b in range(P)], shared, 1,
+    )  # fmt: skip
+    del stats
+    loaded = parts.run(
+        lambda lo, p, _: model.load_shard(lo, p), [(lo, p) for p, lo in enumerate(loaders)],
+        None, 1,
+    )  # fmt: skip
+    shards = [h[0] for h in loaded]
+    for s in range(P):
+        met = [block_at(p, s, P) for p in range(P)]
+        weighed = parts.run(
+            model.weigh_start, [(shards[p], seeded[met[p]][0]) for p in range(P)], None, 1
+        )
+        parts.release(shards)
+        shards = [w[0] for w in weighed]
+    parts.release([h[0] for h in seeded])
+    out = parts.run(
+        lambda sh, d: model.finish_start(sh, d), [(sh,) for sh in shards], shared, 1 + P
+    )
+    parts.release(shards)
+    return out
 
 
 def redeal(model: PartitionedMixture, parts: Partitions, run: MixtureRun) -> None:

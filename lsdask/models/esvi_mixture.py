@@ -47,6 +47,7 @@ class MixtureShard:
     rows: Any  # the rows as the observation model prepared them
     z: np.ndarray  # (n, K)
     H: float  # sum_i H(z_i)
+    data: Any = None  # the rows as loaded (dense or CSR): what a checkpoint writes
 
     @property
     def n_rows(self) -> int:
@@ -119,11 +120,8 @@ class ESVIMixture:
         )
 
     # ---- before the rotations
-    def init_shard(
-        self, loaders: list[Any], part: int, blocks: list[np.ndarray]
-    ) -> tuple[Any, ...]:
-        """The shard of ``part`` with its first responsibilities, and per block the
-        shard's statistics of the block's components."""
+    def load_shard(self, loaders: list[Any], part: int) -> MixtureShard:
+        """The rows of ``part`` (prepared), without responsibilities yet (zeros)."""
         import scipy.sparse as sp
 
         loaded = [loader.load() for loader in loaders]
@@ -131,11 +129,45 @@ class ESVIMixture:
             X = sp.vstack(loaded, format="csr")
         else:
             X = np.concatenate([np.asarray(x, dtype=np.float64) for x in loaded])
-        rows = self.observation.prepare(X)
+        return MixtureShard(
+            part, self.observation.prepare(X), np.zeros((X.shape[0], self.n_components)), 0.0, X
+        )
+
+    def init_shard(
+        self, loaders: list[Any], part: int, blocks: list[np.ndarray]
+    ) -> tuple[Any, ...]:
+        """The shard of ``part`` with its first responsibilities, and per block the
+        shard's statistics of the block's components."""
+        shard = self.load_shard(loaders, part)
         rng = np.random.default_rng([self.seed, 0, part])
-        z = np.ascontiguousarray(self.first_resp(rng, X.shape[0], self.n_components))
-        shard = MixtureShard(part, rows, z, _entropy(z))
-        return (shard, *[self._stats(rows, z[:, comps]) for comps in blocks])
+        return self.with_resp(shard, self.first_resp(rng, shard.n_rows, self.n_components), blocks)
+
+    def with_resp(
+        self, shard: MixtureShard, z: np.ndarray, blocks: list[np.ndarray]
+    ) -> tuple[Any, ...]:
+        """The shard with responsibilities ``z``, and per block its statistics of them."""
+        z = np.ascontiguousarray(z)
+        new = MixtureShard(shard.part, shard.rows, z, _entropy(z), shard.data)
+        return (new, *[self._stats(shard.rows, z[:, comps]) for comps in blocks])
+
+    # ---- a start from given statistics (the seeds of ``init``, as memoized VI starts)
+    def weigh_start(
+        self, shard: MixtureShard, block: ComponentBlock, shared: Any = None
+    ) -> MixtureShard:
+        """The shard with its rows' log weights ``u`` of the block's components in
+        place of their responsibilities (the start rotation; nothing else changes)."""
+        z = shard.z.copy()
+        z[:, block.comps] = self.log_weights(shard, block)
+        return MixtureShard(shard.part, shard.rows, z, 0.0, shard.data)
+
+    def finish_start(self, shard: MixtureShard, blocks: list[np.ndarray]) -> tuple[Any, ...]:
+        """After the start rotation (every component's log weights in place): the
+        responsibilities, a softmax over all K per row, and per block the shard's
+        statistics of them."""
+        u = shard.z - shard.z.max(axis=1, keepdims=True)
+        np.exp(u, out=u)
+        u /= u.sum(axis=1, keepdims=True)
+        return self.with_resp(shard, u, blocks)
 
     def _stats(self, rows: Any, R: np.ndarray) -> dict[str, np.ndarray]:
         parts = {"N": R.sum(axis=0), **self.observation.empty_stats(R.shape[1])}
@@ -174,15 +206,21 @@ class ESVIMixture:
         return self._block(index, comps, stats)
 
     # ---- a sub-step
+    def log_weights(self, shard: MixtureShard, block: ComponentBlock) -> np.ndarray:
+        """``u_ik = psi(theta_k) + E[log F(x_i | phi_k)]`` of the shard's rows and the
+        block's components, (n, K_b)."""
+        theta = self.alpha / self.n_components + block.stats["N"]
+        u = self.observation.expected_log_lik(shard.rows, block.post)
+        u += digamma(theta)
+        return np.asarray(u)
+
     def substep(
         self, shard: MixtureShard, block: ComponentBlock, shared: Any = None
     ) -> tuple[MixtureShard, ComponentBlock, BlockReport]:
         """Every row of the shard over the block's components (Theorem 1) against
         the snapshot; the new shard, the new block and their sums."""
         comps = block.comps
-        theta = self.alpha / self.n_components + block.stats["N"]
-        u = self.observation.expected_log_lik(shard.rows, block.post)
-        u += digamma(theta)
+        u = self.log_weights(shard, block)
         u -= u.max(axis=1, keepdims=True)
         np.exp(u, out=u)
         old = shard.z[:, comps]
@@ -193,7 +231,7 @@ class ESVIMixture:
         delta = self._stats(shard.rows, new - old)
         stats = {n: block.stats[n] + delta[n] for n in block.stats}
         new_block = self._block(block.index, comps, stats)
-        new_shard = MixtureShard(shard.part, shard.rows, z, _entropy(z))
+        new_shard = MixtureShard(shard.part, shard.rows, z, _entropy(z), shard.data)
         return new_shard, new_block, self.report(new_block, new_shard)
 
     def report(self, block: ComponentBlock, shard: MixtureShard | None) -> BlockReport:
