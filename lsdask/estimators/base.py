@@ -126,7 +126,7 @@ class MixtureEstimatorBase(VariationalEstimator):
         if self.algorithm == "esvi":
             from lsdask.estimators.mixture_esvi import fit_mixture_esvi
 
-            return fit_mixture_esvi(self, source, observation, rng)
+            return fit_mixture_esvi(self, source, observation, rng, callback)
         asked = {
             "class": type(observation).__name__,
             "dim": source.n_features,

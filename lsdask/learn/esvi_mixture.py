@@ -16,11 +16,13 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
-from lsdask.learn.esvi import Partitions, block_at, deal_batches
+from lsdask.errors import DataError
+from lsdask.learn import esvi
+from lsdask.learn.esvi import BlockStore, Partitions, block_at, deal_batches
 from lsdask.learn.protocols import Batch, Handle
 
 logger = logging.getLogger(__name__)
@@ -52,6 +54,18 @@ class PartitionedMixture(Protocol):
     def substep(self, shard: Any, block: Any, shared: Any = None) -> tuple[Any, Any, Any]: ...
 
     def elbo(self, shards: list[Any], blocks: list[Any]) -> float: ...
+
+    def shard_state(self, shard: Any) -> dict[str, np.ndarray]: ...
+
+    def shard_from_state(self, state: dict[str, np.ndarray]) -> Any: ...
+
+    def block_state(self, block: Any) -> dict[str, np.ndarray]: ...
+
+    def block_from_state(self, state: dict[str, np.ndarray]) -> Any: ...
+
+    def partition_state(self, deal: list[np.ndarray]) -> dict[str, np.ndarray]: ...
+
+    def partition_from_state(self, state: dict[str, np.ndarray]) -> list[np.ndarray]: ...
 
 
 @dataclass
@@ -223,3 +237,51 @@ def rotate_mixture(
             run.elbo_trace[-1], run.elbo_trace[-1] / max(run.n_rows, 1), run.time_trace[-1],
         )  # fmt: skip
     return run
+
+
+# ---- checkpoints: the LDA path's, block by block (:func:`lsdask.learn.esvi.checkpoint`)
+
+
+def checkpoint_mixture(
+    model: PartitionedMixture, parts: Partitions, run: MixtureRun, store: BlockStore,
+    settings: dict[str, Any],
+) -> None:  # fmt: skip
+    """Write the state after a complete rotation as ESVI LDA does: every part its
+    shard and the block it holds, on its own worker, then the manifest. The
+    first rotation's component blocks stand for LDA's vocabulary partition;
+    the mixture has no shared totals (``pi`` is empty)."""
+    view = esvi.ESVIRun(
+        run.deals[0], run.shards, run.blocks, np.zeros(0), run.elbo_trace, run.substep_elbo,
+        run.time_trace, float(run.n_rows),
+    )  # fmt: skip
+    # checkpoint() calls only the model's *_state methods, which a mixture has
+    esvi.checkpoint(cast(esvi.PartitionedModel, model), parts, view, store, settings)
+
+
+def resume_mixture(
+    model: PartitionedMixture, parts: Partitions, store: BlockStore, settings: dict[str, Any]
+) -> MixtureRun | None:
+    """The run of the last complete rotation in ``store`` (each part's shard and
+    block read by its own worker), or None when there is none; the component
+    blocks of the rotations so far are dealt again from the seed. A ValueError
+    when it was written with other settings, a DataError when it is damaged."""
+    got = esvi.resume(cast(esvi.PartitionedModel, model), parts, store, settings)
+    if got is None:
+        return None
+    P = parts.n_parts
+    deals = [model.deal(r, P) for r in range(len(got.elbo_trace) if P > 1 else 1)]
+    first = got.partition
+    if len(first) != P or any(
+        not np.array_equal(a, b) for a, b in zip(first, deals[0], strict=True)
+    ):
+        where = getattr(store, "folder", store)
+        raise DataError(
+            f"the component blocks in {where}/partition.npz are not those the fit's seed "
+            f"deals: the file was modified or belongs to another fit. Restore {where} from a "
+            "copy, or start afresh: remove it (or give another checkpoint_dir) and fit without "
+            "resume"
+        )
+    return MixtureRun(
+        got.shards, got.blocks, deals, int(got.n_tokens), got.elbo_trace, got.substep_elbo,
+        got.time_trace,
+    )  # fmt: skip

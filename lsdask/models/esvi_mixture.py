@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from scipy.special import digamma, gammaln
 
+from lsdask.errors import DataError
 from lsdask.models.observation import ObservationModel
 from lsdask.models.stats import SuffStats
 
@@ -205,6 +206,69 @@ class ESVIMixture:
                 stats[n][at] = piece[n]
         return self._block(index, comps, stats)
 
+    # ---- checkpoints (:func:`lsdask.learn.esvi_mixture.checkpoint_mixture`)
+    def shard_state(self, shard: MixtureShard) -> dict[str, np.ndarray]:
+        """A shard as named arrays: its rows as loaded and their responsibilities
+        (:meth:`shard_from_state` prepares the rows again)."""
+        import scipy.sparse as sp
+
+        out = {"part": np.array(shard.part), "z": shard.z, "H": np.array(shard.H)}
+        if sp.issparse(shard.data):
+            X = sp.csr_matrix(shard.data)
+            out |= {"X_data": X.data, "X_indices": X.indices, "X_indptr": X.indptr,
+                    "X_shape": np.array(X.shape)}  # fmt: skip
+        else:
+            out["X"] = np.asarray(shard.data)
+        return out
+
+    def shard_from_state(self, state: dict[str, np.ndarray]) -> MixtureShard:
+        import scipy.sparse as sp
+
+        if "X" in state:
+            X: Any = state["X"]
+        else:
+            X = sp.csr_matrix(
+                (state["X_data"], state["X_indices"], state["X_indptr"]),
+                shape=tuple(int(n) for n in state["X_shape"]),
+            )
+        z = state["z"]
+        if z.shape != (X.shape[0], self.n_components):
+            raise DataError(
+                f"the responsibilities in {_where(state)} are {z.shape}, not (rows "
+                f"{X.shape[0]}, K {self.n_components}): the file does not belong to this fit. "
+                "Restore the checkpoint folder from a copy, or remove it and fit without resume"
+            )
+        return MixtureShard(
+            int(state["part"]), self.observation.prepare(X), z, float(state["H"]), X
+        )
+
+    def block_state(self, block: ComponentBlock) -> dict[str, np.ndarray]:
+        """A block as named arrays: its components and their statistics (the
+        posterior is made again from them)."""
+        stats = {f"stat_{n}": a for n, a in block.stats.items()}
+        return {"index": np.array(block.index), "comps": block.comps, **stats}
+
+    def block_from_state(self, state: dict[str, np.ndarray]) -> ComponentBlock:
+        comps = state["comps"]
+        stats = {k[5:]: state[k] for k in state if k.startswith("stat_")}
+        names = ["N", *self.observation.empty_stats(1)]
+        bad = [n for n in names if n not in stats or len(stats[n]) != comps.size]
+        if bad or comps.size == 0 or comps.max(initial=0) >= self.n_components:
+            raise DataError(
+                f"the component block in {_where(state)} lacks or mis-sizes the statistics "
+                f"{bad or names} of its {comps.size} components (of K={self.n_components}): "
+                "the file does not belong to this fit. Restore the checkpoint folder from a "
+                "copy, or remove it and fit without resume"
+            )
+        return self._block(int(state["index"]), comps, {n: stats[n] for n in names})
+
+    def partition_state(self, deal: list[np.ndarray]) -> dict[str, np.ndarray]:
+        """The first rotation's component blocks (later ones follow from the seed)."""
+        return {f"comps_{b}": comps for b, comps in enumerate(deal)}
+
+    def partition_from_state(self, state: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return [state[f"comps_{b}"] for b in range(sum(1 for k in state if k.startswith("comps_")))]
+
     # ---- a sub-step
     def log_weights(self, shard: MixtureShard, block: ComponentBlock) -> np.ndarray:
         """``u_ik = psi(theta_k) + E[log F(x_i | phi_k)]`` of the shard's rows and the
@@ -250,6 +314,11 @@ class ESVIMixture:
         prior = K * gammaln(a) - gammaln(self.alpha)
         alloc = sum(r.lgamma_theta for r in blocks) - gammaln(self.alpha + n) - prior
         return float(sum(r.obs_elbo for r in blocks) + alloc + sum(r.H for r in shards))
+
+
+def _where(state: dict[str, np.ndarray]) -> str:
+    """The checkpoint file the arrays ``state`` came from, where known."""
+    return str(getattr(state, "path", "a checkpoint file"))
 
 
 def _entropy(z: np.ndarray) -> float:
