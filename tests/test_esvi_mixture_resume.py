@@ -1,7 +1,7 @@
 """ESVI mixtures' checkpoints, written block by block as ESVI LDA's are
 (:func:`lsdask.learn.esvi.checkpoint`): resume after a killed driver and after
 a lost worker ends equal to an uninterrupted run (exact mode), and a damaged
-checkpoint is a clear DataError."""
+checkpoint is a clear DataError; the estimators' bad input."""
 
 from __future__ import annotations
 
@@ -259,3 +259,27 @@ def test_lost_worker_resumes_equal(where, resumed_from, tmp_path, monkeypatch, c
     np.testing.assert_array_equal(got.elbo_trace_, want.elbo_trace_)
     np.testing.assert_array_equal(got.weights_, want.weights_)
     np.testing.assert_array_equal(got.predict_proba(X), want.predict_proba(X))
+
+
+@pytest.mark.parametrize(
+    ("X", "params", "message"),
+    [
+        (gaussian_rows(11), {"n_blocks": 7},
+         r"n_blocks=7 is larger than the number of components \(6\).*Use n_blocks <= 6"),
+        (gaussian_rows(11)[:50], {"n_blocks": 3, "batch_size": 40},
+         r"too few rows per shard: the data has 2 non-empty batches of rows \(50 rows\), "
+         r"fewer than n_blocks=3.*Use a smaller batch_size"),
+    ],
+)  # fmt: skip
+def test_estimator_bad_input_before_a_cluster_starts(X, params, message, monkeypatch):
+    """More blocks than components, or than non-empty batches of rows: a clear
+    ValueError naming the parameter and the fix, before any cluster is started."""
+    from lsdask import GaussianMixture
+    from lsdask.estimators import mixture_esvi
+
+    def no_cluster(*args, **kw):
+        raise AssertionError("a cluster was started before the input was checked")
+
+    monkeypatch.setattr(mixture_esvi, "open_partitions", no_cluster)
+    with pytest.raises(ValueError, match=message):
+        GaussianMixture(K, algorithm="esvi", client=None, n_laps=1, **params).fit(X)

@@ -22,6 +22,7 @@ from lsdask.engine.partitions import open_partitions, reopen_partitions
 from lsdask.errors import ClusterError
 from lsdask.learn import initial_stats
 from lsdask.learn.esvi_mixture import (
+    check_mixture_parts,
     checkpoint_mixture,
     resume_mixture,
     rotate_mixture,
@@ -70,6 +71,7 @@ def fit_mixture_esvi(
         raise ValueError("n_laps must be at least 1 with algorithm='esvi' (rotations to run)")
     default_p = 1 if isinstance(est.client, str) and est.client == "sync" else est.n_workers or 2
     P = est.n_blocks or default_p
+    check_mixture_parts(source.batch_rows, P, K)  # before a cluster is started
     sample = source.sample(config.INIT_SAMPLE_ROWS, rng, check=observation.check_data)
     observation = observation.with_data_defaults(sample)
     # the seeds drawn first, as memoized VI draws them: the same start for the same random_state
