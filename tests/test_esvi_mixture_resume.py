@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from lsdask.engine.partitions import DaskPartitions, SerialPartitions
 from lsdask.learn.esvi_mixture import checkpoint_mixture, resume_mixture, rotate_mixture
 from lsdask.persist.esvi_store import ESVIStore
-from tests.test_esvi_mixture import K, gaussian_rows, gmm, seeded_stats, started
+from tests.test_esvi_mixture import D, K, gaussian_rows, gmm, seeded_stats, started
 
 
 def gathered_stats(parts, run) -> dict[str, np.ndarray]:
@@ -283,3 +283,31 @@ def test_estimator_bad_input_before_a_cluster_starts(X, params, message, monkeyp
     monkeypatch.setattr(mixture_esvi, "open_partitions", no_cluster)
     with pytest.raises(ValueError, match=message):
         GaussianMixture(K, algorithm="esvi", client=None, n_laps=1, **params).fit(X)
+
+
+def test_cli_fit_gmm_esvi_checkpoint_then_resume(tmp_path, capsys):
+    """``lsdask fit-gmm --algorithm esvi --blocks 2`` with a checkpoint, then
+    resumed to 3 rotations in all: the model of a straight 3-rotation run."""
+    import zarr
+
+    from lsdask.cli import main
+    from lsdask.persist.gmm import load_gmm
+
+    X = gaussian_rows(12, 300)
+    z = zarr.open_array(str(tmp_path / "x.zarr"), mode="w", shape=X.shape, chunks=(50, D),
+                        dtype="f8")  # fmt: skip
+    z[:] = X
+    argv = ["fit-gmm", str(tmp_path / "x.zarr"), "--components", str(K), "--covariance",
+            "zero-mean", "--algorithm", "esvi", "--blocks", "2", "--sync",
+            "--seed", "1"]  # fmt: skip
+    assert main([*argv, "--laps", "3", "--save", str(tmp_path / "straight")]) == 0
+    ck = tmp_path / "ck"
+    assert main([*argv, "--laps", "2", "--checkpoint", str(ck)]) == 0
+    assert json.loads((ck / "esvi" / "MANIFEST.json").read_text())["rotation"] == 2
+    assert main([*argv, "--laps", "3", "--resume", str(ck), "--save", str(tmp_path / "res")]) == 0
+    assert json.loads((ck / "esvi" / "MANIFEST.json").read_text())["rotation"] == 3
+    capsys.readouterr()
+    straight, resumed = load_gmm(tmp_path / "straight"), load_gmm(tmp_path / "res")
+    assert resumed.n_laps_ == straight.n_laps_ == 3
+    np.testing.assert_array_equal(resumed.weights_, straight.weights_)
+    np.testing.assert_array_equal(resumed.elbo_trace_, straight.elbo_trace_)

@@ -330,6 +330,7 @@ MIXTURE_ALGORITHM = replace(
 MIXTURE_BLOCKS = Param(
     "n_blocks", None, integer(1, none=True),
     "ESVI: P, component blocks and workers (default: n_workers, or 1 with client='sync')",
+    Option("--blocks", parse_positive_int, metavar="P"),
 )  # fmt: skip
 
 #: every mixture's parameters
