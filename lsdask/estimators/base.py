@@ -80,10 +80,12 @@ class MixtureEstimatorBase(VariationalEstimator):
     progress : bool or None
         Progress bar per lap; None shows it only on a terminal.
     checkpoint_dir : str or None
-        Folder for checkpoints (memoized VI only): the per-batch memo lives
-        there on disk, a checkpoint is written atomically after every lap and
-        when SIGINT/SIGTERM asks the fit to stop (it then raises
-        :class:`lsdask.errors.FitInterrupted`).
+        Folder for checkpoints (memoized VI and ESVI). Memo: the per-batch
+        memo lives there on disk, a checkpoint is written atomically after
+        every lap and when SIGINT/SIGTERM asks the fit to stop (it then raises
+        :class:`lsdask.errors.FitInterrupted`). ESVI: every rotation is written
+        block by block into its ``esvi/`` folder, each worker its own part
+        (docs/esvi.md); ``resume`` goes on to ``n_laps`` rotations in all.
     resume : bool
         Continue the latest checkpoint in ``checkpoint_dir`` (a fresh start if
         there is none). An unfinished run continues to ``n_laps`` laps in all,
