@@ -8,6 +8,12 @@ old block is cut where it lies into the pieces the new blocks take, and new
 block b is joined on part b from those pieces, so no part ever holds more
 than its block and the pieces coming to it. The driver receives a few
 scalars per part and sub-step; the mixture needs no shared totals.
+
+A run starts from random responsibilities or, as memoized VI does, from
+statistics of all K components (a start rotation, :func:`start_mixture`).
+Checkpoints and resume are the LDA path's (:func:`lsdask.learn.esvi.checkpoint`
+and :func:`lsdask.learn.esvi.resume`, one store), through
+:func:`checkpoint_mixture` and :func:`resume_mixture`.
 """
 
 from __future__ import annotations
