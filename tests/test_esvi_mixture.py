@@ -30,9 +30,10 @@ def gmm(X, seed: int = 1, **kw) -> ESVIMixture:
     return ESVIMixture(ZeroMeanGaussian().with_data_defaults(X), K, 1.0, seed, **kw)
 
 
-def started(X, m, parts, batch_size=20, seed=5):
+def started(X, m, parts, batch_size=20, seed=5, start=None):
     source = as_batch_source(X, batch_size)
-    run = start_mixture(m, parts, source.batches, source.batch_rows, np.random.default_rng(seed))
+    rng = np.random.default_rng(seed)
+    run = start_mixture(m, parts, source.batches, source.batch_rows, rng, start)
     return source, run
 
 
@@ -43,6 +44,13 @@ def stack(rows):
 def shard_rows(source, P, seed=5):
     dealt = deal_batches(source.batch_rows, P, np.random.default_rng(seed))
     return [stack([source.batches[i].rows for i in d]) for d in dealt]
+
+
+def numpy_log_weight(X, nu, B, theta):
+    """``psi(theta_k) + E[log N(x | 0, Lambda_k^-1)]`` under ``Lambda_k ~ W(nu, B^-1)``."""
+    e_logdet = digamma((nu - np.arange(D)) / 2).sum() + D * np.log(2) - np.linalg.slogdet(B)[1]
+    quad = nu * np.einsum("nd,de,ne->n", X, np.linalg.inv(B), X)
+    return digamma(theta) - D / 2 * np.log(2 * np.pi) + e_logdet / 2 - quad / 2
 
 
 def numpy_alg4(rows, zs, deals, nu0, B0, alpha, n_rotations):
@@ -63,15 +71,8 @@ def numpy_alg4(rows, zs, deals, nu0, B0, alpha, n_rotations):
                 comps = deals[min(r, len(deals) - 1)][(p + s) % P]  # P = 1: one deal
                 u = np.empty((rows[p].shape[0], comps.size))
                 for j, k in enumerate(comps):
-                    nu = nu0 + N[k]
                     B = B0 + (Z[:, k, None] * X).T @ X
-                    Binv = np.linalg.inv(B)
-                    e_logdet = (digamma((nu - np.arange(D)) / 2).sum() + D * np.log(2)
-                                - np.linalg.slogdet(B)[1])  # fmt: skip
-                    quad = nu * np.einsum("nd,de,ne->n", rows[p], Binv, rows[p])
-                    u[:, j] = (
-                        digamma(theta[k]) - D / 2 * np.log(2 * np.pi) + e_logdet / 2 - quad / 2
-                    )
+                    u[:, j] = numpy_log_weight(rows[p], nu0 + N[k], B, theta[k])
                 e = np.exp(u - u.max(1, keepdims=True))
                 mass = zs[p][:, comps].sum(1, keepdims=True)
                 new[p][:, comps] = mass * e / e.sum(1, keepdims=True)
@@ -113,6 +114,51 @@ def test_gmm_schedule_equals_numpy_alg4(P):
             np.testing.assert_allclose(gz, wz, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(run.substep_elbo[-1], memo_elbo(obs, rows, got[-1], 1.0),
                                rtol=1e-10)  # fmt: skip
+
+
+def seeded_stats(m, X, seed=8):
+    """Statistics of a sample of X hard-assigned to K components at random (as
+    ``init``'s seeds give them), and the sample and its assignment."""
+    rng = np.random.default_rng(seed)
+    sample = X[rng.choice(X.shape[0], 60, replace=False)]
+    a = np.arange(60) % K
+    onehot = np.eye(K)[a]
+    obs = m.observation
+    stats = {"N": onehot.sum(0), **obs.empty_stats(K)}
+    obs.summarize_dense(obs.prepare(sample), onehot, stats)
+    return stats, sample, a
+
+
+@pytest.mark.parametrize("P", [1, 2])
+def test_start_from_statistics_is_a_softmax_over_all_components(P):
+    """Started from given statistics of all K components, every row's first
+    responsibilities are the softmax over all K of its log weights against them
+    (plain numpy), whatever the component blocks; the blocks then hold the
+    data's statistics of them, and the ELBO rises over the sub-steps."""
+    X = gaussian_rows(3)
+    m = gmm(X, 4)
+    stats, sample, a = seeded_stats(m, X)
+    parts = SerialPartitions(P)
+    source = as_batch_source(X, 20)
+    run = start_mixture(m, parts, source.batches, source.batch_rows, np.random.default_rng(5),
+                        lambda: stats)  # fmt: skip
+    obs = m.observation
+    for rows, shard in zip(shard_rows(source, P), run.shards, strict=True):
+        u = np.column_stack([
+            numpy_log_weight(rows, obs.nu + (a == k).sum(),
+                             obs.B0 + sample[a == k].T @ sample[a == k], 1.0 / K + (a == k).sum())
+            for k in range(K)
+        ])  # fmt: skip
+        e = np.exp(u - u.max(1, keepdims=True))
+        np.testing.assert_allclose(shard.z, e / e.sum(1, keepdims=True), rtol=1e-9, atol=1e-13)
+    Z = np.concatenate([sh.z for sh in run.shards])
+    N = np.zeros(K)
+    for block in run.blocks:
+        N[block.comps] = block.stats["N"]
+    np.testing.assert_allclose(N, Z.sum(0), rtol=1e-12)
+    rotate_mixture(m, parts, run, 2)
+    trace = np.array(run.substep_elbo)
+    assert (np.diff(trace) >= -1e-9 * np.abs(trace[1:])).all(), np.diff(trace)
 
 
 @pytest.mark.parametrize("kind", ["gaussian", "multinomial"])
@@ -180,11 +226,14 @@ def _what(value):
     return None
 
 
-def test_dask_equals_in_process_and_each_worker_holds_its_block(dask_client):
+@pytest.mark.parametrize("seeded", [False, True])
+def test_dask_equals_in_process_and_each_worker_holds_its_block(seeded, dask_client):
+    """From random responsibilities or from statistics (the start rotation)."""
     X = gaussian_rows(4)
     m = gmm(X, 2)
+    start = (lambda: seeded_stats(m, X)[0]) if seeded else None
     serial = SerialPartitions(2)
-    _, want = started(X, m, serial)
+    _, want = started(X, m, serial, start=start)
     rotate_mixture(m, serial, want, 3)
     parts = DaskPartitions(dask_client, 2)
 
@@ -193,7 +242,7 @@ def test_dask_equals_in_process_and_each_worker_holds_its_block(dask_client):
         for p, worker in enumerate(parts.workers):
             assert sorted(held[worker]) == [("block", (p + s) % 2), ("shard", p)], held
 
-    _, run = started(X, m, parts)
+    _, run = started(X, m, parts, start=start)
     rotate_mixture(m, parts, run, 3, on_substep=inspect)
     np.testing.assert_allclose(run.substep_elbo, want.substep_elbo, rtol=1e-10)
     got = parts.gather(run.shards)

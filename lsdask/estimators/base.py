@@ -41,7 +41,8 @@ class MixtureEstimatorBase(VariationalEstimator):
         (esvi paper, Alg. 4; docs/esvi.md): the components dealt at random into
         ``n_blocks`` blocks at every rotation, one block per worker, each worker
         updating its own rows against the block it holds; ``n_laps`` counts
-        rotations; dense responsibilities (``sparsity=None``), random start.
+        rotations; dense responsibilities (``sparsity=None``); it starts from
+        ``init``'s seeds, as memoized VI does.
     n_laps : int
         Maximum passes over the data.
     tol : float
@@ -79,10 +80,12 @@ class MixtureEstimatorBase(VariationalEstimator):
     progress : bool or None
         Progress bar per lap; None shows it only on a terminal.
     checkpoint_dir : str or None
-        Folder for checkpoints (memoized VI only): the per-batch memo lives
-        there on disk, a checkpoint is written atomically after every lap and
-        when SIGINT/SIGTERM asks the fit to stop (it then raises
-        :class:`lsdask.errors.FitInterrupted`).
+        Folder for checkpoints (memoized VI and ESVI). Memo: the per-batch
+        memo lives there on disk, a checkpoint is written atomically after
+        every lap and when SIGINT/SIGTERM asks the fit to stop (it then raises
+        :class:`lsdask.errors.FitInterrupted`). ESVI: every rotation is written
+        block by block into its ``esvi/`` folder, each worker its own part
+        (docs/esvi.md); ``resume`` goes on to ``n_laps`` rotations in all.
     resume : bool
         Continue the latest checkpoint in ``checkpoint_dir`` (a fresh start if
         there is none). An unfinished run continues to ``n_laps`` laps in all,
@@ -125,7 +128,7 @@ class MixtureEstimatorBase(VariationalEstimator):
         if self.algorithm == "esvi":
             from lsdask.estimators.mixture_esvi import fit_mixture_esvi
 
-            return fit_mixture_esvi(self, source, observation, rng)
+            return fit_mixture_esvi(self, source, observation, rng, callback)
         asked = {
             "class": type(observation).__name__,
             "dim": source.n_features,

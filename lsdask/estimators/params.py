@@ -289,7 +289,7 @@ N_WORKERS = Param(
 VERBOSE = Param("verbose", 0, integer(0, 2), "0 warnings only, 1 a log line per lap, 2 debug")
 PROGRESS = Param("progress", None, None, "progress bar per lap (None: only on a terminal)")
 CHECKPOINT_DIR = Param(
-    "checkpoint_dir", None, None, "folder of the checkpoints written every lap (memo only)"
+    "checkpoint_dir", None, None, "folder of the checkpoints written every lap (memo, esvi)"
 )
 RESUME = Param("resume", False, None, "continue the latest checkpoint in checkpoint_dir")
 
@@ -330,6 +330,7 @@ MIXTURE_ALGORITHM = replace(
 MIXTURE_BLOCKS = Param(
     "n_blocks", None, integer(1, none=True),
     "ESVI: P, component blocks and workers (default: n_workers, or 1 with client='sync')",
+    Option("--blocks", parse_positive_int, metavar="P"),
 )  # fmt: skip
 
 #: every mixture's parameters

@@ -8,6 +8,12 @@ old block is cut where it lies into the pieces the new blocks take, and new
 block b is joined on part b from those pieces, so no part ever holds more
 than its block and the pieces coming to it. The driver receives a few
 scalars per part and sub-step; the mixture needs no shared totals.
+
+A run starts from random responsibilities or, as memoized VI does, from
+statistics of all K components (a start rotation, :func:`start_mixture`).
+Checkpoints and resume are the LDA path's (:func:`lsdask.learn.esvi.checkpoint`
+and :func:`lsdask.learn.esvi.resume`, one store), through
+:func:`checkpoint_mixture` and :func:`resume_mixture`.
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
-from lsdask.learn.esvi import Partitions, block_at, deal_batches
+from lsdask.errors import DataError
+from lsdask.learn import esvi
+from lsdask.learn.esvi import BlockStore, Partitions, block_at, deal_batches
 from lsdask.learn.protocols import Batch, Handle
 
 logger = logging.getLogger(__name__)
@@ -37,6 +45,12 @@ class PartitionedMixture(Protocol):
         self, loaders: list[Any], part: int, blocks: list[np.ndarray]
     ) -> tuple[Any, ...]: ...
 
+    def load_shard(self, loaders: list[Any], part: int) -> Any: ...
+
+    def weigh_start(self, shard: Any, block: Any, shared: Any = None) -> Any: ...
+
+    def finish_start(self, shard: Any, blocks: list[np.ndarray]) -> tuple[Any, ...]: ...
+
     def make_block(self, index: int, comps: np.ndarray, *stats: Any) -> Any: ...
 
     def split_block(self, block: Any, blocks: list[np.ndarray]) -> tuple[Any, ...]: ...
@@ -46,6 +60,18 @@ class PartitionedMixture(Protocol):
     def substep(self, shard: Any, block: Any, shared: Any = None) -> tuple[Any, Any, Any]: ...
 
     def elbo(self, shards: list[Any], blocks: list[Any]) -> float: ...
+
+    def shard_state(self, shard: Any) -> dict[str, np.ndarray]: ...
+
+    def shard_from_state(self, state: dict[str, np.ndarray]) -> Any: ...
+
+    def block_state(self, block: Any) -> dict[str, np.ndarray]: ...
+
+    def block_from_state(self, state: dict[str, np.ndarray]) -> Any: ...
+
+    def partition_state(self, deal: list[np.ndarray]) -> dict[str, np.ndarray]: ...
+
+    def partition_from_state(self, state: dict[str, np.ndarray]) -> list[np.ndarray]: ...
 
 
 @dataclass
@@ -85,9 +111,20 @@ def start_mixture(
     batches: Sequence[Batch],
     n_rows_per_batch: Sequence[int],
     rng: np.random.Generator,
+    start_stats: Callable[[], dict[str, np.ndarray]] | None = None,
 ) -> MixtureRun:
     """Deal the batches (non-empty first, by rows) and the components; build shards
-    and blocks (block b on part b)."""
+    and blocks (block b on part b).
+
+    Without ``start_stats`` every shard draws its first responsibilities
+    (``model.first_resp``, the paper's start). With it, ``start_stats()``
+    gives statistics of all K components (``N`` and the observation model's,
+    e.g. of ``init``'s seeds, as memoized VI starts: the only K-sized array in
+    the driver, made and sliced by block once), and a start rotation gives
+    every row its responsibilities against them: in sub-step s, part p's rows
+    weigh the components of start block ``(p + s) mod P``; then each row's
+    weights become a softmax over all K, and the blocks are made from the
+    shards' statistics of them."""
     P = parts.n_parts
     check_mixture_parts(n_rows_per_batch, P, model.n_components)
     costs = [float(n) for n in n_rows_per_batch]
@@ -95,16 +132,55 @@ def start_mixture(
     loaders = [[batches[i] for i in d] for d in dealt]
     deal = model.deal(0, P)
     shared = parts.broadcast(deal)
-    out = parts.run(
-        lambda lo, p, d: model.init_shard(lo, p, d),
-        [(lo, p) for p, lo in enumerate(loaders)], shared, 1 + P,
-    )  # fmt: skip
+    if start_stats is None:
+        out = parts.run(
+            lambda lo, p, d: model.init_shard(lo, p, d),
+            [(lo, p) for p, lo in enumerate(loaders)], shared, 1 + P,
+        )  # fmt: skip
+    else:
+        out = _start_from(model, parts, loaders, deal, shared, start_stats())
     made = parts.run(
         lambda b, *rest: model.make_block(b, rest[-1][b], *rest[:-1]),
         [(b, *[out[p][1 + b] for p in range(P)]) for b in range(P)], shared, 1,
     )  # fmt: skip
     parts.release([h for o in out for h in o[1:]] + [shared])
     return MixtureRun([o[0] for o in out], [m[0] for m in made], [deal], int(sum(costs)))
+
+
+def _start_from(
+    model: PartitionedMixture,
+    parts: Partitions,
+    loaders: list[list[Any]],
+    deal: list[np.ndarray],
+    shared: Handle,
+    stats: dict[str, np.ndarray],
+) -> list[list[Handle]]:
+    """The start rotation of :func:`start_mixture`: per part, handles of its shard
+    and of its statistics per block."""
+    P = parts.n_parts
+    seeded = parts.run(
+        lambda b, piece, d: model.make_block(b, d[b], piece),
+        [(b, {n: a[deal[b]] for n, a in stats.items()}) for b in range(P)], shared, 1,
+    )  # fmt: skip
+    del stats
+    loaded = parts.run(
+        lambda lo, p, _: model.load_shard(lo, p), [(lo, p) for p, lo in enumerate(loaders)],
+        None, 1,
+    )  # fmt: skip
+    shards = [h[0] for h in loaded]
+    for s in range(P):
+        met = [block_at(p, s, P) for p in range(P)]
+        weighed = parts.run(
+            model.weigh_start, [(shards[p], seeded[met[p]][0]) for p in range(P)], None, 1
+        )
+        parts.release(shards)
+        shards = [w[0] for w in weighed]
+    parts.release([h[0] for h in seeded])
+    out = parts.run(
+        lambda sh, d: model.finish_start(sh, d), [(sh,) for sh in shards], shared, 1 + P
+    )
+    parts.release(shards)
+    return out
 
 
 def redeal(model: PartitionedMixture, parts: Partitions, run: MixtureRun) -> None:
@@ -167,3 +243,51 @@ def rotate_mixture(
             run.elbo_trace[-1], run.elbo_trace[-1] / max(run.n_rows, 1), run.time_trace[-1],
         )  # fmt: skip
     return run
+
+
+# ---- checkpoints: the LDA path's, block by block (:func:`lsdask.learn.esvi.checkpoint`)
+
+
+def checkpoint_mixture(
+    model: PartitionedMixture, parts: Partitions, run: MixtureRun, store: BlockStore,
+    settings: dict[str, Any],
+) -> None:  # fmt: skip
+    """Write the state after a complete rotation as ESVI LDA does: every part its
+    shard and the block it holds, on its own worker, then the manifest. The
+    first rotation's component blocks stand for LDA's vocabulary partition;
+    the mixture has no shared totals (``pi`` is empty)."""
+    view = esvi.ESVIRun(
+        run.deals[0], run.shards, run.blocks, np.zeros(0), run.elbo_trace, run.substep_elbo,
+        run.time_trace, float(run.n_rows),
+    )  # fmt: skip
+    # checkpoint() calls only the model's *_state methods, which a mixture has
+    esvi.checkpoint(cast(esvi.PartitionedModel, model), parts, view, store, settings)
+
+
+def resume_mixture(
+    model: PartitionedMixture, parts: Partitions, store: BlockStore, settings: dict[str, Any]
+) -> MixtureRun | None:
+    """The run of the last complete rotation in ``store`` (each part's shard and
+    block read by its own worker), or None when there is none; the component
+    blocks of the rotations so far are dealt again from the seed. A ValueError
+    when it was written with other settings, a DataError when it is damaged."""
+    got = esvi.resume(cast(esvi.PartitionedModel, model), parts, store, settings)
+    if got is None:
+        return None
+    P = parts.n_parts
+    deals = [model.deal(r, P) for r in range(len(got.elbo_trace) if P > 1 else 1)]
+    first = got.partition
+    if len(first) != P or any(
+        not np.array_equal(a, b) for a, b in zip(first, deals[0], strict=True)
+    ):
+        where = getattr(store, "folder", store)
+        raise DataError(
+            f"the component blocks in {where}/partition.npz are not those the fit's seed "
+            f"deals: the file was modified or belongs to another fit. Restore {where} from a "
+            "copy, or start afresh: remove it (or give another checkpoint_dir) and fit without "
+            "resume"
+        )
+    return MixtureRun(
+        got.shards, got.blocks, deals, int(got.n_tokens), got.elbo_trace, got.substep_elbo,
+        got.time_trace,
+    )  # fmt: skip

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from scipy.special import digamma, gammaln
 
+from lsdask.errors import DataError
 from lsdask.models.observation import ObservationModel
 from lsdask.models.stats import SuffStats
 
@@ -47,6 +48,7 @@ class MixtureShard:
     rows: Any  # the rows as the observation model prepared them
     z: np.ndarray  # (n, K)
     H: float  # sum_i H(z_i)
+    data: Any = None  # the rows as loaded (dense or CSR): what a checkpoint writes
 
     @property
     def n_rows(self) -> int:
@@ -119,11 +121,8 @@ class ESVIMixture:
         )
 
     # ---- before the rotations
-    def init_shard(
-        self, loaders: list[Any], part: int, blocks: list[np.ndarray]
-    ) -> tuple[Any, ...]:
-        """The shard of ``part`` with its first responsibilities, and per block the
-        shard's statistics of the block's components."""
+    def load_shard(self, loaders: list[Any], part: int) -> MixtureShard:
+        """The rows of ``part`` (prepared), without responsibilities yet (zeros)."""
         import scipy.sparse as sp
 
         loaded = [loader.load() for loader in loaders]
@@ -131,11 +130,45 @@ class ESVIMixture:
             X = sp.vstack(loaded, format="csr")
         else:
             X = np.concatenate([np.asarray(x, dtype=np.float64) for x in loaded])
-        rows = self.observation.prepare(X)
+        return MixtureShard(
+            part, self.observation.prepare(X), np.zeros((X.shape[0], self.n_components)), 0.0, X
+        )
+
+    def init_shard(
+        self, loaders: list[Any], part: int, blocks: list[np.ndarray]
+    ) -> tuple[Any, ...]:
+        """The shard of ``part`` with its first responsibilities, and per block the
+        shard's statistics of the block's components."""
+        shard = self.load_shard(loaders, part)
         rng = np.random.default_rng([self.seed, 0, part])
-        z = np.ascontiguousarray(self.first_resp(rng, X.shape[0], self.n_components))
-        shard = MixtureShard(part, rows, z, _entropy(z))
-        return (shard, *[self._stats(rows, z[:, comps]) for comps in blocks])
+        return self.with_resp(shard, self.first_resp(rng, shard.n_rows, self.n_components), blocks)
+
+    def with_resp(
+        self, shard: MixtureShard, z: np.ndarray, blocks: list[np.ndarray]
+    ) -> tuple[Any, ...]:
+        """The shard with responsibilities ``z``, and per block its statistics of them."""
+        z = np.ascontiguousarray(z)
+        new = MixtureShard(shard.part, shard.rows, z, _entropy(z), shard.data)
+        return (new, *[self._stats(shard.rows, z[:, comps]) for comps in blocks])
+
+    # ---- a start from given statistics (the seeds of ``init``, as memoized VI starts)
+    def weigh_start(
+        self, shard: MixtureShard, block: ComponentBlock, shared: Any = None
+    ) -> MixtureShard:
+        """The shard with its rows' log weights ``u`` of the block's components in
+        place of their responsibilities (the start rotation; nothing else changes)."""
+        z = shard.z.copy()
+        z[:, block.comps] = self.log_weights(shard, block)
+        return MixtureShard(shard.part, shard.rows, z, 0.0, shard.data)
+
+    def finish_start(self, shard: MixtureShard, blocks: list[np.ndarray]) -> tuple[Any, ...]:
+        """After the start rotation (every component's log weights in place): the
+        responsibilities, a softmax over all K per row, and per block the shard's
+        statistics of them."""
+        u = shard.z - shard.z.max(axis=1, keepdims=True)
+        np.exp(u, out=u)
+        u /= u.sum(axis=1, keepdims=True)
+        return self.with_resp(shard, u, blocks)
 
     def _stats(self, rows: Any, R: np.ndarray) -> dict[str, np.ndarray]:
         parts = {"N": R.sum(axis=0), **self.observation.empty_stats(R.shape[1])}
@@ -173,16 +206,85 @@ class ESVIMixture:
                 stats[n][at] = piece[n]
         return self._block(index, comps, stats)
 
+    # ---- checkpoints (:func:`lsdask.learn.esvi_mixture.checkpoint_mixture`)
+    def shard_state(self, shard: MixtureShard) -> dict[str, np.ndarray]:
+        """A shard as named arrays: its rows as loaded and their responsibilities
+        (:meth:`shard_from_state` prepares the rows again)."""
+        import scipy.sparse as sp
+
+        out = {"part": np.array(shard.part), "z": shard.z, "H": np.array(shard.H)}
+        if sp.issparse(shard.data):
+            X = sp.csr_matrix(shard.data)
+            out |= {"X_data": X.data, "X_indices": X.indices, "X_indptr": X.indptr,
+                    "X_shape": np.array(X.shape)}  # fmt: skip
+        else:
+            out["X"] = np.asarray(shard.data)
+        return out
+
+    def shard_from_state(self, state: dict[str, np.ndarray]) -> MixtureShard:
+        import scipy.sparse as sp
+
+        if "X" in state:
+            X: Any = state["X"]
+        else:
+            X = sp.csr_matrix(
+                (state["X_data"], state["X_indices"], state["X_indptr"]),
+                shape=tuple(int(n) for n in state["X_shape"]),
+            )
+        z = state["z"]
+        if z.shape != (X.shape[0], self.n_components):
+            raise DataError(
+                f"the responsibilities in {_where(state)} are {z.shape}, not (rows "
+                f"{X.shape[0]}, K {self.n_components}): the file does not belong to this fit. "
+                "Restore the checkpoint folder from a copy, or remove it and fit without resume"
+            )
+        return MixtureShard(
+            int(state["part"]), self.observation.prepare(X), z, float(state["H"]), X
+        )
+
+    def block_state(self, block: ComponentBlock) -> dict[str, np.ndarray]:
+        """A block as named arrays: its components and their statistics (the
+        posterior is made again from them)."""
+        stats = {f"stat_{n}": a for n, a in block.stats.items()}
+        return {"index": np.array(block.index), "comps": block.comps, **stats}
+
+    def block_from_state(self, state: dict[str, np.ndarray]) -> ComponentBlock:
+        comps = state["comps"]
+        stats = {k[5:]: state[k] for k in state if k.startswith("stat_")}
+        names = ["N", *self.observation.empty_stats(1)]
+        bad = [n for n in names if n not in stats or len(stats[n]) != comps.size]
+        if bad or comps.size == 0 or comps.max(initial=0) >= self.n_components:
+            raise DataError(
+                f"the component block in {_where(state)} lacks or mis-sizes the statistics "
+                f"{bad or names} of its {comps.size} components (of K={self.n_components}): "
+                "the file does not belong to this fit. Restore the checkpoint folder from a "
+                "copy, or remove it and fit without resume"
+            )
+        return self._block(int(state["index"]), comps, {n: stats[n] for n in names})
+
+    def partition_state(self, deal: list[np.ndarray]) -> dict[str, np.ndarray]:
+        """The first rotation's component blocks (later ones follow from the seed)."""
+        return {f"comps_{b}": comps for b, comps in enumerate(deal)}
+
+    def partition_from_state(self, state: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return [state[f"comps_{b}"] for b in range(sum(1 for k in state if k.startswith("comps_")))]
+
     # ---- a sub-step
+    def log_weights(self, shard: MixtureShard, block: ComponentBlock) -> np.ndarray:
+        """``u_ik = psi(theta_k) + E[log F(x_i | phi_k)]`` of the shard's rows and the
+        block's components, (n, K_b)."""
+        theta = self.alpha / self.n_components + block.stats["N"]
+        u = self.observation.expected_log_lik(shard.rows, block.post)
+        u += digamma(theta)
+        return np.asarray(u)
+
     def substep(
         self, shard: MixtureShard, block: ComponentBlock, shared: Any = None
     ) -> tuple[MixtureShard, ComponentBlock, BlockReport]:
         """Every row of the shard over the block's components (Theorem 1) against
         the snapshot; the new shard, the new block and their sums."""
         comps = block.comps
-        theta = self.alpha / self.n_components + block.stats["N"]
-        u = self.observation.expected_log_lik(shard.rows, block.post)
-        u += digamma(theta)
+        u = self.log_weights(shard, block)
         u -= u.max(axis=1, keepdims=True)
         np.exp(u, out=u)
         old = shard.z[:, comps]
@@ -193,7 +295,7 @@ class ESVIMixture:
         delta = self._stats(shard.rows, new - old)
         stats = {n: block.stats[n] + delta[n] for n in block.stats}
         new_block = self._block(block.index, comps, stats)
-        new_shard = MixtureShard(shard.part, shard.rows, z, _entropy(z))
+        new_shard = MixtureShard(shard.part, shard.rows, z, _entropy(z), shard.data)
         return new_shard, new_block, self.report(new_block, new_shard)
 
     def report(self, block: ComponentBlock, shard: MixtureShard | None) -> BlockReport:
@@ -212,6 +314,11 @@ class ESVIMixture:
         prior = K * gammaln(a) - gammaln(self.alpha)
         alloc = sum(r.lgamma_theta for r in blocks) - gammaln(self.alpha + n) - prior
         return float(sum(r.obs_elbo for r in blocks) + alloc + sum(r.H for r in shards))
+
+
+def _where(state: dict[str, np.ndarray]) -> str:
+    """The checkpoint file the arrays ``state`` came from, where known."""
+    return str(getattr(state, "path", "a checkpoint file"))
 
 
 def _entropy(z: np.ndarray) -> float:

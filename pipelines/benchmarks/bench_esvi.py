@@ -18,8 +18,10 @@ Rows (see ``pipelines/benchmarks/README_esvi.md``):
 2. scaling on 20 Newsgroups: ESVI C=K with P=1 (one worker) against P=2 (two
    workers), tokens per second of the rotations (the start excluded);
    stale mode is not implemented and not run;
-3. the memory-limit part (K=1,000, V=500,000 synthetic), K in {128, 400} and
-   the mixtures are not in this script.
+3. ``--parts mixture``: ESVI for the zero-mean Gaussian mixture on BSDS500
+   patches against memoized VI (``esvi_mixture_part.py``);
+4. the memory-limit part (K=1,000, V=500,000 synthetic) and K in {128, 400}
+   are not in this script.
 
 Usage::
 
@@ -27,7 +29,10 @@ Usage::
     nice -n 5 python pipelines/benchmarks/bench_esvi.py --K 64 --laps 10 --rotations 15 \\
         --esvi-iters 10
 
-Writes ``pipelines/benchmarks/results/esvi{,-quick}.md`` and ``.json``.
+    nice -n 5 python pipelines/benchmarks/bench_esvi.py --parts mixture   # the mixtures only
+
+Writes ``pipelines/benchmarks/results/esvi{,-quick}.md`` and ``.json``;
+``--parts mixture`` alone: ``esvi-mixture-<commit>{,-quick}``.
 """
 
 from __future__ import annotations
@@ -37,8 +42,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import esvi_mixture_part
 import numpy as np
 from harness import cluster, corpora
+from harness.machine import git_commit
 from harness.priors import ALPHA, ETA
 from harness.report import check, fmt, fmt_s, header, step_times, table
 from harness.run import Run, log, options
@@ -95,7 +102,7 @@ def scaling(data: Any, client: Any, K: int, rotations: int) -> dict[str, Any]:
 
 
 def render(res: dict[str, Any]) -> str:
-    lines = header(res, "ESVI (model-parallel LDA) against memoized VI")
+    lines = header(res, "ESVI (model-parallel LDA and mixtures) against memoized VI")
     lines.append(step_times(res))
     lines.append("")
     for name, q in res.get("quality", {}).items():
@@ -153,12 +160,14 @@ def render(res: dict[str, Any]) -> str:
             "- stale mode: not implemented, not run.",
             "",
         ]
+    if res.get("mixture"):
+        lines += esvi_mixture_part.render(res["mixture"])
     lines += [
         "## Not run",
         "",
         "- the memory-limit part (K=1,000, V=500,000 synthetic, 3 GiB limits);",
-        "- K in {128, 400}; stale mode (not built); the Gaussian mixture on BSDS patches "
-        "(ESVI for mixtures is built, not benchmarked).",
+        "- K in {128, 400}; stale mode (not built)"
+        + ("." if res.get("mixture") else "; the mixtures (--parts mixture)."),
         "",
     ]
     return "\n".join(lines)
@@ -173,17 +182,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--corpora", default="ap,20news")
     parser.add_argument("--gibbs-sweeps", type=int, default=200, help="of every Gibbs start")
     parser.add_argument("--esvi-iters", type=int, default=10, help="passes, Gibbs-start ESVI")
+    parser.add_argument("--parts", default="lda", help="comma-separated: lda, mixture")
+    esvi_mixture_part.add_options(parser)
     args = parser.parse_args(argv)
+    parts = set(args.parts.split(","))
     if args.quick:
         args.K, args.laps, args.rotations, args.corpora = 16, 3, 3, "ap"
         args.gibbs_sweeps = 20
         args.scaling_rotations = 2
+        esvi_mixture_part.quick(args)
     stem = "esvi-quick" if args.quick else "esvi"
-    run = Run(__file__, stem, args.out, argv, settings=vars(args) | {"out": str(args.out)})
-    names = args.corpora.split(",")
-    data = corpora.load_corpora(names, corpora.CORPORA_DIR, corpora.WORK_DIR)
+    if parts == {"mixture"}:
+        stem = f"esvi-mixture-{git_commit().split()[0]}" + ("-quick" if args.quick else "")
+    run = Run(
+        __file__,
+        stem,
+        args.out,
+        argv,
+        settings={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+    )
+    names = args.corpora.split(",") if "lda" in parts else []
+    data = corpora.load_corpora(names, corpora.CORPORA_DIR, corpora.WORK_DIR) if names else {}
     local, client = cluster.local_cluster(2)
     try:
+        if "mixture" in parts:
+            log("mixtures on BSDS500 patches")
+            run.res["mixture"] = run.step(
+                "mixture", lambda: esvi_mixture_part.run_part(args, client)
+            )
         run.res["quality"] = {}
         for name in names:
             log(f"quality and speed on {name}, K={args.K}")
