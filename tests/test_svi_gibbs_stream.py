@@ -247,3 +247,33 @@ def test_a_crash_at_an_epoch_end_resumes_within_the_epoch(tmp_path):
     assert resumed.step == straight.step == 4  # 60 documents in minibatches of 17
     assert len(resumed.minibatch_log) == 1 and len(resumed.minibatch_log[0]) == 60 - 3 * 17
     np.testing.assert_array_equal(resumed.topics.lam(), straight.topics.lam())
+
+
+def test_a_part_carries_where_its_documents_are_not_the_documents(tmp_path):
+    """A corpus part names row groups and rows (it reads them where it is
+    loaded); an in-memory matrix's part carries its rows. Both load the
+    documents asked, in the order asked."""
+    import pickle
+
+    rng = np.random.default_rng(4)
+    X = _docs(rng, 100)
+    path = tmp_path / "c"
+    Corpus.write(path, X, [f"w{i}" for i in range(V)], docs_per_row_group=30)
+    ids = np.concatenate([b.load().doc_ids for b in Corpus.open(path).batches])
+    refs = np.array([[3, 5], [0, 29], [1, 0], [0, 2], [3, 9]])  # (group, row), groups mixed
+    rows_asked = refs[:, 0] * 30 + refs[:, 1]
+    in_memory = np.column_stack([np.zeros_like(rows_asked), rows_asked])  # one group
+    for stream, asked, expect_ids in ((DocumentStream(str(path)), refs, ids[rows_asked]),
+                                      (DocumentStream(X), in_memory, rows_asked)):  # fmt: skip
+        part = stream.part(asked, "here")
+        rows, got_ids = pickle.loads(pickle.dumps(part)).load()
+        np.testing.assert_array_equal(rows.toarray(), X[rows_asked].toarray())
+        np.testing.assert_array_equal(got_ids, expect_ids)
+        np.testing.assert_array_equal(stream.load(asked)[0].toarray(), rows.toarray())
+    corpus_part = DocumentStream(str(path)).part(refs, "here")
+    assert not any(sp.issparse(group) for group, _ in corpus_part.pieces)
+    # its size does not grow with the documents' lengths: 50 times the words, same size
+    longer = tmp_path / "long"
+    Corpus.write(longer, X * 50, [f"w{i}" for i in range(V)], docs_per_row_group=30)
+    size = len(pickle.dumps(corpus_part))
+    assert abs(len(pickle.dumps(DocumentStream(str(longer)).part(refs, "here"))) - size) < 64
