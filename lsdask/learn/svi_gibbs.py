@@ -120,6 +120,10 @@ class StreamState:
     keys: list[str] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
     finished: bool = False
+    #: the command running the fit (``lsdask fit``): ``id`` (its arguments' hash),
+    #: ``target`` (epochs in all it asked for), ``done`` (its output written); a
+    #: rerun of an interrupted command trains to exactly its target
+    command: dict[str, Any] | None = None
     #: per completed epoch: stored entries of Ñ, documents in the stream, seconds
     nonzero_trace: list[int] = field(default_factory=list)
     docs_trace: list[int] = field(default_factory=list)
