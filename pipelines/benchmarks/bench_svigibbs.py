@@ -14,6 +14,7 @@ a few peer minibatches) that fits in about half an hour on 2 shared cores.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -97,8 +98,14 @@ def lsdask_run(
         "epochs": epochs_out,
         "docs_per_second": stream.n_docs * epochs / clock[0],
         "driver_share": state.driver_seconds / (state.driver_seconds + state.task_seconds),
+        "load": load_now(),
         "log": state.minibatch_log,
     }
+
+
+def load_now() -> float:
+    """The machine's 1-minute load average now (reported beside every timing)."""
+    return round(os.getloadavg()[0], 2)
 
 
 def evaluate(data: Any, lam: np.ndarray) -> dict[str, float]:
@@ -173,13 +180,14 @@ def _peer(data: Any, batches: list[np.ndarray], step: Any, topics: Any, score_ev
         step(X)
         times.append(time.perf_counter() - t0)
         if score_every and i % score_every == 0:
-            scores.append({"minibatches": i, "seconds": float(np.sum(times)),
+            scores.append({"minibatches": i, "seconds": float(np.sum(times)), "load": load_now(),
                            **evaluate(data, np.asarray(topics()))})  # fmt: skip
             log(f"  peer after {i} minibatches: {scores[-1]}")
     return {
         "seconds_per_minibatch": float(np.mean(times)),
         "minibatches": len(times),
         "scores": scores,
+        "load": load_now(),
     }
 
 
@@ -195,14 +203,14 @@ def memo_run(data: Any, K: int, *, eta: float, laps: int) -> dict[str, Any]:
         K, alpha=ALPHA_PER_TOPIC * K, eta=eta, n_laps=laps, client="sync", random_state=0,
         init="kmeans++",
     ).fit(data.train_path)  # fmt: skip
-    return {"seconds": time.perf_counter() - t0, "laps": int(m.n_laps_),
+    return {"seconds": time.perf_counter() - t0, "laps": int(m.n_laps_), "load": load_now(),
             **evaluate(data, np.asarray(m.components_))}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- scaling
 
 
-def scaling_run(data: Any, K: int, minibatch: int, epochs: int) -> dict[str, Any]:
+def scaling_run(data: Any, K: int, minibatch: int, epochs: int, eta: float = 0.1) -> dict[str, Any]:
     """Documents per second with 1 and 2 LocalCluster workers (and in-process)."""
     from distributed import Client, LocalCluster
 
@@ -216,13 +224,16 @@ def scaling_run(data: Any, K: int, minibatch: int, epochs: int) -> dict[str, Any
         client = Client(cluster)
         try:
             r = lsdask_run(
-                data, K, eta=0.1, burnin=3, samples=2, minibatch=minibatch, delay=10.0,
+                data, K, eta=eta, burnin=3, samples=2, minibatch=minibatch, delay=10.0,
                 epochs=epochs, executor=make_executor(client), score=False,
             )  # fmt: skip
             out[f"{workers} workers"] = {
                 "docs_per_second": r["docs_per_second"],
                 "seconds_per_minibatch": r["seconds_per_minibatch"],
                 "driver_share": r["driver_share"],
+                "load": r["load"],
+                "K": K,
+                "eta": eta,
             }
         finally:
             client.close()
@@ -255,6 +266,13 @@ def main(argv: list[str] | None = None) -> None:
         help="run only the 1- against 2-worker comparison (results/svigibbs-scaling.*)",
     )  # fmt: skip
     parser.add_argument("--scaling-epochs", type=int, default=1)
+    parser.add_argument("--scaling-k", type=int, default=100)
+    parser.add_argument("--scaling-eta", type=float, default=0.1)
+    parser.add_argument(
+        "--minibatch", type=int, default=100,
+        help="documents per minibatch of the quality runs, lsdask's and the peers' (default "
+        "100; the cost rows always use 100)",
+    )  # fmt: skip
     parser.add_argument(
         "--only-grid", action="store_true",
         help="run only lsdask's grid at eta=0.4: (B, S) and delay at K=200, and K=1000 "
@@ -281,6 +299,10 @@ def main(argv: list[str] | None = None) -> None:
         stem += f"-{args.grid_name}"
     if args.only_quality:
         stem += f"-quality-eta{args.quality_eta:g}".replace(".", "")
+        if args.quality_k != 200:
+            stem += f"-k{args.quality_k}"
+    if args.minibatch != 100:
+        stem += f"-mb{args.minibatch}"
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     run = Run(__file__, stem, args.out, argv, settings=settings)
     data = run.step(
@@ -315,7 +337,13 @@ def main(argv: list[str] | None = None) -> None:
                    score=False)  # fmt: skip
         res["scaling"] = run.step(
             "scaling",
-            lambda: scaling_run(data, 20 if args.quick else 100, 1000, args.scaling_epochs),
+            lambda: scaling_run(
+                data,
+                20 if args.quick else args.scaling_k,
+                1000,
+                args.scaling_epochs,
+                args.scaling_eta,
+            ),
         )
         run.finish(render_scaling)
         return
@@ -357,7 +385,14 @@ def main(argv: list[str] | None = None) -> None:
         r = run.step(
             f"quality {key}",
             lambda B=B, S=S, delay=delay, eta=eta: lsdask_run(
-                data, Kq, eta=eta, burnin=B, samples=S, minibatch=100, delay=delay, epochs=epochs
+                data,
+                Kq,
+                eta=eta,
+                burnin=B,
+                samples=S,
+                minibatch=args.minibatch,
+                delay=delay,
+                epochs=epochs,
             ),
         )
         log_ids = r.pop("log")
@@ -367,7 +402,7 @@ def main(argv: list[str] | None = None) -> None:
     assert main_log is not None
     batches = rows_of(data, main_log)
     n_peer = round(args.peer_epochs * len(batches) / epochs)
-    per_epoch = int(np.ceil(data.X_train.shape[0] / 100))
+    per_epoch = int(np.ceil(data.X_train.shape[0] / args.minibatch))
     for name, fn in (("sklearn", sklearn_run), ("gensim", gensim_run)):
         quality[name] = run.step(
             f"quality {name}",
@@ -399,7 +434,7 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
         B, S = (int(x) for x in spec.split(":"))
         key = f"B={B} S={S} delay=10 eta={eta:g}"
         r = run.step(f"quality {key}", lambda B=B, S=S: lsdask_run(
-            data, Kq, eta=eta, burnin=B, samples=S, minibatch=100, delay=10.0,
+            data, Kq, eta=eta, burnin=B, samples=S, minibatch=args.minibatch, delay=10.0,
             epochs=args.epochs))  # fmt: skip
         log_ids = r.pop("log")
         main_log = main_log or log_ids
@@ -407,7 +442,7 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
     assert main_log is not None
     batches = rows_of(data, main_log)
     n_peer = round(args.peer_epochs * len(batches) / args.epochs)
-    per_epoch = int(np.ceil(data.X_train.shape[0] / 100))
+    per_epoch = int(np.ceil(data.X_train.shape[0] / args.minibatch))
     for name, fn in (("sklearn", sklearn_run), ("gensim", gensim_run)):
         quality[name] = run.step(
             f"quality {name}",
@@ -415,9 +450,10 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
                 data, Kq, batches[:n_peer], eta=eta, delay=10.0, score_every=per_epoch
             ),
         )
-    quality["memo"] = run.step(
-        "quality memo", lambda: memo_run(data, Kq, eta=eta, laps=args.memo_laps)
-    )
+    if args.memo_laps > 0:
+        quality["memo"] = run.step(
+            "quality memo", lambda: memo_run(data, Kq, eta=eta, laps=args.memo_laps)
+        )
     return quality
 
 
@@ -464,6 +500,7 @@ def quality_table(res: dict[str, Any]) -> list[str]:
                         fmt(s["umass_mean"]),
                         fmt(s["umass_worst_decile"]),
                         fmt(s["seconds"]),
+                        fmt(s.get("load"), 1),
                     ]
                 )
         elif key == "memo":
@@ -475,22 +512,27 @@ def quality_table(res: dict[str, Any]) -> list[str]:
                     fmt(r["umass_mean"]),
                     fmt(r["umass_worst_decile"]),
                     fmt(r["seconds"]),
+                    fmt(r.get("load"), 1),
                 ]
             )
         else:
             for e in r["epochs"]:
                 rows.append([f"svi-gibbs {key}", f"epoch {e['epoch']}", fmt(e["heldout"], 4),
                              fmt(e["umass_mean"]), fmt(e["umass_worst_decile"]),
-                             fmt(e["seconds"])])  # fmt: skip
-    out += table(["method", "when", "heldout", "UMass mean", "UMass worst 10%", "train s"], rows)
+                             fmt(e["seconds"]), fmt(r.get("load"), 1)])  # fmt: skip
+    head = ["method", "when", "heldout", "UMass mean", "UMass worst 10%", "train s", "load 1 min"]
+    out += table(head, rows)
     return out
 
 
 def scaling_table(s: dict[str, Any]) -> list[str]:
-    out = ["", "## Scaling, minibatches of 1,000 (K=100, B=3, S=2)", ""]
-    out += table(["workers", "docs/s", "s per minibatch", "driver share"],
+    first = next(iter(s.values()))
+    what = f"K={first.get('K', 100)}, eta={first.get('eta', 0.1)}, B=3, S=2"
+    out = ["", f"## Scaling, minibatches of 1,000 ({what})", ""]
+    out += table(["workers", "docs/s", "s per minibatch", "driver share", "load 1 min"],
                  [[k, fmt(v["docs_per_second"]), fmt(v["seconds_per_minibatch"]),
-                   fmt(v.get("driver_share"))] for k, v in s.items()])  # fmt: skip
+                   fmt(v.get("driver_share")), fmt(v.get("load"), 1)]
+                  for k, v in s.items()])  # fmt: skip
     one, two = s.get("1 workers"), s.get("2 workers")
     if one and two:
         ratio = two["docs_per_second"] / one["docs_per_second"]
