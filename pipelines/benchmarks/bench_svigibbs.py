@@ -81,7 +81,7 @@ def lsdask_run(
             "nonzero_frac": s.topics.n_stored / (K * stream.n_features),
         }
         if score:
-            row.update(evaluate(data, s.topics.lam()))
+            row.update(evaluate(data, s.topics.lam(), eta))
         epochs_out.append(row)
         log(f"  lsdask K={K} epoch {s.epoch}: {row}")
         last[0] = time.perf_counter()  # scoring is not on the clock
@@ -108,8 +108,13 @@ def load_now() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def evaluate(data: Any, lam: np.ndarray) -> dict[str, float]:
-    """Heldout document completion and UMass coherence of topics ``lam`` (K, V)."""
+def evaluate(data: Any, lam: np.ndarray, eta: float) -> dict[str, float]:
+    """Heldout document completion and UMass coherence of topics ``lam`` (K, V, the
+    Dirichlet parameters: eta plus the topic's counts); UMass also over the *live*
+    topics alone, those holding at least a tenth of a fair share (``N / (10 K)``) of
+    the counts ``lam - eta``: a method's unused topics show whatever its
+    updates leave in them (rare words under sklearn's random start, a few
+    smoothing-bucket tokens under SVI-Gibbs) and decide the worst decile."""
     from lsdask.evaluate import document_completion, umass_coherence
 
     K = lam.shape[0]
@@ -117,10 +122,17 @@ def evaluate(data: Any, lam: np.ndarray) -> dict[str, float]:
     heldout = document_completion(data.A, data.B, topics, ALPHA_PER_TOPIC * K)
     coherence = umass_coherence(topics, iter([data.X_train]), 10)
     worst = np.sort(coherence)[: max(1, K // 10)]
+    mass = lam.sum(axis=1) - eta * lam.shape[1]
+    live = coherence[mass >= mass.sum() / (10 * K)]
     return {
         "heldout": float(heldout),
         "umass_mean": float(np.mean(coherence)),
         "umass_worst_decile": float(np.mean(worst)),
+        "live_topics": int(live.size),
+        "umass_live_mean": float(np.mean(live)) if live.size else float("nan"),
+        "umass_live_worst_decile": float(np.mean(np.sort(live)[: max(1, live.size // 10)]))
+        if live.size
+        else float("nan"),
     }
 
 
@@ -147,7 +159,9 @@ def sklearn_run(
         learning_method="online", learning_decay=KAPPA, learning_offset=delay,
         total_samples=data.X_train.shape[0], n_jobs=1, random_state=0,
     )  # fmt: skip
-    return _peer(data, batches, lambda X: lda.partial_fit(X), lambda: lda.components_, score_every)
+    return _peer(
+        data, batches, lambda X: lda.partial_fit(X), lambda: lda.components_, eta, score_every
+    )
 
 
 def gensim_run(
@@ -166,12 +180,15 @@ def gensim_run(
         data,
         batches,
         lambda X: model.update(gensim_bow(X), chunks_as_numpy=True),
-        model.get_topics,
+        model.state.get_lambda,  # lambda (get_topics() is it normalized)
+        eta,
         score_every,
     )
 
 
-def _peer(data: Any, batches: list[np.ndarray], step: Any, topics: Any, score_every: int) -> dict:
+def _peer(
+    data: Any, batches: list[np.ndarray], step: Any, topics: Any, eta: float, score_every: int
+) -> dict:
     times: list[float] = []
     scores: list[dict[str, Any]] = []
     for i, rows in enumerate(batches, start=1):
@@ -181,7 +198,7 @@ def _peer(data: Any, batches: list[np.ndarray], step: Any, topics: Any, score_ev
         times.append(time.perf_counter() - t0)
         if score_every and i % score_every == 0:
             scores.append({"minibatches": i, "seconds": float(np.sum(times)), "load": load_now(),
-                           **evaluate(data, np.asarray(topics()))})  # fmt: skip
+                           **evaluate(data, np.asarray(topics()), eta)})  # fmt: skip
             log(f"  peer after {i} minibatches: {scores[-1]}")
     return {
         "seconds_per_minibatch": float(np.mean(times)),
@@ -204,7 +221,7 @@ def memo_run(data: Any, K: int, *, eta: float, laps: int) -> dict[str, Any]:
         init="kmeans++",
     ).fit(data.train_path)  # fmt: skip
     return {"seconds": time.perf_counter() - t0, "laps": int(m.n_laps_), "load": load_now(),
-            **evaluate(data, np.asarray(m.components_))}  # fmt: skip
+            **evaluate(data, np.asarray(m.components_), eta)}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- scaling
@@ -223,6 +240,7 @@ def scaling_run(data: Any, K: int, minibatch: int, epochs: int, eta: float = 0.1
         )
         client = Client(cluster)
         try:
+            client.run(warm_kernels)  # every worker compiles or loads them before the clock
             r = lsdask_run(
                 data, K, eta=eta, burnin=3, samples=2, minibatch=minibatch, delay=10.0,
                 epochs=epochs, executor=make_executor(client), score=False,
@@ -240,6 +258,17 @@ def scaling_run(data: Any, K: int, minibatch: int, epochs: int, eta: float = 0.1
             cluster.close()
         log(f"  scaling {workers} workers: {out[f'{workers} workers']}")
     return out
+
+
+def warm_kernels() -> None:
+    """Sample a tiny document, so that this process has the kernels compiled (or
+    loaded from numba's cache) before anything is timed."""
+    import scipy.sparse as sp
+
+    from lsdask.models.sparse_topics import SparseTopics, sample_counts
+
+    view = SparseTopics.at_prior(2, 3, 0.4).view(np.arange(3), np.full(2, 0.1), step=1)
+    sample_counts(sp.csr_matrix(np.ones((1, 3))), np.zeros(1, np.int64), view, 1, 1, seed=0)
 
 
 # --------------------------------------------------------------------------- main
@@ -499,6 +528,7 @@ def quality_table(res: dict[str, Any]) -> list[str]:
                         fmt(s["heldout"], 4),
                         fmt(s["umass_mean"]),
                         fmt(s["umass_worst_decile"]),
+                        *live_cells(s),
                         fmt(s["seconds"]),
                         fmt(s.get("load"), 1),
                     ]
@@ -511,6 +541,7 @@ def quality_table(res: dict[str, Any]) -> list[str]:
                     fmt(r["heldout"], 4),
                     fmt(r["umass_mean"]),
                     fmt(r["umass_worst_decile"]),
+                    *live_cells(r),
                     fmt(r["seconds"]),
                     fmt(r.get("load"), 1),
                 ]
@@ -519,10 +550,18 @@ def quality_table(res: dict[str, Any]) -> list[str]:
             for e in r["epochs"]:
                 rows.append([f"svi-gibbs {key}", f"epoch {e['epoch']}", fmt(e["heldout"], 4),
                              fmt(e["umass_mean"]), fmt(e["umass_worst_decile"]),
-                             fmt(e["seconds"]), fmt(r.get("load"), 1)])  # fmt: skip
-    head = ["method", "when", "heldout", "UMass mean", "UMass worst 10%", "train s", "load 1 min"]
+                             *live_cells(e), fmt(e["seconds"]),
+                             fmt(r.get("load"), 1)])  # fmt: skip
+    head = ["method", "when", "heldout", "UMass mean", "UMass worst 10%", "live topics",
+            "live UMass mean", "live UMass worst 10%", "train s", "load 1 min"]  # fmt: skip
     out += table(head, rows)
     return out
+
+
+def live_cells(r: dict[str, Any]) -> list[str]:
+    """The live topics' columns (absent from runs scored before they were kept)."""
+    return [fmt(r.get("live_topics")), fmt(r.get("umass_live_mean")),
+            fmt(r.get("umass_live_worst_decile"))]  # fmt: skip
 
 
 def scaling_table(s: dict[str, Any]) -> list[str]:
