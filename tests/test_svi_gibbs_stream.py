@@ -272,6 +272,9 @@ def test_a_part_carries_where_its_documents_are_not_the_documents(tmp_path):
         np.testing.assert_array_equal(stream.load(asked)[0].toarray(), rows.toarray())
     corpus_part = DocumentStream(str(path)).part(refs, "here")
     assert not any(sp.issparse(group) for group, _ in corpus_part.pieces)
+    size = len(pickle.dumps(corpus_part))
+    corpus_part.load()  # kept for this process's next task, never pickled
+    assert len(pickle.dumps(corpus_part)) == size
     # its size does not grow with the documents' lengths: 50 times the words, same size
     longer = tmp_path / "long"
     Corpus.write(longer, X * 50, [f"w{i}" for i in range(V)], docs_per_row_group=30)

@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -180,6 +180,18 @@ class DocumentRefs:
     back: np.ndarray
     n_features: int
     where: str
+    #: the documents once loaded in this process (never pickled: a task elsewhere
+    #: reads its own), so that the tasks of one step run here read them once
+    _loaded: Any = field(default=None, compare=False, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_loaded"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
 
     @property
     def n_docs(self) -> int:
@@ -187,6 +199,11 @@ class DocumentRefs:
 
     def load(self) -> tuple[sp.csr_matrix, np.ndarray]:
         """The documents as CSR counts and their ids, in the order asked."""
+        if self._loaded is None:
+            object.__setattr__(self, "_loaded", self._read())
+        return self._loaded
+
+    def _read(self) -> tuple[sp.csr_matrix, np.ndarray]:
         if not self.pieces:
             return sp.csr_matrix((0, self.n_features)), np.zeros(0, np.int64)
         parts, ids = [], []
