@@ -109,8 +109,8 @@ MAX_LINE_BYTES = 64 << 20
 #: enough), and minibatches between checkpoints (one is also written at the end
 #: of every epoch and when a fit is stopped).
 SVI_GIBBS_MINIBATCH = 100
-SVI_GIBBS_BURNIN = 1
-SVI_GIBBS_SAMPLES = 4
+SVI_GIBBS_BURNIN = 3
+SVI_GIBBS_SAMPLES = 2
 SVI_GIBBS_CHECKPOINT_EVERY = 50
 
 #: Bytes of corpus row groups a process keeps read for minibatches drawn
