@@ -141,7 +141,7 @@ def test_estimator_resume_of_a_finished_fit_equals_one_longer_fit(tmp_path):
         )
 
 
-@pytest.mark.parametrize("damage", ["cut", "garbage", "negative"])
+@pytest.mark.parametrize("damage", ["cut", "garbage", "negative", "command"])
 def test_a_damaged_checkpoint_is_refused_naming_the_file(tmp_path, damage):
     from lsdask.errors import DataError
     from lsdask.persist.svi_gibbs import checkpoint_path
@@ -157,8 +157,11 @@ def test_a_damaged_checkpoint_is_refused_naming_the_file(tmp_path, damage):
         file.write_bytes(raw[: len(raw) // 2])
     elif damage == "garbage":
         file.write_bytes(b"not an npz file at all")
-    else:
+    elif damage == "negative":
         state.topics.scaled.data[:] = -1.0
+        save_stream_state(tmp_path / "ck", state, {})
+    else:  # a command without its target
+        state.command = {"id": "abc", "done": False}
         save_stream_state(tmp_path / "ck", state, {})
     with pytest.raises(DataError, match=r"ckpt-svi-gibbs\.npz"):
         load_stream_state(tmp_path / "ck")
