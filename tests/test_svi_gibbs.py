@@ -81,8 +81,15 @@ def test_local_cluster_equals_in_process(data, tmp_path, dask_client):
     X, _ = data
     path = tmp_path / "c"
     Corpus.write(path, X, [f"w{i}" for i in range(X.shape[1])], docs_per_row_group=50)
-    here = _lda().fit(str(path))
+    from lsdask.io import doc_stream
+
+    doc_stream._CACHE.clear()
+    doc_stream._CACHE_BYTES[0] = 0
     there = _lda(client=dask_client).fit(str(path))
+    # the workers read their own row groups: the driver read none of them
+    assert not [b for b in doc_stream._CACHE if str(path) in str(b.path)]
+    here = _lda().fit(str(path))
+    assert len(doc_stream._CACHE) == 300 // 50  # in process, this process read them
     np.testing.assert_array_equal(here.components_, there.components_)
     np.testing.assert_array_equal(here.nonzero_trace_, there.nonzero_trace_)
     # the corpus's documents and the matrix's differ only in their ids (the draws' keys)

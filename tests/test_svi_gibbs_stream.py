@@ -141,7 +141,7 @@ def test_estimator_resume_of_a_finished_fit_equals_one_longer_fit(tmp_path):
         )
 
 
-@pytest.mark.parametrize("damage", ["cut", "garbage", "negative"])
+@pytest.mark.parametrize("damage", ["cut", "garbage", "negative", "command"])
 def test_a_damaged_checkpoint_is_refused_naming_the_file(tmp_path, damage):
     from lsdask.errors import DataError
     from lsdask.persist.svi_gibbs import checkpoint_path
@@ -157,8 +157,11 @@ def test_a_damaged_checkpoint_is_refused_naming_the_file(tmp_path, damage):
         file.write_bytes(raw[: len(raw) // 2])
     elif damage == "garbage":
         file.write_bytes(b"not an npz file at all")
-    else:
+    elif damage == "negative":
         state.topics.scaled.data[:] = -1.0
+        save_stream_state(tmp_path / "ck", state, {})
+    else:  # a command without its target
+        state.command = {"id": "abc", "done": False}
         save_stream_state(tmp_path / "ck", state, {})
     with pytest.raises(DataError, match=r"ckpt-svi-gibbs\.npz"):
         load_stream_state(tmp_path / "ck")
@@ -247,3 +250,36 @@ def test_a_crash_at_an_epoch_end_resumes_within_the_epoch(tmp_path):
     assert resumed.step == straight.step == 4  # 60 documents in minibatches of 17
     assert len(resumed.minibatch_log) == 1 and len(resumed.minibatch_log[0]) == 60 - 3 * 17
     np.testing.assert_array_equal(resumed.topics.lam(), straight.topics.lam())
+
+
+def test_a_part_carries_where_its_documents_are_not_the_documents(tmp_path):
+    """A corpus part names row groups and rows (it reads them where it is
+    loaded); an in-memory matrix's part carries its rows. Both load the
+    documents asked, in the order asked."""
+    import pickle
+
+    rng = np.random.default_rng(4)
+    X = _docs(rng, 100)
+    path = tmp_path / "c"
+    Corpus.write(path, X, [f"w{i}" for i in range(V)], docs_per_row_group=30)
+    ids = np.concatenate([b.load().doc_ids for b in Corpus.open(path).batches])
+    refs = np.array([[3, 5], [0, 29], [1, 0], [0, 2], [3, 9]])  # (group, row), groups mixed
+    rows_asked = refs[:, 0] * 30 + refs[:, 1]
+    in_memory = np.column_stack([np.zeros_like(rows_asked), rows_asked])  # one group
+    for stream, asked, expect_ids in ((DocumentStream(str(path)), refs, ids[rows_asked]),
+                                      (DocumentStream(X), in_memory, rows_asked)):  # fmt: skip
+        part = stream.part(asked, "here")
+        rows, got_ids = pickle.loads(pickle.dumps(part)).load()
+        np.testing.assert_array_equal(rows.toarray(), X[rows_asked].toarray())
+        np.testing.assert_array_equal(got_ids, expect_ids)
+        np.testing.assert_array_equal(stream.load(asked)[0].toarray(), rows.toarray())
+    corpus_part = DocumentStream(str(path)).part(refs, "here")
+    assert not any(sp.issparse(group) for group, _ in corpus_part.pieces)
+    size = len(pickle.dumps(corpus_part))
+    corpus_part.load()  # kept for this process's next task, never pickled
+    assert len(pickle.dumps(corpus_part)) == size
+    # its size does not grow with the documents' lengths: 50 times the words, same size
+    longer = tmp_path / "long"
+    Corpus.write(longer, X * 50, [f"w{i}" for i in range(V)], docs_per_row_group=30)
+    size = len(pickle.dumps(corpus_part))
+    assert abs(len(pickle.dumps(DocumentStream(str(longer)).part(refs, "here"))) - size) < 64

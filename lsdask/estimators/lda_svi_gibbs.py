@@ -150,10 +150,21 @@ def fit_svi_gibbs(
         progress=est.progress,
     )
     state = _resumed(est, settings)
+    command_id = getattr(est, "_command_id", None)  # set by ``lsdask fit`` (jobs.corpus_lda)
     if state is None:
         state = learner.start(stream, np.random.default_rng(est.random_state).integers(2**62))
+    elif _is_retry(state, command_id):
+        # the same command, interrupted (its output not written): finish what it asked
+        assert state.command is not None
+        learner.n_epochs = int(state.command["target"])
+        logger.info("rerun of an interrupted command: %d epochs in all", learner.n_epochs)
     elif state.finished:
         learner.n_epochs = state.epoch + int(est.n_laps)  # a finished run: n_laps more
+    state.command = (
+        None
+        if command_id is None
+        else {"id": command_id, "target": learner.n_epochs, "done": False}
+    )
     model = LDAModel(K, V, alpha=float(est.alpha), eta=float(est.eta))
 
     def on_epoch(s: StreamState) -> None:
@@ -201,6 +212,18 @@ def fit_svi_gibbs(
     est.alpha_trace_ = np.full(n, float(est.alpha))
     est._record_fit_params()
     return est
+
+
+def _is_retry(state: StreamState, command_id: str | None) -> bool:
+    """Whether the run is a rerun of the command that the checkpoint's run belongs
+    to, which did not write its output (interrupted, or killed before it could)."""
+    command = state.command
+    return (
+        command_id is not None
+        and command is not None
+        and command.get("id") == command_id
+        and not command.get("done")
+    )
 
 
 def _stats(state: StreamState, V: int) -> SuffStats:

@@ -16,13 +16,13 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from lsdask import config
-from lsdask.errors import DataError
 
 logger = logging.getLogger(__name__)
 
@@ -141,25 +141,79 @@ class DocumentStream:
     def load(self, refs: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
         """Documents ``refs`` ((n, 2) of (group, row)), in that order: CSR counts and
         their ids (a corpus's doc_id; a matrix's row)."""
+        return self.part(refs, self.description).load()
+
+    def part(self, refs: np.ndarray, where: str) -> DocumentRefs:
+        """Documents ``refs`` ((n, 2) of (group, row)) as a small picklable
+        :class:`DocumentRefs` that reads them where it is loaded: a corpus row
+        group travels as its location, only an in-memory matrix's rows as rows."""
         refs = np.asarray(refs, dtype=np.int64).reshape(-1, 2)
-        parts, ids, order = [], [], []
+        pieces: list[tuple[Any, np.ndarray]] = []
+        order = []
         for g in np.unique(refs[:, 0]):
             at = np.flatnonzero(refs[:, 0] == g)
             rows_here = refs[at, 1]
             group = self._groups[int(g)]
             if sp.issparse(group):
-                parts.append(group[rows_here])
+                pieces.append((group[rows_here], rows_here))
+            else:
+                pieces.append((group, rows_here))
+            order.append(at)
+        where_at = np.concatenate(order) if order else np.zeros(0, np.int64)
+        back = np.empty_like(where_at)
+        back[where_at] = np.arange(where_at.size)
+        return DocumentRefs(tuple(pieces), back, self.n_features, where)
+
+
+@dataclass(frozen=True)
+class DocumentRefs:
+    """Some documents of a stream, read where :meth:`load` runs (a Dask worker reads
+    its own row groups; a worker's cache keeps the row groups it read last).
+
+    ``pieces`` holds, per group, a corpus row group's loader
+    (:class:`lsdask.io.corpus.CorpusBatch`) or an in-memory matrix's rows
+    already taken, with the rows wanted of it (their document ids for a
+    matrix); ``back`` puts the pieces' rows in the order asked.
+    """
+
+    pieces: tuple[tuple[Any, np.ndarray], ...]
+    back: np.ndarray
+    n_features: int
+    where: str
+    #: the documents once loaded in this process (never pickled: a task elsewhere
+    #: reads its own), so that the tasks of one step run here read them once
+    _loaded: Any = field(default=None, compare=False, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_loaded"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.back.size)
+
+    def load(self) -> tuple[sp.csr_matrix, np.ndarray]:
+        """The documents as CSR counts and their ids, in the order asked."""
+        if self._loaded is None:
+            object.__setattr__(self, "_loaded", self._read())
+        return self._loaded
+
+    def _read(self) -> tuple[sp.csr_matrix, np.ndarray]:
+        if not self.pieces:
+            return sp.csr_matrix((0, self.n_features)), np.zeros(0, np.int64)
+        parts, ids = [], []
+        for group, rows_here in self.pieces:
+            if sp.issparse(group):  # a matrix's rows, taken in the driver; ids = rows
+                parts.append(group)
                 ids.append(rows_here)
             else:
-                try:
-                    rows, doc_ids = _cached_rows(group, self.n_features)
-                except DataError:
-                    raise
+                rows, doc_ids = _cached_rows(group, self.n_features)
                 parts.append(rows[rows_here])
                 ids.append(doc_ids[rows_here])
-            order.append(at)
-        where = np.concatenate(order)
-        back = np.empty_like(where)
-        back[where] = np.arange(where.size)
-        rows = sp.vstack(parts, format="csr")[back]
-        return rows, np.concatenate(ids)[back]
+        rows = sp.vstack(parts, format="csr")[self.back]
+        return rows, np.concatenate(ids)[self.back]

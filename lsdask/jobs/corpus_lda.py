@@ -34,6 +34,7 @@ from lsdask.jobs.cluster import on_shared_client
 from lsdask.jobs.inputs import check_same_vocab, open_corpus
 from lsdask.learn.base import padded_trace
 from lsdask.persist import check_save_target, load_lda, save_model
+from lsdask.persist import svi_gibbs as svi_gibbs_checkpoint
 from lsdask.persist.checkpoint import CheckpointDir
 from lsdask.persist.model_dir import extra_files
 from lsdask.persist.resume import checkpoint_lock
@@ -117,6 +118,9 @@ def _laps_in_checkpoint(checkpoint_dir: Any) -> int:
     """Laps made so far by the run a resume continues (0 without a checkpoint)."""
     if checkpoint_dir is None or not Path(checkpoint_dir).is_dir():
         return 0
+    epochs = svi_gibbs_checkpoint.epochs_in_checkpoint(checkpoint_dir)
+    if epochs is not None:  # an svi-gibbs run's (its own checkpoint file)
+        return epochs
     state = CheckpointDir(checkpoint_dir).read_state()
     return 0 if state is None else int(state.lap)
 
@@ -284,6 +288,7 @@ def fit_corpus_lda(
     if model._command_id is not None:  # its output is written: a rerun is a new command
         with checkpoint_lock(model.checkpoint_dir):
             CheckpointDir(model.checkpoint_dir).mark_done(model._command_id)
+            svi_gibbs_checkpoint.mark_command_done(model.checkpoint_dir, model._command_id)
     return report
 
 

@@ -63,19 +63,25 @@ class DocumentStream(Protocol):
 
     def refresh(self) -> int: ...
 
-    def load(self, refs: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]: ...
+    def part(self, refs: np.ndarray, where: str) -> DocumentsPart: ...
 
 
-@dataclass(frozen=True)
-class DocumentsPart:
-    """Part of a minibatch: documents as CSR counts and their ids (a task's batch)."""
+class DocumentsPart(Protocol):
+    """Part of a minibatch, read where its task runs (a task's batch):
+    :class:`lsdask.io.doc_stream.DocumentRefs`."""
 
-    rows: sp.csr_matrix
-    doc_ids: np.ndarray
     where: str
 
     def load(self) -> tuple[sp.csr_matrix, np.ndarray]:
-        return self.rows, self.doc_ids
+        """The part's documents as CSR counts, and their ids."""
+        ...
+
+
+def part_index(part: DocumentsPart, _shared: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The words (sorted, distinct) and the document ids of a part: what the
+    driver needs to make the minibatch's view, without the documents."""
+    rows, doc_ids = part.load()
+    return np.unique(rows.indices).astype(np.int64), np.asarray(doc_ids, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,10 @@ class StreamState:
     keys: list[str] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
     finished: bool = False
+    #: the command running the fit (``lsdask fit``): ``id`` (its arguments' hash),
+    #: ``target`` (epochs in all it asked for), ``done`` (its output written); a
+    #: rerun of an interrupted command trains to exactly its target
+    command: dict[str, Any] | None = None
     #: per completed epoch: stored entries of Ñ, documents in the stream, seconds
     nonzero_trace: list[int] = field(default_factory=list)
     docs_trace: list[int] = field(default_factory=list)
@@ -258,20 +268,22 @@ class SviGibbs:
     ) -> None:
         """One step of Alg. 1 on the documents ``refs``."""
         started = time.perf_counter()
-        rows, doc_ids = stream.load(refs)
-        if state.minibatch_log is not None:
-            state.minibatch_log.append(doc_ids.copy())
         t = state.step + 1
-        words = np.unique(rows.indices)
+        n_parts = max(1, min(executor.n_slots, len(refs)))
+        bounds = np.linspace(0, len(refs), n_parts + 1).astype(int)
+        where = f"{stream.description}, minibatch {t}"
+        parts = [stream.part(refs[a:b], where) for a, b in itertools.pairwise(bounds) if b > a]
+        handles = executor.register(parts)
+        # the tasks read their own documents: first the words the view needs ...
+        asked = time.perf_counter()
+        index = executor.map(part_index, handles, None)
+        answered = time.perf_counter()
+        if state.minibatch_log is not None:
+            state.minibatch_log.append(np.concatenate([ids for _, ids in index]))
+        words = np.unique(np.concatenate([w for w, _ in index]))
         view = state.topics.view(words, self.alpha, t)
-        n_parts = max(1, min(executor.n_slots, rows.shape[0]))
-        bounds = np.linspace(0, rows.shape[0], n_parts + 1).astype(int)
-        parts = [
-            DocumentsPart(rows[a:b], doc_ids[a:b], f"{stream.description}, minibatch {t}")
-            for a, b in itertools.pairwise(bounds)
-            if b > a
-        ]
-        handles, shared = executor.register(parts), executor.broadcast(view)
+        shared = executor.broadcast(view)
+        # ... then the draws against it (the documents are in the workers' caches)
         sent = time.perf_counter()
         counts = executor.map_sum(task, handles, shared)
         back = time.perf_counter()
@@ -280,8 +292,8 @@ class SviGibbs:
         scaled = counts.as_matrix(stream.n_features) * (D / (len(refs) * self.samples))
         state.topics.step(rho, scaled, self.reset_below)
         state.step = t
-        state.task_seconds += back - sent
-        state.driver_seconds += (sent - started) + (time.perf_counter() - back)
+        state.task_seconds += (back - sent) + (answered - asked)
+        state.driver_seconds += (asked - started) + (sent - answered) + (time.perf_counter() - back)
 
     def _take_new(
         self, stream: DocumentStream, state: StreamState, rng: np.random.Generator

@@ -55,6 +55,7 @@ def save_stream_state(
         "keys": state.keys,
         "sizes": state.sizes,
         "finished": state.finished,
+        "command": state.command,
         "nonzero_trace": state.nonzero_trace,
         "docs_trace": state.docs_trace,
         "time_trace": state.time_trace,
@@ -119,6 +120,15 @@ def load_stream_state(folder: str | os.PathLike[str]) -> tuple[StreamState, dict
         pi = float(meta["pi"])
         if not 0.0 < pi <= 1.0:
             raise ValueError(f"the running scale pi must be in (0, 1]; got {pi}")
+        command = meta.get("command")  # absent from checkpoints written before it was kept
+        if command is not None and not (
+            isinstance(command, dict)
+            and isinstance(command.get("id"), str)
+            and isinstance(command.get("target"), int)
+            and command["target"] >= 0
+            and isinstance(command.get("done"), bool)
+        ):
+            raise ValueError("'command' must be an object of id, target (epochs) and done")
         topics = SparseTopics(float(meta["eta"]), M, totals, pi, int(meta["n_resets"]))
         state = StreamState(
             topics=topics,
@@ -134,6 +144,7 @@ def load_stream_state(folder: str | os.PathLike[str]) -> tuple[StreamState, dict
             nonzero_trace=[int(x) for x in meta["nonzero_trace"]],
             docs_trace=[int(x) for x in meta["docs_trace"]],
             time_trace=[float(x) for x in meta["time_trace"]],
+            command=command,
         )
         return state, dict(meta["settings"])
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError) as exc:
@@ -143,3 +154,24 @@ def load_stream_state(folder: str | os.PathLike[str]) -> tuple[StreamState, dict
             f"{where} is damaged or not an SVI-Gibbs checkpoint ({exc}); delete it to start "
             "over, or resume from another folder"
         ) from exc
+
+
+def mark_command_done(folder: str | os.PathLike[str], command_id: str) -> bool:
+    """Record in the checkpoint that the command ``command_id`` wrote its output
+    (a rerun of it is then a new command); False where there is no checkpoint or
+    it belongs to another command. The caller holds the folder's lock."""
+    loaded = load_stream_state(folder)
+    if loaded is None:
+        return False
+    state, settings = loaded
+    if state.command is None or state.command.get("id") != command_id:
+        return False
+    state.command = {**state.command, "done": True}
+    save_stream_state(folder, state, settings)
+    return True
+
+
+def epochs_in_checkpoint(folder: str | os.PathLike[str]) -> int | None:
+    """Epochs made by the run whose checkpoint is in ``folder``; None without one."""
+    loaded = load_stream_state(folder)
+    return None if loaded is None else loaded[0].epoch

@@ -14,6 +14,7 @@ a few peer minibatches) that fits in about half an hour on 2 shared cores.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,7 @@ def lsdask_run(
             "nonzero_frac": s.topics.n_stored / (K * stream.n_features),
         }
         if score:
-            row.update(evaluate(data, s.topics.lam()))
+            row.update(evaluate(data, s.topics.lam(), eta))
         epochs_out.append(row)
         log(f"  lsdask K={K} epoch {s.epoch}: {row}")
         last[0] = time.perf_counter()  # scoring is not on the clock
@@ -97,12 +98,23 @@ def lsdask_run(
         "epochs": epochs_out,
         "docs_per_second": stream.n_docs * epochs / clock[0],
         "driver_share": state.driver_seconds / (state.driver_seconds + state.task_seconds),
+        "load": load_now(),
         "log": state.minibatch_log,
     }
 
 
-def evaluate(data: Any, lam: np.ndarray) -> dict[str, float]:
-    """Heldout document completion and UMass coherence of topics ``lam`` (K, V)."""
+def load_now() -> float:
+    """The machine's 1-minute load average now (reported beside every timing)."""
+    return round(os.getloadavg()[0], 2)
+
+
+def evaluate(data: Any, lam: np.ndarray, eta: float) -> dict[str, float]:
+    """Heldout document completion and UMass coherence of topics ``lam`` (K, V, the
+    Dirichlet parameters: eta plus the topic's counts); UMass also over the *live*
+    topics alone, those holding at least half a fair share (``N / (2 K)``) of the
+    counts ``lam - eta``: a method's unused topics show whatever its updates
+    leave in them (rare words under sklearn's random start, a few
+    smoothing-bucket tokens under SVI-Gibbs) and decide the worst decile."""
     from lsdask.evaluate import document_completion, umass_coherence
 
     K = lam.shape[0]
@@ -110,10 +122,17 @@ def evaluate(data: Any, lam: np.ndarray) -> dict[str, float]:
     heldout = document_completion(data.A, data.B, topics, ALPHA_PER_TOPIC * K)
     coherence = umass_coherence(topics, iter([data.X_train]), 10)
     worst = np.sort(coherence)[: max(1, K // 10)]
+    mass = lam.sum(axis=1) - eta * lam.shape[1]
+    live = coherence[mass >= mass.sum() / (2 * K)]
     return {
         "heldout": float(heldout),
         "umass_mean": float(np.mean(coherence)),
         "umass_worst_decile": float(np.mean(worst)),
+        "live_topics": int(live.size),
+        "umass_live_mean": float(np.mean(live)) if live.size else float("nan"),
+        "umass_live_worst_decile": float(np.mean(np.sort(live)[: max(1, live.size // 10)]))
+        if live.size
+        else float("nan"),
     }
 
 
@@ -140,7 +159,9 @@ def sklearn_run(
         learning_method="online", learning_decay=KAPPA, learning_offset=delay,
         total_samples=data.X_train.shape[0], n_jobs=1, random_state=0,
     )  # fmt: skip
-    return _peer(data, batches, lambda X: lda.partial_fit(X), lambda: lda.components_, score_every)
+    return _peer(
+        data, batches, lambda X: lda.partial_fit(X), lambda: lda.components_, eta, score_every
+    )
 
 
 def gensim_run(
@@ -159,12 +180,15 @@ def gensim_run(
         data,
         batches,
         lambda X: model.update(gensim_bow(X), chunks_as_numpy=True),
-        model.get_topics,
+        model.state.get_lambda,  # lambda (get_topics() is it normalized)
+        eta,
         score_every,
     )
 
 
-def _peer(data: Any, batches: list[np.ndarray], step: Any, topics: Any, score_every: int) -> dict:
+def _peer(
+    data: Any, batches: list[np.ndarray], step: Any, topics: Any, eta: float, score_every: int
+) -> dict:
     times: list[float] = []
     scores: list[dict[str, Any]] = []
     for i, rows in enumerate(batches, start=1):
@@ -173,13 +197,14 @@ def _peer(data: Any, batches: list[np.ndarray], step: Any, topics: Any, score_ev
         step(X)
         times.append(time.perf_counter() - t0)
         if score_every and i % score_every == 0:
-            scores.append({"minibatches": i, "seconds": float(np.sum(times)),
-                           **evaluate(data, np.asarray(topics()))})  # fmt: skip
+            scores.append({"minibatches": i, "seconds": float(np.sum(times)), "load": load_now(),
+                           **evaluate(data, np.asarray(topics()), eta)})  # fmt: skip
             log(f"  peer after {i} minibatches: {scores[-1]}")
     return {
         "seconds_per_minibatch": float(np.mean(times)),
         "minibatches": len(times),
         "scores": scores,
+        "load": load_now(),
     }
 
 
@@ -195,40 +220,80 @@ def memo_run(data: Any, K: int, *, eta: float, laps: int) -> dict[str, Any]:
         K, alpha=ALPHA_PER_TOPIC * K, eta=eta, n_laps=laps, client="sync", random_state=0,
         init="kmeans++",
     ).fit(data.train_path)  # fmt: skip
-    return {"seconds": time.perf_counter() - t0, "laps": int(m.n_laps_),
-            **evaluate(data, np.asarray(m.components_))}  # fmt: skip
+    return {"seconds": time.perf_counter() - t0, "laps": int(m.n_laps_), "load": load_now(),
+            **evaluate(data, np.asarray(m.components_), eta)}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- scaling
 
 
-def scaling_run(data: Any, K: int, minibatch: int, epochs: int) -> dict[str, Any]:
+def scaling_run(data: Any, K: int, minibatch: int, epochs: int, eta: float = 0.1) -> dict[str, Any]:
     """Documents per second with 1 and 2 LocalCluster workers (and in-process)."""
     from distributed import Client, LocalCluster
 
     from lsdask.engine import make_executor
 
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"control": cpu_control()}
+    log(f"  control: {out['control']}")
     for workers in (1, 2):
         cluster = LocalCluster(
             n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
         )
         client = Client(cluster)
         try:
+            client.run(warm_kernels)  # every worker compiles or loads them before the clock
             r = lsdask_run(
-                data, K, eta=0.1, burnin=3, samples=2, minibatch=minibatch, delay=10.0,
+                data, K, eta=eta, burnin=3, samples=2, minibatch=minibatch, delay=10.0,
                 epochs=epochs, executor=make_executor(client), score=False,
             )  # fmt: skip
             out[f"{workers} workers"] = {
                 "docs_per_second": r["docs_per_second"],
                 "seconds_per_minibatch": r["seconds_per_minibatch"],
                 "driver_share": r["driver_share"],
+                "load": r["load"],
+                "K": K,
+                "eta": eta,
             }
         finally:
             client.close()
             cluster.close()
         log(f"  scaling {workers} workers: {out[f'{workers} workers']}")
     return out
+
+
+def _busy(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i * i % 7
+    return total
+
+
+def cpu_control(n: int = 20_000_000) -> dict[str, float]:
+    """How much faster the same pure-Python work runs split over 2 processes than
+    in 1: what the machine gives a second worker at the moment (2.0 on two idle
+    cores)."""
+    from multiprocessing import get_context
+
+    t0 = time.perf_counter()
+    _busy(2 * n)
+    one = time.perf_counter() - t0
+    with get_context("spawn").Pool(2) as pool:
+        pool.map(_busy, [1000, 1000])  # the processes started before the clock
+        t0 = time.perf_counter()
+        pool.map(_busy, [n, n])
+        two = time.perf_counter() - t0
+    return {"one_process_s": one, "two_processes_s": two, "speedup": one / two, "load": load_now()}
+
+
+def warm_kernels() -> None:
+    """Sample a tiny document, so that this process has the kernels compiled (or
+    loaded from numba's cache) before anything is timed."""
+    import scipy.sparse as sp
+
+    from lsdask.models.sparse_topics import SparseTopics, sample_counts
+
+    view = SparseTopics.at_prior(2, 3, 0.4).view(np.arange(3), np.full(2, 0.1), step=1)
+    sample_counts(sp.csr_matrix(np.ones((1, 3))), np.zeros(1, np.int64), view, 1, 1, seed=0)
 
 
 # --------------------------------------------------------------------------- main
@@ -255,6 +320,13 @@ def main(argv: list[str] | None = None) -> None:
         help="run only the 1- against 2-worker comparison (results/svigibbs-scaling.*)",
     )  # fmt: skip
     parser.add_argument("--scaling-epochs", type=int, default=1)
+    parser.add_argument("--scaling-k", type=int, default=100)
+    parser.add_argument("--scaling-eta", type=float, default=0.1)
+    parser.add_argument(
+        "--minibatch", type=int, default=100,
+        help="documents per minibatch of the quality runs, lsdask's and the peers' (default "
+        "100; the cost rows always use 100)",
+    )  # fmt: skip
     parser.add_argument(
         "--only-grid", action="store_true",
         help="run only lsdask's grid at eta=0.4: (B, S) and delay at K=200, and K=1000 "
@@ -281,6 +353,10 @@ def main(argv: list[str] | None = None) -> None:
         stem += f"-{args.grid_name}"
     if args.only_quality:
         stem += f"-quality-eta{args.quality_eta:g}".replace(".", "")
+        if args.quality_k != 200:
+            stem += f"-k{args.quality_k}"
+    if args.minibatch != 100:
+        stem += f"-mb{args.minibatch}"
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     run = Run(__file__, stem, args.out, argv, settings=settings)
     data = run.step(
@@ -315,7 +391,13 @@ def main(argv: list[str] | None = None) -> None:
                    score=False)  # fmt: skip
         res["scaling"] = run.step(
             "scaling",
-            lambda: scaling_run(data, 20 if args.quick else 100, 1000, args.scaling_epochs),
+            lambda: scaling_run(
+                data,
+                20 if args.quick else args.scaling_k,
+                1000,
+                args.scaling_epochs,
+                args.scaling_eta,
+            ),
         )
         run.finish(render_scaling)
         return
@@ -357,7 +439,14 @@ def main(argv: list[str] | None = None) -> None:
         r = run.step(
             f"quality {key}",
             lambda B=B, S=S, delay=delay, eta=eta: lsdask_run(
-                data, Kq, eta=eta, burnin=B, samples=S, minibatch=100, delay=delay, epochs=epochs
+                data,
+                Kq,
+                eta=eta,
+                burnin=B,
+                samples=S,
+                minibatch=args.minibatch,
+                delay=delay,
+                epochs=epochs,
             ),
         )
         log_ids = r.pop("log")
@@ -367,7 +456,7 @@ def main(argv: list[str] | None = None) -> None:
     assert main_log is not None
     batches = rows_of(data, main_log)
     n_peer = round(args.peer_epochs * len(batches) / epochs)
-    per_epoch = int(np.ceil(data.X_train.shape[0] / 100))
+    per_epoch = int(np.ceil(data.X_train.shape[0] / args.minibatch))
     for name, fn in (("sklearn", sklearn_run), ("gensim", gensim_run)):
         quality[name] = run.step(
             f"quality {name}",
@@ -399,7 +488,7 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
         B, S = (int(x) for x in spec.split(":"))
         key = f"B={B} S={S} delay=10 eta={eta:g}"
         r = run.step(f"quality {key}", lambda B=B, S=S: lsdask_run(
-            data, Kq, eta=eta, burnin=B, samples=S, minibatch=100, delay=10.0,
+            data, Kq, eta=eta, burnin=B, samples=S, minibatch=args.minibatch, delay=10.0,
             epochs=args.epochs))  # fmt: skip
         log_ids = r.pop("log")
         main_log = main_log or log_ids
@@ -407,7 +496,7 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
     assert main_log is not None
     batches = rows_of(data, main_log)
     n_peer = round(args.peer_epochs * len(batches) / args.epochs)
-    per_epoch = int(np.ceil(data.X_train.shape[0] / 100))
+    per_epoch = int(np.ceil(data.X_train.shape[0] / args.minibatch))
     for name, fn in (("sklearn", sklearn_run), ("gensim", gensim_run)):
         quality[name] = run.step(
             f"quality {name}",
@@ -415,9 +504,10 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
                 data, Kq, batches[:n_peer], eta=eta, delay=10.0, score_every=per_epoch
             ),
         )
-    quality["memo"] = run.step(
-        "quality memo", lambda: memo_run(data, Kq, eta=eta, laps=args.memo_laps)
-    )
+    if args.memo_laps > 0:
+        quality["memo"] = run.step(
+            "quality memo", lambda: memo_run(data, Kq, eta=eta, laps=args.memo_laps)
+        )
     return quality
 
 
@@ -463,7 +553,9 @@ def quality_table(res: dict[str, Any]) -> list[str]:
                         fmt(s["heldout"], 4),
                         fmt(s["umass_mean"]),
                         fmt(s["umass_worst_decile"]),
+                        *live_cells(s),
                         fmt(s["seconds"]),
+                        fmt(s.get("load"), 1),
                     ]
                 )
         elif key == "memo":
@@ -474,27 +566,49 @@ def quality_table(res: dict[str, Any]) -> list[str]:
                     fmt(r["heldout"], 4),
                     fmt(r["umass_mean"]),
                     fmt(r["umass_worst_decile"]),
+                    *live_cells(r),
                     fmt(r["seconds"]),
+                    fmt(r.get("load"), 1),
                 ]
             )
         else:
             for e in r["epochs"]:
                 rows.append([f"svi-gibbs {key}", f"epoch {e['epoch']}", fmt(e["heldout"], 4),
                              fmt(e["umass_mean"]), fmt(e["umass_worst_decile"]),
-                             fmt(e["seconds"])])  # fmt: skip
-    out += table(["method", "when", "heldout", "UMass mean", "UMass worst 10%", "train s"], rows)
+                             *live_cells(e), fmt(e["seconds"]),
+                             fmt(r.get("load"), 1)])  # fmt: skip
+    head = ["method", "when", "heldout", "UMass mean", "UMass worst 10%", "live topics",
+            "live UMass mean", "live UMass worst 10%", "train s", "load 1 min"]  # fmt: skip
+    out += table(head, rows)
     return out
 
 
+def live_cells(r: dict[str, Any]) -> list[str]:
+    """The live topics' columns (absent from runs scored before they were kept)."""
+    return [fmt(r.get("live_topics")), fmt(r.get("umass_live_mean")),
+            fmt(r.get("umass_live_worst_decile"))]  # fmt: skip
+
+
 def scaling_table(s: dict[str, Any]) -> list[str]:
-    out = ["", "## Scaling, minibatches of 1,000 (K=100, B=3, S=2)", ""]
-    out += table(["workers", "docs/s", "s per minibatch", "driver share"],
+    control = s.get("control")
+    s = {k: v for k, v in s.items() if k != "control"}
+    first = next(iter(s.values()))
+    what = f"K={first.get('K', 100)}, eta={first.get('eta', 0.1)}, B=3, S=2"
+    out = ["", f"## Scaling, minibatches of 1,000 ({what})", ""]
+    out += table(["workers", "docs/s", "s per minibatch", "driver share", "load 1 min"],
                  [[k, fmt(v["docs_per_second"]), fmt(v["seconds_per_minibatch"]),
-                   fmt(v.get("driver_share"))] for k, v in s.items()])  # fmt: skip
+                   fmt(v.get("driver_share")), fmt(v.get("load"), 1)]
+                  for k, v in s.items()])  # fmt: skip
     one, two = s.get("1 workers"), s.get("2 workers")
     if one and two:
         ratio = two["docs_per_second"] / one["docs_per_second"]
         out += ["", f"2 workers / 1 worker, documents per second: {ratio:.2f}x."]
+    if control:
+        out += ["", f"Control, run just before: the same pure-Python work split over 2 "
+                f"processes ran {control['speedup']:.2f}x as fast as in 1 process "
+                f"({fmt(control['one_process_s'])} s against {fmt(control['two_processes_s'])} s, "
+                f"load {fmt(control.get('load'), 1)}): 2.0 where the machine has a second core "
+                "to give."]  # fmt: skip
     return out
 
 
