@@ -56,6 +56,10 @@ class PartitionedModel(Protocol):
         self, block: Any, words: np.ndarray, pi: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]: ...
 
+    def block_log_rows(
+        self, block: Any, words: np.ndarray, pi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]: ...
+
     def shard_state(self, shard: Any) -> dict[str, np.ndarray]: ...
 
     def shard_from_state(self, state: dict[str, np.ndarray]) -> Any: ...
@@ -74,7 +78,7 @@ class BlockStore(Protocol):
     each part writes its own files on its worker; the driver commits a manifest."""
 
     def write_part(
-        self, rotation: int, part: int, shard: dict[str, np.ndarray], block_index: int,
+        self, rotation: int, part: int, shard: dict[str, np.ndarray] | None, block_index: int,
         block: dict[str, np.ndarray],
     ) -> dict[str, Any]: ...  # fmt: skip
 
@@ -96,7 +100,9 @@ class Partitions(Protocol):
     task for every p and returns, per part, handles of the ``n_out`` items of
     its result, each left where the task ran. A handle among ``args`` is
     brought to the task's worker. ``release`` drops handles (their data is
-    freed once nothing else needs it); ``gather`` fetches results to the driver.
+    freed once nothing else needs it); ``gather`` fetches results to the driver;
+    ``wait`` returns once the handles' tasks are done, leaving their data where
+    it is; ``settle`` once the data of released handles is freed.
     """
 
     n_parts: int
@@ -110,6 +116,10 @@ class Partitions(Protocol):
     def gather(self, handles: Sequence[Handle]) -> list[Any]: ...
 
     def release(self, handles: Sequence[Handle]) -> None: ...
+
+    def wait(self, handles: Sequence[Handle]) -> None: ...
+
+    def settle(self) -> None: ...
 
 
 @dataclass
@@ -213,13 +223,35 @@ def start(
     return run
 
 
+def _identity(obj: Any, _: Any) -> Any:
+    return obj
+
+
+def move_blocks(parts: Partitions, run: ESVIRun, met: list[int]) -> list[Handle]:
+    """Block ``met[p]`` brought to part p, for every p, before the sub-step's work:
+    the moves are waited for and the blocks' old copies freed, so a worker
+    holds two blocks only while they cross, never while it computes."""
+    if parts.n_parts == 1:
+        return [run.blocks[met[0]]]
+    moved = parts.run(_identity, [(run.blocks[b],) for b in met], None, 1)
+    moved_blocks = [m[0] for m in moved]
+    parts.wait(moved_blocks)
+    parts.release(run.blocks)
+    run.blocks = [moved_blocks[met.index(b)] for b in range(len(met))]
+    parts.settle()
+    return moved_blocks
+
+
 def substep(model: PartitionedModel, parts: Partitions, run: ESVIRun, s: int) -> float:
-    """One exact-mode sub-step: part p's shard meets block ``(p + s) mod P``;
-    then the totals ``pi`` are summed again and the ELBO is returned."""
+    """One exact-mode sub-step: part p's shard meets block ``(p + s) mod P``
+    (brought to it first, :func:`move_blocks`); then the totals ``pi`` are summed
+    again and the ELBO is returned. The sub-step updates the shards and blocks
+    it is given in place, and the run holds the new ones."""
     P = parts.n_parts
-    pi = parts.broadcast(run.pi)
     met = [block_at(p, s, P) for p in range(P)]
-    out = parts.run(model.substep, [(run.shards[p], run.blocks[met[p]]) for p in range(P)], pi, 3)
+    here = move_blocks(parts, run, met)
+    pi = parts.broadcast(run.pi)
+    out = parts.run(model.substep, [(run.shards[p], here[p]) for p in range(P)], pi, 3)
     reports = parts.gather([o[2] for o in out])
     parts.release([o[2] for o in out])
     parts.release(run.shards + run.blocks + [pi])
@@ -298,27 +330,108 @@ def rotate(
     return run
 
 
+def held_blocks(n_parts: int) -> list[int]:
+    """The block each part holds after a complete rotation (where a fit leaves them)."""
+    return [block_at(p, n_parts - 1, n_parts) for p in range(n_parts)]
+
+
+def _from_blocks(
+    model: PartitionedModel, parts: Partitions, run: ESVIRun, words: np.ndarray, name: str
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(positions in words, values)`` of ``words`` from every block, each computed
+    where the block lies by the model's method ``name``."""
+    held = held_blocks(parts.n_parts)
+    pi = parts.broadcast(run.pi)
+    out = parts.run(
+        lambda bl, pi_: getattr(model, name)(bl, words, pi_),
+        [(run.blocks[held[p]],) for p in range(parts.n_parts)], pi, 1,
+    )  # fmt: skip
+    found = parts.gather([o[0] for o in out])
+    parts.release([o[0] for o in out] + [pi])
+    return found
+
+
 def topic_columns(
     model: PartitionedModel, parts: Partitions, run: ESVIRun, words: np.ndarray
 ) -> np.ndarray:
     """``E[phi]`` (K, len(words)) of the words ``words`` (sorted ids) only: each
     block sends its own of them, computed where it lies; for heldout scoring
     and transforms without gathering the model."""
-    P = parts.n_parts
-    held = [block_at(p, P - 1, P) for p in range(P)]  # where a rotation leaves them
-    pi = parts.broadcast(run.pi)
-    out = parts.run(
-        lambda bl, pi_: model.block_columns(bl, words, pi_),
-        [(run.blocks[held[p]],) for p in range(P)], pi, 1,
-    )  # fmt: skip
-    found = parts.gather([o[0] for o in out])
-    parts.release([o[0] for o in out] + [pi])
     topics = np.full((run.pi.size, words.size), np.nan)
-    for at, cols in found:
+    for at, cols in _from_blocks(model, parts, run, words, "block_columns"):
         topics[:, at] = cols
     if np.isnan(topics).any():
         raise ValueError("word ids outside the model's vocabulary")
     return topics
+
+
+def topic_log_rows(
+    model: PartitionedModel, parts: Partitions, run: ESVIRun, words: np.ndarray
+) -> np.ndarray:
+    """``E[log phi]`` (len(words), K) of the words ``words`` (sorted ids) only, as
+    the local step reads it, each block computing its own of them where it lies."""
+    rows = np.full((words.size, run.pi.size), np.nan)
+    for at, values in _from_blocks(model, parts, run, words, "block_log_rows"):
+        rows[at] = values
+    if np.isnan(rows).any():
+        raise ValueError("word ids outside the model's vocabulary")
+    return rows
+
+
+def gather_blocks(parts: Partitions, run: ESVIRun) -> Any:
+    """Every block, fetched to the driver one at a time (a generator of
+    ``(block index, block)``): only for a user who asks for the whole model."""
+    for b, handle in enumerate(run.blocks):
+        yield b, parts.gather([handle])[0]
+
+
+def save_blocks(
+    model: PartitionedModel, parts: Partitions, run: ESVIRun, store: BlockStore,
+    meta: dict[str, Any],
+) -> None:  # fmt: skip
+    """A fitted model into ``store``: every part writes the block it holds on its
+    own worker (atomically), then the driver writes the partition and the
+    manifest naming the blocks, the totals and ``meta``."""
+    held = held_blocks(parts.n_parts)
+    out = parts.run(
+        lambda bl, r: store.write_part(r, -1, None, bl.index, model.block_state(bl)),
+        [(run.blocks[held[p]],) for p in range(parts.n_parts)], len(run.elbo_trace), 1,
+    )  # fmt: skip
+    written = parts.gather([o[0] for o in out])
+    parts.release([o[0] for o in out])
+    store.write_partition(model.partition_state(run.partition))
+    store.commit(
+        len(run.elbo_trace), sorted(written, key=lambda e: e["block_index"]),
+        {"n_parts": parts.n_parts, "pi": [float(x) for x in run.pi], **meta},
+    )  # fmt: skip
+
+
+def load_blocks(
+    model: PartitionedModel, parts: Partitions, store: BlockStore
+) -> tuple[ESVIRun, dict[str, Any]]:
+    """A saved model's blocks read back, each on the part that will hold it, as a
+    run without shards (:func:`save_blocks`); and its manifest."""
+    manifest = store.latest()
+    if manifest is None:
+        where = getattr(store, "folder", store)
+        raise DataError(f"{where} holds no saved ESVI blocks (no manifest)")
+    P = int(manifest["n_parts"])
+    if P != parts.n_parts:
+        raise ValueError(f"the saved model has {P} blocks; {parts.n_parts} parts were opened")
+    entries = {int(e["block_index"]): e for e in manifest["parts"]}
+    held = held_blocks(P)
+    out = parts.run(
+        lambda e, m: model.block_from_state(store.read(m, e["block"])),
+        [(entries[held[p]],) for p in range(P)], manifest, 1,
+    )  # fmt: skip
+    blocks: list[Handle] = [None] * P
+    for p, o in enumerate(out):
+        blocks[held[p]] = o[0]
+    run = ESVIRun(
+        model.partition_from_state(store.read_partition()), [], blocks,
+        np.asarray(manifest["pi"], dtype=np.float64),
+    )  # fmt: skip
+    return run, manifest
 
 
 def checkpoint(
