@@ -190,6 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--memory-topk", type=int, default=8, help="ESVI's C")
     parser.add_argument("--memory-limit-gib", type=float, default=3.0)
     parser.add_argument("--memory-timeout-s", type=float, default=900)
+    parser.add_argument("--memory-memo-inits", default="auto,random", help="memo's inits")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
     if args.quick:

@@ -8,8 +8,10 @@ worker at 95% of it; spilling and pausing are turned off, so a worker's
 memory is what it holds) and with a driver process limited to 3 GiB of
 address space (``RLIMIT_AS``):
 
-1. memoized LDA (``LDA(1000, algorithm="memo")``, lsdask's defaults
-   otherwise): how it fails, or that it does not;
+1. memoized LDA (``LDA(1000, algorithm="memo", n_laps=2)``, lsdask's defaults
+   otherwise: the Gibbs start; and with ``init="random"``, which starts from
+   random documents and goes straight to the laps): how it fails, or that it
+   does not;
 2. ESVI with P = 2 blocks, C = ``--memory-topk`` topics kept per token,
    float32 blocks, 2 rotations: every process's peak resident memory, and
    each worker's stored block in bytes against the whole model's.
@@ -103,7 +105,8 @@ def _worker_report(dask_worker: Any, eta: float = 0.1) -> dict[str, Any]:
 
 
 def driver_child(address: str, corpus: str, which: str, K: int, topk: int, limit: int) -> None:
-    """Fit under ``RLIMIT_AS`` (set by the parent); print what happened."""
+    """Fit ``which`` (``memo-<init>`` or ``esvi``) under ``RLIMIT_AS`` (set by the
+    parent); print what happened."""
     import traceback
 
     from distributed import Client
@@ -114,8 +117,11 @@ def driver_child(address: str, corpus: str, which: str, K: int, topk: int, limit
     client = Client(address)
     t0 = time.perf_counter()
     try:
-        if which == "memo":
-            lda = LDA(K, algorithm="memo", n_laps=2, tol=0, random_state=0, client=client)
+        if which.startswith("memo"):
+            init = which.split("-", 1)[1]
+            lda = LDA(
+                K, algorithm="memo", n_laps=2, tol=0, random_state=0, init=init, client=client
+            )
         else:
             lda = LDA(
                 K, algorithm="esvi", n_blocks=2, topk=topk, n_laps=2, tol=0, random_state=0,
@@ -312,8 +318,12 @@ def memory_part(args: Any, tmp_root: Path) -> dict[str, Any]:
         "prediction": predict(info, K, info["vocab_size"], P, C),
     }  # fmt: skip
     tmp_root.mkdir(parents=True, exist_ok=True)
-    for which, limit_s in (("memo", args.memory_timeout_s), ("esvi", args.memory_timeout_s)):
-        res[which] = one_run(which, str(path), K, C, args.memory_limit_gib, limit_s, tmp_root)
+    runs = [f"memo-{init}" for init in args.memory_memo_inits.split(",")] + ["esvi"]
+    res["runs"] = runs
+    for which in runs:
+        res[which] = one_run(
+            which, str(path), K, C, args.memory_limit_gib, args.memory_timeout_s, tmp_root
+        )
     return res
 
 
@@ -342,12 +352,24 @@ def render_memory(m: dict[str, Any]) -> list[str]:
     for name, p in m["prediction"].items():
         lines.append(f"- {name}: {p['formula']} = {_gib(p['bytes'])}")
     lines.append("")
-    for which in ("memo", "esvi"):
+    for which in m.get("runs", ["memo", "esvi"]):
         r = m.get(which)
         if not r:
             continue
-        title = "memoized LDA" if which == "memo" else f"ESVI P={P}, C={C}, float32 blocks"
+        title = (
+            f"ESVI P={P}, C={C}, float32 blocks, 2 rotations" if which == "esvi"
+            else f"memoized LDA, init={which.split('-', 1)[-1]!r}, 2 laps"
+        )  # fmt: skip
         lines += [f"### {title}", "", f"- outcome: {r['outcome']} (fit {r.get('fit_s', 0):.0f} s)"]
+        if r.get("outcome", "").startswith(("MemoryError", "ClusterError")) and r.get("traceback"):
+            frames = [ln.strip() for ln in r["traceback"].splitlines() if ln.strip().startswith(
+                "File") and "lsdask" in ln]  # fmt: skip
+            if frames:
+                lines.append(f"- where: `{frames[-1]}`")
+        if which == "esvi" and r.get("time_trace_s"):
+            t = r["time_trace_s"]
+            lines.append(f"- the rotations took {t[-1]:.0f} s of the fit's {r['fit_s']:.0f} s "
+                         "(the rest: loading the shards, the random start)")  # fmt: skip
         if r.get("worker_kills"):
             lines.append(f"- nanny: {r['worker_kills'][0]}")
         if r.get("elbo_trace"):
@@ -358,6 +380,10 @@ def render_memory(m: dict[str, Any]) -> list[str]:
                 continue
             lines.append(f"| {p['role']} | {_gib(p['vm_hwm'])} | "
                          f"{'yes' if p['vm_hwm'] < limit else 'no'} |")  # fmt: skip
+        lines.append(
+            f"\n(A worker is killed by its nanny at 95% of its limit, "
+            f"{_gib(0.95 * limit)}; the driver's limit is on its address space.)"
+        )
         blocks = [b for w in (r.get("workers") or {}).values() for b in w["blocks"]]
         if blocks:
             whole = sum(b["nbytes"] for b in blocks)
