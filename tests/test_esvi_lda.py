@@ -254,8 +254,8 @@ def test_estimator_bad_input():
     for bad in (0, K + 1):
         with pytest.raises(ValueError, match=r"topk must be an integer in \[1, 5\]"):
             LDA(K, algorithm="esvi", topk=bad, client="sync").fit(X)
-    with pytest.raises(ValueError, match="pi_sync must be 'exact'; got 'stale'"):
-        LDA(K, algorithm="esvi", pi_sync="stale", client="sync").fit(X)
+    with pytest.raises(ValueError, match="pi_sync must be one of"):
+        LDA(K, algorithm="esvi", pi_sync="nomadic", client="sync").fit(X)
     with pytest.raises(ValueError, match="alpha='auto' is not supported with algorithm='esvi'"):
         LDA(K, algorithm="esvi", alpha="auto", client="sync").fit(X)
     with pytest.raises(ValueError, match="topk_rule must be one of"):

@@ -224,8 +224,12 @@ class LDA(VariationalEstimator):
     topk_rule : {"lsparse", "paper"}
         ESVI with C < K: drop the left-over mass (the L-sparse rule, an exact
         coordinate step) or spread it evenly over the other topics (the paper's).
-    pi_sync : {"exact"}
-        ESVI: the topic totals are all-reduced after every sub-step.
+    pi_sync : {"exact", "stale"}
+        ESVI: the topic totals are all-reduced after every sub-step (exact: every
+        sub-step is an exact coordinate step), or each part reads its own view
+        of them, refreshed in turn by a circulating token (stale: the paper's
+        round-robin totals; a view misses other parts' changes of the last
+        2P - 1 sub-steps at most).
     esvi_iters : int
         ESVI: passes over each document's tokens per sub-step against the block
         it meets, the document's topic counts written after each pass (1, the

@@ -100,7 +100,7 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
     settings = {
         "K": K, "V": V, "P": P, "C": C, "rule": est.topk_rule, "alpha": priors["alpha"],
         "eta": priors["eta"], "seed": model.seed, "esvi_iters": est.esvi_iters,
-        "dtype": est.esvi_dtype,
+        "dtype": est.esvi_dtype, "pi_sync": est.pi_sync,
         "init": est.init if isinstance(est.init, str) else "counts",
         "batches": [str(getattr(b, "key", i)) for i, b in enumerate(source.batches)],
     }  # fmt: skip
@@ -119,6 +119,8 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
                 model, parts, source.batches, VocabPartition.balanced, rng,
                 start_counts if warm else None,
             )  # fmt: skip
+            if est.pi_sync == "stale":
+                run.stale = esvi.StaleTotals.start(run.pi, P)
         converged = False
         losses = 0
         while True:

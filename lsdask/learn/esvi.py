@@ -123,6 +123,65 @@ class Partitions(Protocol):
 
 
 @dataclass
+class StaleTotals:
+    """``pi_sync="stale"``: the paper's round-robin totals with bounded staleness
+    (its ref. [18], F+Nomad LDA), on the rotation schedule.
+
+    Every part reads its own *view* of the totals ``pi``: the totals as the
+    circulating *token* held them when it last visited the part, plus the
+    part's own changes since. A part's changes also pile up in its *unsent*
+    vector. After every sub-step the token visits one part, in turn (part
+    ``holder``, then the next): it takes the part's unsent changes, and the
+    part's view becomes the token. So ``token + sum_p unsent_p`` is always the
+    true ``pi`` (the blocks' column sums), and a view misses only other parts'
+    changes of the last ``2P - 1`` sub-steps. With P = 1 every view is the true
+    ``pi``: exact mode.
+    """
+
+    views: list[np.ndarray]
+    unsent: list[np.ndarray]
+    token: np.ndarray
+    holder: int = 0
+
+    @classmethod
+    def start(cls, pi: np.ndarray, n_parts: int) -> StaleTotals:
+        """Every view and the token at the true totals ``pi``."""
+        pi = np.asarray(pi, dtype=np.float64)
+        return cls(
+            [pi.copy() for _ in range(n_parts)], [np.zeros_like(pi) for _ in range(n_parts)],
+            pi.copy(),
+        )  # fmt: skip
+
+    def record(self, deltas: Sequence[np.ndarray]) -> None:
+        """Part p changed the totals by ``deltas[p]`` in the sub-step just done;
+        then the token visits the next part in turn."""
+        for p, delta in enumerate(deltas):
+            self.views[p] = self.views[p] + delta
+            self.unsent[p] = self.unsent[p] + delta
+        h = self.holder
+        self.token = self.token + self.unsent[h]
+        self.unsent[h] = np.zeros_like(self.token)
+        self.views[h] = self.token.copy()
+        self.holder = (h + 1) % len(self.views)
+
+    def state(self) -> dict[str, Any]:
+        """As JSON values (a checkpoint's manifest)."""
+        return {
+            "views": [v.tolist() for v in self.views],
+            "unsent": [u.tolist() for u in self.unsent],
+            "token": self.token.tolist(), "holder": self.holder,
+        }  # fmt: skip
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> StaleTotals:
+        def arr(x: Any) -> np.ndarray:
+            return np.asarray(x, dtype=np.float64)
+
+        return cls([arr(v) for v in state["views"]], [arr(u) for u in state["unsent"]],
+                   arr(state["token"]), int(state["holder"]))  # fmt: skip
+
+
+@dataclass
 class ESVIRun:
     """The state and traces of a run; ``blocks[b]`` and ``shards[p]`` are handles."""
 
@@ -137,6 +196,8 @@ class ESVIRun:
     reports: list[Any] = field(default_factory=list)  # the last sub-step's sums per part
     warm: bool = False  # the blocks still hold the start's counts (first rotation)
     sums: dict[str, float] = field(default_factory=dict)  # the shards' alloc and H in all
+    stale: StaleTotals | None = None  # pi_sync="stale": the parts' views of pi
+    colsums: list[np.ndarray] = field(default_factory=list)  # each block's, in block order
 
 
 def deal_batches(costs: Sequence[float], n_parts: int, rng: np.random.Generator) -> list[list[int]]:
@@ -215,6 +276,7 @@ def start(
     parts.release([m[1] for m in made])
     pi = np.sum([r.colsum for r in block_reports], axis=0)
     run = ESVIRun(partition, shards, blocks, pi, n_tokens=float(mass.sum()))
+    run.colsums = [np.asarray(r.colsum) for r in block_reports]
     run.warm = start_counts is not None
     logger.info(
         "ESVI: %d parts, %d batches; block token mass %s", P, len(batches),
@@ -250,8 +312,16 @@ def substep(model: PartitionedModel, parts: Partitions, run: ESVIRun, s: int) ->
     P = parts.n_parts
     met = [block_at(p, s, P) for p in range(P)]
     here = move_blocks(parts, run, met)
-    pi = parts.broadcast(run.pi)
-    out = parts.run(model.substep, [(run.shards[p], here[p]) for p in range(P)], pi, 3)
+    if run.stale is None:  # exact: every part reads the all-reduced totals
+        pi = parts.broadcast(run.pi)
+        out = parts.run(model.substep, [(run.shards[p], here[p]) for p in range(P)], pi, 3)
+    else:  # stale: every part reads its own view
+        pi = None
+        views = run.stale.views
+        out = parts.run(
+            lambda sh, bl, view, _: model.substep(sh, bl, view),
+            [(run.shards[p], here[p], views[p]) for p in range(P)], None, 3,
+        )  # fmt: skip
     reports = parts.gather([o[2] for o in out])
     parts.release([o[2] for o in out])
     parts.release(run.shards + run.blocks + [pi])
@@ -279,6 +349,10 @@ def _place_blocks(
         blocks[where[p]] = handle
     run.blocks = blocks
     by_block = sorted(reports, key=lambda r: r.block)
+    if run.stale is not None and run.colsums:  # each part's change of the totals
+        by_part = sorted(reports, key=lambda r: r.part)
+        run.stale.record([r.colsum - run.colsums[r.block] for r in by_part])
+    run.colsums = [np.asarray(r.colsum) for r in by_block]
     run.pi = np.sum([r.colsum for r in by_block], axis=0)
     return by_block
 
@@ -294,7 +368,10 @@ def drop_start(model: PartitionedModel, parts: Partitions, run: ESVIRun) -> None
     )
     reports = parts.gather([o[1] for o in out])
     parts.release([o[1] for o in out] + run.blocks)
+    stale, run.stale = run.stale, None  # the start's counts leave: not a part's change
     by_block = _place_blocks(run, held, [o[0] for o in out], reports)
+    if stale is not None:  # every view synchronized with the totals without them
+        run.stale = StaleTotals.start(run.pi, P)
     run.warm = False
     run.substep_elbo[-1] = model.elbo(run.reports, by_block, run.pi)
 
@@ -465,7 +542,10 @@ def checkpoint(
         "time_trace": run.time_trace,
         "n_tokens": run.n_tokens,
         "sums": run.sums,
+        "colsums": [c.tolist() for c in run.colsums],
     }
+    if run.stale is not None:
+        meta["stale"] = run.stale.state()
     store.commit(rotation, written, meta)
 
 
@@ -511,5 +591,8 @@ def resume(
         list(manifest["time_trace"]), float(manifest["n_tokens"]),
     )  # fmt: skip
     run.sums = {k: float(v) for k, v in manifest["sums"].items()}
+    run.colsums = [np.asarray(c, dtype=np.float64) for c in manifest.get("colsums", [])]
+    if "stale" in manifest:
+        run.stale = StaleTotals.from_state(manifest["stale"])
     logger.info("ESVI: resumed after rotation %d", manifest["rotation"])
     return run
