@@ -13,8 +13,9 @@ address space (``RLIMIT_AS``):
    random documents and goes straight to the laps): how it fails, or that it
    does not;
 2. ESVI with P = 2 blocks, C = ``--memory-topk`` topics kept per token,
-   float32 blocks, 2 rotations: every process's peak resident memory, and
-   each worker's stored block in bytes against the whole model's.
+   2 rotations, with float32 blocks (``esvi-float32``) and float64 ones
+   (``esvi-float64``): every process's peak resident memory, and each
+   worker's stored block in bytes against the whole model's.
 
 Each run has its own processes: a *cluster* process (the scheduler and two
 nannies, each starting one worker process) and a *driver* process that runs
@@ -125,7 +126,7 @@ def driver_child(address: str, corpus: str, which: str, K: int, topk: int, limit
         else:
             lda = LDA(
                 K, algorithm="esvi", n_blocks=2, topk=topk, n_laps=2, tol=0, random_state=0,
-                esvi_dtype="float32", client=client,
+                esvi_dtype=which.split("-", 1)[1], client=client,
             )  # fmt: skip
         lda.fit(corpus)
         out["outcome"] = "completed"
@@ -318,7 +319,7 @@ def memory_part(args: Any, tmp_root: Path) -> dict[str, Any]:
         "prediction": predict(info, K, info["vocab_size"], P, C),
     }  # fmt: skip
     tmp_root.mkdir(parents=True, exist_ok=True)
-    runs = [f"memo-{init}" for init in args.memory_memo_inits.split(",")] + ["esvi"]
+    runs = args.memory_runs.split(",")
     res["runs"] = runs
     for which in runs:
         res[which] = one_run(
@@ -356,9 +357,10 @@ def render_memory(m: dict[str, Any]) -> list[str]:
         r = m.get(which)
         if not r:
             continue
+        kind, variant = which.split("-", 1)
         title = (
-            f"ESVI P={P}, C={C}, float32 blocks, 2 rotations" if which == "esvi"
-            else f"memoized LDA, init={which.split('-', 1)[-1]!r}, 2 laps"
+            f"ESVI P={P}, C={C}, {variant} blocks, 2 rotations" if kind == "esvi"
+            else f"memoized LDA, init={variant!r}, 2 laps"
         )  # fmt: skip
         lines += [f"### {title}", "", f"- outcome: {r['outcome']} (fit {r.get('fit_s', 0):.0f} s)"]
         if r.get("outcome", "").startswith(("MemoryError", "ClusterError")) and r.get("traceback"):
@@ -366,7 +368,7 @@ def render_memory(m: dict[str, Any]) -> list[str]:
                 "File") and "lsdask" in ln]  # fmt: skip
             if frames:
                 lines.append(f"- where: `{frames[-1]}`")
-        if which == "esvi" and r.get("time_trace_s"):
+        if kind == "esvi" and r.get("time_trace_s"):
             t = r["time_trace_s"]
             lines.append(f"- the rotations took {t[-1]:.0f} s of the fit's {r['fit_s']:.0f} s "
                          "(the rest: loading the shards, the random start)")  # fmt: skip
