@@ -138,6 +138,7 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
                 # the blocks must still be there: a worker lost after the last
                 # rotation is recovered from like one lost during it
                 parts.wait(run.blocks)
+                parts.settle()  # each worker left with its one block, under one key
                 break
             except ClusterError as exc:
                 # a worker lost in a rotation, in its checkpoint or in the final

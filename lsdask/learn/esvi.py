@@ -8,6 +8,8 @@ sub-step reads one snapshot of its block, of the shard's local variables and
 of the shared totals ``pi``; the new blocks and totals are formed after the
 sub-step (``pi`` summed from every block's column sums, in block order: an
 all-reduce of K-vectors), and the ELBO follows from the parts' partial sums.
+In **stale** mode (:class:`StaleTotals`) every part reads its own view of
+``pi`` instead, refreshed in turn by a circulating token.
 
 The loop knows neither Dask nor the model's formulas: it talks to a
 :class:`PartitionedModel` and to :class:`Partitions` (where each part's

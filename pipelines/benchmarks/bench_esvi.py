@@ -217,8 +217,8 @@ def main(argv: list[str] | None = None) -> None:
         args.gibbs_sweeps = 20
         args.scaling_rotations = 2
     stem = "esvi-quick" if args.quick else "esvi"
-    if parts == {"memory"}:
-        stem = "esvi-memory"
+    if not args.quick and parts != {"quality", "scaling"}:  # a part alone: its own results
+        stem = "esvi-" + "-".join(sorted(parts))
     run = Run(__file__, stem, args.out, argv, settings=vars(args) | {"out": str(args.out)})
     if "memory" in parts:
         from esvi_memory_part import memory_part

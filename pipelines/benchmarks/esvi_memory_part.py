@@ -91,16 +91,23 @@ def _worker_report(dask_worker: Any, eta: float = 0.1) -> dict[str, Any]:
     non-zero entries (``lambda != eta`` in the block's own element type)."""
     import numpy as np
 
-    blocks = []
+    blocks: list[dict[str, Any]] = []
+    keys: dict[int, int] = {}  # keys per block object: one object may sit under two keys
     for value in list(dask_worker.data.values()):
         lam = getattr(value, "lam", None)
         if isinstance(lam, np.ndarray) and hasattr(value, "words"):
+            keys[id(value)] = keys.get(id(value), 0) + 1
+            if keys[id(value)] > 1:
+                continue
             blocks.append({
                 "index": int(value.index), "words": int(value.words.size),
                 "nbytes": int(value.nbytes), "lam_nbytes": int(lam.nbytes),
                 "dtype": str(lam.dtype),
                 "nonzero": int(np.count_nonzero(lam != lam.dtype.type(eta))),
+                "object": id(value),
             })  # fmt: skip
+    for b in blocks:
+        b["keys"] = keys[b.pop("object")]
     return {"pid": os.getpid(), "vm_hwm": vm_hwm_bytes(), "blocks": blocks,
             "memory_limit": dask_worker.memory_manager.memory_limit}  # fmt: skip
 
@@ -377,8 +384,13 @@ def render_memory(m: dict[str, Any]) -> list[str]:
         if r.get("elbo_trace"):
             lines.append(f"- ELBO trace (per lap for ESVI, per update for memo): {r['elbo_trace']}")
         lines += ["", "| process | peak RSS (VmHWM) | under the limit |", "|---|---|---|"]
+        killed = " ".join(r.get("worker_kills", []))
         for p in r["peaks"]:
             if p["role"].startswith("other"):
+                continue
+            if f"pid={p['pid']})" in killed:  # its last VmHWM read before the kill
+                lines.append(f"| {p['role']} | > {_gib(0.95 * limit)} (last read "
+                             f"{_gib(p['vm_hwm'])}) | no: killed by its nanny |")  # fmt: skip
                 continue
             lines.append(f"| {p['role']} | {_gib(p['vm_hwm'])} | "
                          f"{'yes' if p['vm_hwm'] < limit else 'no'} |")  # fmt: skip
@@ -386,21 +398,23 @@ def render_memory(m: dict[str, Any]) -> list[str]:
             f"\n(A worker is killed by its nanny at 95% of its limit, "
             f"{_gib(0.95 * limit)}; the driver's limit is on its address space.)"
         )
-        blocks = [b for w in (r.get("workers") or {}).values() for b in w["blocks"]]
+        blocks = [
+            {**b, "worker": w} for w, rep in (r.get("workers") or {}).items() for b in rep["blocks"]
+        ]
         if blocks:
             whole = sum(b["nbytes"] for b in blocks)
             lines += [
                 "",
-                "| worker block | words | bytes | share of the whole | within 1/P + 10% "
+                "| worker | block | words | bytes | share of the whole | within 1/P + 10% "
                 "| non-zero entries |",
-                "|---|---|---|---|---|---|",
+                "|---|---|---|---|---|---|---|",
             ]
             for b in sorted(blocks, key=lambda b: b["index"]):
                 share = b["nbytes"] / whole
                 lines.append(
-                    f"| {b['index']} ({b['dtype']}) | {b['words']:,} | {b['nbytes']:,} | "
-                    f"{share:.4f} | {'yes' if share <= 1 / P + 0.10 else 'no'} | "
-                    f"{b['nonzero']:,} |"
+                    f"| {b['worker']} | {b['index']} ({b['dtype']}) | {b['words']:,} | "
+                    f"{b['nbytes']:,} | {share:.4f} | "
+                    f"{'yes' if share <= 1 / P + 0.10 else 'no'} | {b['nonzero']:,} |"
                 )
             nnz = sum(b["nonzero"] for b in blocks)
             lines.append(f"\nNon-zero topic-word entries (lambda != eta) after the fit: {nnz:,} "
