@@ -145,3 +145,18 @@ def test_float32_blocks_follow_float64():
     assert f32.__dict__["_esvi_fitted"].run.blocks[0].lam.dtype == np.float32
     np.testing.assert_allclose(f32.elbo_trace_, f64.elbo_trace_, rtol=1e-5)
     np.testing.assert_allclose(f32.components_, f64.components_, rtol=1e-4, atol=1e-4)
+
+
+def test_cli_fit_with_a_partitioned_save_keeps_its_pictures(tmp_path):
+    """A partitioned model saved inside ``extra_files`` (what ``lsdask fit`` uses
+    for its pictures) gets them, as any model folder."""
+    from lsdask.persist.model_dir import extra_files
+
+    X = corpus(9, 40)
+    est = LDA(K, n_laps=1, client="sync", **KW).fit(X)
+    picture = tmp_path / "elbo.png"
+    picture.write_bytes(b"png")
+    with extra_files({"elbo.png": picture}):
+        save_model(est, tmp_path / "m")
+    assert (tmp_path / "m" / "blocks" / "MANIFEST.json").exists()
+    assert (tmp_path / "m" / "elbo.png").read_bytes() == b"png"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from lsdask.persist.model_dir import (
     PARAMS_NAME,
     check_save_target,
     model_root,
+    pending_extra_files,
     read_arrays,
     read_meta,
     saved_params,
@@ -92,6 +94,8 @@ def save_esvi_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool =
         arrays["eta_"] = np.array([float(model.eta_)])
         with open(tmp / ARRAYS_NAME, "wb") as f:
             np.savez(f, **arrays)
+        for name, source in pending_extra_files():  # pictures of the fit, as other models
+            shutil.copyfile(source, tmp / name)
         vocab = model.vocabulary_
         if vocab is not None:
             with open(tmp / VOCAB_NAME, "w", encoding="utf-8", newline="\n") as f:
