@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.special import digamma
 
-from lsdask.kernels.esvi import esvi_block_step
+from lsdask.kernels.esvi import esvi_block_update
 from tests.naive import top_l
 
 
@@ -92,8 +92,10 @@ def test_block_step_equals_numpy(C, paper, iters, ties):
     want = reference(indptr, cols, counts, resp, idx, rest, n_d, alpha, lam, pi, C, paper, iters)
     got_resp, got_idx = np.empty_like(resp), np.empty_like(idx)
     got_rest, dt, lo = np.empty_like(rest), n_d.copy(), lam.copy()
-    H = esvi_block_step(indptr, cols, counts, resp, idx, rest, n_d, alpha, digamma(lam),
-                        digamma(pi), paper, iters, got_resp, got_idx, got_rest, dt, lo)  # fmt: skip
+    by_word = np.argsort(cols, kind="stable")
+    H = esvi_block_update(indptr, cols, counts, resp, idx, rest, by_word, dt, alpha, lo,
+                          digamma(pi), paper, iters, got_resp, got_idx, got_rest,
+                          np.empty_like(n_d))  # fmt: skip
     if C < K:  # the kept topics in descending weight, ties to the lower topic
         np.testing.assert_array_equal(got_idx, want[1])
         np.testing.assert_allclose(got_resp, want[0], rtol=1e-9, atol=1e-13)

@@ -49,6 +49,12 @@ class SerialPartitions:
     def release(self, handles: Sequence[Handle]) -> None:
         pass
 
+    def wait(self, handles: Sequence[Handle]) -> None:
+        pass
+
+    def settle(self, timeout: float = 30.0) -> None:
+        pass
+
     def holdings(self, probe: Callable[[Any], Any]) -> dict[str, list[Any]]:
         """Nothing to inspect: every part is in this process."""
         return {}
@@ -99,6 +105,22 @@ class DaskPartitions:
     def gather(self, handles: Sequence[Handle]) -> list[Any]:
         """The results, or a ClusterError as soon as a part's worker has left the
         cluster (its tasks could never run: they are pinned to it)."""
+        from distributed.client import FutureCancelledError, FuturesCancelledError
+
+        futures = list(handles)
+        try:
+            self.wait(futures)
+            return list(self.client.gather(futures))
+        except (FutureCancelledError, FuturesCancelledError) as exc:  # lost dependencies
+            self.check_workers()
+            raise ClusterError(
+                f"data of an ESVI part was lost with a Dask worker ({exc}); a fit with "
+                "checkpoint_dir goes on from the last complete rotation"
+            ) from exc
+
+    def wait(self, handles: Sequence[Handle]) -> None:
+        """Return once the handles' tasks are done (their data stays on the
+        workers), or a ClusterError as soon as a part's worker has left."""
         from distributed import wait
         from distributed.client import FutureCancelledError, FuturesCancelledError
 
@@ -111,7 +133,6 @@ class DaskPartitions:
                 except TimeoutError:
                     self.check_workers()
             self.check_workers()
-            return list(self.client.gather(futures))
         except (FutureCancelledError, FuturesCancelledError) as exc:  # lost dependencies
             self.check_workers()
             raise ClusterError(

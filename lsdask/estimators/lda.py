@@ -224,13 +224,21 @@ class LDA(VariationalEstimator):
     topk_rule : {"lsparse", "paper"}
         ESVI with C < K: drop the left-over mass (the L-sparse rule, an exact
         coordinate step) or spread it evenly over the other topics (the paper's).
-    pi_sync : {"exact"}
-        ESVI: the topic totals are all-reduced after every sub-step.
+    pi_sync : {"exact", "stale"}
+        ESVI: the topic totals are all-reduced after every sub-step (exact: every
+        sub-step is an exact coordinate step), or each part reads its own view
+        of them, refreshed in turn by a circulating token (stale: the paper's
+        round-robin totals; a view misses other parts' changes of the last
+        2P - 1 sub-steps at most).
     esvi_iters : int
         ESVI: passes over each document's tokens per sub-step against the block
         it meets, the document's topic counts written after each pass (1, the
         default: every update reads the sub-step's snapshot, the paper's Alg. 5;
         more: fewer rotations to the same ELBO, each one dearer).
+    esvi_dtype : {"float64", "float32"}
+        ESVI: the element type of the topic-word blocks the workers hold and
+        move; float32 halves their bytes (the updates and every sum are still
+        computed in float64).
     restarts : bool
         Restart proposals in the local step (Sec. 5).
     max_local_iters : int
@@ -287,6 +295,7 @@ class LDA(VariationalEstimator):
         topk_rule: str = "lsparse",
         pi_sync: str = "exact",
         esvi_iters: int = 1,
+        esvi_dtype: str = "float64",
         n_init: int = 1,
         svi_delay: float = config.SVI_DELAY,
         svi_kappa: float = config.SVI_KAPPA,
@@ -594,6 +603,27 @@ class LDA(VariationalEstimator):
         self.eta_ = glob.eta
         self.vocabulary_ = vocab
 
+    # -- a model fitted by ESVI keeps its blocks on the workers ---------------------
+    def __getattr__(self, name: str) -> Any:
+        """The fitted attributes that hold all of lambda, made from the blocks of an
+        ESVI fit when first read (the user asks for the whole model)."""
+        from lsdask.estimators.lda_esvi import GATHERED, gather_partitioned
+
+        if name in GATHERED and self.__dict__.get("_esvi_fitted") is not None:
+            gather_partitioned(self)
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _check_fitted(self) -> None:
+        if self.__dict__.get("_esvi_fitted") is None:
+            super()._check_fitted()
+
+    def _load_esvi_blocks(self, store: Any, fitted: Any, arrays: Any, vocab: Any) -> None:
+        """A saved ESVI model's blocks read back (:mod:`lsdask.persist.esvi_model`)."""
+        from lsdask.estimators.lda_esvi import load_partitioned
+
+        load_partitioned(self, store, fitted, arrays, vocab)
+
     # -- inference ----------------------------------------------------------------
     def _check_vocab(self, source: BatchSource, vocab: list[str] | None) -> None:
         """X must be over the fitted vocabulary: its size, and its words where both
@@ -648,6 +678,11 @@ class LDA(VariationalEstimator):
         task = self.transform_task()
         source, vocab = self._source(X)
         self._check_vocab(source, vocab)
+        from lsdask.estimators.lda_esvi import partitioned, transform_partitioned
+
+        blocks = partitioned(self)
+        if blocks is not None:
+            return transform_partitioned(task, blocks, source)
         here = self.client is None or source.n_batches <= 1  # no cluster started for it
         executor = make_executor("sync" if here else self.client, self.n_workers)
         try:
@@ -676,11 +711,17 @@ class LDA(VariationalEstimator):
         """Heldout document completion (lsparse App. E), nats per token, with the
         document-topic prior ``alpha_``; a corpus is read batch by batch."""
         self._check_fitted()
+        from lsdask.estimators.lda_esvi import partitioned, score_sums_partitioned
+
+        blocks = partitioned(self)
         rng = np.random.default_rng(random_state)
         loglik = tokens = 0.0
         for rows in self._row_batches(X):
             A, B = split_documents(rows, 0.8, rng)
-            part, n = document_completion_sums(A, B, self.topic_word_, self.alpha_)
+            if blocks is not None:  # only the batch's word columns come here
+                part, n = score_sums_partitioned(blocks, A, B, self.alpha_)
+            else:
+                part, n = document_completion_sums(A, B, self.topic_word_, self.alpha_)
             loglik, tokens = loglik + part, tokens + n
         return completion_score(loglik, tokens)
 

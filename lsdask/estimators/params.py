@@ -436,15 +436,6 @@ def topk_in_range(name: str, value: Any, estimator: Any) -> None:
         check_int(name, value, 1, K, hint)
 
 
-def exact_only(name: str, value: Any, estimator: Any) -> None:
-    """``"exact"``: the stale (round-robin) totals are not available yet."""
-    if value != "exact":
-        raise ValueError(
-            f"{name} must be 'exact'; got {value!r}. The paper's stale (round-robin) totals "
-            "are not implemented; exact mode all-reduces pi_k after every sub-step"
-        )
-
-
 LDA_ALGORITHM = replace(
     ALGORITHM, check=one_of(*LDA_ALGORITHMS),
     help="memoized VI, stochastic VI, full-batch VB, svi-gibbs (stochastic VI with a sparse "
@@ -467,12 +458,22 @@ TOPK_RULE = Param(
     "it over the other topics (paper)",
     Option("--topk-rule", choices=("lsparse", "paper")),
 )  # fmt: skip
-PI_SYNC = Param("pi_sync", "exact", exact_only, "ESVI: topic totals all-reduced every sub-step")
+PI_SYNC = Param(
+    "pi_sync", "exact", one_of("exact", "stale"),
+    "ESVI: topic totals all-reduced after every sub-step (exact), or each part's view "
+    "refreshed by a round-robin token (stale, the paper's)",
+)  # fmt: skip
 ESVI_ITERS = Param(
     "esvi_iters", 1, integer(1),
     "ESVI: passes over each document's tokens per sub-step, its topic counts written after "
     "each (default {default}: every update reads the sub-step's snapshot, the paper's)",
     Option("--esvi-iters", parse_positive_int, metavar="N"),
+)  # fmt: skip
+ESVI_DTYPE = Param(
+    "esvi_dtype", "float64", one_of("float64", "float32"),
+    "ESVI: element type of the topic-word blocks the workers hold and move (float32 halves "
+    "their bytes; the updates and sums are computed in float64)",
+    Option("--esvi-dtype", choices=("float64", "float32")),
 )  # fmt: skip
 
 #: :class:`lsdask.LDA`
@@ -480,7 +481,7 @@ LDA_PARAMS = ParamTable(
     (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, LDA_ALGORITHM, N_LAPS, TOL, BATCH_SIZE,
      BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT, GIBBS_SWEEPS,
      GIBBS_TOL, GIBBS_TOKENS, GIBBS_BURNIN, GIBBS_SAMPLES, MINIBATCH_SIZE, N_BLOCKS, TOPK,
-     TOPK_RULE, PI_SYNC, ESVI_ITERS, *RUN)
+     TOPK_RULE, PI_SYNC, ESVI_ITERS, ESVI_DTYPE, *RUN)
 )  # fmt: skip
 
 

@@ -9,18 +9,21 @@ and at ``C = K``).
 
 One step updates every entry of a piece against a *snapshot*: the documents'
 topic counts ``n_d`` (``doc_topic``), the block's ``lambda[v, k]`` (word-major,
-one row per word of the block) through ``elog_lam = psi(lambda)`` and the topic
-totals through ``psi_pi = psi(sum_v lambda_kv)``::
+one row per word of the block) and the topic totals through
+``psi_pi = psi(sum_v lambda_kv)``::
 
     u_k = psi(alpha_k + n_dk) + psi(lambda_vk) - psi(pi_k)      (psi(sum gamma) cancels)
     phi = softmax(u)                              C = K
     phi = softmax(u) over the top C, 0 elsewhere  L-sparse rule
     phi_k = softmax(u)_k on the top C, the rest spread evenly  paper's TOPK rule
 
-and writes the change of every entry, ``c (phi_new - phi_old)``, into the
-output copies of ``n_d`` and of the block. Reading only the snapshot makes the
-step one block coordinate update of the entries (Theorem 1 with the whole
-simplex), so it does not depend on the order of the entries.
+and adds the change of every entry, ``c (phi_new - phi_old)``, to ``n_d`` and
+to the block, in place. Reading only the snapshot makes the step one block
+coordinate update of the entries (Theorem 1 with the whole simplex), so it
+does not depend on the order of the entries: they are visited word by word,
+``psi`` of a word's row taken once from the block itself, and the block takes
+the changes only after the last pass, so no copy of the block and no
+``psi(lambda)`` array is made.
 """
 
 from __future__ import annotations
@@ -113,18 +116,24 @@ def _add_doc(dt, resp, idx, rest, scale, K):
 
 
 @numba.njit(nogil=True, cache=True)
-def esvi_block_step(
-    indptr, cols, counts, resp, idx, rest, doc_topic, alpha, elog_lam, psi_pi, paper_rule,
-    n_iters, new_resp, new_idx, new_rest, doc_topic_out, lam_out,
+def esvi_block_update(
+    indptr, cols, counts, resp, idx, rest, by_word, doc_topic, alpha, lam, psi_pi, paper_rule,
+    n_iters, new_resp, new_idx, new_rest, et,
 ):  # fmt: skip
-    """Update every entry of a piece against the snapshot; returns the piece's
-    new entropy ``-sum c phi log phi``.
+    """Update every entry of a piece against the snapshot, writing ``n_d`` and the
+    block in place; returns the piece's new entropy ``-sum c phi log phi``.
 
-    With ``n_iters`` > 1, each document's entries are updated ``n_iters`` times
-    against the block's snapshot, its counts ``n_d`` written after each pass
+    With ``n_iters`` > 1, every entry is updated ``n_iters`` times against the
+    block's snapshot, the documents' counts ``n_d`` written after each pass
     (block coordinate ascent on the entries, then on ``q(pi_d)``); the first
     pass reads the snapshot of ``n_d``. The block receives the change from the
-    first pass's input to the last pass's output.
+    first pass's input to the last pass's output, after the last pass.
+
+    Within a pass every entry reads the pass's snapshot, so the entries are
+    visited word by word (``by_word``): ``psi(lambda_v)`` is computed once per
+    word and pass from the block itself, and the only K x V_b array is the
+    block. ``et[d] = psi(alpha + n_d) - psi(pi)`` is taken for every document at
+    the start of a pass, so ``doc_topic`` can take the changes in place.
 
     Parameters
     ----------
@@ -132,47 +141,58 @@ def esvi_block_step(
     counts : (nnz,) float64
     resp, idx, rest : (nnz, C) float64, (nnz, C) int32, (nnz,) float64, the
         entries' current responsibilities (read only)
-    doc_topic : (n_docs, K) float64, ``n_d`` before the step (read only)
-    alpha : (K,) float64; elog_lam : (V_b, K) ``psi(lambda)``; psi_pi : (K,)
+    by_word : (nnz,) int64, the entries ordered by word (any order within a word)
+    doc_topic : (n_docs, K) float64, ``n_d``, updated in place
+    alpha : (K,) float64; lam : (V_b, K) float64 or float32, the block, updated
+        in place; psi_pi : (K,) ``psi(pi)``
     paper_rule : bool, spread the left-over mass (paper) or drop it (L-sparse)
-    n_iters : int >= 1, passes over each document's entries
+    n_iters : int >= 1, passes over the entries
     new_resp, new_idx, new_rest : outputs of the shapes of ``resp``, ``idx``, ``rest``
-    doc_topic_out : (n_docs, K), a copy of ``doc_topic`` that receives the changes
-    lam_out : (V_b, K), a copy of the block's ``lambda`` that receives the changes
+    et : (n_docs, K) float64, scratch
     """
     K = alpha.shape[0]
     C = resp.shape[1]
+    n_docs = indptr.shape[0] - 1
+    nnz = cols.shape[0]
     w = np.empty(K, dtype=np.float64)
-    et = np.empty(K, dtype=np.float64)
+    psi_row = np.empty(K, dtype=np.float64)
     order = np.empty(C, dtype=np.int32)
-    H = 0.0
-    for d in range(indptr.shape[0] - 1):
-        lo = indptr[d]
-        hi = indptr[d + 1]
-        if lo == hi:
-            continue
-        for it in range(n_iters):
-            src = doc_topic if it == 0 else doc_topic_out
+    doc_of = np.empty(nnz, dtype=np.int64)
+    for d in range(n_docs):
+        for j in range(indptr[d], indptr[d + 1]):
+            doc_of[j] = d
+    for it in range(n_iters):
+        for d in range(n_docs):
+            if indptr[d] == indptr[d + 1]:
+                continue
             for k in range(K):
-                et[k] = digamma(alpha[k] + src[d, k]) - psi_pi[k]
-            for j in range(lo, hi):
-                v = cols[j]
+                et[d, k] = digamma(alpha[k] + doc_topic[d, k]) - psi_pi[k]
+        t = 0
+        while t < nnz:
+            v = cols[by_word[t]]
+            for k in range(K):
+                psi_row[k] = digamma(np.float64(lam[v, k]))
+            while t < nnz and cols[by_word[t]] == v:
+                j = by_word[t]
+                d = doc_of[j]
                 c = counts[j]
                 for k in range(K):
-                    w[k] = et[k] + elog_lam[v, k]
+                    w[k] = et[d, k] + psi_row[k]
                 if it == 0:
-                    _add_doc(doc_topic_out[d], resp[j], idx[j], rest[j], -c, K)
+                    _add_doc(doc_topic[d], resp[j], idx[j], rest[j], -c, K)
                 else:
-                    _add_doc(doc_topic_out[d], new_resp[j], new_idx[j], new_rest[j], -c, K)
+                    _add_doc(doc_topic[d], new_resp[j], new_idx[j], new_rest[j], -c, K)
                 r = _new_entry(w, C, paper_rule, order, new_resp[j], new_idx[j])
                 new_rest[j] = r
-                _add_doc(doc_topic_out[d], new_resp[j], new_idx[j], r, c, K)
-        for j in range(lo, hi):
-            v = cols[j]
-            c = counts[j]
-            _add_doc(lam_out[v], resp[j], idx[j], rest[j], -c, K)
-            _add_doc(lam_out[v], new_resp[j], new_idx[j], new_rest[j], c, K)
-            H += c * _entry_entropy(new_resp[j], new_rest[j], K)
+                _add_doc(doc_topic[d], new_resp[j], new_idx[j], r, c, K)
+                t += 1
+    H = 0.0
+    for j in range(nnz):
+        v = cols[j]
+        c = counts[j]
+        _add_doc(lam[v], resp[j], idx[j], rest[j], -c, K)
+        _add_doc(lam[v], new_resp[j], new_idx[j], new_rest[j], c, K)
+        H += c * _entry_entropy(new_resp[j], new_rest[j], K)
     return H
 
 
@@ -186,5 +206,19 @@ def esvi_accumulate(indptr, cols, counts, resp, idx, rest, doc_topic_out, words_
         for j in range(indptr[d], indptr[d + 1]):
             c = counts[j]
             _add_entry(doc_topic_out[d], words_out[cols[j]], resp[j], idx[j], rest[j], c, K)
+            H += c * _entry_entropy(resp[j], rest[j], K)
+    return H
+
+
+@numba.njit(nogil=True, cache=True)
+def esvi_doc_counts(indptr, counts, resp, idx, rest, doc_topic_out):
+    """Add a piece's entries into ``doc_topic_out`` (n_docs, K) only; returns the
+    piece's entropy (the words' statistics are summed apart, sparsely)."""
+    K = doc_topic_out.shape[1]
+    H = 0.0
+    for d in range(indptr.shape[0] - 1):
+        for j in range(indptr[d], indptr[d + 1]):
+            c = counts[j]
+            _add_doc(doc_topic_out[d], resp[j], idx[j], rest[j], c, K)
             H += c * _entry_entropy(resp[j], rest[j], K)
     return H

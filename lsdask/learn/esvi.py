@@ -8,6 +8,8 @@ sub-step reads one snapshot of its block, of the shard's local variables and
 of the shared totals ``pi``; the new blocks and totals are formed after the
 sub-step (``pi`` summed from every block's column sums, in block order: an
 all-reduce of K-vectors), and the ELBO follows from the parts' partial sums.
+In **stale** mode (:class:`StaleTotals`) every part reads its own view of
+``pi`` instead, refreshed in turn by a circulating token.
 
 The loop knows neither Dask nor the model's formulas: it talks to a
 :class:`PartitionedModel` and to :class:`Partitions` (where each part's
@@ -56,6 +58,10 @@ class PartitionedModel(Protocol):
         self, block: Any, words: np.ndarray, pi: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]: ...
 
+    def block_log_rows(
+        self, block: Any, words: np.ndarray, pi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]: ...
+
     def shard_state(self, shard: Any) -> dict[str, np.ndarray]: ...
 
     def shard_from_state(self, state: dict[str, np.ndarray]) -> Any: ...
@@ -74,7 +80,7 @@ class BlockStore(Protocol):
     each part writes its own files on its worker; the driver commits a manifest."""
 
     def write_part(
-        self, rotation: int, part: int, shard: dict[str, np.ndarray], block_index: int,
+        self, rotation: int, part: int, shard: dict[str, np.ndarray] | None, block_index: int,
         block: dict[str, np.ndarray],
     ) -> dict[str, Any]: ...  # fmt: skip
 
@@ -96,7 +102,9 @@ class Partitions(Protocol):
     task for every p and returns, per part, handles of the ``n_out`` items of
     its result, each left where the task ran. A handle among ``args`` is
     brought to the task's worker. ``release`` drops handles (their data is
-    freed once nothing else needs it); ``gather`` fetches results to the driver.
+    freed once nothing else needs it); ``gather`` fetches results to the driver;
+    ``wait`` returns once the handles' tasks are done, leaving their data where
+    it is; ``settle`` once the data of released handles is freed.
     """
 
     n_parts: int
@@ -110,6 +118,69 @@ class Partitions(Protocol):
     def gather(self, handles: Sequence[Handle]) -> list[Any]: ...
 
     def release(self, handles: Sequence[Handle]) -> None: ...
+
+    def wait(self, handles: Sequence[Handle]) -> None: ...
+
+    def settle(self) -> None: ...
+
+
+@dataclass
+class StaleTotals:
+    """``pi_sync="stale"``: the paper's round-robin totals with bounded staleness
+    (its ref. [18], F+Nomad LDA), on the rotation schedule.
+
+    Every part reads its own *view* of the totals ``pi``: the totals as the
+    circulating *token* held them when it last visited the part, plus the
+    part's own changes since. A part's changes also pile up in its *unsent*
+    vector. After every sub-step the token visits one part, in turn (part
+    ``holder``, then the next): it takes the part's unsent changes, and the
+    part's view becomes the token. So ``token + sum_p unsent_p`` is always the
+    true ``pi`` (the blocks' column sums), and a view misses only other parts'
+    changes of the last ``2P - 1`` sub-steps. With P = 1 every view is the true
+    ``pi``: exact mode.
+    """
+
+    views: list[np.ndarray]
+    unsent: list[np.ndarray]
+    token: np.ndarray
+    holder: int = 0
+
+    @classmethod
+    def start(cls, pi: np.ndarray, n_parts: int) -> StaleTotals:
+        """Every view and the token at the true totals ``pi``."""
+        pi = np.asarray(pi, dtype=np.float64)
+        return cls(
+            [pi.copy() for _ in range(n_parts)], [np.zeros_like(pi) for _ in range(n_parts)],
+            pi.copy(),
+        )  # fmt: skip
+
+    def record(self, deltas: Sequence[np.ndarray]) -> None:
+        """Part p changed the totals by ``deltas[p]`` in the sub-step just done;
+        then the token visits the next part in turn."""
+        for p, delta in enumerate(deltas):
+            self.views[p] = self.views[p] + delta
+            self.unsent[p] = self.unsent[p] + delta
+        h = self.holder
+        self.token = self.token + self.unsent[h]
+        self.unsent[h] = np.zeros_like(self.token)
+        self.views[h] = self.token.copy()
+        self.holder = (h + 1) % len(self.views)
+
+    def state(self) -> dict[str, Any]:
+        """As JSON values (a checkpoint's manifest)."""
+        return {
+            "views": [v.tolist() for v in self.views],
+            "unsent": [u.tolist() for u in self.unsent],
+            "token": self.token.tolist(), "holder": self.holder,
+        }  # fmt: skip
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> StaleTotals:
+        def arr(x: Any) -> np.ndarray:
+            return np.asarray(x, dtype=np.float64)
+
+        return cls([arr(v) for v in state["views"]], [arr(u) for u in state["unsent"]],
+                   arr(state["token"]), int(state["holder"]))  # fmt: skip
 
 
 @dataclass
@@ -127,6 +198,8 @@ class ESVIRun:
     reports: list[Any] = field(default_factory=list)  # the last sub-step's sums per part
     warm: bool = False  # the blocks still hold the start's counts (first rotation)
     sums: dict[str, float] = field(default_factory=dict)  # the shards' alloc and H in all
+    stale: StaleTotals | None = None  # pi_sync="stale": the parts' views of pi
+    colsums: list[np.ndarray] = field(default_factory=list)  # each block's, in block order
 
 
 def deal_batches(costs: Sequence[float], n_parts: int, rng: np.random.Generator) -> list[list[int]]:
@@ -205,6 +278,7 @@ def start(
     parts.release([m[1] for m in made])
     pi = np.sum([r.colsum for r in block_reports], axis=0)
     run = ESVIRun(partition, shards, blocks, pi, n_tokens=float(mass.sum()))
+    run.colsums = [np.asarray(r.colsum) for r in block_reports]
     run.warm = start_counts is not None
     logger.info(
         "ESVI: %d parts, %d batches; block token mass %s", P, len(batches),
@@ -213,13 +287,43 @@ def start(
     return run
 
 
+def _identity(obj: Any, _: Any) -> Any:
+    return obj
+
+
+def move_blocks(parts: Partitions, run: ESVIRun, met: list[int]) -> list[Handle]:
+    """Block ``met[p]`` brought to part p, for every p, before the sub-step's work:
+    the moves are waited for and the blocks' old copies freed, so a worker
+    holds two blocks only while they cross, never while it computes."""
+    if parts.n_parts == 1:
+        return [run.blocks[met[0]]]
+    moved = parts.run(_identity, [(run.blocks[b],) for b in met], None, 1)
+    moved_blocks = [m[0] for m in moved]
+    parts.wait(moved_blocks)
+    parts.release(run.blocks)
+    run.blocks = [moved_blocks[met.index(b)] for b in range(len(met))]
+    parts.settle()
+    return moved_blocks
+
+
 def substep(model: PartitionedModel, parts: Partitions, run: ESVIRun, s: int) -> float:
-    """One exact-mode sub-step: part p's shard meets block ``(p + s) mod P``;
-    then the totals ``pi`` are summed again and the ELBO is returned."""
+    """One exact-mode sub-step: part p's shard meets block ``(p + s) mod P``
+    (brought to it first, :func:`move_blocks`); then the totals ``pi`` are summed
+    again and the ELBO is returned. The sub-step updates the shards and blocks
+    it is given in place, and the run holds the new ones."""
     P = parts.n_parts
-    pi = parts.broadcast(run.pi)
     met = [block_at(p, s, P) for p in range(P)]
-    out = parts.run(model.substep, [(run.shards[p], run.blocks[met[p]]) for p in range(P)], pi, 3)
+    here = move_blocks(parts, run, met)
+    if run.stale is None:  # exact: every part reads the all-reduced totals
+        pi = parts.broadcast(run.pi)
+        out = parts.run(model.substep, [(run.shards[p], here[p]) for p in range(P)], pi, 3)
+    else:  # stale: every part reads its own view
+        pi = None
+        views = run.stale.views
+        out = parts.run(
+            lambda sh, bl, view, _: model.substep(sh, bl, view),
+            [(run.shards[p], here[p], views[p]) for p in range(P)], None, 3,
+        )  # fmt: skip
     reports = parts.gather([o[2] for o in out])
     parts.release([o[2] for o in out])
     parts.release(run.shards + run.blocks + [pi])
@@ -247,6 +351,10 @@ def _place_blocks(
         blocks[where[p]] = handle
     run.blocks = blocks
     by_block = sorted(reports, key=lambda r: r.block)
+    if run.stale is not None and run.colsums:  # each part's change of the totals
+        by_part = sorted(reports, key=lambda r: r.part)
+        run.stale.record([r.colsum - run.colsums[r.block] for r in by_part])
+    run.colsums = [np.asarray(r.colsum) for r in by_block]
     run.pi = np.sum([r.colsum for r in by_block], axis=0)
     return by_block
 
@@ -262,7 +370,10 @@ def drop_start(model: PartitionedModel, parts: Partitions, run: ESVIRun) -> None
     )
     reports = parts.gather([o[1] for o in out])
     parts.release([o[1] for o in out] + run.blocks)
+    stale, run.stale = run.stale, None  # the start's counts leave: not a part's change
     by_block = _place_blocks(run, held, [o[0] for o in out], reports)
+    if stale is not None:  # every view synchronized with the totals without them
+        run.stale = StaleTotals.start(run.pi, P)
     run.warm = False
     run.substep_elbo[-1] = model.elbo(run.reports, by_block, run.pi)
 
@@ -298,27 +409,108 @@ def rotate(
     return run
 
 
+def held_blocks(n_parts: int) -> list[int]:
+    """The block each part holds after a complete rotation (where a fit leaves them)."""
+    return [block_at(p, n_parts - 1, n_parts) for p in range(n_parts)]
+
+
+def _from_blocks(
+    model: PartitionedModel, parts: Partitions, run: ESVIRun, words: np.ndarray, name: str
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(positions in words, values)`` of ``words`` from every block, each computed
+    where the block lies by the model's method ``name``."""
+    held = held_blocks(parts.n_parts)
+    pi = parts.broadcast(run.pi)
+    out = parts.run(
+        lambda bl, pi_: getattr(model, name)(bl, words, pi_),
+        [(run.blocks[held[p]],) for p in range(parts.n_parts)], pi, 1,
+    )  # fmt: skip
+    found = parts.gather([o[0] for o in out])
+    parts.release([o[0] for o in out] + [pi])
+    return found
+
+
 def topic_columns(
     model: PartitionedModel, parts: Partitions, run: ESVIRun, words: np.ndarray
 ) -> np.ndarray:
     """``E[phi]`` (K, len(words)) of the words ``words`` (sorted ids) only: each
     block sends its own of them, computed where it lies; for heldout scoring
     and transforms without gathering the model."""
-    P = parts.n_parts
-    held = [block_at(p, P - 1, P) for p in range(P)]  # where a rotation leaves them
-    pi = parts.broadcast(run.pi)
-    out = parts.run(
-        lambda bl, pi_: model.block_columns(bl, words, pi_),
-        [(run.blocks[held[p]],) for p in range(P)], pi, 1,
-    )  # fmt: skip
-    found = parts.gather([o[0] for o in out])
-    parts.release([o[0] for o in out] + [pi])
     topics = np.full((run.pi.size, words.size), np.nan)
-    for at, cols in found:
+    for at, cols in _from_blocks(model, parts, run, words, "block_columns"):
         topics[:, at] = cols
     if np.isnan(topics).any():
         raise ValueError("word ids outside the model's vocabulary")
     return topics
+
+
+def topic_log_rows(
+    model: PartitionedModel, parts: Partitions, run: ESVIRun, words: np.ndarray
+) -> np.ndarray:
+    """``E[log phi]`` (len(words), K) of the words ``words`` (sorted ids) only, as
+    the local step reads it, each block computing its own of them where it lies."""
+    rows = np.full((words.size, run.pi.size), np.nan)
+    for at, values in _from_blocks(model, parts, run, words, "block_log_rows"):
+        rows[at] = values
+    if np.isnan(rows).any():
+        raise ValueError("word ids outside the model's vocabulary")
+    return rows
+
+
+def gather_blocks(parts: Partitions, run: ESVIRun) -> Any:
+    """Every block, fetched to the driver one at a time (a generator of
+    ``(block index, block)``): only for a user who asks for the whole model."""
+    for b, handle in enumerate(run.blocks):
+        yield b, parts.gather([handle])[0]
+
+
+def save_blocks(
+    model: PartitionedModel, parts: Partitions, run: ESVIRun, store: BlockStore,
+    meta: dict[str, Any],
+) -> None:  # fmt: skip
+    """A fitted model into ``store``: every part writes the block it holds on its
+    own worker (atomically), then the driver writes the partition and the
+    manifest naming the blocks, the totals and ``meta``."""
+    held = held_blocks(parts.n_parts)
+    out = parts.run(
+        lambda bl, r: store.write_part(r, -1, None, bl.index, model.block_state(bl)),
+        [(run.blocks[held[p]],) for p in range(parts.n_parts)], len(run.elbo_trace), 1,
+    )  # fmt: skip
+    written = parts.gather([o[0] for o in out])
+    parts.release([o[0] for o in out])
+    store.write_partition(model.partition_state(run.partition))
+    store.commit(
+        len(run.elbo_trace), sorted(written, key=lambda e: e["block_index"]),
+        {"n_parts": parts.n_parts, "pi": [float(x) for x in run.pi], **meta},
+    )  # fmt: skip
+
+
+def load_blocks(
+    model: PartitionedModel, parts: Partitions, store: BlockStore
+) -> tuple[ESVIRun, dict[str, Any]]:
+    """A saved model's blocks read back, each on the part that will hold it, as a
+    run without shards (:func:`save_blocks`); and its manifest."""
+    manifest = store.latest()
+    if manifest is None:
+        where = getattr(store, "folder", store)
+        raise DataError(f"{where} holds no saved ESVI blocks (no manifest)")
+    P = int(manifest["n_parts"])
+    if P != parts.n_parts:
+        raise ValueError(f"the saved model has {P} blocks; {parts.n_parts} parts were opened")
+    entries = {int(e["block_index"]): e for e in manifest["parts"]}
+    held = held_blocks(P)
+    out = parts.run(
+        lambda e, m: model.block_from_state(store.read(m, e["block"])),
+        [(entries[held[p]],) for p in range(P)], manifest, 1,
+    )  # fmt: skip
+    blocks: list[Handle] = [None] * P
+    for p, o in enumerate(out):
+        blocks[held[p]] = o[0]
+    run = ESVIRun(
+        model.partition_from_state(store.read_partition()), [], blocks,
+        np.asarray(manifest["pi"], dtype=np.float64),
+    )  # fmt: skip
+    return run, manifest
 
 
 def checkpoint(
@@ -352,7 +544,10 @@ def checkpoint(
         "time_trace": run.time_trace,
         "n_tokens": run.n_tokens,
         "sums": run.sums,
+        "colsums": [c.tolist() for c in run.colsums],
     }
+    if run.stale is not None:
+        meta["stale"] = run.stale.state()
     store.commit(rotation, written, meta)
 
 
@@ -398,5 +593,8 @@ def resume(
         list(manifest["time_trace"]), float(manifest["n_tokens"]),
     )  # fmt: skip
     run.sums = {k: float(v) for k, v in manifest["sums"].items()}
+    run.colsums = [np.asarray(c, dtype=np.float64) for c in manifest.get("colsums", [])]
+    if "stale" in manifest:
+        run.stale = StaleTotals.from_state(manifest["stale"])
     logger.info("ESVI: resumed after rotation %d", manifest["rotation"])
     return run

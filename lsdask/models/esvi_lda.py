@@ -9,8 +9,9 @@ documents' entries in that block's words with their kept responsibilities
 shared by all.
 
 A *sub-step* updates every entry of one shard in one block
-(:func:`lsdask.kernels.esvi.esvi_block_step`) against a snapshot of ``n_d``,
-of the block and of ``pi``, and writes the new ``n_d`` and block. Since
+(:func:`lsdask.kernels.esvi.esvi_block_update`) against a snapshot of ``n_d``,
+of the block and of ``pi``, and writes the new ``n_d`` and block in place: the
+block is the one K x V_b array a sub-step holds (no copy, no ``psi`` of it). Since
 ``q(pi_d)`` and ``q(phi)`` stay at their optimum given the responsibilities
 (``lambda = eta + S``, ``gamma_d = alpha + n_d``), the ELBO is
 
@@ -34,10 +35,14 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma, gammaln
 
-from lsdask.kernels.esvi import esvi_accumulate, esvi_block_step
+from lsdask.kernels.esvi import esvi_accumulate, esvi_block_update, esvi_doc_counts
 
 #: the TOPK rules: the L-sparse rule drops the left-over mass, the paper's spreads it
 TOPK_RULES = ("lsparse", "paper")
+#: the element types a block may be stored in
+BLOCK_DTYPES = ("float64", "float32")
+#: bytes of float64 temporaries per chunk of a block's rows (sums, first responsibilities)
+_CHUNK_BYTES = 1 << 25
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,7 @@ class ParamBlock:
 
     index: int
     words: np.ndarray  # (V_b,) global word ids
-    lam: np.ndarray  # (V_b, K) float64
+    lam: np.ndarray  # (V_b, K) float64, or float32 (ESVILDA.block_dtype)
     start: np.ndarray | None = None  # (V_b, K) start counts within lam, first rotation only
 
     @property
@@ -168,6 +173,9 @@ class ESVILDA:
         every entry starts with none, and the first rotation gives each its first
         responsibilities against the start's topics, which leave the blocks after it
         (:meth:`drop_start`)
+    block_dtype : ``"float64"`` or ``"float32"``, the element type of the blocks
+        (float32 halves the bytes a worker holds and moves; the updates and every
+        sum are still computed in float64)
     """
 
     n_topics: int
@@ -179,6 +187,7 @@ class ESVILDA:
     seed: int = 0
     local_iters: int = 1
     warm: bool = False
+    block_dtype: str = "float64"
 
     # ---- before the rotations
     def word_mass(self, loaders: list[Any], shared: Any = None) -> np.ndarray:
@@ -193,7 +202,9 @@ class ESVILDA:
         self, loaders: list[Any], part: int, partition: VocabPartition
     ) -> tuple[Any, ...]:
         """The shard of ``part`` from its batches with random first responsibilities,
-        and, per block, its statistics ``(words, S)`` over the block words it uses."""
+        and, per block, its statistics ``(words, S)`` over the block words it uses
+        (S sparse, a CSR matrix, when every entry keeps C < K topics and nothing is
+        spread: it then holds at most C values per entry, not K per word)."""
         rows = [sp.csr_matrix(loader.load(), dtype=np.float64) for loader in loaders]
         X = sp.vstack(rows, format="csr") if rows else sp.csr_matrix((0, self.vocab_size))
         X.sum_duplicates()
@@ -214,49 +225,82 @@ class ESVILDA:
                 resp[:] = 0.0
                 rest[:] = 0.0
             used, compact = np.unique(cols, return_inverse=True)
-            S = np.zeros((used.size, K))
-            H = esvi_accumulate(indptr, compact.astype(np.int32), counts, resp, idx, rest,
-                                doc_topic, S)  # fmt: skip
+            if self.topk < K and not rest.any():
+                H = esvi_doc_counts(indptr, counts, resp, idx, rest, doc_topic)
+                S = sp.csr_matrix(
+                    ((counts[:, None] * resp).ravel(),
+                     (np.repeat(compact, self.topk), idx.ravel())),
+                    shape=(used.size, K),
+                )  # fmt: skip
+            else:
+                S = np.zeros((used.size, K))
+                H = esvi_accumulate(indptr, compact.astype(np.int32), counts, resp, idx, rest,
+                                    doc_topic, S)  # fmt: skip
             pieces.append(ShardPiece(indptr, cols, counts, resp, idx, rest, float(H)))
             stats.append((used.astype(np.int32), S))
         shard = ESVIShard(part, doc_topic, tuple(pieces), self.alloc(doc_topic), float(X.sum()))
         return (shard, *stats)
 
     def _random_resp(self, rng: np.random.Generator, nnz: int) -> tuple[np.ndarray, ...]:
-        """First responsibilities: uniform random weights, then the TOPK rule."""
+        """First responsibilities: uniform random weights, then the TOPK rule. The
+        weights are drawn a chunk of entries at a time (the same stream as one
+        draw), so no (nnz, K) array is made when C < K."""
         K, C = self.n_topics, self.topk
-        w = rng.random((nnz, K))
         if C == K:
+            w = rng.random((nnz, K))
             idx = np.broadcast_to(np.arange(K, dtype=np.int32), (nnz, K)).copy()
             return w / w.sum(axis=1, keepdims=True), idx, np.zeros(nnz)
-        idx = np.argsort(-w, axis=1, kind="stable")[:, :C].astype(np.int32)
-        kept = np.take_along_axis(w, idx, axis=1)
-        if self.rule == "paper":
-            resp = kept / w.sum(axis=1, keepdims=True)
-            return resp, idx, np.maximum(1.0 - resp.sum(axis=1), 0.0)
-        return kept / kept.sum(axis=1, keepdims=True), idx, np.zeros(nnz)
+        resp = np.empty((nnz, C))
+        idx = np.empty((nnz, C), dtype=np.int32)
+        rest = np.zeros(nnz)
+        step = max(1, _CHUNK_BYTES // (8 * K))
+        for lo in range(0, nnz, step):
+            w = rng.random((min(step, nnz - lo), K))
+            top = np.argpartition(-w, C - 1, axis=1)[:, :C]
+            top_w = np.take_along_axis(w, top, axis=1)
+            rank = np.lexsort((top, -top_w), axis=-1)  # descending weight, ties: lower topic
+            top = np.take_along_axis(top, rank, axis=1)
+            kept = np.take_along_axis(w, top, axis=1)
+            hi = lo + w.shape[0]
+            idx[lo:hi] = top
+            if self.rule == "paper":
+                resp[lo:hi] = kept / w.sum(axis=1, keepdims=True)
+                rest[lo:hi] = np.maximum(1.0 - resp[lo:hi].sum(axis=1), 0.0)
+            else:
+                resp[lo:hi] = kept / kept.sum(axis=1, keepdims=True)
+        return resp, idx, rest
 
     def make_block(
-        self, index: int, partition: VocabPartition, *stats: tuple[np.ndarray, np.ndarray]
+        self, index: int, partition: VocabPartition, *stats: tuple[np.ndarray, Any]
     ) -> tuple[ParamBlock, PartReport]:
         """Block ``index``: ``lambda = eta + sum_p S_p`` over its words, from every
         shard's statistics in part order."""
         words = partition.words[index]
-        lam = np.full((words.size, self.n_topics), self.eta)
+        lam = np.full((words.size, self.n_topics), self.eta, dtype=self.block_dtype)
         for used, S in stats:
-            lam[used] += S
+            if sp.issparse(S):
+                coo = S.tocoo()  # one value per (word, topic): duplicates were summed
+                lam[used[coo.row], coo.col] += coo.data
+            else:
+                lam[used] += S
         block = ParamBlock(index, words, lam)
         return block, self._block_report(block, -1, 0.0, 0.0, 0.0, 0)
 
     def seed_block(self, block: ParamBlock, counts: np.ndarray) -> tuple[ParamBlock, PartReport]:
-        """The block with the start's topic-word counts (V_b, K) added, kept apart."""
+        """The block with the start's topic-word counts (V_b, K) added (in place),
+        kept apart."""
         counts = np.ascontiguousarray(counts, dtype=np.float64)
-        seeded = ParamBlock(block.index, block.words, block.lam + counts, counts)
+        lam = _writable(block.lam)
+        lam += counts
+        seeded = ParamBlock(block.index, block.words, lam, counts)
         return seeded, self._block_report(seeded, -1, 0.0, 0.0, 0.0, 0)
 
     def drop_start(self, block: ParamBlock) -> tuple[ParamBlock, PartReport]:
-        """The block without the start's counts, once every shard has met it."""
-        lam = block.lam if block.start is None else block.lam - block.start
+        """The block without the start's counts (in place), once every shard has met it."""
+        lam = block.lam
+        if block.start is not None:
+            lam = _writable(lam)
+            lam -= block.start
         dropped = ParamBlock(block.index, block.words, lam)
         return dropped, self._block_report(dropped, -1, 0.0, 0.0, 0.0, 0)
 
@@ -266,11 +310,17 @@ class ESVILDA:
     ) -> tuple[np.ndarray, np.ndarray]:
         """``E[phi_kv] = lambda_kv / pi_k`` of those of ``words`` (sorted global ids)
         in the block: ``(positions in words, (K, n) columns)``."""
-        at = np.searchsorted(block.words, words)
-        inside = (at < block.words.size) & (block.words[np.minimum(at, block.words.size - 1)]
-                                            == words)  # fmt: skip
-        cols = block.lam[at[inside]].T / pi[:, None]
-        return np.flatnonzero(inside), cols
+        found, lam = _block_rows(block, words)
+        return found, lam.T / pi[:, None]
+
+    def block_log_rows(
+        self, block: ParamBlock, words: np.ndarray, pi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``E[log phi_kv] = psi(lambda_kv) - psi(pi_k)`` of those of ``words`` (sorted
+        global ids) in the block: ``(positions in words, (n, K) rows)``, the rows a
+        local step reads (:class:`lsdask.models.dirichlet_logs.SparseDirichletLogs`)."""
+        found, lam = _block_rows(block, words)
+        return found, digamma(lam) - digamma(pi)
 
     # ---- checkpoints: shards and blocks as arrays and back
     def shard_state(self, shard: ESVIShard) -> dict[str, np.ndarray]:
@@ -320,17 +370,22 @@ class ESVILDA:
         self, shard: ESVIShard, block: ParamBlock, pi: np.ndarray
     ) -> tuple[ESVIShard, ParamBlock, PartReport]:
         """Update the shard's entries in the block's words against the snapshot
-        ``(n_d, lambda_block, pi)``; the new shard, the new block and their sums."""
+        ``(n_d, lambda_block, pi)``; the new shard, the new block and their sums.
+
+        The shard's ``n_d`` and the block are updated in place (the given shard
+        and block are spent): a sub-step holds its block once, with the piece's
+        new responsibilities and one (n_docs, K) scratch array beside it."""
         piece = shard.pieces[block.index]
         new_resp = np.empty_like(piece.resp)
         new_idx = np.empty_like(piece.idx)
         new_rest = np.empty_like(piece.rest)
-        doc_topic = shard.doc_topic.copy()
-        lam = block.lam.copy()
-        H = esvi_block_step(
+        doc_topic = _writable(shard.doc_topic)
+        lam = _writable(block.lam)
+        H = esvi_block_update(
             piece.indptr, piece.cols, piece.counts, piece.resp, piece.idx, piece.rest,
-            shard.doc_topic, self.alpha, digamma(block.lam), digamma(pi), self.rule == "paper",
-            self.local_iters, new_resp, new_idx, new_rest, doc_topic, lam,
+            np.argsort(piece.cols, kind="stable"), doc_topic, self.alpha, lam, digamma(pi),
+            self.rule == "paper", self.local_iters, new_resp, new_idx, new_rest,
+            np.empty_like(doc_topic),
         )  # fmt: skip
         new_piece = replace(piece, resp=new_resp, idx=new_idx, rest=new_rest, H=float(H))
         pieces = list(shard.pieces)
@@ -347,9 +402,9 @@ class ESVILDA:
     def _block_report(
         self, block: ParamBlock, part: int, alloc: float, H: float, n_tokens: float, nbytes: int
     ) -> PartReport:
+        colsum, lgamma = block_sums(block.lam)
         return PartReport(
-            part, block.index, block.lam.sum(axis=0), float(gammaln(block.lam).sum()),
-            alloc, H, n_tokens, block.nbytes, nbytes,
+            part, block.index, colsum, lgamma, alloc, H, n_tokens, block.nbytes, nbytes
         )  # fmt: skip
 
     # ---- the objective from partial sums
@@ -372,6 +427,33 @@ class ESVILDA:
 def shard_nbytes(shard: ESVIShard) -> int:
     """Bytes of a shard's arrays."""
     return int(shard.doc_topic.nbytes + sum(p.nbytes for p in shard.pieces))
+
+
+def _block_rows(block: ParamBlock, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(positions in words, lambda rows (n, K) in float64)`` of those of ``words``
+    (sorted global ids) in the block."""
+    at = np.searchsorted(block.words, words)
+    inside = (at < block.words.size) & (block.words[np.minimum(at, block.words.size - 1)] == words)
+    return np.flatnonzero(inside), np.asarray(block.lam[at[inside]], dtype=np.float64)
+
+
+def _writable(a: np.ndarray) -> np.ndarray:
+    """``a`` itself when it can be written in place, else a copy (a read-only buffer)."""
+    return a if a.flags.writeable else a.copy()
+
+
+def block_sums(lam: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(sum_v lambda_vk, sum_vk log Gamma(lambda_vk))`` of a block, in float64, a
+    chunk of rows at a time (no temporary of the block's size)."""
+    n, K = lam.shape
+    colsum = np.zeros(K)
+    lgamma = 0.0
+    step = max(1, _CHUNK_BYTES // (8 * max(K, 1)))
+    for lo in range(0, n, step):
+        chunk = np.asarray(lam[lo : lo + step], dtype=np.float64)
+        colsum += chunk.sum(axis=0)
+        lgamma += float(gammaln(chunk).sum())
+    return colsum, lgamma
 
 
 def gather_topics(blocks: list[ParamBlock], vocab_size: int) -> np.ndarray:

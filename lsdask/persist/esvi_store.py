@@ -12,6 +12,9 @@ complete rotation. No process holds more than its own part while writing.
 The vocabulary partition (V-sized arrays, not K x V) is written once
 (``partition.npz``) by the driver, before the first manifest.
 
+A saved fitted model (:mod:`lsdask.persist.esvi_model`) uses the same
+writer and manifest for its blocks alone: its parts name no shard.
+
 A damaged or incomplete folder (a cut manifest, a missing or damaged file, a
 file without an array the model reads) raises :class:`lsdask.errors.DataError`
 naming the file, what is wrong and how to go on.
@@ -112,16 +115,18 @@ class ESVIStore:
         return Path(self.folder) / f"rotation-{rotation:06d}"
 
     def write_part(
-        self, rotation: int, part: int, shard: dict[str, np.ndarray], block_index: int,
+        self, rotation: int, part: int, shard: dict[str, np.ndarray] | None, block_index: int,
         block: dict[str, np.ndarray],
     ) -> dict[str, Any]:  # fmt: skip
-        """Write part ``part``'s shard and the block it holds (on its worker)."""
+        """Write part ``part``'s shard and the block it holds (on its worker); a
+        saved model has no shards (``shard=None``)."""
         where = self._rotation_dir(rotation)
         where.mkdir(parents=True, exist_ok=True)
-        shard_bytes = _write_npz(where / f"shard-{part}.npz", shard)
+        shard_name = None if shard is None else f"shard-{part}.npz"
+        shard_bytes = 0 if shard is None else _write_npz(where / f"shard-{part}.npz", shard)
         block_bytes = _write_npz(where / f"block-{block_index}.npz", block)
         return {
-            "part": part, "shard": f"shard-{part}.npz", "block": f"block-{block_index}.npz",
+            "part": part, "shard": shard_name, "block": f"block-{block_index}.npz",
             "block_index": block_index, "shard_bytes": shard_bytes, "block_bytes": block_bytes,
         }  # fmt: skip
 
@@ -190,7 +195,10 @@ def _manifest_problem(manifest: Any) -> str:
         isinstance(e, dict) and all(k in e for k in keys) for e in parts
     ):
         return f"lacks a list of parts, each with {list(keys)}"
-    bad = [e[k] for e in parts for k in ("shard", "block") if not _PART_FILE.fullmatch(str(e[k]))]
+    bad = [
+        e[k] for e in parts for k in ("shard", "block")
+        if not (k == "shard" and e[k] is None) and not _PART_FILE.fullmatch(str(e[k]))
+    ]  # fmt: skip
     if bad:
         return f"names part file {str(bad[0])[:80]!r}, not a shard-N.npz or block-N.npz"
     return ""

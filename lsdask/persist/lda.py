@@ -116,6 +116,10 @@ def save_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fals
         ``numpy.random.Generator`` as ``random_state``) or a word of the
         vocabulary contains a line break.
     """
+    from lsdask.persist.esvi_model import is_partitioned, save_esvi_lda
+
+    if is_partitioned(model):  # fitted by ESVI: written block by block by the workers
+        return save_esvi_lda(model, path, overwrite=overwrite)
     return _FILES.save(model, path, overwrite, "save_lda")
 
 

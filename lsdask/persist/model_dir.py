@@ -143,6 +143,11 @@ def extra_files(files: dict[str, Path]) -> Iterator[None]:
         _EXTRA_FILES.reset(token)
 
 
+def pending_extra_files() -> tuple[tuple[str, Path], ...]:
+    """The files :func:`extra_files` asks the next model folder written here to get."""
+    return _EXTRA_FILES.get()
+
+
 def write_model_dir(
     out: Path,
     meta: dict[str, Any],

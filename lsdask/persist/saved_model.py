@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lsdask.persist import gmm, hdp, lda
+from lsdask.persist import esvi_model, gmm, hdp, lda
 from lsdask.persist.model_dir import PARAMS_NAME, model_root, read_json
 from lsdask.persist.registry import kind_of
 
@@ -33,6 +33,8 @@ _FORMATS = {
     lda.KIND: _Format(lda.FORMAT, lda.save_lda, lda.load_lda),
     gmm.KIND: _Format(gmm.FORMAT, gmm.save_gmm, gmm.load_gmm),
     hdp.KIND: _Format(hdp.FORMAT, hdp.save_hdp, hdp.load_hdp),
+    # an LDA fitted by ESVI and saved block by block (save_lda picks it)
+    "lda-esvi": _Format(esvi_model.FORMAT, lda.save_lda, esvi_model.load_esvi_lda),
 }
 
 

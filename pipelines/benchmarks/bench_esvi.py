@@ -16,16 +16,19 @@ Rows (see ``pipelines/benchmarks/README_esvi.md``):
    paper's rule: final heldout (nats/token), final ELBO per token, fit wall
    time (the start included);
 2. scaling on 20 Newsgroups: ESVI C=K with P=1 (one worker) against P=2 (two
-   workers), tokens per second of the rotations (the start excluded);
-   stale mode is not implemented and not run;
-3. ``--parts mixture``: ESVI for the zero-mean Gaussian mixture on BSDS500
-   patches against memoized VI (``esvi_mixture_part.py``);
-4. the memory-limit part (K=1,000, V=500,000 synthetic) and K in {128, 400}
-   are not in this script.
+   workers), exact and stale totals (``pi_sync="stale"``), tokens per second
+   of the rotations (the start excluded);
+3. with ``--parts mixture`` (``esvi_mixture_part.py``): ESVI for the zero-mean
+   Gaussian mixture on BSDS500 patches against memoized VI;
+4. with ``--parts memory`` (``esvi_memory_part.py``): memoized LDA and ESVI
+   P=2 at K=1,000, V=500,000 (synthetic) with the driver and each worker
+   limited to 3 GiB. K in {128, 400} are not in this script's default run
+   (``--K``).
 
 Usage::
 
     nice -n 5 python pipelines/benchmarks/bench_esvi.py --quick    # a smoke run
+    nice -n 5 python pipelines/benchmarks/bench_esvi.py --parts memory   # -> esvi-memory
     nice -n 5 python pipelines/benchmarks/bench_esvi.py --K 64 --laps 10 --rotations 15 \\
         --esvi-iters 10
 
@@ -98,7 +101,14 @@ def quality(
 def scaling(data: Any, client: Any, K: int, rotations: int) -> dict[str, Any]:
     one = fit_one(data, client, K, algorithm="esvi", n_blocks=1, n_laps=rotations)
     two = fit_one(data, client, K, algorithm="esvi", n_blocks=2, n_laps=rotations)
-    return {"K": K, "P1": one, "P2": two, "speedup": two["tokens_per_s"] / one["tokens_per_s"]}
+    stale = fit_one(
+        data, client, K, algorithm="esvi", n_blocks=2, n_laps=rotations, pi_sync="stale"
+    )
+    return {
+        "K": K, "P1": one, "P2": two, "P2 stale": stale,
+        "speedup": two["tokens_per_s"] / one["tokens_per_s"],
+        "speedup_stale": stale["tokens_per_s"] / one["tokens_per_s"],
+    }  # fmt: skip
 
 
 def render(res: dict[str, Any]) -> str:
@@ -148,28 +158,42 @@ def render(res: dict[str, Any]) -> str:
             f"## Scaling on 20 Newsgroups, K={s['K']}, C=K, exact mode",
             "",
         ]
+        rows = [("1", s["P1"]), ("2", s["P2"])]
+        if "P2 stale" in s:
+            rows.append(("2, stale", s["P2 stale"]))
         lines += table(
             ["P", "tokens/s (rotations)", "s per rotation", "heldout", "ELBO/token"],
-            [[str(p), fmt(r["tokens_per_s"], 0), fmt(r["rotation_s"], 2), fmt(r["heldout"], 4),
-              fmt(r["elbo_per_token"], 4)] for p, r in (("1", s["P1"]), ("2", s["P2"]))],
+            [[p, fmt(r["tokens_per_s"], 0), fmt(r["rotation_s"], 2), fmt(r["heldout"], 4),
+              fmt(r["elbo_per_token"], 4)] for p, r in rows],
         )  # fmt: skip
         lines += [
             "",
             f"- P=2 at least 1.5x the tokens/s of P=1: {check(s['speedup'] >= 1.5)} "
             f"({s['speedup']:.2f}x)",
-            "- stale mode: not implemented, not run.",
-            "",
         ]
+        if "speedup_stale" in s:
+            lines.append(
+                f"- stale mode (round-robin totals), P=2: {s['speedup_stale']:.2f}x the tokens/s "
+                "of P=1; it keeps the barrier of every sub-step (the views change only which "
+                "totals a part reads), so it is not expected to be faster"
+            )
+        lines.append("")
     if res.get("mixture"):
         lines += esvi_mixture_part.render(res["mixture"])
+    if res.get("memory"):
+        from esvi_memory_part import render_memory
+
+        lines += render_memory(res["memory"])
     lines += [
         "## Not run",
         "",
-        "- the memory-limit part (K=1,000, V=500,000 synthetic, 3 GiB limits);",
-        "- K in {128, 400}; stale mode (not built)"
-        + ("." if res.get("mixture") else "; the mixtures (--parts mixture)."),
+        "- K in {128, 400}.",
         "",
     ]
+    if not res.get("memory"):
+        lines.insert(-2, "- the memory-limit part (`--parts memory`).")
+    if not res.get("mixture"):
+        lines.insert(-2, "- the mixtures on BSDS patches (`--parts mixture`).")
     return "\n".join(lines)
 
 
@@ -182,8 +206,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--corpora", default="ap,20news")
     parser.add_argument("--gibbs-sweeps", type=int, default=200, help="of every Gibbs start")
     parser.add_argument("--esvi-iters", type=int, default=10, help="passes, Gibbs-start ESVI")
-    parser.add_argument("--parts", default="lda", help="comma-separated: lda, mixture")
+    parser.add_argument("--parts", default="quality,scaling",
+                        help="comma-separated: quality, scaling, memory, mixture")  # fmt: skip
     esvi_mixture_part.add_options(parser)
+    parser.add_argument("--memory-K", type=int, default=1000)
+    parser.add_argument("--memory-vocab", type=int, default=500_000)
+    parser.add_argument("--memory-docs", type=int, default=25_000)
+    parser.add_argument("--memory-doc-length", type=float, default=100)
+    parser.add_argument("--memory-docs-per-row-group", type=int, default=500)
+    parser.add_argument("--memory-topk", type=int, default=8, help="ESVI's C")
+    parser.add_argument("--memory-limit-gib", type=float, default=3.0)
+    parser.add_argument("--memory-timeout-s", type=float, default=900)
+    parser.add_argument(
+        "--memory-runs",
+        default="memo-auto,memo-random,esvi-float32,esvi-float64",
+        help="memo-<init> and esvi-<dtype> runs of the memory part",
+    )
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
     if args.quick:
@@ -194,14 +232,22 @@ def main(argv: list[str] | None = None) -> None:
     stem = "esvi-quick" if args.quick else "esvi"
     if parts == {"mixture"}:
         stem = f"esvi-mixture-{git_commit().split()[0]}" + ("-quick" if args.quick else "")
-    run = Run(
-        __file__,
-        stem,
-        args.out,
-        argv,
-        settings={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-    )
-    names = args.corpora.split(",") if "lda" in parts else []
+    elif not args.quick and parts != {"quality", "scaling"}:  # a part alone: its own results
+        stem = "esvi-" + "-".join(sorted(parts))
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    run = Run(__file__, stem, args.out, argv, settings=settings)
+    if "memory" in parts:
+        from esvi_memory_part import memory_part
+
+        log(f"memory part: K={args.memory_K}, V={args.memory_vocab} under "
+            f"{args.memory_limit_gib:g} GiB")  # fmt: skip
+        run.res["memory"] = run.step(
+            "memory", lambda: memory_part(args, corpora.WORK_DIR / "esvi-memory-runs")
+        )
+    if not parts & {"quality", "scaling", "mixture"}:
+        run.finish(render)
+        return
+    names = args.corpora.split(",") if parts & {"quality", "scaling"} else []
     data = corpora.load_corpora(names, corpora.CORPORA_DIR, corpora.WORK_DIR) if names else {}
     local, client = cluster.local_cluster(2)
     try:
@@ -211,14 +257,14 @@ def main(argv: list[str] | None = None) -> None:
                 "mixture", lambda: esvi_mixture_part.run_part(args, client)
             )
         run.res["quality"] = {}
-        for name in names:
+        for name in names if "quality" in parts else []:
             log(f"quality and speed on {name}, K={args.K}")
             run.res["quality"][name] = run.step(
                 f"quality {name}", lambda n=name: quality(
                     data[n], client, args.K, args.laps, args.rotations, args.gibbs_sweeps,
                     args.esvi_iters)
             )  # fmt: skip
-        if "20news" in names:
+        if "20news" in names and "scaling" in parts:
             log("scaling on 20news")
             run.res["scaling"] = run.step(
                 "scaling", lambda: scaling(data["20news"], client, args.K, args.scaling_rotations)
