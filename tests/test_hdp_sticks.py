@@ -509,3 +509,13 @@ def test_disagreeing_shapes_raise() -> None:
         expected_beta(np.array([]))
     with pytest.raises(ValueError, match=r"sum_log_pi must be finite; got sum_log_pi\[0\] = -inf"):
         surrogate_objective(rho, np.ones(3), [-np.inf, -1, -1, -1], 3, 1.0, 1.0)
+
+
+def test_trigamma_and_tetragamma_are_scipys_polygamma_to_the_bit():
+    from scipy.special import polygamma
+
+    from lsdask.models.hdp_sticks import tetragamma, trigamma
+
+    x = np.concatenate([np.exp(np.linspace(-25.0, 30.0, 20001)), [1e-300, 0.5, 1.0, 2.0, 1e300]])
+    assert np.array_equal(trigamma(x), polygamma(1, x))
+    assert np.array_equal(tetragamma(x), polygamma(2, x))

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import digamma, expit, gammaln, logit, polygamma
+from scipy.special import digamma, expit, gammaln, logit, zeta
 from threadpoolctl import threadpool_limits
 
 # Box on the unconstrained variables of Eq. 27 during the optimization, so that
@@ -153,6 +153,17 @@ def expected_beta(rho: Any) -> np.ndarray:
     """
     rho = _check_rho(rho)
     return _expected_beta(rho, 1.0 - rho)
+
+
+def trigamma(x: np.ndarray) -> np.ndarray:
+    """``psi'(x) = zeta(2, x)``: scipy's ``polygamma(1, x)`` to the bit, without its
+    wrapper (which also evaluates ``psi`` and the factorial for every call)."""
+    return np.asarray(zeta(2.0, x))
+
+
+def tetragamma(x: np.ndarray) -> np.ndarray:
+    """``psi''(x) = -2 zeta(3, x)``: scipy's ``polygamma(2, x)`` to the bit."""
+    return -2.0 * np.asarray(zeta(3.0, x))
 
 
 def _expected_logs(
@@ -400,7 +411,7 @@ def _gradient_parts(
     a, b = rho * omega, rho_c * omega
     A = D + 1.0
     B = D * (K + 1.0 - np.arange(1, K + 1)) + gamma  # (K + 1 - m), see surrogate_gradient
-    tri_a, tri_b, tri_w = polygamma(1, a), polygamma(1, b), polygamma(1, omega)
+    tri_a, tri_b, tri_w = trigamma(a), trigamma(b), trigamma(omega)
     grad_omega = (A - a) * (rho * tri_a - tri_w) + (B - b) * (rho_c * tri_b - tri_w)
     # omega_m (D+1-a_m) psi'(a_m) - omega_m (D(K+1-m)+gamma-b_m) psi'(b_m)  (Eq. 26, 1st line)
     grad_rho_trigamma = omega * ((A - a) * tri_a - (B - b) * tri_b)
@@ -555,18 +566,20 @@ def _omega_step(
     A = D + 1.0
     B = D * (K + 1.0 - np.arange(1, K + 1)) + gamma
 
-    def slope_curv(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def slope_curv(x: np.ndarray, at: Any = slice(None)) -> tuple[np.ndarray, np.ndarray]:
+        """``dL/dd`` and ``d2L/dd2`` of the sticks ``at`` (an index or slice), at ``x``."""
+        r, r_c, b_k = rho[at], rho_c[at], B[at]
         w = np.exp(x)
-        a, b = rho * w, rho_c * w
-        t_a, t_b, t_w = polygamma(1, a), polygamma(1, b), polygamma(1, w)
-        u_a, u_b, u_w = polygamma(2, a), polygamma(2, b), polygamma(2, w)
-        p_a, p_b = rho * t_a - t_w, rho_c * t_b - t_w
-        g1 = (A - a) * p_a + (B - b) * p_b  # dL/domega (Eq. 24, corrected)
+        a, b = r * w, r_c * w
+        t_a, t_b, t_w = trigamma(a), trigamma(b), trigamma(w)
+        u_a, u_b, u_w = tetragamma(a), tetragamma(b), tetragamma(w)
+        p_a, p_b = r * t_a - t_w, r_c * t_b - t_w
+        g1 = (A - a) * p_a + (b_k - b) * p_b  # dL/domega (Eq. 24, corrected)
         g2 = (
-            -rho * p_a
-            - rho_c * p_b
-            + (A - a) * (rho * rho * u_a - u_w)
-            + (B - b) * (rho_c * rho_c * u_b - u_w)
+            -r * p_a
+            - r_c * p_b
+            + (A - a) * (r * r * u_a - u_w)
+            + (b_k - b) * (r_c * r_c * u_b - u_w)
         )
         return w * g1, w * g1 + w * w * g2  # dL/dd, d2L/dd2
 
@@ -578,18 +591,22 @@ def _omega_step(
     done = (g_lo <= 0.0) | (g_hi >= 0.0)  # the best point of the box is an end
     x = np.where(g_lo <= 0.0, lo, np.where(g_hi >= 0.0, hi, x))
     for _ in range(iters):
-        if done.all():
+        # each stick's search is its own: only the sticks still searching are evaluated
+        # (element by element the same arithmetic as over all K)
+        at = np.flatnonzero(~done)
+        if at.size == 0:
             break
-        g, h = slope_curv(x)
+        xa, la, ha = x[at], lo[at], hi[at]
+        g, h = slope_curv(xa, at)
         up = g > 0.0
-        lo = np.where(up & ~done, np.maximum(lo, x), lo)
-        hi = np.where(~up & ~done, np.minimum(hi, x), hi)
-        newton = x - g / np.where(h < 0.0, h, -1.0)
-        ok = (h < 0.0) & (newton > lo) & (newton < hi)
-        step = np.where(ok, newton, 0.5 * (lo + hi))
-        converged = (np.abs(step - x) <= 1e-13 * (1.0 + np.abs(x))) | (hi - lo <= 1e-13)
-        x = np.where(done, x, step)
-        done |= converged | (g == 0.0)
+        la = np.where(up, np.maximum(la, xa), la)
+        ha = np.where(~up, np.minimum(ha, xa), ha)
+        newton = xa - g / np.where(h < 0.0, h, -1.0)
+        ok = (h < 0.0) & (newton > la) & (newton < ha)
+        step = np.where(ok, newton, 0.5 * (la + ha))
+        converged = (np.abs(step - xa) <= 1e-13 * (1.0 + np.abs(xa))) | (ha - la <= 1e-13)
+        lo[at], hi[at], x[at] = la, ha, step
+        done[at] = converged | (g == 0.0)
     new = np.exp(x)
     old_value = _per_stick(rho, rho_c, omega, A, B)
     new_value = _per_stick(rho, rho_c, new, A, B)
