@@ -51,8 +51,9 @@ GIBBS_SWEEPS = 1_000
 #: (nats) over the 50 sweeps before (``LDA(gibbs_tol=)``). A chain that fits its prior
 #: settles within a few hundred sweeps; under a small fixed prior it mixes slowly, and
 #: its topics still improve after its likelihood flattens, so there the default makes
-#: every sweep.
-GIBBS_TOL_LEARNED = 0.01
+#: every sweep. A looser rule (0.01) stopped twice as early and cost memoized VI's
+#: final heldout score 0.013 nats/token on AP at K = 100; this one cost 0.004.
+GIBBS_TOL_LEARNED = 0.003
 
 #: Where ``LDA(alpha="auto")`` is learned, the Gibbs start samples from this prior per
 #: topic (tomotopy's default) and fits it to the sampled documents every 10 sweeps from
