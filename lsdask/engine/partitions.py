@@ -112,11 +112,7 @@ class DaskPartitions:
             self.wait(futures)
             return list(self.client.gather(futures))
         except (FutureCancelledError, FuturesCancelledError) as exc:  # lost dependencies
-            self.check_workers()
-            raise ClusterError(
-                f"data of an ESVI part was lost with a Dask worker ({exc}); a fit with "
-                "checkpoint_dir goes on from the last complete rotation"
-            ) from exc
+            raise self._lost(exc) from exc
 
     def wait(self, handles: Sequence[Handle]) -> None:
         """Return once the handles' tasks are done (their data stays on the
@@ -134,11 +130,16 @@ class DaskPartitions:
                     self.check_workers()
             self.check_workers()
         except (FutureCancelledError, FuturesCancelledError) as exc:  # lost dependencies
-            self.check_workers()
-            raise ClusterError(
-                f"data of an ESVI part was lost with a Dask worker ({exc}); a fit with "
-                "checkpoint_dir goes on from the last complete rotation"
-            ) from exc
+            raise self._lost(exc) from exc
+
+    def _lost(self, exc: BaseException) -> ClusterError:
+        """The error for a part's data lost with its worker: a ClusterError naming the
+        lost worker where :meth:`check_workers` finds one, else this one."""
+        self.check_workers()
+        return ClusterError(
+            f"data of an ESVI part was lost with a Dask worker ({exc}); a fit with "
+            "checkpoint_dir goes on from the last complete rotation"
+        )
 
     def _worker_addresses(self) -> list[str]:
         """The workers the scheduler knows now, asked of the scheduler itself (the

@@ -15,7 +15,6 @@ since its workers close with it.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import numpy as np
@@ -27,7 +26,7 @@ from lsdask.estimators.params import read_only
 from lsdask.learn import esvi
 from lsdask.models.esvi_lda import ESVILDA, VocabPartition
 from lsdask.models.stats import SuffStats
-from lsdask.persist.esvi_store import ESVIStore
+from lsdask.persist.esvi_store import ESVIStore, checkpoint_store
 
 #: the fitted attributes that hold all of lambda (K x V): made when first read
 GATHERED = ("components_", "topic_word_", "posterior_", "stats_")
@@ -88,15 +87,7 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
         stats = est._initial_stats(lda, sample, rng, counts, source.n_rows)
         return np.asarray(stats.array("words"), dtype=np.float64)
 
-    store = None
-    if est.checkpoint_dir is not None:
-        store = ESVIStore(os.path.join(os.fspath(est.checkpoint_dir), "esvi"))
-        if store.exists() and not est.resume:
-            raise ValueError(
-                f"{store.folder} holds an ESVI checkpoint; pass resume=True (lsdask fit "
-                "--resume DIR) to continue it, or give another checkpoint folder (or remove "
-                "that one) to start afresh"
-            )
+    store = checkpoint_store(est.checkpoint_dir, est.resume)
     settings = {
         "K": K, "V": V, "P": P, "C": C, "rule": est.topk_rule, "alpha": priors["alpha"],
         "eta": priors["eta"], "seed": model.seed, "esvi_iters": est.esvi_iters,

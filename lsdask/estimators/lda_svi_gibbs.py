@@ -22,7 +22,7 @@ from lsdask.io.doc_stream import DocumentStream
 from lsdask.learn.svi_gibbs import StreamState, SviGibbs
 from lsdask.models.lda import LDAGlobals, LDAModel
 from lsdask.models.stats import SuffStats
-from lsdask.persist.resume import stop_on_signals
+from lsdask.persist.resume import is_rerun, stop_on_signals
 from lsdask.persist.svi_gibbs import checkpoint_path, load_stream_state, save_stream_state
 from lsdask.validation import check_int
 
@@ -153,7 +153,7 @@ def fit_svi_gibbs(
     command_id = getattr(est, "_command_id", None)  # set by ``lsdask fit`` (jobs.corpus_lda)
     if state is None:
         state = learner.start(stream, np.random.default_rng(est.random_state).integers(2**62))
-    elif _is_retry(state, command_id):
+    elif is_rerun(state.command, command_id):
         # the same command, interrupted (its output not written): finish what it asked
         assert state.command is not None
         learner.n_epochs = int(state.command["target"])
@@ -212,18 +212,6 @@ def fit_svi_gibbs(
     est.alpha_trace_ = np.full(n, float(est.alpha))
     est._record_fit_params()
     return est
-
-
-def _is_retry(state: StreamState, command_id: str | None) -> bool:
-    """Whether the run is a rerun of the command that the checkpoint's run belongs
-    to, which did not write its output (interrupted, or killed before it could)."""
-    command = state.command
-    return (
-        command_id is not None
-        and command is not None
-        and command.get("id") == command_id
-        and not command.get("done")
-    )
 
 
 def _stats(state: StreamState, V: int) -> SuffStats:

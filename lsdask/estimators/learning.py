@@ -23,7 +23,7 @@ from lsdask.learn import MemoizedVI, StochasticVI
 from lsdask.learn.base import LearnResult
 from lsdask.learn.vb import FullBatchVB
 from lsdask.models.stats import SuffStats
-from lsdask.persist.resume import checkpointing, stop_on_signals
+from lsdask.persist.resume import checkpointing, is_rerun, stop_on_signals
 
 logger = logging.getLogger(__name__)
 _package_logger = logging.getLogger("lsdask")
@@ -139,7 +139,7 @@ class VariationalEstimator(Parameters):
             raise ValueError(
                 f"n_laps=0 exports a checkpoint, and {self.checkpoint_dir!r} holds none yet"
             )
-        retry = state is not None and _is_retry(state, command_id)
+        retry = state is not None and is_rerun(state.command, command_id)
         if retry:
             # the same command, interrupted (its output not written): finish what it asked
             assert state is not None and state.command is not None
@@ -191,15 +191,3 @@ class VariationalEstimator(Parameters):
             raise NotFittedError(
                 f"This {type(self).__name__} is not fitted yet; call fit(X) before using it."
             )
-
-
-def _is_retry(state: Any, command_id: str | None) -> bool:
-    """Whether the run is a rerun of the command that the checkpoint's run belongs
-    to, which did not write its output (interrupted, or killed before it could)."""
-    command = state.command
-    return (
-        command_id is not None
-        and command is not None
-        and command.get("id") == command_id
-        and not command.get("done")
-    )

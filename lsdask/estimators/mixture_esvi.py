@@ -11,7 +11,6 @@ attributes, as the other algorithms give them.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ from lsdask.learn.esvi_mixture import (
 )
 from lsdask.models import MixtureModel, SuffStats
 from lsdask.models.esvi_mixture import ESVIMixture
-from lsdask.persist.esvi_store import ESVIStore
+from lsdask.persist.esvi_store import checkpoint_store
 from lsdask.validation import check_sparsity
 
 logger = logging.getLogger(__name__)
@@ -77,15 +76,7 @@ def fit_mixture_esvi(
     # the seeds drawn first, as memoized VI draws them: the same start for the same random_state
     start = start_stats(observation, K, float(est.alpha), sample, est.init, rng)
     model = ESVIMixture(observation, K, float(est.alpha), int(rng.integers(2**31)))
-    store = None
-    if est.checkpoint_dir is not None:
-        store = ESVIStore(os.path.join(os.fspath(est.checkpoint_dir), "esvi"))
-        if store.exists() and not est.resume:
-            raise ValueError(
-                f"{store.folder} holds an ESVI checkpoint; pass resume=True (lsdask fit "
-                "--resume DIR) to continue it, or give another checkpoint folder (or remove "
-                "that one) to start afresh"
-            )
+    store = checkpoint_store(est.checkpoint_dir, est.resume)
     settings = {
         "model": type(observation).__name__, "K": K, "P": P, "D": int(source.n_features),
         "alpha": float(est.alpha), "init": est.init, "seed": model.seed,

@@ -22,27 +22,21 @@ back (``ESVIFitted.save_blocks``, ``LDA._load_esvi_blocks``).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lsdask.io import fsops
-from lsdask.io.atomic import replace_dir, temp_sibling
 from lsdask.persist.esvi_store import ESVIStore
 from lsdask.persist.model_dir import (
-    ARRAYS_NAME,
-    PARAMS_NAME,
     check_save_target,
     model_root,
-    pending_extra_files,
     read_arrays,
     read_meta,
     saved_params,
+    write_model_dir,
 )
 from lsdask.persist.registry import entry
 from lsdask.persist.topic_model import VOCAB_NAME, read_vocab
@@ -84,46 +78,30 @@ def save_esvi_lda(model: Any, path: str | os.PathLike[str], *, overwrite: bool =
     fitted.check()
     out = Path(path)
     check_save_target(out, overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_sibling(out)
-    try:
-        tmp.mkdir()
-        fitted.save_blocks(ESVIStore(str(tmp / BLOCKS)))
-        K, V = fitted.model.n_topics, fitted.model.vocab_size
-        arrays = {name: np.asarray(getattr(model, name), dtype=np.float64) for name in ARRAY_FIELDS}
-        arrays["eta_"] = np.array([float(model.eta_)])
-        with open(tmp / ARRAYS_NAME, "wb") as f:
-            np.savez(f, **arrays)
-        for name, source in pending_extra_files():  # pictures of the fit, as other models
-            shutil.copyfile(source, tmp / name)
-        vocab = model.vocabulary_
-        if vocab is not None:
-            with open(tmp / VOCAB_NAME, "w", encoding="utf-8", newline="\n") as f:
-                f.write("".join(f"{w}\n" for w in vocab))
-        meta = {
-            "format": FORMAT,
-            "version": VERSION,
-            "estimator": type(model).__name__,
-            "params": saved_params(model._params_as_fitted()),
-            "fitted": {
-                "n_components": K,
-                "vocab_size": V,
-                "n_features_in_": V,
-                "n_laps_": int(model.n_laps_),
-                "converged_": bool(model.converged_),
-                "has_vocabulary": vocab is not None,
-                "n_docs": float(fitted.n_docs),
-                "sums": {k: float(v) for k, v in fitted.run.sums.items()},
-            },
-        }
-        with open(tmp / PARAMS_NAME, "w", encoding="utf-8") as f:
-            json.dump(meta, f, indent=2)
-            f.write("\n")
-        check_save_target(out, overwrite)
-        replace_dir(tmp, out)
-    except BaseException:
-        fsops.rmtree(tmp)
-        raise
+    K, V = fitted.model.n_topics, fitted.model.vocab_size
+    arrays = {name: np.asarray(getattr(model, name), dtype=np.float64) for name in ARRAY_FIELDS}
+    arrays["eta_"] = np.array([float(model.eta_)])
+    vocab = model.vocabulary_
+    texts = None if vocab is None else {VOCAB_NAME: "".join(f"{w}\n" for w in vocab)}
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "estimator": type(model).__name__,
+        "params": saved_params(model._params_as_fitted()),
+        "fitted": {
+            "n_components": K,
+            "vocab_size": V,
+            "n_features_in_": V,
+            "n_laps_": int(model.n_laps_),
+            "converged_": bool(model.converged_),
+            "has_vocabulary": vocab is not None,
+            "n_docs": float(fitted.n_docs),
+            "sums": {k: float(v) for k, v in fitted.run.sums.items()},
+        },
+    }
+    # each worker writes the block it holds into the new folder's blocks store
+    write_model_dir(out, meta, arrays, overwrite, texts,
+                    fill=lambda tmp: fitted.save_blocks(ESVIStore(str(tmp / BLOCKS))))  # fmt: skip
     logger.info("saved LDA (ESVI, %d blocks) K=%d, V=%d to %s", fitted.n_parts, K, V, out)
     return out
 

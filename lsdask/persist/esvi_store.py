@@ -202,3 +202,20 @@ def _manifest_problem(manifest: Any) -> str:
     if bad:
         return f"names part file {str(bad[0])[:80]!r}, not a shard-N.npz or block-N.npz"
     return ""
+
+
+def checkpoint_store(
+    checkpoint_dir: str | os.PathLike[str] | None, resume: bool
+) -> ESVIStore | None:
+    """The ESVI checkpoint store of an estimator's ``checkpoint_dir`` (None without
+    one); a ValueError where it already holds a checkpoint and ``resume`` is off."""
+    if checkpoint_dir is None:
+        return None
+    store = ESVIStore(os.path.join(os.fspath(checkpoint_dir), "esvi"))
+    if store.exists() and not resume:
+        raise ValueError(
+            f"{store.folder} holds an ESVI checkpoint; pass resume=True (lsdask fit "
+            "--resume DIR) to continue it, or give another checkpoint folder (or remove "
+            "that one) to start afresh"
+        )
+    return store

@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -143,25 +143,24 @@ def extra_files(files: dict[str, Path]) -> Iterator[None]:
         _EXTRA_FILES.reset(token)
 
 
-def pending_extra_files() -> tuple[tuple[str, Path], ...]:
-    """The files :func:`extra_files` asks the next model folder written here to get."""
-    return _EXTRA_FILES.get()
-
-
 def write_model_dir(
     out: Path,
     meta: dict[str, Any],
     arrays: dict[str, np.ndarray],
     overwrite: bool,
     texts: dict[str, str] | None = None,
+    fill: Callable[[Path], None] | None = None,
 ) -> None:
     """Write ``params.json`` (``meta``), ``arrays.npz`` and ``texts`` (file name ->
     UTF-8 text) into a temporary folder beside ``out``, then put it in place of
-    ``out`` (checked again just before): a failed save leaves nothing behind."""
+    ``out`` (checked again just before): a failed save leaves nothing behind.
+    ``fill(folder)``, where given, writes more into the temporary folder first."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(out)
     try:
         tmp.mkdir()
+        if fill is not None:
+            fill(tmp)
         with open(tmp / ARRAYS_NAME, "wb") as f:
             np.savez(f, **arrays)
         for name, text in (texts or {}).items():

@@ -272,3 +272,15 @@ def stop_on_signals(enabled: bool) -> Iterator[Callable[[], bool]]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def is_rerun(command: dict[str, Any] | None, command_id: str | None) -> bool:
+    """Whether a run of the command ``command_id`` reruns the command a checkpoint
+    records (``command``: its ``id`` and ``done``) that did not write its output
+    (interrupted, or killed before it could)."""
+    return (
+        command_id is not None
+        and command is not None
+        and command.get("id") == command_id
+        and not command.get("done")
+    )
