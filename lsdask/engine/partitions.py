@@ -40,6 +40,20 @@ class SerialPartitions:
             out.append(list(result) if n_out > 1 else [result])
         return out
 
+    def submit(
+        self, part: int, fn: Callable[..., Any], args: Sequence[Any], shared: Handle, n_out: int
+    ) -> list[Handle]:
+        """The task runs now: a schedule without a barrier, run in this process,
+        sees its tasks end in the order they were started (:meth:`first_done`)."""
+        result = fn(*args, shared)
+        return list(result) if n_out > 1 else [result]
+
+    def first_done(self, handles: Sequence[Handle]) -> list[int]:
+        """The oldest task only, so a run without a barrier is deterministic."""
+        if not handles:
+            raise ValueError("first_done needs at least one handle")
+        return [0]
+
     def broadcast(self, obj: object) -> Handle:
         return obj
 
@@ -85,19 +99,39 @@ class DaskPartitions:
     def run(
         self, fn: Callable[..., Any], args: Sequence[Sequence[Any]], shared: Handle, n_out: int
     ) -> list[list[Handle]]:
-        out: list[list[Handle]] = []
-        for p, a in enumerate(args):
-            where = {"workers": [self.workers[p]], "allow_other_workers": False, "pure": False}
-            whole = self.client.submit(fn, *a, shared, **where)
-            if n_out == 1:
-                out.append([whole])
-                continue
-            items: list[Handle] = [
-                self.client.submit(operator.getitem, whole, i, **where) for i in range(n_out)
-            ]
-            out.append(items)
-            self.release([whole])
-        return out
+        return [self.submit(p, fn, a, shared, n_out) for p, a in enumerate(args)]
+
+    def submit(
+        self, part: int, fn: Callable[..., Any], args: Sequence[Any], shared: Handle, n_out: int
+    ) -> list[Handle]:
+        """Part ``part``'s task ``fn(*args, shared)`` on its worker, not waited for;
+        futures of its ``n_out`` items, each left on that worker."""
+        where = {"workers": [self.workers[part]], "allow_other_workers": False, "pure": False}
+        whole = self.client.submit(fn, *args, shared, **where)
+        if n_out == 1:
+            return [whole]
+        items: list[Handle] = [
+            self.client.submit(operator.getitem, whole, i, **where) for i in range(n_out)
+        ]
+        self.release([whole])
+        return items
+
+    def first_done(self, handles: Sequence[Handle]) -> list[int]:
+        """The positions of the handles whose tasks are done, once one is (as
+        ``distributed.wait(..., return_when="FIRST_COMPLETED")``); a ClusterError
+        as soon as a part's worker has left the cluster."""
+        from distributed import wait
+
+        futures = list(handles)
+        if not futures:
+            raise ValueError("first_done needs at least one handle")
+        while True:
+            try:
+                wait(futures, timeout=_WATCH_SECONDS, return_when="FIRST_COMPLETED")
+                break
+            except TimeoutError:
+                self.check_workers()
+        return [i for i, f in enumerate(futures) if f.done()]
 
     def broadcast(self, obj: object) -> Handle:
         return self.client.scatter(obj, broadcast=True, hash=False)

@@ -230,6 +230,11 @@ class LDA(VariationalEstimator):
         of them, refreshed in turn by a circulating token (stale: the paper's
         round-robin totals; a view misses other parts' changes of the last
         2P - 1 sub-steps at most).
+    schedule : {"rotation", "nomadic"}
+        ESVI: the blocks are passed on in lockstep sub-steps, every part waiting
+        for the others (rotation), or routed at random to idle parts as each
+        part finishes, with no barrier but at a rotation's end (nomadic, the
+        paper's asynchronous schedule; needs ``pi_sync="stale"``).
     esvi_iters : int
         ESVI: passes over each document's tokens per sub-step against the block
         it meets, the document's topic counts written after each pass (1, the
@@ -294,6 +299,7 @@ class LDA(VariationalEstimator):
         topk: int | None = None,
         topk_rule: str = "lsparse",
         pi_sync: str = "exact",
+        schedule: str = "rotation",
         esvi_iters: int = 1,
         esvi_dtype: str = "float64",
         n_init: int = 1,

@@ -23,7 +23,7 @@ from lsdask.config import LOST_WORKER_RETRIES
 from lsdask.engine.partitions import open_partitions, reopen_partitions
 from lsdask.errors import ClusterError, DataError
 from lsdask.estimators.params import read_only
-from lsdask.learn import esvi
+from lsdask.learn import esvi, esvi_nomadic
 from lsdask.models.esvi_lda import ESVILDA, VocabPartition
 from lsdask.models.stats import SuffStats
 from lsdask.persist.esvi_store import ESVIStore, checkpoint_store
@@ -55,12 +55,19 @@ def check_esvi_settings(est: Any, vocab_size: int) -> tuple[int, int]:
     C = K if est.topk is None else est.topk
     if not 1 <= C <= K:
         raise ValueError(f"topk must be an integer in [1, {K}] (K); got {C!r}")
+    if est.schedule == "nomadic" and est.pi_sync == "exact":
+        raise ValueError(
+            "schedule='nomadic' with pi_sync='exact' is refused: exact totals need every "
+            "part to wait for all the others after each sub-step, which is the barrier the "
+            "nomadic schedule leaves out. Use pi_sync='stale' with it (lsdask fit: --pi-sync "
+            "stale), or schedule='rotation' for exact totals"
+        )
     return P, C
 
 
 def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = None) -> Any:
-    """Fit the LDA estimator ``est`` to the batches of ``source`` by ESVI in exact
-    mode; ``n_laps`` rotations in all at most (fewer when the relative ELBO change
+    """Fit the LDA estimator ``est`` to the batches of ``source`` by ESVI, on the
+    rotation or the nomadic schedule (``est.schedule``); ``n_laps`` rotations in all at most (fewer when the relative ELBO change
     of a rotation falls below ``tol``). With ``checkpoint_dir``, every rotation is
     written block by block to its ``esvi/`` folder; with ``resume``, the fit goes
     on from the last complete rotation there (same settings and batches), up to
@@ -95,6 +102,8 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
         "init": est.init if isinstance(est.init, str) else "counts",
         "batches": [str(getattr(b, "key", i)) for i, b in enumerate(source.batches)],
     }  # fmt: skip
+    if est.schedule != "rotation":  # checkpoints of the rotation schedule keep their settings
+        settings["schedule"] = est.schedule
     previous_level = _package_logger.level
     if est.verbose:
         _package_logger.setLevel(logging.INFO if est.verbose == 1 else logging.DEBUG)
@@ -117,7 +126,10 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
         while True:
             try:
                 while len(run.elbo_trace) < est.n_laps and not converged:
-                    esvi.rotate(model, parts, run, 1)
+                    if est.schedule == "nomadic":
+                        esvi_nomadic.rotate(model, parts, run, 1, model.seed)
+                    else:
+                        esvi.rotate(model, parts, run, 1)
                     if store is not None:
                         esvi.checkpoint(model, parts, run, store, settings)
                     losses = 0

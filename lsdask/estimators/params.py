@@ -462,6 +462,14 @@ PI_SYNC = Param(
     "pi_sync", "exact", one_of("exact", "stale"),
     "ESVI: topic totals all-reduced after every sub-step (exact), or each part's view "
     "refreshed by a round-robin token (stale, the paper's)",
+    Option("--pi-sync", choices=("exact", "stale")),
+)  # fmt: skip
+SCHEDULE = Param(
+    "schedule", "rotation", one_of("rotation", "nomadic"),
+    "ESVI: blocks passed on in lockstep sub-steps (rotation), or routed at random as "
+    "parts finish, with no barrier but at a rotation's end (nomadic, the paper's; needs "
+    "pi_sync='stale')",
+    Option("--schedule", choices=("rotation", "nomadic")),
 )  # fmt: skip
 ESVI_ITERS = Param(
     "esvi_iters", 1, integer(1),
@@ -481,7 +489,7 @@ LDA_PARAMS = ParamTable(
     (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, LDA_ALGORITHM, N_LAPS, TOL, BATCH_SIZE,
      BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT, GIBBS_SWEEPS,
      GIBBS_TOL, GIBBS_TOKENS, GIBBS_BURNIN, GIBBS_SAMPLES, MINIBATCH_SIZE, N_BLOCKS, TOPK,
-     TOPK_RULE, PI_SYNC, ESVI_ITERS, ESVI_DTYPE, *RUN)
+     TOPK_RULE, PI_SYNC, SCHEDULE, ESVI_ITERS, ESVI_DTYPE, *RUN)
 )  # fmt: skip
 
 

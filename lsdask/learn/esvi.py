@@ -105,6 +105,12 @@ class Partitions(Protocol):
     freed once nothing else needs it); ``gather`` fetches results to the driver;
     ``wait`` returns once the handles' tasks are done, leaving their data where
     it is; ``settle`` once the data of released handles is freed.
+
+    For schedules without a barrier (:mod:`lsdask.learn.esvi_nomadic`):
+    ``submit(part, fn, args, shared, n_out)`` starts one part's task the way
+    ``run`` does, without waiting; ``first_done(handles)`` waits until at
+    least one of the handles' tasks is done and returns the positions of
+    those done (in this process: only the oldest, so a run is deterministic).
     """
 
     n_parts: int
@@ -112,6 +118,12 @@ class Partitions(Protocol):
     def run(
         self, fn: Callable[..., Any], args: Sequence[Sequence[Any]], shared: Handle, n_out: int
     ) -> list[list[Handle]]: ...
+
+    def submit(
+        self, part: int, fn: Callable[..., Any], args: Sequence[Any], shared: Handle, n_out: int
+    ) -> list[Handle]: ...
+
+    def first_done(self, handles: Sequence[Handle]) -> list[int]: ...
 
     def broadcast(self, obj: object) -> Handle: ...
 
@@ -166,6 +178,14 @@ class StaleTotals:
         self.views[h] = self.token.copy()
         self.holder = (h + 1) % len(self.views)
 
+    def record_part(self, part: int, delta: np.ndarray) -> None:
+        """Part ``part`` alone changed the totals by ``delta`` (a meeting of the
+        nomadic schedule); then the token visits the next part in turn. A view
+        then misses only other parts' changes of the last ``2P - 1`` meetings."""
+        deltas = [np.zeros_like(self.token) for _ in self.views]
+        deltas[part] = np.asarray(delta, dtype=np.float64)
+        self.record(deltas)
+
     def state(self) -> dict[str, Any]:
         """As JSON values (a checkpoint's manifest)."""
         return {
@@ -200,6 +220,12 @@ class ESVIRun:
     sums: dict[str, float] = field(default_factory=dict)  # the shards' alloc and H in all
     stale: StaleTotals | None = None  # pi_sync="stale": the parts' views of pi
     colsums: list[np.ndarray] = field(default_factory=list)  # each block's, in block order
+    held: list[int] = field(default_factory=list)  # the block each part holds now
+
+
+def holding(run: ESVIRun, n_parts: int) -> list[int]:
+    """The block each part holds now (where the schedule left them)."""
+    return list(run.held) if run.held else held_blocks(n_parts)
 
 
 def deal_batches(costs: Sequence[float], n_parts: int, rng: np.random.Generator) -> list[list[int]]:
@@ -279,6 +305,7 @@ def start(
     pi = np.sum([r.colsum for r in block_reports], axis=0)
     run = ESVIRun(partition, shards, blocks, pi, n_tokens=float(mass.sum()))
     run.colsums = [np.asarray(r.colsum) for r in block_reports]
+    run.held = list(range(P))
     run.warm = start_counts is not None
     logger.info(
         "ESVI: %d parts, %d batches; block token mass %s", P, len(batches),
@@ -350,6 +377,7 @@ def _place_blocks(
     for p, handle in enumerate(new):
         blocks[where[p]] = handle
     run.blocks = blocks
+    run.held = list(where)
     by_block = sorted(reports, key=lambda r: r.block)
     if run.stale is not None and run.colsums:  # each part's change of the totals
         by_part = sorted(reports, key=lambda r: r.part)
@@ -364,7 +392,7 @@ def drop_start(model: PartitionedModel, parts: Partitions, run: ESVIRun) -> None
     rotation, when every shard has its first responsibilities); the totals and
     the ELBO follow."""
     P = parts.n_parts
-    held = [block_at(p, P - 1, P) for p in range(P)]
+    held = holding(run, P)
     out = parts.run(
         lambda bl, _: model.drop_start(bl), [(run.blocks[held[p]],) for p in range(P)], None, 2
     )
@@ -419,7 +447,7 @@ def _from_blocks(
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """``(positions in words, values)`` of ``words`` from every block, each computed
     where the block lies by the model's method ``name``."""
-    held = held_blocks(parts.n_parts)
+    held = holding(run, parts.n_parts)
     pi = parts.broadcast(run.pi)
     out = parts.run(
         lambda bl, pi_: getattr(model, name)(bl, words, pi_),
@@ -471,7 +499,7 @@ def save_blocks(
     """A fitted model into ``store``: every part writes the block it holds on its
     own worker (atomically), then the driver writes the partition and the
     manifest naming the blocks, the totals and ``meta``."""
-    held = held_blocks(parts.n_parts)
+    held = holding(run, parts.n_parts)
     out = parts.run(
         lambda bl, r: store.write_part(r, -1, None, bl.index, model.block_state(bl)),
         [(run.blocks[held[p]],) for p in range(parts.n_parts)], len(run.elbo_trace), 1,
@@ -510,6 +538,7 @@ def load_blocks(
         model.partition_from_state(store.read_partition()), [], blocks,
         np.asarray(manifest["pi"], dtype=np.float64),
     )  # fmt: skip
+    run.held = held
     return run, manifest
 
 
@@ -526,7 +555,7 @@ def checkpoint(
     rotation = len(run.elbo_trace)
     if store.latest() is None:
         store.write_partition(model.partition_state(run.partition))
-    held = [block_at(p, P - 1, P) for p in range(P)]
+    held = holding(run, P)
     out = parts.run(
         lambda sh, bl, r: store.write_part(
             r, sh.part, model.shard_state(sh), bl.index, model.block_state(bl)
@@ -592,6 +621,7 @@ def resume(
         list(manifest["elbo_trace"]), list(manifest["substep_elbo"]),
         list(manifest["time_trace"]), float(manifest["n_tokens"]),
     )  # fmt: skip
+    run.held = [int(e["block_index"]) for e in entries]
     run.sums = {k: float(v) for k, v in manifest["sums"].items()}
     run.colsums = [np.asarray(c, dtype=np.float64) for c in manifest.get("colsums", [])]
     if "stale" in manifest:

@@ -1,0 +1,243 @@
+"""ESVI's nomadic schedule (esvi paper, Sec. 4.2 and Alg. 5): no barrier per sub-step.
+
+The parts and blocks are those of the rotation schedule (:mod:`lsdask.learn.esvi`):
+P parts, each with its shard pinned to one worker, and P blocks, each held by
+exactly one part at a time. A *meeting* is one part's update of its shard's
+entries in the words of the block it holds (the model's ``substep``). In the
+rotation schedule all parts meet their blocks, then wait for each other, then
+pass the blocks on; here there is no such barrier. As soon as a part's meeting
+ends it is *idle*, holding the block it met, and the driver routes at once
+(:func:`route`, a pure function of the seeded draw): an idle part whose block
+it has not met in this rotation meets it in place; two idle parts exchange
+their blocks when one of them has not met the other's (a *swap*: the blocks
+cross, and each part meets its new block once both have arrived). The other
+parts go on with their meetings meanwhile. A *rotation* ends when every
+(shard, block) pair has met once; that is the only barrier, so the ELBO and
+the checkpoints are taken there, from a consistent state.
+
+Each meeting reads the part's own view of the totals ``pi``
+(:class:`lsdask.learn.esvi.StaleTotals`, the paper's round-robin totals):
+every meeting's change of the totals goes into its part's view at once, and a
+circulating token visits one part after every meeting. Exact totals would
+need every meeting to wait for all others: the schedule refuses them.
+
+Why swaps and not the paper's job queues: a block waiting in a queue lies on
+some worker beside the one it computes with; swapping keeps every worker at
+one block (two only while a swap's blocks cross, never while it computes),
+which is what lets the model be larger than a worker's share.
+
+The routing draw of rotation r comes from ``(seed, r)``, so a resumed run
+routes its remaining rotations as an uninterrupted one would. In this process
+(:class:`lsdask.engine.partitions.SerialPartitions`) the meetings end in the
+order they started, so the run is deterministic; on a cluster the order in
+which meetings end decides the routing, and two runs differ (every pair still
+meets exactly once per rotation).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lsdask.learn.esvi import ESVIRun, PartitionedModel, Partitions, drop_start, holding
+from lsdask.learn.protocols import Handle
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Routing:
+    """What the driver starts for the idle parts: ``meets``, the parts that meet
+    the block they hold; ``swaps``, pairs of parts that exchange their blocks."""
+
+    meets: list[int]
+    swaps: list[tuple[int, int]]
+
+
+def route(
+    held: Sequence[int], idle: Sequence[int], met: np.ndarray, rng: np.random.Generator
+) -> Routing:
+    """The next moves of the idle parts ``idle``; ``held[p]``: the block part p
+    holds; ``met[p, b]``: part p met block b in this rotation.
+
+    An idle part that has not met its block meets it. The others are taken in
+    a random order; each one not yet paired hands its block to an idle, not
+    yet paired part drawn at random among those that have not met it and hold
+    a block it has not met either (both meet a new block), else among those
+    where one of the two gains a block it has not met. A part that gains
+    nothing holds the other's block until a later swap. Whenever every part is
+    idle and some pair has not met, this makes progress."""
+    idle = sorted(int(p) for p in idle)
+    meets = [p for p in idle if not met[p, held[p]]]
+    free = [p for p in idle if met[p, held[p]]]
+    paired: set[int] = set()
+    swaps: list[tuple[int, int]] = []
+    for i in rng.permutation(len(free)):
+        p = free[int(i)]
+        if p in paired:
+            continue
+        others = [q for q in free if q != p and q not in paired]
+        mutual = [q for q in others if not met[p, held[q]] and not met[q, held[p]]]
+        either = [q for q in others if not met[p, held[q]] or not met[q, held[p]]]
+        choices = mutual or either
+        if not choices:
+            continue
+        q = choices[int(rng.integers(len(choices)))]
+        paired.update((p, q))
+        swaps.append((p, q))
+    return Routing(meets, swaps)
+
+
+@dataclass(frozen=True)
+class Event:
+    """What :func:`rotation` reports after every meeting and every swap it ends:
+    ``kind`` ("meet" or "swap"), the parts and blocks concerned, the block each
+    part holds now, the parts whose blocks are crossing (a swap under way), and
+    the pairs met so far in the rotation."""
+
+    kind: str
+    parts: tuple[int, ...]
+    blocks: tuple[int, ...]
+    held: tuple[int, ...]
+    crossing: frozenset[int]
+    met: np.ndarray = field(repr=False)
+
+
+@dataclass
+class _Task:
+    kind: str  # "meet" or "move"
+    part: int
+    block: int
+    handles: list[Handle]
+    partner: int = -1  # a move: the other part of its swap
+
+
+def _identity(obj: Any, _: Any) -> Any:
+    return obj
+
+
+def rotation(
+    model: PartitionedModel,
+    parts: Partitions,
+    run: ESVIRun,
+    rng: np.random.Generator,
+    on_event: Callable[[ESVIRun, Event], None] | None = None,
+) -> None:
+    """One nomadic rotation: every (shard, block) pair meets once, each meeting
+    against its part's view of the totals (``run.stale``, required), with no
+    barrier but at the rotation's end; then the ELBO of the rotation's state.
+    ``run`` holds the new shards, blocks, totals and traces."""
+    P = parts.n_parts
+    stale = run.stale
+    if stale is None:
+        raise ValueError(
+            "the nomadic schedule reads stale totals (run.stale); exact totals need a "
+            "barrier after every sub-step: use the rotation schedule for them"
+        )
+    held = holding(run, P)
+    met = np.zeros((P, P), dtype=bool)
+    idle = set(range(P))
+    pending: list[_Task] = []
+    moved: dict[int, Handle] = {}  # a swap's part: the block that reached it
+    part_reports: list[Any] = [None] * P
+    block_reports: list[Any] = [None] * P
+
+    def meet(sh: Any, bl: Any, view: np.ndarray, _: Any) -> Any:
+        return model.substep(sh, bl, view)
+
+    while True:
+        routing = route(held, sorted(idle), met, rng)
+        for p in routing.meets:
+            b = held[p]
+            met[p, b] = True
+            idle.discard(p)
+            handles = parts.submit(
+                p, meet, (run.shards[p], run.blocks[b], stale.views[p].copy()), None, 3
+            )
+            parts.release([run.shards[p], run.blocks[b]])  # kept until the meeting is done
+            pending.append(_Task("meet", p, b, handles))
+        for p, q in routing.swaps:
+            idle.difference_update((p, q))
+            for to, frm in ((p, q), (q, p)):
+                b = held[frm]
+                handles = parts.submit(to, _identity, (run.blocks[b],), None, 1)
+                pending.append(_Task("move", to, b, handles, partner=frm))
+        if not pending:
+            if met.all():
+                break
+            left = [(int(p), int(b)) for p, b in zip(*np.nonzero(~met), strict=True)]
+            raise RuntimeError(f"nomadic routing stalled with (part, block) pairs left: {left}")
+        waited = [t.handles[2] if t.kind == "meet" else t.handles[0] for t in pending]
+        done = [pending[i] for i in parts.first_done(waited)]
+        pending = [t for t in pending if all(t is not d for d in done)]
+        for task in done:
+            if task.kind == "meet":
+                report = parts.gather([task.handles[2]])[0]
+                parts.release([task.handles[2]])
+                p, b = task.part, task.block
+                run.shards[p], run.blocks[b] = task.handles[0], task.handles[1]
+                stale.record_part(p, np.asarray(report.colsum) - run.colsums[b])
+                run.colsums[b] = np.asarray(report.colsum)
+                part_reports[p], block_reports[b] = report, report
+                idle.add(p)
+                event = Event("meet", (p,), (b,), tuple(held), _crossing(pending), met.copy())
+            else:
+                moved[task.part] = task.handles[0]
+                if task.partner not in moved:
+                    continue  # the other block of the swap is still crossing
+                p, q = task.part, task.partner
+                a, c = held[p], held[q]
+                parts.release([run.blocks[a], run.blocks[c]])  # the copies they left
+                run.blocks[c], run.blocks[a] = moved.pop(p), moved.pop(q)
+                held[p], held[q] = c, a
+                idle.update((p, q))
+                event = Event("swap", (p, q), (c, a), tuple(held), _crossing(pending), met.copy())
+            if on_event is not None:
+                on_event(run, event)
+    run.held = list(held)
+    run.pi = np.sum(run.colsums, axis=0)
+    run.reports = list(part_reports)
+    run.sums = {
+        "alloc": float(sum(r.alloc for r in part_reports)),
+        "H": float(sum(r.H for r in part_reports)),
+    }
+    run.substep_elbo.append(model.elbo(part_reports, block_reports, run.pi))
+
+
+def _crossing(pending: list[_Task]) -> frozenset[int]:
+    """The parts whose swap is under way."""
+    return frozenset(t.part for t in pending if t.kind == "move") | frozenset(
+        t.partner for t in pending if t.kind == "move"
+    )
+
+
+def rotate(
+    model: PartitionedModel,
+    parts: Partitions,
+    run: ESVIRun,
+    n_rotations: int,
+    seed: int,
+    on_event: Callable[[ESVIRun, Event], None] | None = None,
+) -> ESVIRun:
+    """``n_rotations`` nomadic rotations; rotation r routes with the draw of
+    ``(seed, r)``. One ELBO per rotation in ``run.substep_elbo`` and
+    ``run.elbo_trace``; the time trace goes on from a resumed run's last time."""
+    t0 = time.perf_counter() - (run.time_trace[-1] if run.time_trace else 0.0)
+    for _ in range(n_rotations):
+        r = len(run.elbo_trace)
+        rotation(model, parts, run, np.random.default_rng((seed, r)), on_event)
+        if run.warm:  # the start's counts leave the blocks (the ELBO follows)
+            drop_start(model, parts, run)
+        run.elbo_trace.append(run.substep_elbo[-1])
+        run.time_trace.append(time.perf_counter() - t0)
+        logger.info(
+            "ESVI nomadic rotation %d: ELBO %.6e (%.4f per token), %.1f s; blocks held %s",
+            r + 1, run.elbo_trace[-1], run.elbo_trace[-1] / max(run.n_tokens, 1.0),
+            run.time_trace[-1], run.held,
+        )  # fmt: skip
+    return run
