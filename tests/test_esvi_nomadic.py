@@ -98,11 +98,13 @@ def test_route_meets_in_place_then_prefers_swaps_where_both_gain():
     assert seen == {frozenset({0, 2}), frozenset({1, 2})}
     # 1 is busy: 0 and 2 both gain
     assert esvi_nomadic.route(held, [0, 2], met, np.random.default_rng(0)).swaps in (
-        [(0, 2)], [(2, 0)]
+        [(0, 2)],
+        [(2, 0)],
     )
     # only one side gains: still a swap (0 takes nothing new, 1 takes block 0)
     assert esvi_nomadic.route(held, [0, 1], met, np.random.default_rng(0)).swaps in (
-        [(0, 1)], [(1, 0)]
+        [(0, 1)],
+        [(1, 0)],
     )
     # nobody gains: no swap
     met[:] = True
@@ -211,11 +213,11 @@ def test_in_process_run_equals_numpy_replay_and_is_deterministic():
     starts = [(p, b) for kind, p, b, *_ in events if kind == "start"]
     assert len(starts) == 2 * P * P
     for r in range(2):
-        assert Counter(starts[r * P * P:(r + 1) * P * P]) == Counter(
+        assert Counter(starts[r * P * P : (r + 1) * P * P]) == Counter(
             {(p, b): 1 for p in range(P) for b in range(P)}
         )
     assert [e[:3] for e in events if e[0] == "end"] == [("end", p, b) for p, b in starts]
-    assert any(e[0] == "start" for e in events[events.index(("end", *starts[0])):][:4])
+    assert any(e[0] == "start" for e in events[events.index(("end", *starts[0])) :][:4])
     read, lam, elbo = numpy_replay(docs, phis, run.partition.block_of, P, m.alpha, m.eta, events)
     views = [e[3] for e in events if e[0] == "start"]
     for view, want in zip(views, read, strict=True):
@@ -330,7 +332,8 @@ def test_dask_nomadic_pairs_blocks_and_resume(dask_client, tmp_path):
     esvi_nomadic.rotate(m, parts, run, 2, seed=5, on_event=inspect)
     pairs = Counter({(p, b): 1 for p in range(P) for b in range(P)})
     assert met == [pairs] * 3
-    np.testing.assert_allclose(run.elbo_trace, want.elbo_trace, rtol=1e-3)
+    # other orders of completion move the ELBO by a few 1e-4 relative on this corpus
+    np.testing.assert_allclose(run.elbo_trace, want.elbo_trace, rtol=2e-3)
     parts.release(run.blocks + run.shards)
 
     met.clear()
@@ -338,7 +341,7 @@ def test_dask_nomadic_pairs_blocks_and_resume(dask_client, tmp_path):
     assert again is not None and len(again.elbo_trace) == 1 and again.stale is not None
     esvi_nomadic.rotate(m, parts, again, 2, seed=5, on_event=inspect)
     assert met == [pairs] * 2 and len(again.elbo_trace) == 3
-    np.testing.assert_allclose(again.elbo_trace, want.elbo_trace, rtol=1e-3)
+    np.testing.assert_allclose(again.elbo_trace, want.elbo_trace, rtol=2e-3)
     got = gather_topics(parts.gather(again.blocks), V)
     np.testing.assert_allclose(got.sum(), X.sum() + K * V * m.eta, rtol=1e-12)
     parts.release(again.blocks + again.shards)

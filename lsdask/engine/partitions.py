@@ -122,7 +122,7 @@ class DaskPartitions:
         as soon as a part's worker has left the cluster."""
         from distributed import wait
 
-        futures = list(handles)
+        futures: list[Any] = list(handles)
         if not futures:
             raise ValueError("first_done needs at least one handle")
         while True:

@@ -67,8 +67,9 @@ def check_esvi_settings(est: Any, vocab_size: int) -> tuple[int, int]:
 
 def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = None) -> Any:
     """Fit the LDA estimator ``est`` to the batches of ``source`` by ESVI, on the
-    rotation or the nomadic schedule (``est.schedule``); ``n_laps`` rotations in all at most (fewer when the relative ELBO change
-    of a rotation falls below ``tol``). With ``checkpoint_dir``, every rotation is
+    rotation or the nomadic schedule (``est.schedule``); ``n_laps`` rotations in
+    all at most (fewer when the relative ELBO change of a rotation falls below
+    ``tol``). With ``checkpoint_dir``, every rotation is
     written block by block to its ``esvi/`` folder; with ``resume``, the fit goes
     on from the last complete rotation there (same settings and batches), up to
     ``n_laps`` rotations in all; without it, a folder that holds a checkpoint is
