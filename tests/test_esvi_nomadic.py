@@ -40,8 +40,12 @@ def simulate(P: int, seed: int) -> tuple[Counter, int]:
     pending: list[tuple] = []
     counts: Counter = Counter()
     rounds = 0
+    just_met = list(range(P)) if seed % 2 else []  # a later rotation: blocks just met
     while True:
-        routing = esvi_nomadic.route(held, sorted(idle), met, rng)
+        routing = esvi_nomadic.route(held, sorted(idle), met, rng, just_met)
+        if just_met:  # every block passed on, but for a part left without a partner
+            assert len(routing.meets) == P % 2 and len(routing.swaps) == P // 2
+        just_met = []
         rounds += 1
         busy = set(routing.meets) | {p for s in routing.swaps for p in s}
         assert busy <= idle and len(busy) == len(routing.meets) + 2 * len(routing.swaps)
@@ -106,6 +110,10 @@ def test_route_meets_in_place_then_prefers_swaps_where_both_gain():
         [(0, 1)],
         [(1, 0)],
     )
+    # a rotation's start, every part holding the block it met last: pass them on
+    start = np.zeros((3, 3), dtype=bool)
+    r = esvi_nomadic.route(held, [0, 1, 2], start, np.random.default_rng(1), just_met=[0, 1, 2])
+    assert len(r.swaps) == 1 and r.meets == sorted({0, 1, 2} - set(r.swaps[0]))
     # nobody gains: no swap
     met[:] = True
     assert esvi_nomadic.route(held, [0, 1, 2], met, np.random.default_rng(0)).swaps == []
@@ -360,3 +368,20 @@ def test_dask_estimator_nomadic_score_from_blocks(dask_client, tmp_path):
     np.testing.assert_allclose(lda.score(X, random_state=2), partitioned, rtol=1e-10)
     np.testing.assert_allclose(lda.transform(X[:10]).toarray(), weights, rtol=1e-10, atol=1e-12)
     np.testing.assert_array_equal(load_model(tmp_path / "m").components_, lda.components_)
+
+
+def test_cli_fit_nomadic(tmp_path, capsys):
+    """``lsdask fit --algorithm esvi --schedule nomadic --pi-sync stale`` fits and
+    saves; without ``--pi-sync stale`` the command stops with the reason."""
+    from lsdask.cli import main
+    from lsdask.io.corpus import Corpus
+
+    X = corpus(13, 40)
+    Corpus.write(tmp_path / "c", X, [f"w{i}" for i in range(V)], docs_per_row_group=10)
+    argv = ["fit", str(tmp_path / "c"), "--topics", str(K), "--algorithm", "esvi", "--blocks",
+            "2", "--sync", "--seed", "1", "--laps", "2", "--schedule", "nomadic"]  # fmt: skip
+    assert main([*argv, "--pi-sync", "stale", "--out", str(tmp_path / "m")]) == 0
+    assert load_model(tmp_path / "m").elbo_trace_.shape == (2,)
+    capsys.readouterr()
+    assert main([*argv, "--out", str(tmp_path / "m2")]) != 0
+    assert "schedule='nomadic' with pi_sync='exact' is refused" in capsys.readouterr().err

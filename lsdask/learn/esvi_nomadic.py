@@ -7,11 +7,13 @@ entries in the words of the block it holds (the model's ``substep``). In the
 rotation schedule all parts meet their blocks, then wait for each other, then
 pass the blocks on; here there is no such barrier. As soon as a part's meeting
 ends it is *idle*, holding the block it met, and the driver routes at once
-(:func:`route`, a pure function of the seeded draw): an idle part whose block
-it has not met in this rotation meets it in place; two idle parts exchange
+(:func:`route`, a pure function of the seeded draw): two idle parts exchange
 their blocks when one of them has not met the other's (a *swap*: the blocks
-cross, and each part meets its new block once both have arrived). The other
-parts go on with their meetings meanwhile. A *rotation* ends when every
+cross, and each part meets its new block once both have arrived); a part
+holding a block it has not met in this rotation (a rotation's first block)
+meets it in place, unless it met it last, at the end of the rotation before:
+such a block is passed on first. The other parts go on with their meetings
+meanwhile. A *rotation* ends when every
 (shard, block) pair has met once; that is the only barrier, so the ELBO and
 the checkpoints are taken there, from a consistent state.
 
@@ -60,21 +62,30 @@ class Routing:
 
 
 def route(
-    held: Sequence[int], idle: Sequence[int], met: np.ndarray, rng: np.random.Generator
+    held: Sequence[int],
+    idle: Sequence[int],
+    met: np.ndarray,
+    rng: np.random.Generator,
+    just_met: Sequence[int] = (),
 ) -> Routing:
     """The next moves of the idle parts ``idle``; ``held[p]``: the block part p
-    holds; ``met[p, b]``: part p met block b in this rotation.
+    holds; ``met[p, b]``: part p met block b in this rotation; ``just_met``:
+    parts whose block is the one they met last (at a rotation's start).
 
-    An idle part that has not met its block meets it. The others are taken in
-    a random order; each one not yet paired hands its block to an idle, not
-    yet paired part drawn at random among those that have not met it and hold
-    a block it has not met either (both meet a new block), else among those
-    where one of the two gains a block it has not met. A part that gains
-    nothing holds the other's block until a later swap. Whenever every part is
-    idle and some pair has not met, this makes progress."""
+    An idle part that has not met its block meets it, unless it just met it:
+    as in the paper, a block that was just met is passed on. The others are
+    taken in a random order; each one not yet paired hands its block to an
+    idle, not yet paired part drawn at random among those that have not met
+    it and hold a block it has not met either (both meet a new block), else
+    among those where one of the two gains a block it has not met. A part that
+    gains nothing holds the other's block until a later swap; a part left
+    without a partner that has not met its block in this rotation meets it
+    after all. Whenever every part is idle and some pair has not met, this
+    makes progress."""
     idle = sorted(int(p) for p in idle)
-    meets = [p for p in idle if not met[p, held[p]]]
-    free = [p for p in idle if met[p, held[p]]]
+    passing = set(just_met)
+    meets = [p for p in idle if not met[p, held[p]] and p not in passing]
+    free = [p for p in idle if p not in meets]
     paired: set[int] = set()
     swaps: list[tuple[int, int]] = []
     for i in rng.permutation(len(free)):
@@ -90,7 +101,8 @@ def route(
         q = choices[int(rng.integers(len(choices)))]
         paired.update((p, q))
         swaps.append((p, q))
-    return Routing(meets, swaps)
+    meets += [p for p in free if p not in paired and not met[p, held[p]]]
+    return Routing(sorted(meets), swaps)
 
 
 @dataclass(frozen=True)
@@ -150,8 +162,11 @@ def rotation(
     def meet(sh: Any, bl: Any, view: np.ndarray, _: Any) -> Any:
         return model.substep(sh, bl, view)
 
+    # after a rotation, each part holds the block it met last: pass it on first
+    just_met = list(range(P)) if run.elbo_trace else []
     while True:
-        routing = route(held, sorted(idle), met, rng)
+        routing = route(held, sorted(idle), met, rng, just_met)
+        just_met = []
         for p in routing.meets:
             b = held[p]
             met[p, b] = True

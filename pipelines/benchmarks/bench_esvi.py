@@ -189,8 +189,10 @@ def render(res: dict[str, Any]) -> str:
             lines.append(
                 f"- nomadic schedule (no barrier but at a rotation's end, blocks swapped "
                 f"between idle parts, stale totals), P=2: {s['speedup_nomadic']:.2f}x the "
-                "tokens/s of P=1; with two parts a swap still needs both idle, so it drops "
-                "the driver's per-sub-step all-reduce and the separate moves, not the wait"
+                "tokens/s of P=1; with two parts a swap needs both idle, so each part still "
+                "waits for the other once per block: the schedule saves the driver's round "
+                "trips of every sub-step (the totals' all-reduce and broadcast, the wait for "
+                "the blocks' old copies to be freed), not that wait"
             )
         lines.append("")
     if res.get("mixture"):
