@@ -46,7 +46,14 @@ from typing import Any
 
 import numpy as np
 
-from lsdask.learn.esvi import ESVIRun, PartitionedModel, Partitions, drop_start, holding
+from lsdask.learn.esvi import (
+    ESVIRun,
+    PartitionedModel,
+    Partitions,
+    _megabytes,
+    drop_start,
+    holding,
+)
 from lsdask.learn.protocols import Handle
 
 logger = logging.getLogger(__name__)
@@ -251,8 +258,10 @@ def rotate(
         run.elbo_trace.append(run.substep_elbo[-1])
         run.time_trace.append(time.perf_counter() - t0)
         logger.info(
-            "ESVI nomadic rotation %d: ELBO %.6e (%.4f per token), %.1f s; blocks held %s",
+            "ESVI nomadic rotation %d: ELBO %.6e (%.4f per token), %.1f s; per part: block "
+            "held %s, its last block %s MB, shard %s MB",
             r + 1, run.elbo_trace[-1], run.elbo_trace[-1] / max(run.n_tokens, 1.0),
-            run.time_trace[-1], run.held,
+            run.time_trace[-1], run.held, _megabytes(run.reports, "block_nbytes"),
+            _megabytes(run.reports, "shard_nbytes"),
         )  # fmt: skip
     return run
