@@ -238,6 +238,51 @@ def test_in_process_run_equals_numpy_replay_and_is_deterministic():
     np.testing.assert_array_equal(gather_topics(again.blocks, V), gather_topics(run.blocks, V))
 
 
+class ShuffledParts(SerialPartitions):
+    """In-process parts whose tasks end in a seeded random order, as on a cluster."""
+
+    def __init__(self, n_parts: int, seed: int) -> None:
+        super().__init__(n_parts)
+        self.rng = np.random.default_rng(seed)
+
+    def first_done(self, handles):
+        return [int(self.rng.integers(len(handles)))]
+
+
+def test_any_order_of_completion_meets_every_pair_once_and_ends_close():
+    """P = 3, tasks ending in random orders: every pair meets once per rotation,
+    the totals are the blocks' column sums, and the ELBO per rotation stays
+    within 5e-3 of the in-process order's (which changes of the totals a view
+    has seen depends on the order)."""
+    P = 3
+    X = corpus(4, 96)
+    m = model(3)
+    serial = SerialPartitions(P)
+    _, want = started(X, m, serial)
+    want.stale = esvi.StaleTotals.start(want.pi, P)
+    esvi_nomadic.rotate(m, serial, want, 3, seed=5)
+    pairs = Counter({(p, b): 1 for p in range(P) for b in range(P)})
+    differs = False
+    for seed in range(4):
+        met: list[Counter] = []
+
+        def count(_, e, met=met):
+            if e.kind == "meet":
+                if not met or sum(met[-1].values()) == P * P:
+                    met.append(Counter())
+                met[-1][e.parts[0], e.blocks[0]] += 1
+
+        parts = ShuffledParts(P, seed)
+        _, run = started(X, m, parts)
+        run.stale = esvi.StaleTotals.start(run.pi, P)
+        esvi_nomadic.rotate(m, parts, run, 3, seed=5, on_event=count)
+        assert met == [pairs] * 3
+        np.testing.assert_allclose(run.pi, gather_topics(run.blocks, V).sum(axis=1), rtol=1e-12)
+        np.testing.assert_allclose(run.elbo_trace, want.elbo_trace, rtol=5e-3)
+        differs |= not np.array_equal(run.elbo_trace, want.elbo_trace)
+    assert differs
+
+
 def test_one_part_nomadic_is_the_rotation_schedule():
     """P = 1: one meeting per rotation against the true totals, as exact rotation."""
     X = corpus(5, 40)
@@ -297,24 +342,38 @@ def test_in_process_resume_equals_uninterrupted(tmp_path):
 # ---- on a 2-process LocalCluster
 
 
-def test_dask_nomadic_pairs_blocks_and_resume(dask_client, tmp_path):
-    """2-process LocalCluster, P = 2: every pair meets once per rotation; after
+@pytest.fixture(scope="module")
+def three_workers():
+    """A 3-process LocalCluster: with P = 3, swaps happen while a part computes."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(
+        n_workers=3, threads_per_worker=1, processes=True, dashboard_address=":0"
+    )
+    client = Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def test_dask_nomadic_pairs_blocks_and_resume(three_workers, tmp_path):
+    """3-process LocalCluster, P = 3: every pair meets once per rotation; after
     every meeting and swap each worker holds its own shard and the one block
     the driver says it holds (a worker whose swap is under way: its old and its
     new block, no other); the ELBO per rotation is close to the in-process
     run's (the order in which meetings end differs, so not equal). A checkpoint
-    after rotation 1, the driver gone, a resumed run: it completes rotations 2
-    and 3, meets every pair once in each, and ends close to the uninterrupted
-    in-process run."""
-    P = 2
-    X = corpus(4, 64)
+    after rotation 1, the driver gone, a resumed run: it completes rotation 2,
+    meets every pair once in it, and ends close to the uninterrupted in-process
+    run."""
+    P = 3
+    X = corpus(4, 96)
     m = model(3)
     serial = SerialPartitions(P)
     _, want = started(X, m, serial)
     want.stale = esvi.StaleTotals.start(want.pi, P)
-    esvi_nomadic.rotate(m, serial, want, 3, seed=5)
+    esvi_nomadic.rotate(m, serial, want, 2, seed=5)
 
-    parts = DaskPartitions(dask_client, P)
+    parts = DaskPartitions(three_workers, P)
     met: list[Counter] = []
 
     def inspect(run, event):
@@ -327,8 +386,9 @@ def test_dask_nomadic_pairs_blocks_and_resume(dask_client, tmp_path):
             blocks = {h[1] for h in held[worker] if h[0] == "block"}
             shards = [h[1] for h in held[worker] if h[0] == "shard"]
             assert shards == [p], held
-            if p in event.crossing:  # its old block, or the other's, or both
-                assert blocks and blocks <= set(event.held), held
+            if p in event.crossing:  # its old block, or its partner's, or both
+                q = event.crossing[p]
+                assert blocks and blocks <= {event.held[p], event.held[q]}, held
             else:
                 assert blocks == {event.held[p]}, held
 
@@ -337,37 +397,40 @@ def test_dask_nomadic_pairs_blocks_and_resume(dask_client, tmp_path):
     run.stale = esvi.StaleTotals.start(run.pi, P)
     esvi_nomadic.rotate(m, parts, run, 1, seed=5, on_event=inspect)
     esvi.checkpoint(m, parts, run, store, {"schedule": "nomadic"})
-    esvi_nomadic.rotate(m, parts, run, 2, seed=5, on_event=inspect)
+    esvi_nomadic.rotate(m, parts, run, 1, seed=5, on_event=inspect)
     pairs = Counter({(p, b): 1 for p in range(P) for b in range(P)})
-    assert met == [pairs] * 3
-    # other orders of completion move the ELBO by a few 1e-4 relative on this corpus
-    np.testing.assert_allclose(run.elbo_trace, want.elbo_trace, rtol=2e-3)
+    assert met == [pairs] * 2
+    # the order of completion moves the ELBO (see the test of random orders above)
+    np.testing.assert_allclose(run.elbo_trace, want.elbo_trace, rtol=5e-3)
     parts.release(run.blocks + run.shards)
 
     met.clear()
     again = esvi.resume(m, parts, store, {"schedule": "nomadic"})
     assert again is not None and len(again.elbo_trace) == 1 and again.stale is not None
-    esvi_nomadic.rotate(m, parts, again, 2, seed=5, on_event=inspect)
-    assert met == [pairs] * 2 and len(again.elbo_trace) == 3
-    np.testing.assert_allclose(again.elbo_trace, want.elbo_trace, rtol=2e-3)
+    esvi_nomadic.rotate(m, parts, again, 1, seed=5, on_event=inspect)
+    assert met == [pairs] and len(again.elbo_trace) == 2
+    np.testing.assert_allclose(again.elbo_trace, want.elbo_trace, rtol=5e-3)
     got = gather_topics(parts.gather(again.blocks), V)
     np.testing.assert_allclose(got.sum(), X.sum() + K * V * m.eta, rtol=1e-12)
     parts.release(again.blocks + again.shards)
 
 
-def test_dask_estimator_nomadic_score_from_blocks(dask_client, tmp_path):
+def test_dask_estimator_nomadic_reads_blocks_where_they_lie(dask_client, tmp_path):
     """A nomadic fit on the cluster leaves its blocks where the routing put them:
-    the heldout score and transform read from the blocks equal the gathered
-    model's, and the model saved block by block loads back exactly."""
+    the topic columns and E[log phi] rows that scoring and transform read from
+    the blocks equal the gathered model's, and the model saved block by block
+    loads back exactly."""
     X = corpus(8, 64)
     lda = LDA(K, n_blocks=2, n_laps=2, **{**KW, "client": dask_client}).fit(X)
-    partitioned = lda.score(X, random_state=2)
-    weights = lda.transform(X[:10]).toarray()
+    fitted = lda._esvi_fitted
+    words = np.arange(V, dtype=np.int64)
+    columns, rows = fitted.columns(words), fitted.log_rows(words)
     save_model(lda, tmp_path / "m")
-    assert lda.components_.shape == (K, V)  # gathered now
-    np.testing.assert_allclose(lda.score(X, random_state=2), partitioned, rtol=1e-10)
-    np.testing.assert_allclose(lda.transform(X[:10]).toarray(), weights, rtol=1e-10, atol=1e-12)
-    np.testing.assert_array_equal(load_model(tmp_path / "m").components_, lda.components_)
+    lam = lda.components_  # gathered now
+    pi = lam.sum(axis=1)
+    np.testing.assert_allclose(columns, lam / pi[:, None], rtol=1e-10)
+    np.testing.assert_allclose(rows, (digamma(lam) - digamma(pi)[:, None]).T, rtol=1e-10)
+    np.testing.assert_array_equal(load_model(tmp_path / "m").components_, lam)
 
 
 def test_cli_fit_nomadic(tmp_path, capsys):

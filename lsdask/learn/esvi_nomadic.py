@@ -116,14 +116,15 @@ def route(
 class Event:
     """What :func:`rotation` reports after every meeting and every swap it ends:
     ``kind`` ("meet" or "swap"), the parts and blocks concerned, the block each
-    part holds now, the parts whose blocks are crossing (a swap under way), and
-    the pairs met so far in the rotation."""
+    part holds now, the parts whose swap is under way (each with its partner:
+    their blocks may lie on either of the two), and the pairs met so far in
+    the rotation."""
 
     kind: str
     parts: tuple[int, ...]
     blocks: tuple[int, ...]
     held: tuple[int, ...]
-    crossing: frozenset[int]
+    crossing: dict[int, int]
     met: np.ndarray = field(repr=False)
 
 
@@ -163,6 +164,7 @@ def rotation(
     idle = set(range(P))
     pending: list[_Task] = []
     moved: dict[int, Handle] = {}  # a swap's part: the block that reached it
+    crossing: dict[int, int] = {}  # a swap's part: its partner, until the swap ends
     part_reports: list[Any] = [None] * P
     block_reports: list[Any] = [None] * P
 
@@ -185,6 +187,7 @@ def rotation(
             pending.append(_Task("meet", p, b, handles))
         for p, q in routing.swaps:
             idle.difference_update((p, q))
+            crossing.update({p: q, q: p})
             for to, frm in ((p, q), (q, p)):
                 b = held[frm]
                 handles = parts.submit(to, _identity, (run.blocks[b],), None, 1)
@@ -207,7 +210,7 @@ def rotation(
                 run.colsums[b] = np.asarray(report.colsum)
                 part_reports[p], block_reports[b] = report, report
                 idle.add(p)
-                event = Event("meet", (p,), (b,), tuple(held), _crossing(pending), met.copy())
+                event = Event("meet", (p,), (b,), tuple(held), dict(crossing), met.copy())
             else:
                 moved[task.part] = task.handles[0]
                 if task.partner not in moved:
@@ -218,7 +221,8 @@ def rotation(
                 run.blocks[c], run.blocks[a] = moved.pop(p), moved.pop(q)
                 held[p], held[q] = c, a
                 idle.update((p, q))
-                event = Event("swap", (p, q), (c, a), tuple(held), _crossing(pending), met.copy())
+                del crossing[p], crossing[q]
+                event = Event("swap", (p, q), (c, a), tuple(held), dict(crossing), met.copy())
             if on_event is not None:
                 on_event(run, event)
     run.held = list(held)
@@ -229,13 +233,6 @@ def rotation(
         "H": float(sum(r.H for r in part_reports)),
     }
     run.substep_elbo.append(model.elbo(part_reports, block_reports, run.pi))
-
-
-def _crossing(pending: list[_Task]) -> frozenset[int]:
-    """The parts whose swap is under way."""
-    return frozenset(t.part for t in pending if t.kind == "move") | frozenset(
-        t.partner for t in pending if t.kind == "move"
-    )
 
 
 def rotate(
