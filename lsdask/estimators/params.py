@@ -415,6 +415,12 @@ GIBBS_SAMPLES = Param(
     "svi-gibbs: kept Gibbs sweeps per document, averaged (S; default {default})",
     Option("--gibbs-samples", parse_positive_int, metavar="S"),
 )  # fmt: skip
+GIBBS_ESTIMATOR = Param(
+    "gibbs_estimator", config.SVI_GIBBS_ESTIMATOR, one_of("rao-blackwell", "draws"),
+    "svi-gibbs: how the kept sweeps count a token: its whole conditional, Rao-Blackwellised "
+    "and rounded to 1/16 (rao-blackwell), or its drawn topic (draws; default {default})",
+    Option("--gibbs-estimator", choices=("rao-blackwell", "draws")),
+)  # fmt: skip
 MINIBATCH_SIZE = Param(
     "minibatch_size", config.SVI_GIBBS_MINIBATCH, integer(1),
     "svi-gibbs: documents per minibatch, drawn at random across row groups (default {default})",
@@ -480,8 +486,8 @@ ESVI_DTYPE = Param(
 LDA_PARAMS = ParamTable(
     (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, LDA_ALGORITHM, N_LAPS, TOL, BATCH_SIZE,
      BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT, GIBBS_SWEEPS,
-     GIBBS_TOL, GIBBS_TOKENS, GIBBS_BURNIN, GIBBS_SAMPLES, MINIBATCH_SIZE, N_BLOCKS, TOPK,
-     TOPK_RULE, PI_SYNC, ESVI_ITERS, ESVI_DTYPE, *RUN)
+     GIBBS_TOL, GIBBS_TOKENS, GIBBS_BURNIN, GIBBS_SAMPLES, GIBBS_ESTIMATOR, MINIBATCH_SIZE,
+     N_BLOCKS, TOPK, TOPK_RULE, PI_SYNC, ESVI_ITERS, ESVI_DTYPE, *RUN)
 )  # fmt: skip
 
 

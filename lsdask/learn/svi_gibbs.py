@@ -41,6 +41,7 @@ from lsdask.errors import DataError
 from lsdask.learn.base import progress_bar
 from lsdask.learn.protocols import Executor
 from lsdask.models.sparse_topics import (
+    RB_QUANTA,
     RESET_BELOW,
     SparseTopics,
     TopicWordCounts,
@@ -96,12 +97,20 @@ class GibbsTask:
     samples: int
     seed: int
     estimator: str = "draws"
+    quanta: int = RB_QUANTA
 
     def __call__(self, part: DocumentsPart, view: Any) -> TopicWordCounts:
         rows, doc_ids = part.load()
         try:
             return sample_counts(
-                rows, doc_ids, view, self.burnin, self.samples, self.seed, self.estimator
+                rows,
+                doc_ids,
+                view,
+                self.burnin,
+                self.samples,
+                self.seed,
+                self.estimator,
+                self.quanta,
             )
         except ValueError as exc:
             raise DataError(f"{part.where}: {exc}") from exc
@@ -166,6 +175,9 @@ class SviGibbs:
         How the kept sweeps make N-hat: ``"rao-blackwell"`` (each token's
         conditional, unbiased and of lower variance) or ``"draws"`` (each
         token's drawn topic); see :mod:`lsdask.kernels.svi_gibbs`.
+    quanta : int
+        The Rao-Blackwellised estimator's quanta per token ``Q`` (at most ``Q``
+        entries per token; ``Q = 1`` is a second, independent draw).
     """
 
     n_topics: int
@@ -181,6 +193,7 @@ class SviGibbs:
     reset_below: float = RESET_BELOW
     progress: bool | None = None
     estimator: str = "rao-blackwell"
+    quanta: int = RB_QUANTA
 
     def start(self, stream: DocumentStream, seed: int) -> StreamState:
         """The state before the first minibatch: topics at the prior."""
@@ -214,7 +227,7 @@ class SviGibbs:
                 f"which holds {stream_docs(state)} documents; use minibatch_size <= "
                 f"{stream_docs(state)}"
             )
-        task = GibbsTask(self.burnin, self.samples, state.seed, self.estimator)
+        task = GibbsTask(self.burnin, self.samples, state.seed, self.estimator, self.quanta)
         # the epochs' times run on from the checkpoint's (the time of a stopped
         # epoch's part before the stop is not kept)
         started = time.perf_counter() - (state.time_trace[-1] if state.time_trace else 0.0)
@@ -299,7 +312,7 @@ class SviGibbs:
         back = time.perf_counter()
         D = stream_docs(state)
         rho = (self.delay + t) ** (-self.kappa)
-        per_token = self.samples * quanta_per_token(self.estimator)
+        per_token = self.samples * quanta_per_token(self.estimator, self.quanta)
         scaled = counts.as_matrix(stream.n_features) * (D / (len(refs) * per_token))
         state.topics.step(rho, scaled, self.reset_below)
         state.step = t

@@ -44,10 +44,10 @@ ESTIMATORS = ("rao-blackwell", "draws")
 RB_QUANTA = 16
 
 
-def quanta_per_token(estimator: str) -> int:
-    """What one token adds to the counts per kept sweep: ``RB_QUANTA`` for the
+def quanta_per_token(estimator: str, quanta: int = RB_QUANTA) -> int:
+    """What one token adds to the counts per kept sweep: ``quanta`` for the
     Rao-Blackwellised estimator, 1 for the draws."""
-    return RB_QUANTA if estimator == "rao-blackwell" else 1
+    return int(quanta) if estimator == "rao-blackwell" else 1
 
 
 @dataclass(frozen=True)
@@ -233,13 +233,14 @@ def sample_counts(
     samples: int,
     seed: int,
     estimator: str = "draws",
+    quanta: int = RB_QUANTA,
 ) -> TopicWordCounts:
     """The kept sweeps' topic-word counts of documents ``rows`` (CSR of whole
     counts over the vocabulary), summed over the ``samples`` kept sweeps, each
     document's draws keyed by ``(seed, view.step, doc_ids[d])``: ``S`` times
     Eq. 10's N-hat for ``estimator="draws"`` (a token's drawn topic), ``S Q``
     times it for ``"rao-blackwell"`` (a token's conditional in quanta of
-    ``1 / Q``, ``Q = quanta_per_token(estimator)``; the chains are the same).
+    ``1 / Q``, ``Q = quanta``; the chains are the same).
 
     Raises ValueError where a count is not a whole number or a word is not
     among the view's (the minibatch's) words.
@@ -262,13 +263,15 @@ def sample_counts(
         raise ValueError("a document's word is not among the minibatch's words of the view")
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {ESTIMATORS}; got {estimator!r}")
+    if estimator == "rao-blackwell" and not (isinstance(quanta, int | np.integer) and quanta >= 1):
+        raise ValueError(f"quanta must be a whole number >= 1; got {quanta!r}")
     if estimator == "rao-blackwell":
         from lsdask.kernels.svi_gibbs import sample_documents_rb
 
         keys, vals = sample_documents_rb(
             rows.indptr.astype(np.int64), local.astype(np.int64), whole,
             np.asarray(doc_ids, dtype=np.int64), np.uint64(seed), np.uint64(view.step),
-            int(burnin), int(samples), RB_QUANTA, view.w_indptr, view.w_topics, view.w_excess,
+            int(burnin), int(samples), int(quanta), view.w_indptr, view.w_topics, view.w_excess,
             view.smooth, view.alpha, view.cum_smooth,
         )  # fmt: skip
         K = view.n_topics

@@ -48,6 +48,7 @@ def lsdask_run(
     executor: Any = None,
     score: bool = True,
     estimator: str = "draws",
+    quanta: int = 16,
 ) -> dict[str, Any]:
     """SVI-Gibbs over the training corpus (its Parquet row groups as the stream),
     timed per minibatch; scored after every epoch. Returns its record and its
@@ -60,7 +61,7 @@ def lsdask_run(
     learner = SviGibbs(
         n_topics=K, alpha=np.full(K, ALPHA_PER_TOPIC), eta=eta, burnin=burnin,
         samples=samples, minibatch_size=minibatch, delay=delay, kappa=KAPPA, n_epochs=epochs,
-        progress=False, estimator=estimator,
+        progress=False, estimator=estimator, quanta=quanta,
     )  # fmt: skip
     state = learner.start(stream, seed)
     state.minibatch_log = []
@@ -353,6 +354,10 @@ def main(argv: list[str] | None = None) -> None:
         "separated: draws, rao-blackwell (default draws)",
     )  # fmt: skip
     parser.add_argument(
+        "--quanta", type=int, default=16,
+        help="quanta per token of the rao-blackwell estimator (default 16)",
+    )  # fmt: skip
+    parser.add_argument(
         "--skip-peers", action="store_true",
         help="--only-quality without the peers (their numbers are in earlier results)",
     )  # fmt: skip
@@ -369,7 +374,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.minibatch != 100:
         stem += f"-mb{args.minibatch}"
     if args.estimators != "draws":
-        stem += "-rb"
+        stem += f"-rb{args.quanta}"
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     run = Run(__file__, stem, args.out, argv, settings=settings)
     data = run.step(
@@ -390,10 +395,10 @@ def main(argv: list[str] | None = None) -> None:
         for spec, est in itertools.product(args.grid.split(","), args.estimators.split(",")):
             K, B, S = (int(x) for x in spec.split(":")[:3])
             delay = float(spec.split(":")[3])
-            key = f"K={K} B={B} S={S} delay={delay:g} eta={eta:g}{_est_label(est)}"
+            key = f"K={K} B={B} S={S} delay={delay:g} eta={eta:g}{_est_label(est, args.quanta)}"
             r = run.step(key, lambda K=K, B=B, S=S, delay=delay, est=est: lsdask_run(
                 data, K, eta=eta, burnin=B, samples=S, minibatch=args.minibatch, delay=delay,
-                epochs=args.epochs, estimator=est))  # fmt: skip
+                epochs=args.epochs, estimator=est, quanta=args.quanta))  # fmt: skip
             r.pop("log")
             grid[key] = r
         res["grid"] = grid
@@ -499,10 +504,10 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
     main_log = None
     for spec, est in itertools.product(args.quality_sweeps.split(","), args.estimators.split(",")):
         B, S = (int(x) for x in spec.split(":"))
-        key = f"B={B} S={S} delay=10 eta={eta:g}{_est_label(est)}"
+        key = f"B={B} S={S} delay=10 eta={eta:g}{_est_label(est, args.quanta)}"
         r = run.step(f"quality {key}", lambda B=B, S=S, est=est: lsdask_run(
             data, Kq, eta=eta, burnin=B, samples=S, minibatch=args.minibatch, delay=10.0,
-            epochs=args.epochs, estimator=est))  # fmt: skip
+            epochs=args.epochs, estimator=est, quanta=args.quanta))  # fmt: skip
         log_ids = r.pop("log")
         main_log = main_log or log_ids
         quality[key] = r
@@ -526,9 +531,9 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
     return quality
 
 
-def _est_label(estimator: str) -> str:
+def _est_label(estimator: str, quanta: int) -> str:
     """A run's key suffix naming its N-hat estimator (none for the draws)."""
-    return "" if estimator == "draws" else " RB"
+    return "" if estimator == "draws" else f" RB Q={quanta}"
 
 
 def render(res: dict[str, Any]) -> str:
