@@ -169,3 +169,47 @@ def test_an_unknown_estimator_is_refused(rng) -> None:
         sample_counts(X, np.array([0]), view, 1, 1, seed=0, estimator="mean")
     with pytest.raises(ValueError, match="quanta must be a whole number"):
         sample_counts(X, np.array([0]), view, 1, 1, seed=0, estimator="rao-blackwell", quanta=0)
+
+
+def _fit_data(rng, n_docs=80, V=30):
+    return sp.csr_matrix(rng.poisson(0.6, size=(n_docs, V)).astype(float))
+
+
+def test_lda_refuses_an_unknown_estimator(rng) -> None:
+    import lsdask
+
+    X = _fit_data(rng)
+    with pytest.raises(ValueError, match="gibbs_estimator must be one of"):
+        lsdask.LDA(3, algorithm="svi-gibbs", gibbs_estimator="mean", client="sync").fit(X)
+
+
+def test_a_checkpoint_from_before_the_choice_resumes_as_draws(rng, tmp_path) -> None:
+    """Checkpoints hold no N-hat, only the topics; one written before
+    ``gibbs_estimator`` existed was made by the draws, so it resumes with
+    ``"draws"`` and is refused (naming the setting) with the RB estimator."""
+    import json
+
+    import lsdask
+    from lsdask.persist.svi_gibbs import checkpoint_path
+
+    X = _fit_data(rng)
+    kw = dict(
+        algorithm="svi-gibbs", alpha=1.0, minibatch_size=20, gibbs_burnin=1, gibbs_samples=1,
+        random_state=0, client="sync", gibbs_estimator="draws",
+    )  # fmt: skip
+    straight = lsdask.LDA(3, n_laps=3, **kw).fit(X)
+    ck = tmp_path / "ck"
+    lsdask.LDA(3, n_laps=2, checkpoint_dir=str(ck), **kw).fit(X)
+    path = checkpoint_path(ck)
+    with np.load(path) as f:
+        arrays = dict(f)
+    meta = json.loads(arrays["meta"].tobytes().decode())
+    del meta["settings"]["gibbs_estimator"]
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(path.with_suffix(".tmp.npz"), **arrays)
+    path.with_suffix(".tmp.npz").replace(path)
+    with pytest.raises(ValueError, match="gibbs_estimator: checkpoint 'draws'"):
+        lsdask.LDA(3, n_laps=1, checkpoint_dir=str(ck), resume=True,
+                   **{**kw, "gibbs_estimator": "rao-blackwell"}).fit(X)  # fmt: skip
+    again = lsdask.LDA(3, n_laps=1, checkpoint_dir=str(ck), resume=True, **kw).fit(X)
+    np.testing.assert_array_equal(straight.components_, again.components_)
