@@ -56,8 +56,9 @@ def test_expected_contribution_is_the_conditional(rng, word) -> None:
     np.testing.assert_allclose(expected, reference / reference.sum(), rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.parametrize("spread", [False, True])
 @pytest.mark.parametrize("word", [0, 4])
-def test_rounding_is_whole_unbiased_and_bounded(rng, word) -> None:
+def test_rounding_is_whole_unbiased_and_bounded(rng, word, spread) -> None:
     """Over 20,000 independent roundings of one token's conditional: every token
     adds exactly Q quanta to at most Q topics, and the mean share of each topic
     is its probability within 5 standard errors."""
@@ -65,7 +66,7 @@ def test_rounding_is_whole_unbiased_and_bounded(rng, word) -> None:
     view = _topics(rng, K, V).view(np.arange(V), rng.gamma(1.0, 0.2, K) + 0.01, step=1)
     ndk, active = _doc_state(K)
     got = token_quanta_many(
-        np.uint64(17), n, RB_QUANTA, word, ndk, active, view.w_indptr, view.w_topics,
+        np.uint64(17), n, RB_QUANTA, spread, word, ndk, active, view.w_indptr, view.w_topics,
         view.w_excess, view.smooth, view.alpha, view.cum_smooth,
     )  # fmt: skip
     assert got.dtype == np.int64 and (got >= 0).all()
@@ -91,7 +92,7 @@ def test_each_piece_gets_floor_or_one_more_quanta() -> None:
     us = uniforms(np.uint64(9), 2 * n)
     for r in range(n):
         m = token_quanta(
-            us[2 * r], us[2 * r + 1], Q, 3, np.arange(3), shares, cum_smooth, topics, quanta
+            us[2 * r], us[2 * r + 1], Q, 3, 3, np.arange(3), shares, cum_smooth, topics, quanta
         )
         seen[r, topics[:m]] += quanta[:m]
     want = np.append(shares, 0.05) * Q
@@ -101,7 +102,8 @@ def test_each_piece_gets_floor_or_one_more_quanta() -> None:
     assert np.all(np.abs(seen.mean(axis=0) - want) <= 5 * se + 1e-12), seen.mean(axis=0)
 
 
-def test_mean_rb_counts_match_the_enumerated_posterior_with_less_variance(rng) -> None:
+@pytest.mark.parametrize("spread", [False, True])
+def test_mean_rb_counts_match_the_enumerated_posterior_with_less_variance(rng, spread) -> None:
     """The 3-token, K=3 document of test_svi_gibbs_kernel: the mean RB N-hat over
     20,000 chains matches the enumerated q*(z_d) within 5 SE, and its variance
     is below the draws' of the very same chains."""
@@ -128,7 +130,7 @@ def test_mean_rb_counts_match_the_enumerated_posterior_with_less_variance(rng) -
         1,
     )
     tables = (view.w_indptr, view.w_topics, view.w_excess, view.smooth, view.alpha)
-    keys, vals = sample_documents_rb(*args, RB_QUANTA, *tables, view.cum_smooth)
+    keys, vals = sample_documents_rb(*args, RB_QUANTA, spread, *tables, view.cum_smooth)
     # keys are merged per document: document d's keys follow d - 1's, in order
     doc = np.cumsum(np.r_[1, np.diff(keys) <= 0]) - 1
     assert doc[-1] == n_docs - 1
@@ -146,16 +148,17 @@ def test_mean_rb_counts_match_the_enumerated_posterior_with_less_variance(rng) -
     assert np.all(rb.var(axis=0) < draws.var(axis=0)), (rb.var(axis=0), draws.var(axis=0))
 
 
-def test_rb_counts_do_not_depend_on_how_documents_are_split(rng) -> None:
+@pytest.mark.parametrize("estimator", ["rao-blackwell", "rao-blackwell-doc"])
+def test_rb_counts_do_not_depend_on_how_documents_are_split(rng, estimator) -> None:
     K, V = 6, 20
     state = _topics(rng, K, V)
     X = sp.csr_matrix(rng.poisson(0.8, size=(9, V)).astype(float))
     ids = np.arange(100, 109)
     view = state.view(np.arange(V), np.full(K, 0.1), step=7)
-    whole = sample_counts(X, ids, view, 2, 3, seed=5, estimator="rao-blackwell")
-    parts = sample_counts(
-        X[:4], ids[:4], view, 2, 3, seed=5, estimator="rao-blackwell"
-    ) + sample_counts(X[4:], ids[4:], view, 2, 3, seed=5, estimator="rao-blackwell")
+    whole = sample_counts(X, ids, view, 2, 3, seed=5, estimator=estimator)
+    parts = sample_counts(X[:4], ids[:4], view, 2, 3, seed=5, estimator=estimator) + sample_counts(
+        X[4:], ids[4:], view, 2, 3, seed=5, estimator=estimator
+    )
     np.testing.assert_array_equal(whole.keys, parts.keys)
     np.testing.assert_array_equal(whole.counts, parts.counts)
     assert whole.counts.dtype == np.int64

@@ -416,10 +416,12 @@ GIBBS_SAMPLES = Param(
     Option("--gibbs-samples", parse_positive_int, metavar="S"),
 )  # fmt: skip
 GIBBS_ESTIMATOR = Param(
-    "gibbs_estimator", config.SVI_GIBBS_ESTIMATOR, one_of("rao-blackwell", "draws"),
-    "svi-gibbs: how the kept sweeps count a token: its whole conditional, Rao-Blackwellised "
-    "and rounded to 1/16 (rao-blackwell), or its drawn topic (draws; default {default})",
-    Option("--gibbs-estimator", choices=("rao-blackwell", "draws")),
+    "gibbs_estimator", config.SVI_GIBBS_ESTIMATOR,
+    one_of("rao-blackwell", "rao-blackwell-doc", "draws"),
+    "svi-gibbs: how the kept sweeps count a token: its conditional, Rao-Blackwellised in "
+    "sixteenths (rao-blackwell: the word's topics exactly; rao-blackwell-doc: the "
+    "document's too, denser), or its drawn topic (draws; default {default})",
+    Option("--gibbs-estimator", choices=("rao-blackwell", "rao-blackwell-doc", "draws")),
 )  # fmt: skip
 MINIBATCH_SIZE = Param(
     "minibatch_size", config.SVI_GIBBS_MINIBATCH, integer(1),

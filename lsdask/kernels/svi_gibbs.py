@@ -33,18 +33,20 @@ The Rao-Blackwellised counts
 :func:`sample_documents_rb` moves the chain exactly as :func:`sample_documents`
 does (the same draws from the same stream) but counts, in each kept sweep,
 an unbiased estimate of each token's whole conditional instead of the one-hot
-of its draw: the word and document buckets' probabilities exactly, and the
-smoothing bucket's total probability on one topic drawn from that bucket.
-Its expectation given the other tokens is Eq. 9's conditional, so the
-estimate is unbiased and (Rao-Blackwell) varies less than the draw. The
-contributions are kept in whole *quanta* of ``1 / Q`` of a token by
-systematic rounding: with one uniform ``v`` a piece whose cumulative share
-runs from ``c0`` to ``c1`` (in quanta) gets ``floor(c1 + v) - floor(c0 + v)``
-quanta, i.e. ``floor(w Q)`` or one more, with the probability that makes its
-mean ``w Q``. A token thus adds exactly ``Q`` quanta, to at most ``Q``
-entries, and a piece below ``1 / Q`` mostly adds nothing. The rounding and
-the smoothing topic use a second stream of the document's key, so the chain
-is the same under both estimators.
+of its draw: the word bucket's probabilities exactly (and, with
+``spread_document``, the document bucket's too), and the rest of the
+probability on one topic drawn from the rest. Its expectation given the other
+tokens is Eq. 9's conditional, so the estimate is unbiased and
+(Rao-Blackwell) varies less than the draw. The word bucket's pairs are
+already stored entries of Ñ, so spreading them costs no sparsity; the
+document bucket's pairs are mostly new ones. The contributions are kept in
+whole *quanta* of ``1 / Q`` of a token by systematic rounding: with one
+uniform ``v`` a piece whose cumulative share runs from ``c0`` to ``c1`` (in
+quanta) gets ``floor(c1 + v) - floor(c0 + v)`` quanta, i.e. ``floor(w Q)`` or
+one more, with the probability that makes its mean ``w Q``. A token thus adds
+exactly ``Q`` quanta, to at most ``Q`` entries, and a piece below ``1 / Q``
+mostly adds nothing. The rounding and the drawn topic use a second stream of
+the document's key, so the chain is the same under every estimator.
 
 Inputs shared by the kernels (the minibatch's *view* of the topics):
 
@@ -384,8 +386,9 @@ def _smooth_topic(x: float, cum_smooth: np.ndarray) -> int:
 @numba.njit(cache=True, nogil=True)
 def token_quanta(
     v: float,
-    u_smooth: float,
+    u_rest: float,
     quanta: int,
+    n_exact: int,
     n_pieces: int,
     piece_topics: np.ndarray,
     piece_weights: np.ndarray,
@@ -393,11 +396,12 @@ def token_quanta(
     out_topics: np.ndarray,
     out_quanta: np.ndarray,
 ) -> int:
-    """A token's conditional in whole quanta: the pieces' weights and the
-    smoothing total, normalised to ``quanta``, rounded systematically with the
-    offset ``v`` in [0, 1); the smoothing bucket's quanta all go to the topic
-    ``u_smooth`` picks in it. Writes (topic, quanta > 0) pairs into ``out_*``
-    and returns how many; the quanta add up to exactly ``quanta``."""
+    """A token's conditional in whole quanta: the first ``n_exact`` pieces each
+    get their share of ``quanta``, rounded systematically with the offset ``v``
+    in [0, 1); the rest (the other pieces and the smoothing bucket) gets the
+    remaining quanta, all on one topic that ``u_rest`` draws from the rest's
+    weights. Writes (topic, quanta > 0) pairs into ``out_*`` and returns how
+    many; the quanta add up to exactly ``quanta``."""
     smooth_total = cum_smooth[cum_smooth.size - 1]
     total = smooth_total
     for p in range(n_pieces):
@@ -406,7 +410,7 @@ def token_quanta(
     c = 0.0
     given = 0
     n = 0
-    for p in range(n_pieces):
+    for p in range(n_exact):
         c += piece_weights[p] * scale
         upto = min(int(np.floor(c + v)), quanta)
         if upto > given:
@@ -414,8 +418,20 @@ def token_quanta(
             out_quanta[n] = upto - given
             n += 1
             given = upto
-    if given < quanta:  # the smoothing bucket's share, on one of its topics
-        out_topics[n] = _smooth_topic(u_smooth * smooth_total, cum_smooth)
+    if given < quanta:  # the rest's share, on one topic drawn from it
+        rest = smooth_total
+        for p in range(n_exact, n_pieces):
+            rest += piece_weights[p]
+        x = u_rest * rest
+        k = -1
+        for p in range(n_exact, n_pieces):
+            x -= piece_weights[p]
+            if x < 0.0:
+                k = piece_topics[p]
+                break
+        if k < 0:
+            k = _smooth_topic(max(x, 0.0), cum_smooth)
+        out_topics[n] = k
         out_quanta[n] = quanta - given
         n += 1
     return n
@@ -466,6 +482,7 @@ def sample_documents_rb(
     burnin: int,
     samples: int,
     quanta: int,
+    spread_document: bool,
     w_indptr: np.ndarray,
     w_topics: np.ndarray,
     w_excess: np.ndarray,
@@ -474,7 +491,9 @@ def sample_documents_rb(
     cum_smooth: np.ndarray,
 ):
     """:func:`sample_documents`' chains, counted by the Rao-Blackwellised
-    estimator: returns keys ``local word * K + topic`` (sorted within each
+    estimator (the word bucket's pieces rounded each, and the document
+    bucket's too where ``spread_document``; the rest on one drawn topic):
+    returns keys ``local word * K + topic`` (sorted within each
     document) and their quanta summed over the kept sweeps (each token adds
     ``quanta`` per kept sweep), merged per document."""
     K = smooth.size
@@ -529,9 +548,12 @@ def sample_documents_rb(
                         tok[i], ndk, active, n_active, w_indptr, w_topics, w_excess, smooth,
                         alpha, piece_topics, piece_weights,
                     )  # fmt: skip
+                    n_exact = n_pieces
+                    if not spread_document:
+                        n_exact = w_indptr[tok[i] + 1] - w_indptr[tok[i]]
                     n_tok = token_quanta(
-                        _uniform(rb_state), _uniform(rb_state), quanta, n_pieces, piece_topics,
-                        piece_weights, cum_smooth, tok_topics, tok_quanta,
+                        _uniform(rb_state), _uniform(rb_state), quanta, n_exact, n_pieces,
+                        piece_topics, piece_weights, cum_smooth, tok_topics, tok_quanta,
                     )  # fmt: skip
                     for q in range(n_tok):
                         keys[n_out] = tok[i] * K + tok_topics[q]
@@ -555,6 +577,7 @@ def token_quanta_many(
     key: np.uint64,
     n: int,
     quanta: int,
+    spread_document: bool,
     j: int,
     ndk: np.ndarray,
     active: np.ndarray,
@@ -575,13 +598,15 @@ def token_quanta_many(
     n_pieces = conditional_pieces(
         j, ndk, active, active.size, w_indptr, w_topics, w_excess, smooth, alpha, pt, pw
     )
+    n_exact = n_pieces if spread_document else w_indptr[j + 1] - w_indptr[j]
     tt = np.empty(quanta + 1, np.int64)
     tq = np.empty(quanta + 1, np.int64)
     out = np.zeros((n, K), np.int64)
     for r in range(n):
         m = token_quanta(
-            _uniform(state), _uniform(state), quanta, n_pieces, pt, pw, cum_smooth, tt, tq
-        )
+            _uniform(state), _uniform(state), quanta, n_exact, n_pieces, pt, pw, cum_smooth,
+            tt, tq,
+        )  # fmt: skip
         for q in range(m):
             out[r, tt[q]] += tq[q]
     return out
