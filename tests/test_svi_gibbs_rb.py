@@ -80,10 +80,11 @@ def test_rounding_is_whole_unbiased_and_bounded(rng, word, spread) -> None:
 
 
 def test_each_piece_gets_floor_or_one_more_quanta() -> None:
-    """Systematic rounding of pieces on distinct topics: a piece of share ``w``
-    gets ``floor(w Q)`` or ``floor(w Q) + 1`` quanta, ``w Q`` on average; the
-    smoothing bucket's rest goes to its one topic."""
-    shares = np.array([0.3, 0.5, 0.15])
+    """Pieces on distinct topics: with the rest's probability (here the
+    smoothing bucket's 0.05) the token goes whole to the rest's topic, as a
+    draw would; otherwise a piece of share ``w`` of the exact part gets
+    ``floor(w Q)`` or ``floor(w Q) + 1`` quanta. On average ``p_k Q``."""
+    weights = np.array([0.3, 0.5, 0.15])
     cum_smooth = np.cumsum([0.0, 0.0, 0.0, 0.05])
     Q, n = RB_QUANTA, 4000
     seen = np.zeros((n, 4), np.int64)
@@ -92,12 +93,17 @@ def test_each_piece_gets_floor_or_one_more_quanta() -> None:
     us = uniforms(np.uint64(9), 2 * n)
     for r in range(n):
         m = token_quanta(
-            us[2 * r], us[2 * r + 1], Q, 3, 3, np.arange(3), shares, cum_smooth, topics, quanta
+            us[2 * r], us[2 * r + 1], Q, 3, 3, np.arange(3), weights, cum_smooth, topics, quanta
         )
         seen[r, topics[:m]] += quanta[:m]
-    want = np.append(shares, 0.05) * Q
     assert (seen.sum(axis=1) == Q).all()
-    assert ((seen == np.floor(want)) | (seen == np.floor(want) + 1)).all()
+    rest = seen[:, 3] > 0
+    assert (seen[rest, 3] == Q).all()
+    share = weights / weights.sum() * Q
+    exact = seen[~rest, :3]
+    assert ((exact == np.floor(share)) | (exact == np.floor(share) + 1)).all()
+    assert abs(rest.mean() - 0.05) <= 5 * np.sqrt(0.05 * 0.95 / n)
+    want = np.append(weights, 0.05) * Q
     se = seen.std(axis=0) / np.sqrt(n)
     assert np.all(np.abs(seen.mean(axis=0) - want) <= 5 * se + 1e-12), seen.mean(axis=0)
 

@@ -33,19 +33,22 @@ The Rao-Blackwellised counts
 :func:`sample_documents_rb` moves the chain exactly as :func:`sample_documents`
 does (the same draws from the same stream) but counts, in each kept sweep,
 an unbiased estimate of each token's whole conditional instead of the one-hot
-of its draw: the word bucket's probabilities exactly (and, with
-``spread_document``, the document bucket's too), and the rest of the
-probability on one topic drawn from the rest. Its expectation given the other
-tokens is Eq. 9's conditional, so the estimate is unbiased and
-(Rao-Blackwell) varies less than the draw. The word bucket's pairs are
-already stored entries of Ñ, so spreading them costs no sparsity; the
-document bucket's pairs are mostly new ones. The contributions are kept in
-whole *quanta* of ``1 / Q`` of a token by systematic rounding: with one
-uniform ``v`` a piece whose cumulative share runs from ``c0`` to ``c1`` (in
-quanta) gets ``floor(c1 + v) - floor(c0 + v)`` quanta, i.e. ``floor(w Q)`` or
-one more, with the probability that makes its mean ``w Q``. A token thus adds
-exactly ``Q`` quanta, to at most ``Q`` entries, and a piece below ``1 / Q``
-mostly adds nothing. The rounding and the drawn topic use a second stream of
+of its draw. The conditional splits in an *exact* part, the word bucket (and,
+with ``spread_document``, the document bucket too), and the *rest*. With the
+rest's probability the token counts whole on one topic drawn from the rest,
+as a draw would; otherwise it is shared over the exact part's topics in
+proportion to their weights. Its expectation given the other tokens is Eq.
+9's conditional, so the estimate is unbiased, and (Rao-Blackwell, within the
+exact part) it varies less than the draw. The word bucket's pairs are stored
+entries of Ñ already, so sharing over them adds no entry, and a token adds a
+pair not yet stored no more often than a draw does; the document bucket's
+pairs are mostly new ones. The shares are kept in whole *quanta* of ``1 / Q``
+of a token by systematic rounding: with one uniform ``v`` a piece whose
+cumulative share runs from ``c0`` to ``c1`` (in quanta) gets
+``floor(c1 + v) - floor(c0 + v)`` quanta, i.e. ``floor(w Q)`` or one more,
+with the probability that makes its mean ``w Q``. A token thus adds exactly
+``Q`` quanta, to at most ``Q`` entries, and a piece below ``1 / Q`` mostly
+adds nothing. The rounding and the drawn topic use a second stream of
 the document's key, so the chain is the same under every estimator.
 
 Inputs shared by the kernels (the minibatch's *view* of the topics):
@@ -396,44 +399,46 @@ def token_quanta(
     out_topics: np.ndarray,
     out_quanta: np.ndarray,
 ) -> int:
-    """A token's conditional in whole quanta: the first ``n_exact`` pieces each
-    get their share of ``quanta``, rounded systematically with the offset ``v``
-    in [0, 1); the rest (the other pieces and the smoothing bucket) gets the
-    remaining quanta, all on one topic that ``u_rest`` draws from the rest's
-    weights. Writes (topic, quanta > 0) pairs into ``out_*`` and returns how
-    many; the quanta add up to exactly ``quanta``."""
-    smooth_total = cum_smooth[cum_smooth.size - 1]
-    total = smooth_total
-    for p in range(n_pieces):
-        total += piece_weights[p]
-    scale = quanta / total
+    """A token's conditional in whole quanta. The first ``n_exact`` pieces are
+    the *exact* part, the other pieces and the smoothing bucket the *rest*;
+    ``u_rest`` in [0, 1) picks the rest with its probability, and then all
+    ``quanta`` go to one topic drawn from the rest's weights (a draw, as
+    sparse as one); otherwise the quanta are shared over the exact pieces in
+    proportion to their weights, rounded systematically with the offset ``v``
+    in [0, 1). Either way topic ``k`` gets ``quanta * p_k`` on average. Writes
+    (topic, quanta > 0) pairs into ``out_*`` and returns how many; the quanta
+    add up to exactly ``quanta``."""
+    exact = 0.0
+    for p in range(n_exact):
+        exact += piece_weights[p]
+    rest = cum_smooth[cum_smooth.size - 1]
+    for p in range(n_exact, n_pieces):
+        rest += piece_weights[p]
+    x = u_rest * (exact + rest)
+    if x < rest or exact <= 0.0:  # the rest: one topic drawn from it takes the token
+        for p in range(n_exact, n_pieces):
+            x -= piece_weights[p]
+            if x < 0.0:
+                out_topics[0] = piece_topics[p]
+                out_quanta[0] = quanta
+                return 1
+        out_topics[0] = _smooth_topic(min(max(x, 0.0), cum_smooth[cum_smooth.size - 1]), cum_smooth)
+        out_quanta[0] = quanta
+        return 1
+    scale = quanta / exact
     c = 0.0
     given = 0
     n = 0
     for p in range(n_exact):
         c += piece_weights[p] * scale
         upto = min(int(np.floor(c + v)), quanta)
+        if p == n_exact - 1:
+            upto = quanta  # the last piece ends at the whole (c is quanta up to rounding)
         if upto > given:
             out_topics[n] = piece_topics[p]
             out_quanta[n] = upto - given
             n += 1
             given = upto
-    if given < quanta:  # the rest's share, on one topic drawn from it
-        rest = smooth_total
-        for p in range(n_exact, n_pieces):
-            rest += piece_weights[p]
-        x = u_rest * rest
-        k = -1
-        for p in range(n_exact, n_pieces):
-            x -= piece_weights[p]
-            if x < 0.0:
-                k = piece_topics[p]
-                break
-        if k < 0:
-            k = _smooth_topic(max(x, 0.0), cum_smooth)
-        out_topics[n] = k
-        out_quanta[n] = quanta - given
-        n += 1
     return n
 
 
