@@ -373,8 +373,8 @@ def main(argv: list[str] | None = None) -> None:
             stem += f"-k{args.quality_k}"
     if args.minibatch != 100:
         stem += f"-mb{args.minibatch}"
-    if args.estimators != "draws":
-        stem += f"-rb{args.quanta}"
+    if args.estimators != "draws":  # e.g. -rao-blackwell-doc16, -draws-rao-blackwell16
+        stem += "-" + args.estimators.replace(",", "-") + str(args.quanta)
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     run = Run(__file__, stem, args.out, argv, settings=settings)
     data = run.step(
