@@ -216,10 +216,11 @@ class LDA(VariationalEstimator):
         documents give better topics.
     gibbs_burnin, gibbs_samples, minibatch_size : int
         ``algorithm="svi-gibbs"``'s B, S and documents per minibatch.
-    gibbs_estimator : {"rao-blackwell", "draws"}
-        ``algorithm="svi-gibbs"``: what a kept sweep counts for a token, its
-        whole conditional (unbiased, lower variance, rounded to sixteenths) or
-        its drawn topic (docs/algorithms.md).
+    gibbs_estimator : {"rao-blackwell", "rao-blackwell-doc", "draws"}
+        ``algorithm="svi-gibbs"``: what a kept sweep counts for a token, an
+        unbiased estimate of its conditional in sixteenths of a token, of lower
+        variance than its draw (``"rao-blackwell-doc"``: lower still, denser
+        topics), or its drawn topic (docs/algorithms.md).
     n_blocks : int or None
         ESVI: P, the vocabulary blocks and workers (default ``n_workers``, or 1
         with ``client="sync"``).
