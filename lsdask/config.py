@@ -115,6 +115,8 @@ MAX_LINE_BYTES = 64 << 20
 SVI_GIBBS_MINIBATCH = 100
 SVI_GIBBS_BURNIN = 3
 SVI_GIBBS_SAMPLES = 2
+#: how svi-gibbs's kept sweeps make N-hat (lsdask.models.sparse_topics.ESTIMATORS)
+SVI_GIBBS_ESTIMATOR = "rao-blackwell"
 SVI_GIBBS_CHECKPOINT_EVERY = 50
 
 #: Bytes of corpus row groups a process keeps read for minibatches drawn

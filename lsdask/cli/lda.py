@@ -54,7 +54,7 @@ HDP_ONLY = ("gamma", "moves")
 #: LDA's parameters (of ``--algorithm svi-gibbs`` and ``esvi``) whose option ``fit
 #: --model hdp`` does not take
 LDA_ONLY = (
-    "gibbs_burnin", "gibbs_samples", "minibatch_size",
+    "gibbs_burnin", "gibbs_samples", "gibbs_estimator", "minibatch_size",
     "n_blocks", "topk", "topk_rule", "esvi_iters", "esvi_dtype", "pi_sync", "schedule",
 )  # fmt: skip
 

@@ -216,6 +216,11 @@ class LDA(VariationalEstimator):
         documents give better topics.
     gibbs_burnin, gibbs_samples, minibatch_size : int
         ``algorithm="svi-gibbs"``'s B, S and documents per minibatch.
+    gibbs_estimator : {"rao-blackwell", "rao-blackwell-doc", "draws"}
+        ``algorithm="svi-gibbs"``: what a kept sweep counts for a token, an
+        unbiased estimate of its conditional in sixteenths of a token, of lower
+        variance than its draw (``"rao-blackwell-doc"``: lower still, denser
+        topics), or its drawn topic (docs/algorithms.md).
     n_blocks : int or None
         ESVI: P, the vocabulary blocks and workers (default ``n_workers``, or 1
         with ``client="sync"``).
@@ -294,6 +299,7 @@ class LDA(VariationalEstimator):
         gibbs_tokens: int = config.GIBBS_SAMPLE_TOKENS,
         gibbs_burnin: int = config.SVI_GIBBS_BURNIN,
         gibbs_samples: int = config.SVI_GIBBS_SAMPLES,
+        gibbs_estimator: str = config.SVI_GIBBS_ESTIMATOR,
         minibatch_size: int = config.SVI_GIBBS_MINIBATCH,
         n_blocks: int | None = None,
         topk: int | None = None,

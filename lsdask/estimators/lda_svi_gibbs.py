@@ -72,6 +72,7 @@ def _settings(est: Any, V: int) -> dict[str, Any]:
         "eta": float(est.eta),
         "gibbs_burnin": int(est.gibbs_burnin),
         "gibbs_samples": int(est.gibbs_samples),
+        "gibbs_estimator": str(est.gibbs_estimator),
         "minibatch_size": int(est.minibatch_size),
         "svi_delay": float(est.svi_delay),
         "svi_kappa": float(est.svi_kappa),
@@ -93,6 +94,7 @@ def _resumed(est: Any, settings: dict[str, Any]) -> StreamState | None:
             "--resume DIR) to continue it, or give another checkpoint folder"
         )
     state, saved = loaded
+    saved = {"gibbs_estimator": "draws", **saved}  # written before the estimator was a choice
     differ = {k: (saved.get(k), v) for k, v in settings.items() if saved.get(k) != v}
     if differ:
         what = ", ".join(f"{k}: checkpoint {a!r}, asked {b!r}" for k, (a, b) in differ.items())
@@ -143,6 +145,7 @@ def fit_svi_gibbs(
         eta=float(est.eta),
         burnin=int(est.gibbs_burnin),
         samples=int(est.gibbs_samples),
+        estimator=str(est.gibbs_estimator),
         minibatch_size=int(est.minibatch_size),
         delay=float(est.svi_delay),
         kappa=float(est.svi_kappa),

@@ -415,6 +415,14 @@ GIBBS_SAMPLES = Param(
     "svi-gibbs: kept Gibbs sweeps per document, averaged (S; default {default})",
     Option("--gibbs-samples", parse_positive_int, metavar="S"),
 )  # fmt: skip
+GIBBS_ESTIMATOR = Param(
+    "gibbs_estimator", config.SVI_GIBBS_ESTIMATOR,
+    one_of("rao-blackwell", "rao-blackwell-doc", "draws"),
+    "svi-gibbs: how the kept sweeps count a token: its conditional, Rao-Blackwellised in "
+    "sixteenths (rao-blackwell: the word's topics exactly; rao-blackwell-doc: the "
+    "document's too, denser), or its drawn topic (draws; default {default})",
+    Option("--gibbs-estimator", choices=("rao-blackwell", "rao-blackwell-doc", "draws")),
+)  # fmt: skip
 MINIBATCH_SIZE = Param(
     "minibatch_size", config.SVI_GIBBS_MINIBATCH, integer(1),
     "svi-gibbs: documents per minibatch, drawn at random across row groups (default {default})",
@@ -488,8 +496,8 @@ ESVI_DTYPE = Param(
 LDA_PARAMS = ParamTable(
     (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, LDA_ALGORITHM, N_LAPS, TOL, BATCH_SIZE,
      BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT, GIBBS_SWEEPS,
-     GIBBS_TOL, GIBBS_TOKENS, GIBBS_BURNIN, GIBBS_SAMPLES, MINIBATCH_SIZE, N_BLOCKS, TOPK,
-     TOPK_RULE, PI_SYNC, SCHEDULE, ESVI_ITERS, ESVI_DTYPE, *RUN)
+     GIBBS_TOL, GIBBS_TOKENS, GIBBS_BURNIN, GIBBS_SAMPLES, GIBBS_ESTIMATOR, MINIBATCH_SIZE,
+     N_BLOCKS, TOPK, TOPK_RULE, PI_SYNC, SCHEDULE, ESVI_ITERS, ESVI_DTYPE, *RUN)
 )  # fmt: skip
 
 

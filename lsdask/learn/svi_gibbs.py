@@ -5,9 +5,10 @@ stream's groups, splits it over the executor's slots (one task per part),
 samples each document's topics against the fixed topics (the sequential
 start, ``burnin`` sweeps, ``samples`` kept sweeps; :mod:`lsdask.kernels.svi_gibbs`),
 adds the parts' integer topic-word counts in a tree (exact in any order),
-divides them by ``samples`` (N-hat, Eq. 10) and updates the topics sparsely
-(:class:`lsdask.models.sparse_topics.SparseTopics`, Eq. 11 by Eq. 19) with
-``rho_t = (delay + t) ** -kappa``.
+divides them by what the kept sweeps add per token (``samples``, times the
+quanta per token of the Rao-Blackwellised estimator: N-hat, Eq. 10) and
+updates the topics sparsely (:class:`lsdask.models.sparse_topics.SparseTopics`,
+Eq. 11 by Eq. 19) with ``rho_t = (delay + t) ** -kappa``.
 
 A growing stream
 ----------------
@@ -40,9 +41,11 @@ from lsdask.errors import DataError
 from lsdask.learn.base import progress_bar
 from lsdask.learn.protocols import Executor
 from lsdask.models.sparse_topics import (
+    RB_QUANTA,
     RESET_BELOW,
     SparseTopics,
     TopicWordCounts,
+    quanta_per_token,
     sample_counts,
 )
 
@@ -93,11 +96,22 @@ class GibbsTask:
     burnin: int
     samples: int
     seed: int
+    estimator: str = "draws"
+    quanta: int = RB_QUANTA
 
     def __call__(self, part: DocumentsPart, view: Any) -> TopicWordCounts:
         rows, doc_ids = part.load()
         try:
-            return sample_counts(rows, doc_ids, view, self.burnin, self.samples, self.seed)
+            return sample_counts(
+                rows,
+                doc_ids,
+                view,
+                self.burnin,
+                self.samples,
+                self.seed,
+                self.estimator,
+                self.quanta,
+            )
         except ValueError as exc:
             raise DataError(f"{part.where}: {exc}") from exc
 
@@ -157,6 +171,13 @@ class SviGibbs:
     checkpoint_every : int
         Minibatches between calls of ``checkpoint`` (also called at every epoch's
         end and when stopped).
+    estimator : str
+        How the kept sweeps make N-hat: ``"rao-blackwell"`` (each token's
+        conditional, unbiased and of lower variance) or ``"draws"`` (each
+        token's drawn topic); see :mod:`lsdask.kernels.svi_gibbs`.
+    quanta : int
+        The Rao-Blackwellised estimator's quanta per token ``Q`` (at most ``Q``
+        entries per token; ``Q = 1`` is a second, independent draw).
     """
 
     n_topics: int
@@ -171,6 +192,8 @@ class SviGibbs:
     checkpoint_every: int = 50
     reset_below: float = RESET_BELOW
     progress: bool | None = None
+    estimator: str = "rao-blackwell"
+    quanta: int = RB_QUANTA
 
     def start(self, stream: DocumentStream, seed: int) -> StreamState:
         """The state before the first minibatch: topics at the prior."""
@@ -204,7 +227,7 @@ class SviGibbs:
                 f"which holds {stream_docs(state)} documents; use minibatch_size <= "
                 f"{stream_docs(state)}"
             )
-        task = GibbsTask(self.burnin, self.samples, state.seed)
+        task = GibbsTask(self.burnin, self.samples, state.seed, self.estimator, self.quanta)
         # the epochs' times run on from the checkpoint's (the time of a stopped
         # epoch's part before the stop is not kept)
         started = time.perf_counter() - (state.time_trace[-1] if state.time_trace else 0.0)
@@ -289,7 +312,8 @@ class SviGibbs:
         back = time.perf_counter()
         D = stream_docs(state)
         rho = (self.delay + t) ** (-self.kappa)
-        scaled = counts.as_matrix(stream.n_features) * (D / (len(refs) * self.samples))
+        per_token = self.samples * quanta_per_token(self.estimator, self.quanta)
+        scaled = counts.as_matrix(stream.n_features) * (D / (len(refs) * per_token))
         state.topics.step(rho, scaled, self.reset_below)
         state.step = t
         state.task_seconds += (back - sent) + (answered - asked)

@@ -31,6 +31,25 @@ from scipy.special import digamma
 #: the running scale ``pi_t`` is folded into the entries when it falls below this
 RESET_BELOW = 1e-100
 
+#: the estimators of N-hat: each kept sweep counts every token's conditional,
+#: rounded (unbiased; its word bucket exactly, the rest on one drawn topic), the
+#: same with the document bucket exactly too, or the token's drawn topic (one-hot)
+ESTIMATORS = ("rao-blackwell", "rao-blackwell-doc", "draws")
+
+#: quanta per token of the Rao-Blackwellised estimator (a contribution is kept in
+#: whole 1/Q of a token). Rounding moves a piece by less than 1/Q of a token, so
+#: it adds at most 1/(4 Q^2) ~ 0.001 to the variance of a token's count on a
+#: topic (a draw's is p (1 - p), up to 0.25), while a token still adds at most
+#: Q entries and a topic's share under 1/Q is mostly dropped: the counts stay
+#: sparse. Larger Q buys little variance for more entries.
+RB_QUANTA = 16
+
+
+def quanta_per_token(estimator: str, quanta: int = RB_QUANTA) -> int:
+    """What one token adds to the counts per kept sweep: ``quanta`` for the
+    Rao-Blackwellised estimator, 1 for the draws."""
+    return int(quanta) if estimator.startswith("rao-blackwell") else 1
+
 
 @dataclass(frozen=True)
 class TopicWordCounts:
@@ -214,11 +233,15 @@ def sample_counts(
     burnin: int,
     samples: int,
     seed: int,
+    estimator: str = "draws",
+    quanta: int = RB_QUANTA,
 ) -> TopicWordCounts:
     """The kept sweeps' topic-word counts of documents ``rows`` (CSR of whole
-    counts over the vocabulary), summed over the ``samples`` kept sweeps (so
-    ``S`` times Eq. 10's N-hat), each document's draws keyed by
-    ``(seed, view.step, doc_ids[d])``.
+    counts over the vocabulary), summed over the ``samples`` kept sweeps, each
+    document's draws keyed by ``(seed, view.step, doc_ids[d])``: ``S`` times
+    Eq. 10's N-hat for ``estimator="draws"`` (a token's drawn topic), ``S Q``
+    times it for ``"rao-blackwell"`` and ``"rao-blackwell-doc"`` (a token's
+    conditional in quanta of ``1 / Q``, ``Q = quanta``; the chains are the same).
 
     Raises ValueError where a count is not a whole number or a word is not
     among the view's (the minibatch's) words.
@@ -239,6 +262,22 @@ def sample_counts(
         local.max() >= view.word_ids.size or (view.word_ids[local] != rows.indices).any()
     ):
         raise ValueError("a document's word is not among the minibatch's words of the view")
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {ESTIMATORS}; got {estimator!r}")
+    if estimator != "draws" and not (isinstance(quanta, int | np.integer) and quanta >= 1):
+        raise ValueError(f"quanta must be a whole number >= 1; got {quanta!r}")
+    if estimator != "draws":
+        from lsdask.kernels.svi_gibbs import sample_documents_rb
+
+        keys, vals = sample_documents_rb(
+            rows.indptr.astype(np.int64), local.astype(np.int64), whole,
+            np.asarray(doc_ids, dtype=np.int64), np.uint64(seed), np.uint64(view.step),
+            int(burnin), int(samples), int(quanta), estimator == "rao-blackwell-doc",
+            view.w_indptr, view.w_topics, view.w_excess, view.smooth, view.alpha, view.cum_smooth,
+        )  # fmt: skip
+        K = view.n_topics
+        merged, at = np.unique(view.word_ids[keys // K] * K + keys % K, return_inverse=True)
+        return TopicWordCounts(K, merged, np.bincount(at, vals, merged.size).astype(np.int64))
     T = int(whole.sum())
     out_words = np.empty(T * samples, np.int64)
     out_topics = np.empty(T * samples, np.int64)

@@ -14,6 +14,7 @@ a few peer minibatches) that fits in about half an hour on 2 shared cores.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from pathlib import Path
@@ -46,6 +47,8 @@ def lsdask_run(
     seed: int = 0,
     executor: Any = None,
     score: bool = True,
+    estimator: str = "draws",
+    quanta: int = 16,
 ) -> dict[str, Any]:
     """SVI-Gibbs over the training corpus (its Parquet row groups as the stream),
     timed per minibatch; scored after every epoch. Returns its record and its
@@ -58,7 +61,7 @@ def lsdask_run(
     learner = SviGibbs(
         n_topics=K, alpha=np.full(K, ALPHA_PER_TOPIC), eta=eta, burnin=burnin,
         samples=samples, minibatch_size=minibatch, delay=delay, kappa=KAPPA, n_epochs=epochs,
-        progress=False,
+        progress=False, estimator=estimator, quanta=quanta,
     )  # fmt: skip
     state = learner.start(stream, seed)
     state.minibatch_log = []
@@ -345,6 +348,19 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument("--quality-eta", type=float, default=0.4)
     parser.add_argument("--quality-sweeps", default="3:2,5:5", help="B:S of lsdask's runs")
+    parser.add_argument(
+        "--estimators", default="draws",
+        help="N-hat estimators of --only-quality's and --only-grid's lsdask runs, comma-"
+        "separated: draws, rao-blackwell (default draws)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--quanta", type=int, default=16,
+        help="quanta per token of the rao-blackwell estimator (default 16)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--skip-peers", action="store_true",
+        help="--only-quality without the peers (their numbers are in earlier results)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     stem = "svigibbs-quick" if args.quick else "svigibbs"
     if args.only_scaling:
@@ -357,6 +373,8 @@ def main(argv: list[str] | None = None) -> None:
             stem += f"-k{args.quality_k}"
     if args.minibatch != 100:
         stem += f"-mb{args.minibatch}"
+    if args.estimators != "draws":  # e.g. -rao-blackwell-doc16, -draws-rao-blackwell16
+        stem += "-" + args.estimators.replace(",", "-") + str(args.quanta)
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     run = Run(__file__, stem, args.out, argv, settings=settings)
     data = run.step(
@@ -374,13 +392,13 @@ def main(argv: list[str] | None = None) -> None:
         eta = args.grid_eta
         lsdask_run(data, 10, eta=0.1, burnin=0, samples=1, minibatch=100, delay=10.0, epochs=1,
                    score=False)  # fmt: skip
-        for spec in args.grid.split(","):
+        for spec, est in itertools.product(args.grid.split(","), args.estimators.split(",")):
             K, B, S = (int(x) for x in spec.split(":")[:3])
             delay = float(spec.split(":")[3])
-            key = f"K={K} B={B} S={S} delay={delay:g} eta={eta:g}"
-            r = run.step(key, lambda K=K, B=B, S=S, delay=delay: lsdask_run(
-                data, K, eta=eta, burnin=B, samples=S, minibatch=100, delay=delay,
-                epochs=args.epochs))  # fmt: skip
+            key = f"K={K} B={B} S={S} delay={delay:g} eta={eta:g}{_est_label(est, args.quanta)}"
+            r = run.step(key, lambda K=K, B=B, S=S, delay=delay, est=est: lsdask_run(
+                data, K, eta=eta, burnin=B, samples=S, minibatch=args.minibatch, delay=delay,
+                epochs=args.epochs, estimator=est, quanta=args.quanta))  # fmt: skip
             r.pop("log")
             grid[key] = r
         res["grid"] = grid
@@ -484,16 +502,18 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
                score=False)  # fmt: skip
     quality: dict[str, Any] = {}
     main_log = None
-    for spec in args.quality_sweeps.split(","):
+    for spec, est in itertools.product(args.quality_sweeps.split(","), args.estimators.split(",")):
         B, S = (int(x) for x in spec.split(":"))
-        key = f"B={B} S={S} delay=10 eta={eta:g}"
-        r = run.step(f"quality {key}", lambda B=B, S=S: lsdask_run(
+        key = f"B={B} S={S} delay=10 eta={eta:g}{_est_label(est, args.quanta)}"
+        r = run.step(f"quality {key}", lambda B=B, S=S, est=est: lsdask_run(
             data, Kq, eta=eta, burnin=B, samples=S, minibatch=args.minibatch, delay=10.0,
-            epochs=args.epochs))  # fmt: skip
+            epochs=args.epochs, estimator=est, quanta=args.quanta))  # fmt: skip
         log_ids = r.pop("log")
         main_log = main_log or log_ids
         quality[key] = r
     assert main_log is not None
+    if args.skip_peers:
+        return quality
     batches = rows_of(data, main_log)
     n_peer = round(args.peer_epochs * len(batches) / args.epochs)
     per_epoch = int(np.ceil(data.X_train.shape[0] / args.minibatch))
@@ -509,6 +529,11 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
             "quality memo", lambda: memo_run(data, Kq, eta=eta, laps=args.memo_laps)
         )
     return quality
+
+
+def _est_label(estimator: str, quanta: int) -> str:
+    """A run's key suffix naming its N-hat estimator (none for the draws)."""
+    return "" if estimator == "draws" else f" RB Q={quanta}"
 
 
 def render(res: dict[str, Any]) -> str:
@@ -614,7 +639,8 @@ def scaling_table(s: dict[str, Any]) -> list[str]:
 
 def render_grid(res: dict[str, Any]) -> str:
     out = header(res, "SVI-Gibbs: sweeps, delay, eta and K (20 Newsgroups train)")
-    out += [step_times(res), "", "Minibatches of 100, kappa 0.6, alpha 0.1 per topic.", ""]
+    mb = res.get("settings", {}).get("minibatch", 100)
+    out += [step_times(res), "", f"Minibatches of {mb}, kappa 0.6, alpha 0.1 per topic.", ""]
     rows = []
     for key, r in res["grid"].items():
         for e in r["epochs"]:
