@@ -154,7 +154,11 @@ class DaskExecutor:
         started = cast(_Sum, handle)  # what start_sum returned
         for attempt in range(config.LOST_WORKER_RETRIES + 1):
             try:
-                return started.future.result()
+                value = started.future.result()
+                # what made it is not needed any more: a handle passed on to later
+                # tasks must not keep every earlier step's inputs alive
+                started.handles, started.shared = [], ()
+                return value
             except _lost_worker_errors() as exc:
                 self._recover(exc, attempt, len(started.handles))
                 started.handles, started.shared = self._resent(started.handles, started.shared)
