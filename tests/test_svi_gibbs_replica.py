@@ -167,3 +167,26 @@ def test_workers_that_lose_their_replicas_give_the_same_topics(tmp_path, dask_cl
     here = learner.run(stream, SerialExecutor(), learner.start(stream, seed=2))
     assert there.step == here.step == 2 * 6
     _same_topics(there.topics, here.topics)
+
+
+def test_the_schedulers_task_count_stays_flat(dask_client):
+    """A fetched sum's handle, passed on to later steps, no longer holds the inputs
+    of the step that made it, so the scheduler keeps few tasks however many
+    steps run (holding them kept 65 here)."""
+    from lsdask.engine import DaskExecutor
+
+    X = _docs(np.random.default_rng(6), 200)
+    learner = _learner(n_epochs=3, rebase_every=4)
+    learner.minibatch_size = 10
+    stream = DocumentStream(X)
+    held = {}
+
+    def count(s):
+        if s.step % 20 == 0:
+            held[s.step] = dask_client.run_on_scheduler(
+                lambda dask_scheduler: len(dask_scheduler.tasks)
+            )
+
+    learner.run(stream, DaskExecutor(dask_client), learner.start(stream, 0), on_minibatch=count)
+    assert sorted(held) == [20, 40, 60]
+    assert max(held.values()) <= 25, held  # 11 here
