@@ -10,7 +10,8 @@
   workers) and passed to every task by reference.
 - ``map_sum`` adds batch statistics in a tree on the workers; futures are
   dropped once gathered, so the scheduler's task count stays flat however
-  many laps run.
+  many laps run. ``start_sum`` leaves the sum on its worker, so later tasks
+  can take it from there (``fetch`` gathers it for the driver).
 - Every task is a pure function of (batch, globals): one that runs twice,
   or again after its worker was lost, returns the same statistics, and each
   result is added exactly once, on the driver, in batch order.
@@ -141,6 +142,29 @@ class DaskExecutor:
                 handles, shared = self._resent(handles, shared)
         raise AssertionError("unreachable")  # _recover raises on the last attempt
 
+    def start_sum(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> Handle:
+        """Start the tasks and their pairwise sum; the sum stays on the worker that
+        made it (a later task that takes the handle gets it from there) until
+        :meth:`fetch` gathers it. Dropping the handle releases it."""
+        return _Sum(fn, list(handles), shared, self._tree_sum(fn, handles, shared))
+
+    def fetch(self, handle: Handle) -> Any:
+        """The value of a :meth:`start_sum` handle; after a lost worker its tasks run
+        again (the sum of pure tasks is the same)."""
+        started = cast(_Sum, handle)  # what start_sum returned
+        for attempt in range(config.LOST_WORKER_RETRIES + 1):
+            try:
+                value = started.future.result()
+                # what made it is not needed any more: a handle passed on to later
+                # tasks must not keep every earlier step's inputs alive
+                started.handles, started.shared = [], ()
+                return value
+            except _lost_worker_errors() as exc:
+                self._recover(exc, attempt, len(started.handles))
+                started.handles, started.shared = self._resent(started.handles, started.shared)
+                started.future = self._tree_sum(started.fn, started.handles, started.shared)
+        raise AssertionError("unreachable")  # _recover raises on the last attempt
+
     def _tree_sum(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> Future[A]:
         """The future of the pairwise sum of the tasks' results."""
         shared = self._current(shared)
@@ -166,6 +190,10 @@ class DaskExecutor:
         scattered future no worker holds any more is scattered again."""
         from distributed import Future
 
+        if isinstance(handle, tuple):  # a shared tuple: its handles, each current
+            return tuple(self._current(h, resend) for h in handle)
+        if isinstance(handle, _Sum):  # a sum started earlier: its (latest) future
+            return handle.future
         if not isinstance(handle, Future):
             return handle  # a loader (a corpus row group, a Zarr chunk) or the globals in-process
         future = handle
@@ -371,6 +399,17 @@ class _Wave(Generic[R]):
     handles: list[Handle]
     shared: Handle
     futures: list[Future[Any]]
+
+
+@dataclass
+class _Sum:
+    """A sum started by :meth:`DaskExecutor.start_sum`: its future, and what made
+    it, to make it again."""
+
+    fn: Task[Any]
+    handles: list[Handle]
+    shared: Handle
+    future: Future[Any]
 
 
 def _lost_worker_errors() -> tuple[type[BaseException], ...]:

@@ -258,7 +258,13 @@ class Executor(Protocol):
     - ``map_sum(fn, handles, shared)``: the same, summed in a binary tree
       (pairs of neighbours, then pairs of pairs), so only one result reaches
       the driver. Every executor pairs results the same way, so sums are
-      identical.
+      identical;
+    - ``start_sum`` and ``fetch``: ``map_sum`` in two halves; the handle
+      ``start_sum`` returns can also be passed to later tasks, which get the
+      sum where it was made, without a trip through the driver.
+
+    ``shared`` is a handle, or a tuple (nested tuples too) of handles and plain
+    values: the task gets the same tuple with every handle turned into its value.
 
     An executor never knows what the function computes.
     """
@@ -283,6 +289,14 @@ class Executor(Protocol):
         ...
 
     def map_sum(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> A: ...
+
+    def start_sum(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> Handle:
+        """Start what :meth:`map_sum` computes; a handle of the sum (see :meth:`fetch`)."""
+        ...
+
+    def fetch(self, handle: Handle) -> Any:
+        """The value of a :meth:`start_sum` handle."""
+        ...
 
     def memory(self) -> list[int]:
         """Resident memory of each worker process in bytes, for the progress

@@ -10,6 +10,20 @@ quanta per token of the Rao-Blackwellised estimator: N-hat, Eq. 10) and
 updates the topics sparsely (:class:`lsdask.models.sparse_topics.SparseTopics`,
 Eq. 11 by Eq. 19) with ``rho_t = (delay + t) ** -kappa``.
 
+One round trip a step
+---------------------
+The driver keeps the topics; every process that runs tasks keeps a *replica*
+of them (:class:`TopicsSource`, :func:`replica_view`), so a task reads its
+own documents, builds the view of the topics for its own words and samples,
+all in one go: no first trip for the parts' words, no view built in the
+driver and sent. A step's tasks get the replica's *base* (the topics
+broadcast every ``rebase_every`` steps) and the summed counts of every step
+since, each still where the tree sum left it; a process whose replica is at
+an earlier step applies the missing updates, one that has none starts from
+the base. The replica applies each update by the very function the driver
+applies it by (:func:`apply_update`), so it is bit for bit the driver's
+topics, and the draws are the in-process run's.
+
 A growing stream
 ----------------
 ``D``, the corpus size in Eq. 11, is the number of documents the stream
@@ -27,9 +41,13 @@ result does not depend on how minibatches are split over workers.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
+import threading
 import time
+import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -43,6 +61,7 @@ from lsdask.learn.protocols import Executor
 from lsdask.models.sparse_topics import (
     RB_QUANTA,
     RESET_BELOW,
+    SamplerView,
     SparseTopics,
     TopicWordCounts,
     quanta_per_token,
@@ -80,29 +99,108 @@ class DocumentsPart(Protocol):
         ...
 
 
-def part_index(part: DocumentsPart, _shared: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The words (sorted, distinct) and the document ids of a part: what the
-    driver needs to make the minibatch's view, without the documents."""
-    rows, doc_ids = part.load()
-    return np.unique(rows.indices).astype(np.int64), np.asarray(doc_ids, dtype=np.int64)
+@dataclass(frozen=True)
+class Update:
+    """How step ``step``'s summed counts changed the topics: ``rho`` and the
+    factor ``D / (|B| S Q)`` that turns the counts into ``(D/|B|) N-hat`` (``Q``
+    the estimator's quanta per token)."""
+
+    step: int
+    rho: float
+    factor: float
+
+
+def apply_update(
+    topics: SparseTopics, counts: TopicWordCounts, update: Update, reset_below: float
+) -> None:
+    """One step's update of ``topics`` (in place), the same in the driver and in
+    every replica, so that they stay equal bit for bit."""
+    scaled = counts.as_matrix(topics.vocab_size) * update.factor
+    topics.step(update.rho, scaled, reset_below)
+
+
+@dataclass(frozen=True)
+class PartCounts:
+    """What a part's task returns: its kept sweeps' counts and its documents'
+    ids (in the part's order); sums keep the parts' order."""
+
+    counts: TopicWordCounts
+    doc_ids: np.ndarray
+
+    def __add__(self, other: PartCounts) -> PartCounts:
+        return PartCounts(self.counts + other.counts, np.concatenate([self.doc_ids, other.doc_ids]))
+
+
+@dataclass(frozen=True)
+class TopicsSource:
+    """Where a step's tasks get the topics from: the replica ``key`` of this
+    run, its base (the topics after step ``base_step``) and the updates of
+    steps ``base_step + 1 ..`` (each with its summed counts), as a tuple
+    ``(source, base, ((update, counts), ...))`` whose handles the executor
+    turns into their values (:meth:`GibbsTask.__call__`)."""
+
+    key: str
+    base_step: int
+    reset_below: float
+
+
+#: this process's replicas of the topics: run key -> (step, topics); the newest few
+_REPLICAS: OrderedDict[str, tuple[int, SparseTopics]] = OrderedDict()
+_REPLICAS_KEPT = 2
+_REPLICAS_LOCK = threading.Lock()
+
+
+def replica_view(
+    source: TopicsSource,
+    base: SparseTopics,
+    updates: tuple[tuple[Update, PartCounts], ...],
+    words: np.ndarray,
+    alpha: np.ndarray,
+    step: int,
+) -> SamplerView:
+    """The view for step ``step`` over ``words`` of this process's replica of the
+    topics, brought to the step before by the updates it has not applied yet
+    (from a copy of ``base`` where it has no replica, or one older than the base)."""
+    last = updates[-1][0].step if updates else source.base_step
+    if last != step - 1:
+        raise RuntimeError(f"step {step} needs the topics after step {step - 1}, not {last}")
+    with _REPLICAS_LOCK:
+        at, topics = _REPLICAS.pop(source.key, (-1, base))
+        if not source.base_step <= at <= last:  # none here, or older than the base
+            at, topics = source.base_step, copy.deepcopy(base)
+        for update, summed in updates:
+            if update.step > at:
+                apply_update(topics, summed.counts, update, source.reset_below)
+                at = update.step
+        _REPLICAS[source.key] = (at, topics)
+        while len(_REPLICAS) > _REPLICAS_KEPT:
+            _REPLICAS.popitem(last=False)
+        return topics.view(words, alpha, step)
 
 
 @dataclass(frozen=True)
 class GibbsTask:
-    """Sample one part's documents against the minibatch's view of the topics;
-    returns the kept sweeps' integer topic-word counts (a pure function of the
-    part and the view)."""
+    """Sample one part's documents against step ``step``'s topics (the view of
+    this process's replica for the part's own words); returns the kept sweeps'
+    integer topic-word counts and the part's doc ids (a pure function of the
+    part and the topics)."""
 
     burnin: int
     samples: int
     seed: int
+    alpha: tuple[float, ...]
+    step: int
     estimator: str = "draws"
     quanta: int = RB_QUANTA
 
-    def __call__(self, part: DocumentsPart, view: Any) -> TopicWordCounts:
+    def __call__(self, part: DocumentsPart, shared: Any) -> PartCounts:
+        source, base, updates = shared
         rows, doc_ids = part.load()
+        words = np.unique(rows.indices).astype(np.int64)
+        alpha = np.asarray(self.alpha, dtype=np.float64)
+        view = replica_view(source, base, updates, words, alpha, self.step)
         try:
-            return sample_counts(
+            counts = sample_counts(
                 rows,
                 doc_ids,
                 view,
@@ -114,6 +212,7 @@ class GibbsTask:
             )
         except ValueError as exc:
             raise DataError(f"{part.where}: {exc}") from exc
+        return PartCounts(counts, np.asarray(doc_ids, dtype=np.int64))
 
 
 @dataclass
@@ -144,8 +243,8 @@ class StreamState:
     time_trace: list[float] = field(default_factory=list)
     #: the documents of every minibatch, as doc ids, when asked (tests)
     minibatch_log: list[np.ndarray] | None = None
-    #: seconds of this run in the driver (reading documents, the view, the update)
-    #: and waiting for the tasks (not checkpointed)
+    #: seconds of this run in the driver (the parts, the update) and waiting for
+    #: the tasks (not checkpointed)
     driver_seconds: float = 0.0
     task_seconds: float = 0.0
 
@@ -178,6 +277,8 @@ class SviGibbs:
     quanta : int
         The Rao-Blackwellised estimator's quanta per token ``Q`` (at most ``Q``
         entries per token; ``Q = 1`` is a second, independent draw).
+    rebase_every : int
+        Steps between broadcasts of the whole topics to the tasks' replicas.
     """
 
     n_topics: int
@@ -194,6 +295,14 @@ class SviGibbs:
     progress: bool | None = None
     estimator: str = "rao-blackwell"
     quanta: int = RB_QUANTA
+    #: steps between broadcasts of the whole topics to the replicas (a process
+    #: that has none, or a stale one, starts from the last)
+    rebase_every: int = 8
+
+    def _per_token(self) -> int:
+        """What the kept sweeps add to the counts per token: ``S`` times the
+        estimator's quanta per token."""
+        return self.samples * quanta_per_token(self.estimator, self.quanta)
 
     def start(self, stream: DocumentStream, seed: int) -> StreamState:
         """The state before the first minibatch: topics at the prior."""
@@ -227,7 +336,7 @@ class SviGibbs:
                 f"which holds {stream_docs(state)} documents; use minibatch_size <= "
                 f"{stream_docs(state)}"
             )
-        task = GibbsTask(self.burnin, self.samples, state.seed, self.estimator, self.quanta)
+        chain = _Chain(self.alpha, self.rebase_every, self.reset_below)
         # the epochs' times run on from the checkpoint's (the time of a stopped
         # epoch's part before the stop is not kept)
         started = time.perf_counter() - (state.time_trace[-1] if state.time_trace else 0.0)
@@ -241,7 +350,7 @@ class SviGibbs:
             while state.pos < len(state.queue):
                 self._take_new(stream, state, rng)
                 refs = state.queue[state.pos : state.pos + self.minibatch_size]
-                self._minibatch(stream, executor, state, refs, task)
+                self._minibatch(stream, executor, state, refs, chain)
                 state.pos += len(refs)
                 state.rng_state = dict(rng.bit_generator.state)
                 bar.update(len(refs))
@@ -287,37 +396,62 @@ class SviGibbs:
         executor: Executor,
         state: StreamState,
         refs: np.ndarray,
-        task: GibbsTask,
+        chain: _Chain,
     ) -> None:
-        """One step of Alg. 1 on the documents ``refs``."""
+        """One step of Alg. 1 on the documents ``refs``: one wave of tasks, each
+        sampling its part against its process's replica of the topics.
+
+        Before this step's sum comes back, the epoch's next minibatch is started
+        too (its tasks take this step's sum where it is made), so the workers go
+        on while the driver updates its topics; ``chain.ahead`` keeps it for the
+        next step, which uses it if its documents are the same (no new documents
+        were shuffled in; after a stop nobody does)."""
         started = time.perf_counter()
         t = state.step + 1
+        ahead, chain.ahead = chain.ahead, None
+        if ahead is not None and ahead.step == t and np.array_equal(ahead.refs, refs):
+            current = ahead
+        else:
+            current = self._start(stream, executor, state, refs, chain, t, ())
+        rho = (self.delay + t) ** (-self.kappa)
+        update = Update(t, rho, stream_docs(state) / (len(refs) * self._per_token()))
+        following = state.queue[state.pos + len(refs) : state.pos + len(refs) + self.minibatch_size]
+        if len(following):
+            pending = ((update, current.summed),)
+            chain.ahead = self._start(stream, executor, state, following, chain, t + 1, pending)
+        asked = time.perf_counter()
+        result: PartCounts = executor.fetch(current.summed)
+        back = time.perf_counter()
+        if state.minibatch_log is not None:
+            state.minibatch_log.append(result.doc_ids)
+        apply_update(state.topics, result.counts, update, self.reset_below)
+        chain.add(update, current.summed)
+        state.step = t
+        state.task_seconds += back - asked
+        state.driver_seconds += (asked - started) + (time.perf_counter() - back)
+
+    def _start(
+        self,
+        stream: DocumentStream,
+        executor: Executor,
+        state: StreamState,
+        refs: np.ndarray,
+        chain: _Chain,
+        t: int,
+        pending: tuple[tuple[Update, Any], ...],
+    ) -> _Started:
+        """Start step ``t``'s tasks on ``refs``, the driver's topics being those after
+        step ``t - 1 - len(pending)`` and ``pending`` the updates since."""
         n_parts = max(1, min(executor.n_slots, len(refs)))
         bounds = np.linspace(0, len(refs), n_parts + 1).astype(int)
         where = f"{stream.description}, minibatch {t}"
         parts = [stream.part(refs[a:b], where) for a, b in itertools.pairwise(bounds) if b > a]
         handles = executor.register(parts)
-        # the tasks read their own documents: first the words the view needs ...
-        asked = time.perf_counter()
-        index = executor.map(part_index, handles, None)
-        answered = time.perf_counter()
-        if state.minibatch_log is not None:
-            state.minibatch_log.append(np.concatenate([ids for _, ids in index]))
-        words = np.unique(np.concatenate([w for w, _ in index]))
-        view = state.topics.view(words, self.alpha, t)
-        shared = executor.broadcast(view)
-        # ... then the draws against it (the documents are in the workers' caches)
-        sent = time.perf_counter()
-        counts = executor.map_sum(task, handles, shared)
-        back = time.perf_counter()
-        D = stream_docs(state)
-        rho = (self.delay + t) ** (-self.kappa)
-        per_token = self.samples * quanta_per_token(self.estimator, self.quanta)
-        scaled = counts.as_matrix(stream.n_features) * (D / (len(refs) * per_token))
-        state.topics.step(rho, scaled, self.reset_below)
-        state.step = t
-        state.task_seconds += (back - sent) + (answered - asked)
-        state.driver_seconds += (asked - started) + (sent - answered) + (time.perf_counter() - back)
+        shared = chain.shared(executor, state.topics, state.step, pending)
+        task = GibbsTask(
+            self.burnin, self.samples, state.seed, chain.alpha, t, self.estimator, self.quanta
+        )
+        return _Started(t, refs, executor.start_sum(task, handles, shared))
 
     def _take_new(
         self, stream: DocumentStream, state: StreamState, rng: np.random.Generator
@@ -371,6 +505,59 @@ class SviGibbs:
             new = [_group_refs(g, state.sizes[g]) for g in fresh]
             rest = np.concatenate([state.queue[state.pos :], *new])
             state.queue = np.concatenate([state.queue[: state.pos], rng.permutation(rest)])
+
+
+@dataclass
+class _Started:
+    """A step whose tasks were started: its documents and its sum's handle."""
+
+    step: int
+    refs: np.ndarray
+    summed: Any
+
+
+class _Chain:
+    """The driver's side of the replicas: the base last broadcast and the updates
+    since (their summed counts left where the tree sum put them); and the next
+    minibatch when it was started early."""
+
+    def __init__(self, alpha: np.ndarray, rebase_every: int, reset_below: float) -> None:
+        self.key = uuid.uuid4().hex
+        self.alpha = tuple(float(a) for a in alpha)
+        self.rebase_every = rebase_every
+        self.reset_below = reset_below
+        self.base: Any = None
+        self.base_step = -1
+        self.updates: list[tuple[Update, Any]] = []
+        self.ahead: _Started | None = None  # the next minibatch, started early
+
+    def shared(
+        self,
+        executor: Executor,
+        topics: SparseTopics,
+        topics_step: int,
+        pending: tuple[tuple[Update, Any], ...],
+    ) -> tuple[Any, ...]:
+        """What a step's tasks get the topics from: the driver's ``topics`` are those
+        after step ``topics_step``, ``pending`` the updates after it not applied to
+        them yet. The topics are broadcast again once ``rebase_every`` updates
+        are chained."""
+        if self.base is None or len(self.updates) >= self.rebase_every:
+            # a copy: the driver's topics change under the next update
+            self.base = executor.broadcast(copy.deepcopy(topics))
+            self.base_step = topics_step
+            self.updates = []
+        if self.base_step + len(self.updates) != topics_step:
+            raise RuntimeError(
+                f"the replicas' base (step {self.base_step}) and {len(self.updates)} updates "
+                f"do not make the driver's topics after step {topics_step}"
+            )
+        source = TopicsSource(self.key, self.base_step, self.reset_below)
+        return (source, self.base, (*self.updates, *pending))
+
+    def add(self, update: Update, summed: Any) -> None:
+        """Chain step ``update.step``'s update, once the driver has applied it."""
+        self.updates.append((update, summed))
 
 
 def stream_docs(state: StreamState) -> int:

@@ -1,0 +1,192 @@
+"""SVI-Gibbs's one round trip a step: the tasks' replicas of the topics equal the
+driver's, a process without one starts from the base, and the minibatch started
+early is sampled once (and again only when new documents changed it)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import scipy.sparse as sp
+
+from lsdask.engine import SerialExecutor
+from lsdask.io.corpus import Corpus
+from lsdask.io.doc_stream import DocumentStream
+from lsdask.learn import svi_gibbs
+from lsdask.learn.svi_gibbs import SviGibbs, TopicsSource, Update, apply_update, replica_view
+from lsdask.models.sparse_topics import SparseTopics, TopicWordCounts
+
+V, K = 40, 4
+
+
+def _docs(rng, n):
+    X = sp.csr_matrix(rng.poisson(0.5, size=(n, V)).astype(float))
+    X.data = np.maximum(X.data, 1.0)
+    return X
+
+
+def _learner(n_epochs=2, **kw):
+    return SviGibbs(
+        n_topics=K, alpha=np.full(K, 0.25), eta=0.3, burnin=1, samples=2, minibatch_size=17,
+        delay=5.0, kappa=0.7, n_epochs=n_epochs, **kw,
+    )  # fmt: skip
+
+
+def _same_topics(a: SparseTopics, b: SparseTopics) -> None:
+    """Bit for bit: the stored entries, the totals and the scale."""
+    np.testing.assert_array_equal(a.scaled.indptr, b.scaled.indptr)
+    np.testing.assert_array_equal(a.scaled.indices, b.scaled.indices)
+    np.testing.assert_array_equal(a.scaled.data, b.scaled.data)
+    np.testing.assert_array_equal(a.scaled_totals, b.scaled_totals)
+    assert a.pi == b.pi and a.n_resets == b.n_resets
+
+
+class CountingExecutor(SerialExecutor):
+    """The in-process executor, counting the waves started."""
+
+    def __init__(self) -> None:
+        self.started = 0
+
+    def start_sum(self, fn, handles, shared):
+        self.started += 1
+        return super().start_sum(fn, handles, shared)
+
+
+def test_the_replica_equals_the_drivers_topics_at_every_step():
+    """Over 4 epochs with a broadcast of the topics every 3 steps and the running
+    scale folded back every few steps, the tasks' replica is the driver's topics."""
+    X = _docs(np.random.default_rng(0), 120)
+    learner = _learner(n_epochs=4, rebase_every=3, reset_below=0.3)
+    stream = DocumentStream(X)
+    state = learner.start(stream, seed=3)
+    svi_gibbs._REPLICAS.clear()
+    checked = []
+
+    def compare(s):
+        # in this process the next minibatch (started early) already brought the
+        # replica to this step; after an epoch's last step it is one step behind
+        ((at, replica),) = svi_gibbs._REPLICAS.values()
+        if at == s.step:
+            _same_topics(replica, s.topics)
+            checked.append(s.step)
+
+    executor = CountingExecutor()
+    state = learner.run(stream, executor, state, on_minibatch=compare)
+    assert state.topics.n_resets >= 3  # resets were replayed too
+    assert state.step == 4 * 8 and len(checked) == 4 * 7
+    assert executor.started == state.step  # every minibatch started early was used
+
+
+def test_each_minibatch_is_sampled_once_unless_new_documents_change_it(tmp_path):
+    rng = np.random.default_rng(5)
+    path = tmp_path / "c"
+    Corpus.write(path, _docs(rng, 100), [f"w{i}" for i in range(V)], docs_per_row_group=30)
+    learner = _learner(n_epochs=2)
+    stream = DocumentStream(str(path))
+    executor = CountingExecutor()
+    state = learner.run(stream, executor, learner.start(stream, seed=1))
+    assert executor.started == state.step  # the early starts were all used
+
+    def append_after_step_2(s):
+        if s.step == 2:
+            Corpus.open(path).append(_docs(rng, 25))
+
+    stream = DocumentStream(str(path))
+    executor = CountingExecutor()
+    state = learner.run(
+        stream, executor, learner.start(stream, seed=1), on_minibatch=append_after_step_2
+    )
+    # step 3, started early, was started again with the new documents shuffled in
+    assert executor.started == state.step + 1
+
+
+def test_a_process_without_a_replica_starts_from_the_base():
+    rng = np.random.default_rng(1)
+    base = SparseTopics.at_prior(K, V, 0.3)
+    topics = copy.deepcopy(base)
+    updates = []
+    for t in range(1, 6):
+        words = rng.integers(0, V, 50)
+        counts = TopicWordCounts.from_draws(K, words, rng.integers(0, K, 50))
+        update = Update(t, (5.0 + t) ** -0.7, 3.5)
+        apply_update(topics, counts, update, reset_below=1e-100)
+        updates.append((update, svi_gibbs.PartCounts(counts, np.zeros(0, np.int64))))
+    alpha = np.full(K, 0.25)
+    words = np.array([0, 3, 7, 21, 39])
+    want = topics.view(words, alpha, 6)
+
+    def same(view):
+        for name in ("word_ids", "w_indptr", "w_topics", "w_excess", "smooth", "cum_smooth"):
+            np.testing.assert_array_equal(getattr(view, name), getattr(want, name))
+
+    svi_gibbs._REPLICAS.clear()
+    source = TopicsSource("fresh", 0, 1e-100)
+    same(replica_view(source, base, tuple(updates), words, alpha, 6))  # from the base
+    # the base itself is left as it was (a task's input is never changed)
+    assert base.n_stored == 0 and base.pi == 1.0
+    # a process whose replica is at step 2 applies steps 3-5 only
+    svi_gibbs._REPLICAS.clear()
+    replica_view(source, base, tuple(updates[:2]), words, alpha, 3)
+    assert svi_gibbs._REPLICAS["fresh"][0] == 2
+    same(replica_view(source, base, tuple(updates), words, alpha, 6))
+    # a replica older than a newer base is dropped for the base
+    at3 = copy.deepcopy(base)
+    for update, summed in updates[:3]:
+        apply_update(at3, summed.counts, update, 1e-100)
+    svi_gibbs._REPLICAS.clear()
+    replica_view(source, base, tuple(updates[:1]), words, alpha, 2)
+    newer = TopicsSource("fresh", 3, 1e-100)
+    same(replica_view(newer, at3, tuple(updates[3:]), words, alpha, 6))
+    assert svi_gibbs._REPLICAS["fresh"][0] == 5
+
+
+def test_workers_that_lose_their_replicas_give_the_same_topics(tmp_path, dask_client):
+    """On a 2-process LocalCluster, with every worker's replica dropped after some
+    steps (as for a worker that joined late), the topics are the in-process run's."""
+    from lsdask.engine import DaskExecutor
+
+    path = tmp_path / "c"
+    X = _docs(np.random.default_rng(4), 90)
+    Corpus.write(path, X, [f"w{i}" for i in range(V)], docs_per_row_group=30)
+    learner = _learner(n_epochs=2, rebase_every=4)
+
+    def drop_replicas():
+        from lsdask.learn import svi_gibbs as here
+
+        here._REPLICAS.clear()
+
+    def forget(s):
+        if s.step in (3, 7):
+            dask_client.run(drop_replicas)
+
+    stream = DocumentStream(str(path))
+    there = learner.run(
+        stream, DaskExecutor(dask_client), learner.start(stream, seed=2), on_minibatch=forget
+    )
+    stream = DocumentStream(str(path))
+    here = learner.run(stream, SerialExecutor(), learner.start(stream, seed=2))
+    assert there.step == here.step == 2 * 6
+    _same_topics(there.topics, here.topics)
+
+
+def test_the_schedulers_task_count_stays_flat(dask_client):
+    """A fetched sum's handle, passed on to later steps, no longer holds the inputs
+    of the step that made it, so the scheduler keeps few tasks however many
+    steps run (holding them kept 65 here)."""
+    from lsdask.engine import DaskExecutor
+
+    X = _docs(np.random.default_rng(6), 200)
+    learner = _learner(n_epochs=3, rebase_every=4)
+    learner.minibatch_size = 10
+    stream = DocumentStream(X)
+    held = {}
+
+    def count(s):
+        if s.step % 20 == 0:
+            held[s.step] = dask_client.run_on_scheduler(
+                lambda dask_scheduler: len(dask_scheduler.tasks)
+            )
+
+    learner.run(stream, DaskExecutor(dask_client), learner.start(stream, 0), on_minibatch=count)
+    assert sorted(held) == [20, 40, 60]
+    assert max(held.values()) <= 25, held  # 11 here
