@@ -49,6 +49,8 @@ def test_topic_terms_are_the_dirichlet_terms_of_the_posterior():
     post = DirichletPosterior.from_counts(words, 0.1)
     assert terms.terms.sum() == pytest.approx(post.elbo_terms(words), rel=1e-11)
     assert terms.terms.sum() == pytest.approx(_g(words, 0.1), rel=1e-12)
+    each = [terms.term(k) for k in range(words.shape[0])]
+    np.testing.assert_array_equal(each, terms.terms)  # one topic's alone: the same bits
 
 
 def test_topic_terms_change_equals_a_recomputation():

@@ -427,14 +427,21 @@ def _screened_merges(
         rho, omega, stats.array("S"), D, model.concentration, model.gamma, include_constants=True
     ) + float(stats.array("W")[0] - stats.array("Cdir")[0])  # fmt: skip
     gains: list[tuple[float, int]] = []
+    alone: dict[int, float] = {}  # -c_Dir(eta + words_j) of each topic, once
+
+    def single(j: int) -> float:
+        if j not in alone:
+            alone[j] = _neg_log_norm(words[j], eta)
+        return alone[j]
+
     for p, (j0, k0) in enumerate(plan.pairs):
         if j0 < 0 or j0 not in keep or k0 not in keep:
             continue
         j, k = sorted((keep.index(j0), keep.index(k0)))
         topic_gain = (
             _neg_log_norm(words[j] + words[k], eta)
-            - _neg_log_norm(words[j], eta)
-            - _neg_log_norm(words[k], eta)
+            - single(j)
+            - single(k)
             + _neg_log_norm(np.zeros(0), eta, words.shape[1])
         )
         S = stats.array("S").copy()
