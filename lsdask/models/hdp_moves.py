@@ -56,7 +56,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import gammaln
+from threadpoolctl import threadpool_limits
 
 from lsdask.models.dirichlet_logs import StoredConcentrations
 from lsdask.models.hdp_deletes import DeleteResult, delete_edit, judge_deletes, units_of
@@ -168,19 +170,17 @@ def topic_cosines(topics: StoredConcentrations) -> np.ndarray:
     - b`` (zero off the stored entries) and ``E_k = sum_v e_kv``, ``lambda_j .
     lambda_k = V b^2 + b (E_j + E_k) + e_j . e_k``, and the cosine of ``E[phi]``
     is that of ``lambda``. The Gram matrix ``e e^T`` is summed over dense blocks of
-    columns (at most ``COSINE_BLOCK`` entries each) by a matrix product: the stored
-    entries are most of ``lambda``'s on a real corpus, where a sparse product costs
-    several times more."""
+    columns (at most ``COSINE_BLOCK`` entries each) by a matrix product with one
+    BLAS thread: on a real corpus most of ``lambda``'s entries are stored, and a
+    sparse product costs several times more."""
     K, V, b = topics.row_sums.shape[0], topics.n_cols, topics.prior
-    rows, cols, e = topics.entry_rows(), topics.cols, topics.conc - b
+    e = sp.csr_matrix((topics.conc - b, topics.cols, topics.row_ptr), shape=(K, V))
     width = max(1, COSINE_BLOCK // max(K, 1))
     ee = np.zeros((K, K))
-    for start in range(0, V, width):
-        stop = min(V, start + width)
-        at = (cols >= start) & (cols < stop) if (start, stop) != (0, V) else slice(None)
-        block = np.zeros((K, stop - start))
-        block[rows[at], cols[at] - start] = e[at]
-        ee += block @ block.T
+    with threadpool_limits(1, user_api="blas"):
+        for start in range(0, V, width):
+            block = (e if width >= V else e[:, start : start + width]).toarray()
+            ee += block @ block.T
     E = topics.row_sums - b * V
     gram = ee + b * (E[:, None] + E[None, :]) + V * b * b
     norm = np.sqrt(np.maximum(np.diag(gram), 1e-300))
