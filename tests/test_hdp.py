@@ -203,58 +203,6 @@ def test_no_global_step_lowers_the_surrogate_elbo_recomputed_from_the_memo(
     assert sum(after > before for before, after in seen) >= len(seen) // 2
 
 
-def test_memoized_vi_searches_the_sticks_at_a_lap_s_end_and_keeps_them_within_it(bars):
-    """Memoized VI's global steps after the waves of a lap recompute the topics and
-    keep the sticks (the local steps' prior) as they are, lowering nothing; the
-    search runs once per lap, at its end, and moves the sticks."""
-    X, _ = bars
-    K, V = 12, X.shape[1]
-    model = HDPModel(K, V, 0.5, 0.1, gamma=3.0)
-    search, restore = model.global_step_from, model.restore_globals
-    returned: list[HDPGlobals] = []
-    kinds: list[str] = []
-
-    def objective_not_lowered(stats, new):
-        if returned:
-            before, after = model.elbo(stats, returned[-1]), model.elbo(stats, new)
-            assert after >= before - 1e-12 * abs(before)
-
-    def searched(stats, carried):
-        new = search(stats, carried)
-        objective_not_lowered(stats, new)
-        kinds.append("search")
-        returned.append(new)
-        return new
-
-    def restored(stats, carried):
-        new = restore(stats, carried)
-        old = returned[-1]
-        np.testing.assert_array_equal(new.rho, old.rho)
-        np.testing.assert_array_equal(new.omega, old.omega)
-        np.testing.assert_array_equal(new.alpha, old.alpha)
-        assert new.plan == old.plan
-        objective_not_lowered(stats, new)
-        kinds.append("keep")
-        returned.append(new)
-        return new
-
-    object.__setattr__(model, "global_step_from", searched)  # the model is frozen
-    object.__setattr__(model, "restore_globals", restored)
-    try:
-        source = as_batch_source(X[:600], 150)
-        glob = model.global_step(_init_stats(K, V, 3))
-        learner = MemoizedVI(n_laps=4, tol=0.0, batches_per_update=1, shuffle=False)
-        learner.run(model, SerialExecutor(), source.batches, glob, np.random.default_rng(3), 3)
-    finally:
-        object.__delattr__(model, "global_step_from")
-        object.__delattr__(model, "restore_globals")
-    # the start and the filling lap's end search; then every lap keeps the sticks
-    # after each of its 4 waves and searches at its end, where they move
-    assert kinds == ["search", "search"] + (["keep"] * 4 + ["search"]) * 3
-    searched_at = [i for i, k in enumerate(kinds) if k == "search"][2:]
-    assert all(not np.array_equal(returned[i].rho, returned[i - 1].rho) for i in searched_at)
-
-
 # --------------------------------------------------------------------------- runs
 
 

@@ -62,18 +62,12 @@ def carried_of(model: Model[G], glob: G) -> dict[str, list[float]] | None:
     return model.carry(glob) if isinstance(model, StepsFromPrevious) else None
 
 
-def next_globals(model: Model[G], stats: SuffStats, previous: G, *, search: bool = True) -> G:
+def next_globals(model: Model[G], stats: SuffStats, previous: G) -> G:
     """The global step that replaces the globals ``previous``: from the statistics
     alone, or, for a :class:`~lsdask.learn.protocols.StepsFromPrevious` model,
-    also from what of ``previous`` its search starts from. With ``search`` False
-    such a model keeps the searched part of ``previous`` and recomputes the rest
-    (:meth:`~lsdask.learn.protocols.StepsFromPrevious.restore_globals`): the
-    memoized loop's steps within a lap, which search once, at the lap's end."""
+    also from what of ``previous`` its search starts from."""
     if isinstance(model, StepsFromPrevious):
-        carried = model.carry(previous)
-        if not search:
-            return cast(G, model.restore_globals(stats, carried))
-        return cast(G, model.global_step_from(stats, carried))
+        return cast(G, model.global_step_from(stats, model.carry(previous)))
     return model.global_step(stats)
 
 

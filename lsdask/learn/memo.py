@@ -320,8 +320,7 @@ class MemoizedVI:
 
     def _wave(self, run: _Run[G], lap: _Lap, i: int) -> None:
         """Visit wave ``i``: its statistics replace the memoized ones in ``S``,
-        ``S <- S - S_b(old) + S_b(new)``, then the global step (a model's searched
-        globals, the HDP's sticks, kept as they are: searched at the lap's end); the next wave
+        ``S <- S - S_b(old) + S_b(new)``, then the global step; the next wave
         starts against the new globals while the driver memoizes this one's
         statistics and evaluates the ELBO. The first lap only fills the memo
         (its globals stay the initial ones)."""
@@ -331,7 +330,7 @@ class MemoizedVI:
         if not run.filling:
             for b, stats in zip(wave, fresh, strict=True):
                 run.total.replace_(run.memo.get(b), stats)
-            run.glob = next_globals(run.model, run.total, run.glob, search=False)
+            run.glob = next_globals(run.model, run.total, run.glob)
             lap.shared = run.executor.broadcast(run.model.for_local_step(run.glob))
         lap.position += len(wave)
         stopping = self._should_stop(run, more_to_do=lap.position < run.n_batches)

@@ -23,7 +23,6 @@ CPU seconds are what a loaded, shared machine disturbs least. Run it with
 from __future__ import annotations
 
 import argparse
-import inspect
 import time
 from collections.abc import Callable
 from typing import Any
@@ -62,16 +61,6 @@ def clocked(acc: dict[str, float], key: str, fn: Callable[[], Any]) -> Any:
     return out
 
 
-def wave_step(model: Any, total: Any, g: Any) -> Any:
-    """The global step after a wave, as the memoized loop of this copy of lsdask
-    takes it (with ``search=False`` where its ``next_globals`` has it)."""
-    from lsdask.learn.base import next_globals
-
-    if "search" in inspect.signature(next_globals).parameters:
-        return next_globals(model, total, g, search=False)
-    return next_globals(model, total, g)
-
-
 def hdp_lap(state: dict[str, Any], batches: list[Any]) -> dict[str, float]:
     """CPU seconds of one HDP lap by hand on the captured state, by part: ``local``
     (of which ``notes``, the delete candidates' target documents), ``driver`` (of
@@ -103,7 +92,7 @@ def hdp_lap(state: dict[str, Any], batches: list[Any]) -> dict[str, float]:
             for b in wave:
                 step = lambda b=b, s=shared: model.local_step(batches[b], s, L)  # noqa: E731
                 memo[b] = clocked(acc, "local", step)
-            g = clocked(acc, "driver", lambda g=g: wave_step(model, total, g))
+            g = clocked(acc, "driver", lambda g=g: model.global_step_from(total, model.carry(g)))
             clocked(acc, "driver", lambda g=g: model.elbo(total, g))
         whole = clocked(acc, "driver", lambda: sum_stats(memo))
         g = clocked(acc, "driver", lambda g=g: model.global_step_from(whole, model.carry(g)))
