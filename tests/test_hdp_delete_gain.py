@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from scipy.special import gammaln
 
 import lsdask
+from lsdask.models import hdp_moves
 from lsdask.models.dirichlet_logs import DirichletPosterior
 from lsdask.models.hdp_delete_gain import TopicTerms, words_delta
 from lsdask.models.hdp_deletes import judge_deletes
@@ -48,6 +49,8 @@ def test_topic_terms_are_the_dirichlet_terms_of_the_posterior():
     post = DirichletPosterior.from_counts(words, 0.1)
     assert terms.terms.sum() == pytest.approx(post.elbo_terms(words), rel=1e-11)
     assert terms.terms.sum() == pytest.approx(_g(words, 0.1), rel=1e-12)
+    each = [terms.term(k) for k in range(words.shape[0])]
+    np.testing.assert_array_equal(each, terms.terms)  # one topic's alone: the same bits
 
 
 def test_topic_terms_change_equals_a_recomputation():
@@ -92,6 +95,18 @@ def test_topic_cosines_from_the_stored_entries_equal_the_dense_ones():
     topics = post.topics
     unit = topics / np.linalg.norm(topics, axis=1, keepdims=True)
     np.testing.assert_allclose(topic_cosines(post.concentrations), unit @ unit.T, rtol=1e-12)
+
+
+def test_topic_cosines_in_column_blocks_equal_one_block(monkeypatch):
+    rng = np.random.default_rng(5)
+    post = DirichletPosterior.from_counts(_sparse_words(rng, 12, 97), 0.05)
+    whole = topic_cosines(post.concentrations)
+    monkeypatch.setattr(hdp_moves, "COSINE_BLOCK", 12 * 10)  # 10 columns a block, the last 7
+    topics = post.topics
+    unit = topics / np.linalg.norm(topics, axis=1, keepdims=True)
+    blocks = topic_cosines(post.concentrations)
+    np.testing.assert_allclose(blocks, whole, rtol=1e-13)
+    np.testing.assert_allclose(blocks, unit @ unit.T, rtol=1e-12)
 
 
 @pytest.fixture(scope="module")

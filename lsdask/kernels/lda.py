@@ -807,7 +807,8 @@ def lda_batch_step_pairs(
 
     ``pair_map`` (K, K) holds the pair's index at ``[j, k]`` and ``[k, j]`` and -1
     elsewhere (read by the L-sparse step; (0, 0) where there are no pairs). A token
-    costs O(L^2) lookups for the sparse step, O(pairs) for the dense one.
+    costs O(L^2) lookups for the sparse step (only its entries of topics in some pair
+    look up), O(pairs) for the dense one.
     """
     n_pairs = pair_j.shape[0]
     n_docs = indptr.shape[0] - 1
@@ -829,6 +830,10 @@ def lda_batch_step_pairs(
         S[k] = 0.0
     psi_theta = 0.0  # sum_d psi(Theta_d)
     pair_L = L if n_pairs > 0 else 0  # the L-sparse step's pair lookups per token entry
+    paired = np.zeros(K, dtype=np.bool_)  # topics in some pair: only their entries look up
+    for p in range(n_pairs):
+        paired[pair_j[p]] = True
+        paired[pair_k[p]] = True
     pair_psi = np.empty(n_pairs)  # psi(a_j + a_k): a document holding neither topic
     pair_lg = np.empty(n_pairs)
     for p in range(n_pairs):
@@ -899,6 +904,8 @@ def lda_batch_step_pairs(
                     if r > 0.0:
                         entropy -= c[u] * r * math.log(r)
                         out_words[idx[u, j], w[u]] += c[u] * r
+                        if not paired[idx[u, j]]:  # its row of pair_map holds only -1
+                            continue
                         for j2 in range(j + 1, pair_L):
                             p = pair_map[idx[u, j], idx[u, j2]]
                             if p >= 0 and resp[u, j2] > 0.0:

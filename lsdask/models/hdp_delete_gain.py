@@ -40,25 +40,40 @@ from lsdask.models.stats import SparseBlock, Stat
 class TopicTerms:
     """The topics' part of the objective at ``lambda = eta + words``, by topic.
 
-    ``words`` (K, V) are the current topic-word statistics; ``row_sums`` (K,) and
-    ``terms`` (K,), ``g(w_k)`` of each topic, are kept with them.
+    ``words`` (K, V) are the current topic-word statistics and ``row_sums`` (K,)
+    their row sums; ``g(w_k)`` of a topic is computed when asked for
+    (:meth:`term`: a judgement needs only the deleted topic's), of all of them by
+    :attr:`terms`.
     """
 
     words: np.ndarray
     eta: float
     row_sums: np.ndarray
-    terms: np.ndarray
 
     @classmethod
     def of(cls, words: np.ndarray, eta: float) -> TopicTerms:
         words = np.ascontiguousarray(words, dtype=np.float64)
-        K, V = words.shape
-        row_ptr, _, values = entries_unequal_to(words, 0.0, 0.0)
+        return cls(words, float(eta), words.sum(axis=1))
+
+    @property
+    def terms(self) -> np.ndarray:
+        """``g(w_k)`` (K,) of every topic."""
+        K, V = self.words.shape
+        eta = self.eta
+        row_ptr, _, values = entries_unequal_to(self.words, 0.0, 0.0)
         rows = np.repeat(np.arange(K), np.diff(row_ptr))
         lg = np.bincount(rows, weights=gammaln(eta + values) - gammaln(eta), minlength=K)
-        row_sums = words.sum(axis=1)
-        terms = lg - gammaln(V * eta + row_sums) + gammaln(V * eta)
-        return cls(words, float(eta), row_sums, terms)
+        return np.asarray(lg - gammaln(V * eta + self.row_sums) + gammaln(V * eta))
+
+    def term(self, k: int) -> float:
+        """``g(w_k)`` of topic k, the same to the bit as ``terms[k]`` (its entries
+        summed in the same order)."""
+        V, eta = self.words.shape[1], self.eta
+        row = self.words[k]
+        values = row[row != 0.0]
+        lg = np.bincount(np.zeros(values.size, dtype=np.int64),
+                         weights=gammaln(eta + values) - gammaln(eta), minlength=1)  # fmt: skip
+        return float(lg[0] - gammaln(V * eta + self.row_sums[k]) + gammaln(V * eta))
 
     def change(self, removed: int, delta: sp.csr_matrix) -> float:
         """The change of ``sum_k g(w_k)`` when topic ``removed`` goes and ``delta``
@@ -74,7 +89,7 @@ class TopicTerms:
         rows = np.flatnonzero(moved)
         before = self.row_sums[rows]
         out -= float(np.sum(gammaln(Veta + before + moved[rows]) - gammaln(Veta + before)))
-        return out - float(self.terms[removed])
+        return out - self.term(removed)
 
 
 def entries(value: Stat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

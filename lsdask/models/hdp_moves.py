@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln
+from threadpoolctl import threadpool_limits
 
 from lsdask.models.dirichlet_logs import StoredConcentrations
 from lsdask.models.hdp_deletes import DeleteResult, delete_edit, judge_deletes, units_of
@@ -159,16 +160,29 @@ def choose_plan(
     return MovePlan(lap, tuple(deletes), tuple(pairs))
 
 
+#: entries of the dense blocks of ``lambda - eta`` that :func:`topic_cosines` multiplies
+COSINE_BLOCK = 1 << 21
+
+
 def topic_cosines(topics: StoredConcentrations) -> np.ndarray:
     """The cosine similarity of every two topics' ``E[phi_k]`` (K, K), from the
     stored entries of ``lambda`` without building it (K x V): with ``e_k = lambda_k
     - b`` (zero off the stored entries) and ``E_k = sum_v e_kv``, ``lambda_j .
     lambda_k = V b^2 + b (E_j + E_k) + e_j . e_k``, and the cosine of ``E[phi]``
-    is that of ``lambda``."""
+    is that of ``lambda``. The Gram matrix ``e e^T`` is summed over dense blocks of
+    columns (at most ``COSINE_BLOCK`` entries each) by a matrix product with one
+    BLAS thread: on a real corpus most of ``lambda``'s entries are stored, and a
+    sparse product costs several times more."""
     K, V, b = topics.row_sums.shape[0], topics.n_cols, topics.prior
     e = sp.csr_matrix((topics.conc - b, topics.cols, topics.row_ptr), shape=(K, V))
+    width = max(1, COSINE_BLOCK // max(K, 1))
+    ee = np.zeros((K, K))
+    with threadpool_limits(1, user_api="blas"):
+        for start in range(0, V, width):
+            block = (e if width >= V else e[:, start : start + width]).toarray()
+            ee += block @ block.T
     E = topics.row_sums - b * V
-    gram = np.asarray((e @ e.T).todense()) + b * (E[:, None] + E[None, :]) + V * b * b
+    gram = ee + b * (E[:, None] + E[None, :]) + V * b * b
     norm = np.sqrt(np.maximum(np.diag(gram), 1e-300))
     return np.asarray(gram / np.outer(norm, norm))
 
@@ -413,14 +427,21 @@ def _screened_merges(
         rho, omega, stats.array("S"), D, model.concentration, model.gamma, include_constants=True
     ) + float(stats.array("W")[0] - stats.array("Cdir")[0])  # fmt: skip
     gains: list[tuple[float, int]] = []
+    alone: dict[int, float] = {}  # -c_Dir(eta + words_j) of each topic, once
+
+    def single(j: int) -> float:
+        if j not in alone:
+            alone[j] = _neg_log_norm(words[j], eta)
+        return alone[j]
+
     for p, (j0, k0) in enumerate(plan.pairs):
         if j0 < 0 or j0 not in keep or k0 not in keep:
             continue
         j, k = sorted((keep.index(j0), keep.index(k0)))
         topic_gain = (
             _neg_log_norm(words[j] + words[k], eta)
-            - _neg_log_norm(words[j], eta)
-            - _neg_log_norm(words[k], eta)
+            - single(j)
+            - single(k)
             + _neg_log_norm(np.zeros(0), eta, words.shape[1])
         )
         S = stats.array("S").copy()
