@@ -69,13 +69,15 @@ def dense_phi(shard: ESVIShard, part: VocabPartition, docs: sp.csr_matrix) -> di
     return phi
 
 
-def numpy_alg5(docs, phis, block_of, P, alpha, eta, n_rotations, iters=1):
+def numpy_alg5(docs, phis, block_of, P, alpha, eta, n_rotations, iters=1, tol=0.0):
     """Alg. 5 with the deterministic schedule: every token of shard p in block
     (p + s) mod P updated against the sub-step's snapshot; the counts, lambda
     and pi summed afresh from all phi after each sub-step. With ``iters`` > 1,
     the block's tokens are updated that many times against the snapshot of
-    lambda and pi, the counts summed afresh after each pass. Returns the ELBO
-    after every sub-step and the final lambda (K, V)."""
+    lambda and pi, the counts summed afresh after each pass; with ``tol`` > 0, a
+    document makes no more passes in the sub-step once one changed none of its
+    counts by ``tol`` or more. Returns the ELBO after every sub-step and the
+    final lambda (K, V)."""
 
     def sums():
         lam = np.full((K, V), eta)
@@ -105,44 +107,69 @@ def numpy_alg5(docs, phis, block_of, P, alpha, eta, n_rotations, iters=1):
         for s in range(P):
             n, lam = sums()
             pi = lam.sum(axis=1)
+            done = set()
             for _ in range(iters):
                 n = sums()[0]
                 new = [dict(ph) for ph in phis]
                 for p in range(P):
                     for d, v in phis[p]:
-                        if block_of[v] != (p + s) % P:
+                        if block_of[v] != (p + s) % P or (p, d) in done:
                             continue
                         u = digamma(alpha + n[p][d]) + digamma(lam[:, v]) - digamma(pi)
                         e = np.exp(u - u.max())
                         new[p][d, v] = e / e.sum()
                 phis = new
+                if tol > 0:
+                    after = sums()[0]
+                    for p in range(P):
+                        moved = np.abs(after[p] - n[p]).max(axis=1)
+                        done |= {(p, d) for d in np.flatnonzero(moved < tol)}
             n, lam = sums()
             trace.append(elbo(n, lam))
     return np.array(trace), sums()[1]
 
 
-@pytest.mark.parametrize(("P", "iters"), [(1, 1), (3, 1), (2, 3)])
-def test_schedule_equals_numpy_alg5(P, iters):
+@pytest.mark.parametrize(
+    ("P", "iters", "tol"), [(1, 1, 0.0), (3, 1, 0.0), (2, 3, 0.0), (1, 30, 0.05), (2, 30, 0.05)]
+)
+def test_schedule_equals_numpy_alg5(P, iters, tol):
     """C = K, exact mode: the ELBO after every sub-step and the final topics equal
     the plain numpy Alg. 5 from the same first responsibilities (P = 1: the
-    paper's serial algorithm; iters > 1: passes per sub-step)."""
+    paper's serial algorithm; iters > 1: passes per sub-step; tol > 0: each
+    document stops its passes on its own, after between 1 and ``iters``)."""
     X = corpus()
-    m = replace(model(), local_iters=iters)
+    m = replace(model(), local_iters=iters, local_tol=tol)
     parts = SerialPartitions(P)
     source, run = started(X, m, parts)
     docs = shard_docs(X, source, P)
     phis = [dense_phi(run.shards[p], run.partition, docs[p]) for p in range(P)]
-    esvi.rotate(m, parts, run, 3)
-    want, lam = numpy_alg5(docs, phis, run.partition.block_of, P, m.alpha, m.eta, 3, iters)
+    passes = []
+    esvi.rotate(m, parts, run, 3, on_substep=lambda r, s: passes.append(
+        sum(rep.passes for rep in r.reports)))  # fmt: skip
+    want, lam = numpy_alg5(docs, phis, run.partition.block_of, P, m.alpha, m.eta, 3, iters, tol)
     np.testing.assert_allclose(run.substep_elbo, want, rtol=1e-10)
     np.testing.assert_allclose(gather_topics(run.blocks, V), lam, rtol=1e-10)
+    # each (document, block) with entries makes iters passes a rotation; with tol,
+    # between 1 and iters, fewer as the topics settle
+    coo = X.tocoo()
+    met = 3 * np.unique(coo.row * P + run.partition.block_of[coo.col]).size
+    if tol == 0:
+        assert sum(passes) == iters * met
+    else:
+        assert met < sum(passes) < iters * met
+        per_rotation = np.reshape(passes, (3, P)).sum(axis=1)
+        assert per_rotation[-1] < per_rotation[0], per_rotation
 
 
-@pytest.mark.parametrize(("C", "iters"), [(K, 1), (2, 1), (1, 1), (K, 4), (2, 4)])
-def test_elbo_never_decreases(C, iters):
-    """Exact mode with C = K or the L-sparse rule, one pass or several."""
+@pytest.mark.parametrize(
+    ("C", "iters", "tol"),
+    [(K, 1, 0.0), (2, 1, 0.0), (1, 1, 0.0), (K, 4, 0.0), (2, 4, 0.0), (K, 50, 0.01), (2, 50, 0.01)],
+)
+def test_elbo_never_decreases(C, iters, tol):
+    """Exact mode with C = K or the L-sparse rule, one pass or several, or passes
+    until each document settles (tol)."""
     X = corpus(1, 60)
-    m = replace(model(C, "lsparse"), local_iters=iters)
+    m = replace(model(C, "lsparse"), local_iters=iters, local_tol=tol)
     parts = SerialPartitions(3)
     _, run = started(X, m, parts)
     esvi.rotate(m, parts, run, 5)
@@ -193,11 +220,13 @@ def _what(value):
     return None
 
 
-def test_dask_equals_in_process_and_each_worker_holds_its_block(dask_client):
+@pytest.mark.parametrize("tol", [0.0, 0.02])
+def test_dask_equals_in_process_and_each_worker_holds_its_block(dask_client, tol):
     """2-process LocalCluster == in-process (1e-10); after every sub-step each worker
-    holds exactly its own shard and the one block the schedule gave it."""
+    holds exactly its own shard and the one block the schedule gave it. With tol,
+    each document's passes end on its own (up to 20)."""
     X = corpus(4, 64)
-    m = model(3)
+    m = replace(model(3), local_iters=1 if tol == 0 else 20, local_tol=tol)
     serial = SerialPartitions(2)
     _, want = started(X, m, serial)
     esvi.rotate(m, serial, want, 3)
@@ -260,6 +289,9 @@ def test_estimator_bad_input():
         LDA(K, algorithm="esvi", alpha="auto", client="sync").fit(X)
     with pytest.raises(ValueError, match="topk_rule must be one of"):
         LDA(K, algorithm="esvi", topk_rule="heap", client="sync").fit(X)
+    for bad in (-0.1, float("nan")):
+        with pytest.raises(ValueError, match="esvi_tol must be a finite number >= 0"):
+            LDA(K, algorithm="esvi", esvi_tol=bad, client="sync").fit(X)
 
 
 def test_too_few_workers_is_refused(dask_client):

@@ -55,7 +55,7 @@ HDP_ONLY = ("gamma", "moves")
 #: --model hdp`` does not take
 LDA_ONLY = (
     "gibbs_burnin", "gibbs_samples", "minibatch_size",
-    "n_blocks", "topk", "topk_rule", "esvi_iters", "esvi_dtype",
+    "n_blocks", "topk", "topk_rule", "esvi_iters", "esvi_tol", "esvi_dtype",
 )  # fmt: skip
 
 
