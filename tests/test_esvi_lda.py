@@ -130,15 +130,19 @@ def numpy_alg5(docs, phis, block_of, P, alpha, eta, n_rotations, iters=1, tol=0.
 
 
 @pytest.mark.parametrize(
-    ("P", "iters", "tol"), [(1, 1, 0.0), (3, 1, 0.0), (2, 3, 0.0), (1, 30, 0.05), (2, 30, 0.05)]
-)
-def test_schedule_equals_numpy_alg5(P, iters, tol):
+    ("P", "iters", "tol", "prior"),
+    [(1, 1, 0.0, 0.1), (3, 1, 0.0, 0.1), (2, 3, 0.0, 0.1), (1, 30, 0.05, 0.1),
+     (2, 30, 0.05, 0.1), (2, 3, 0.0, 1e-3)],
+)  # fmt: skip
+def test_schedule_equals_numpy_alg5(P, iters, tol, prior):
     """C = K, exact mode: the ELBO after every sub-step and the final topics equal
     the plain numpy Alg. 5 from the same first responsibilities (P = 1: the
     paper's serial algorithm; iters > 1: passes per sub-step; tol > 0: each
-    document stops its passes on its own, after between 1 and ``iters``)."""
+    document stops its passes on its own, after between 1 and ``iters``). With
+    priors of 1e-3, psi of an empty count is about -1000: the product of the
+    document's and the word's factors underflows and is redone in log space."""
     X = corpus()
-    m = replace(model(), local_iters=iters, local_tol=tol)
+    m = replace(model(), alpha=np.full(K, prior), eta=prior, local_iters=iters, local_tol=tol)
     parts = SerialPartitions(P)
     source, run = started(X, m, parts)
     docs = shard_docs(X, source, P)

@@ -239,8 +239,9 @@ class LDA(VariationalEstimator):
     esvi_tol : float
         ESVI: a document stops its passes of a sub-step once one moves none of
         its topic counts by ``esvi_tol`` or more (``max_k |Delta n_dk|``, the rule
-        of memoized VI's local step), so each document gets the passes it needs;
-        0: always ``esvi_iters`` passes.
+        of memoized VI's local step, and its default 0.05), so each document gets
+        the passes it needs; 0: always ``esvi_iters`` passes. No effect with one
+        pass.
     esvi_dtype : {"float64", "float32"}
         ESVI: the element type of the topic-word blocks the workers hold and
         move; float32 halves their bytes (the updates and every sum are still
@@ -301,7 +302,7 @@ class LDA(VariationalEstimator):
         topk_rule: str = "lsparse",
         pi_sync: str = "exact",
         esvi_iters: int = 1,
-        esvi_tol: float = 0.0,
+        esvi_tol: float = 0.05,
         esvi_dtype: str = "float64",
         n_init: int = 1,
         svi_delay: float = config.SVI_DELAY,

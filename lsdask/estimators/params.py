@@ -470,10 +470,10 @@ ESVI_ITERS = Param(
     Option("--esvi-iters", parse_positive_int, metavar="N"),
 )  # fmt: skip
 ESVI_TOL = Param(
-    "esvi_tol", 0.0, positive(zero=True),
-    "ESVI: a document stops its passes of a sub-step once one moves none of its topic "
-    "counts by this much (max |Delta n_dk|, as memoized VI's local step; 0: always "
-    "esvi_iters passes)",
+    "esvi_tol", 0.05, positive(zero=True),
+    "ESVI: a document stops its passes of a sub-step (at most esvi_iters) once one moves "
+    "none of its topic counts by this much (max |Delta n_dk|, as memoized VI's local step; "
+    "default {default}; 0: always esvi_iters passes)",
     Option("--esvi-tol", parse_nonnegative_float, metavar="T"),
 )  # fmt: skip
 ESVI_DTYPE = Param(

@@ -20,10 +20,13 @@ one row per word of the block) and the topic totals through
 and adds the change of every entry, ``c (phi_new - phi_old)``, to ``n_d`` and
 to the block, in place. Reading only the snapshot makes the step one block
 coordinate update of the entries (Theorem 1 with the whole simplex), so it
-does not depend on the order of the entries: they are visited word by word,
-``psi`` of a word's row taken once from the block itself, and the block takes
-the changes only after the last pass, so no copy of the block and no
-``psi(lambda)`` array is made.
+does not depend on the order of the entries: they are visited document by
+document, each document making its own passes (a fixed number, or until its
+counts settle), and the block takes the changes only after the last document.
+The weights ``exp(u_k)`` are products of a document factor (K exponentials per
+document and pass) and a word factor (K per word and sub-step, for the words
+the piece uses), so an entry costs K multiplications per pass, not K
+exponentials; no copy of the block is made.
 """
 
 from __future__ import annotations

@@ -10,8 +10,10 @@ shared by all.
 
 A *sub-step* updates every entry of one shard in one block
 (:func:`lsdask.kernels.esvi.esvi_block_update`) against a snapshot of ``n_d``,
-of the block and of ``pi``, and writes the new ``n_d`` and block in place: the
-block is the one K x V_b array a sub-step holds (no copy, no ``psi`` of it). Since
+of the block and of ``pi``, and writes the new ``n_d`` and block in place: no
+copy of the block is made; beside it a sub-step holds the word factors
+``exp(psi(lambda_v))`` of the words the shard uses in the block (at most the
+block's size, in its element type). Since
 ``q(pi_d)`` and ``q(phi)`` stay at their optimum given the responsibilities
 (``lambda = eta + S``, ``gamma_d = alpha + n_d``), the ELBO is
 
