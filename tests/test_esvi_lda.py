@@ -130,19 +130,15 @@ def numpy_alg5(docs, phis, block_of, P, alpha, eta, n_rotations, iters=1, tol=0.
 
 
 @pytest.mark.parametrize(
-    ("P", "iters", "tol", "prior"),
-    [(1, 1, 0.0, 0.1), (3, 1, 0.0, 0.1), (2, 3, 0.0, 0.1), (1, 30, 0.05, 0.1),
-     (2, 30, 0.05, 0.1), (2, 3, 0.0, 1e-3)],
-)  # fmt: skip
-def test_schedule_equals_numpy_alg5(P, iters, tol, prior):
+    ("P", "iters", "tol"), [(1, 1, 0.0), (3, 1, 0.0), (2, 3, 0.0), (1, 30, 0.05), (2, 30, 0.05)]
+)
+def test_schedule_equals_numpy_alg5(P, iters, tol):
     """C = K, exact mode: the ELBO after every sub-step and the final topics equal
     the plain numpy Alg. 5 from the same first responsibilities (P = 1: the
     paper's serial algorithm; iters > 1: passes per sub-step; tol > 0: each
-    document stops its passes on its own, after between 1 and ``iters``). With
-    priors of 1e-3, psi of an empty count is about -1000: the product of the
-    document's and the word's factors underflows and is redone in log space."""
+    document stops its passes on its own, after between 1 and ``iters``)."""
     X = corpus()
-    m = replace(model(), alpha=np.full(K, prior), eta=prior, local_iters=iters, local_tol=tol)
+    m = replace(model(), local_iters=iters, local_tol=tol)
     parts = SerialPartitions(P)
     source, run = started(X, m, parts)
     docs = shard_docs(X, source, P)
@@ -582,3 +578,44 @@ def test_cli_fit_esvi(tmp_path):
                  "--out", str(tmp_path / "m2")]) == 0  # fmt: skip
     manifest = json.loads((ck / "esvi" / "MANIFEST.json").read_text())
     assert manifest["rotation"] == 3  # rotations in all: one more after the first two
+
+
+@pytest.mark.parametrize(("C", "paper"), [(4, False), (2, False), (2, True)])
+def test_kernel_underflowing_weights_are_redone_in_log_space(C, paper):
+    """Priors of 1e-3: the document's factor of topic 0 (no counts) and the word's
+    factor of topic 1 (no counts) underflow to 0, so every product does; the
+    entry's new responsibilities still equal the softmax of
+    u_k = psi(alpha + n_dk) + psi(lambda_vk) - psi(pi_k), split between 0 and 1."""
+    from lsdask.kernels.esvi import block_word_exps, esvi_block_update
+
+    Kk, c = 4, 1e-6
+    alpha = np.full(Kk, 1e-3)
+    lam = np.array([[50.0, 1e-3, 1e-3 + c, 1e-3]])  # the entry's old mass on topic 2
+    pi = np.full(Kk, 100.0)
+    others = np.array([0.0, 20.0, 0.0, 0.0])  # the document's counts from other entries
+    resp = np.zeros((1, C))
+    resp[0, 0] = 1.0
+    idx = np.array([[2, 0, 1, 3][:C]], dtype=np.int32)
+    doc_topic = (others + np.array([0.0, 0.0, c, 0.0]))[None, :]
+    u = digamma(alpha + doc_topic[0]) + digamma(lam[0]) - digamma(pi)
+    word_exps = np.empty((1, Kk))
+    block_word_exps(lam, np.array([0], dtype=np.int32), word_exps)
+    assert word_exps[0, 1] == 0.0
+    new_resp, new_idx, new_rest = np.empty_like(resp), np.empty_like(idx), np.zeros(1)
+    esvi_block_update(
+        np.array([0, 1]), np.array([0], dtype=np.int32), np.array([c]), resp, idx, np.zeros(1),
+        np.array([0]), word_exps, doc_topic, alpha, lam, digamma(pi), paper, 1, 0.0,
+        new_resp, new_idx, new_rest,
+    )  # fmt: skip
+    soft = np.exp(u - u.max()) / np.exp(u - u.max()).sum()
+    assert 0.6 < soft[0] < 0.8 and 0.2 < soft[1] < 0.4  # a real split
+    got = np.zeros(Kk)
+    got[new_idx[0]] = new_resp[0]
+    want = soft.copy()
+    if C < Kk:
+        want[2:] = 0.0
+        want = want if paper else want / want.sum()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+    spread = np.where(got == 0, new_rest[0] / (Kk - C), 0.0) if C < Kk else 0.0
+    np.testing.assert_allclose(doc_topic[0], others + c * (got + spread), rtol=1e-12)
+    np.testing.assert_allclose(lam[0], [50.0, 1e-3, 1e-3, 1e-3] + c * (got + spread), rtol=1e-12)
