@@ -186,10 +186,11 @@ def render(res: dict[str, Any]) -> str:
         from esvi_memory_part import render_memory
 
         lines += render_memory(res["memory"])
+    done = {q["K"] for q in res.get("quality", {}).values()}
     lines += [
         "## Not run",
         "",
-        "- K in {128, 400}.",
+        f"- quality at K in {sorted({64, 128, 400} - done)} (`--K`).",
         "",
     ]
     if not res.get("memory"):
