@@ -69,13 +69,15 @@ def dense_phi(shard: ESVIShard, part: VocabPartition, docs: sp.csr_matrix) -> di
     return phi
 
 
-def numpy_alg5(docs, phis, block_of, P, alpha, eta, n_rotations, iters=1):
+def numpy_alg5(docs, phis, block_of, P, alpha, eta, n_rotations, iters=1, tol=0.0):
     """Alg. 5 with the deterministic schedule: every token of shard p in block
     (p + s) mod P updated against the sub-step's snapshot; the counts, lambda
     and pi summed afresh from all phi after each sub-step. With ``iters`` > 1,
     the block's tokens are updated that many times against the snapshot of
-    lambda and pi, the counts summed afresh after each pass. Returns the ELBO
-    after every sub-step and the final lambda (K, V)."""
+    lambda and pi, the counts summed afresh after each pass; with ``tol`` > 0, a
+    document makes no more passes in the sub-step once one changed none of its
+    counts by ``tol`` or more. Returns the ELBO after every sub-step and the
+    final lambda (K, V)."""
 
     def sums():
         lam = np.full((K, V), eta)
@@ -105,44 +107,69 @@ def numpy_alg5(docs, phis, block_of, P, alpha, eta, n_rotations, iters=1):
         for s in range(P):
             n, lam = sums()
             pi = lam.sum(axis=1)
+            done = set()
             for _ in range(iters):
                 n = sums()[0]
                 new = [dict(ph) for ph in phis]
                 for p in range(P):
                     for d, v in phis[p]:
-                        if block_of[v] != (p + s) % P:
+                        if block_of[v] != (p + s) % P or (p, d) in done:
                             continue
                         u = digamma(alpha + n[p][d]) + digamma(lam[:, v]) - digamma(pi)
                         e = np.exp(u - u.max())
                         new[p][d, v] = e / e.sum()
                 phis = new
+                if tol > 0:
+                    after = sums()[0]
+                    for p in range(P):
+                        moved = np.abs(after[p] - n[p]).max(axis=1)
+                        done |= {(p, d) for d in np.flatnonzero(moved < tol)}
             n, lam = sums()
             trace.append(elbo(n, lam))
     return np.array(trace), sums()[1]
 
 
-@pytest.mark.parametrize(("P", "iters"), [(1, 1), (3, 1), (2, 3)])
-def test_schedule_equals_numpy_alg5(P, iters):
+@pytest.mark.parametrize(
+    ("P", "iters", "tol"), [(1, 1, 0.0), (3, 1, 0.0), (2, 3, 0.0), (1, 30, 0.05), (2, 30, 0.05)]
+)
+def test_schedule_equals_numpy_alg5(P, iters, tol):
     """C = K, exact mode: the ELBO after every sub-step and the final topics equal
     the plain numpy Alg. 5 from the same first responsibilities (P = 1: the
-    paper's serial algorithm; iters > 1: passes per sub-step)."""
+    paper's serial algorithm; iters > 1: passes per sub-step; tol > 0: each
+    document stops its passes on its own, after between 1 and ``iters``)."""
     X = corpus()
-    m = replace(model(), local_iters=iters)
+    m = replace(model(), local_iters=iters, local_tol=tol)
     parts = SerialPartitions(P)
     source, run = started(X, m, parts)
     docs = shard_docs(X, source, P)
     phis = [dense_phi(run.shards[p], run.partition, docs[p]) for p in range(P)]
-    esvi.rotate(m, parts, run, 3)
-    want, lam = numpy_alg5(docs, phis, run.partition.block_of, P, m.alpha, m.eta, 3, iters)
+    passes = []
+    esvi.rotate(m, parts, run, 3, on_substep=lambda r, s: passes.append(
+        sum(rep.passes for rep in r.reports)))  # fmt: skip
+    want, lam = numpy_alg5(docs, phis, run.partition.block_of, P, m.alpha, m.eta, 3, iters, tol)
     np.testing.assert_allclose(run.substep_elbo, want, rtol=1e-10)
     np.testing.assert_allclose(gather_topics(run.blocks, V), lam, rtol=1e-10)
+    # each (document, block) with entries makes iters passes a rotation; with tol,
+    # between 1 and iters, fewer as the topics settle
+    coo = X.tocoo()
+    met = 3 * np.unique(coo.row * P + run.partition.block_of[coo.col]).size
+    if tol == 0:
+        assert sum(passes) == iters * met
+    else:
+        assert met < sum(passes) < iters * met
+        per_rotation = np.reshape(passes, (3, P)).sum(axis=1)
+        assert per_rotation[-1] < per_rotation[0], per_rotation
 
 
-@pytest.mark.parametrize(("C", "iters"), [(K, 1), (2, 1), (1, 1), (K, 4), (2, 4)])
-def test_elbo_never_decreases(C, iters):
-    """Exact mode with C = K or the L-sparse rule, one pass or several."""
+@pytest.mark.parametrize(
+    ("C", "iters", "tol"),
+    [(K, 1, 0.0), (2, 1, 0.0), (1, 1, 0.0), (K, 4, 0.0), (2, 4, 0.0), (K, 50, 0.01), (2, 50, 0.01)],
+)
+def test_elbo_never_decreases(C, iters, tol):
+    """Exact mode with C = K or the L-sparse rule, one pass or several, or passes
+    until each document settles (tol)."""
     X = corpus(1, 60)
-    m = replace(model(C, "lsparse"), local_iters=iters)
+    m = replace(model(C, "lsparse"), local_iters=iters, local_tol=tol)
     parts = SerialPartitions(3)
     _, run = started(X, m, parts)
     esvi.rotate(m, parts, run, 5)
@@ -193,11 +220,13 @@ def _what(value):
     return None
 
 
-def test_dask_equals_in_process_and_each_worker_holds_its_block(dask_client):
+@pytest.mark.parametrize("tol", [0.0, 0.02])
+def test_dask_equals_in_process_and_each_worker_holds_its_block(dask_client, tol):
     """2-process LocalCluster == in-process (1e-10); after every sub-step each worker
-    holds exactly its own shard and the one block the schedule gave it."""
+    holds exactly its own shard and the one block the schedule gave it. With tol,
+    each document's passes end on its own (up to 20)."""
     X = corpus(4, 64)
-    m = model(3)
+    m = replace(model(3), local_iters=1 if tol == 0 else 20, local_tol=tol)
     serial = SerialPartitions(2)
     _, want = started(X, m, serial)
     esvi.rotate(m, serial, want, 3)
@@ -260,6 +289,9 @@ def test_estimator_bad_input():
         LDA(K, algorithm="esvi", alpha="auto", client="sync").fit(X)
     with pytest.raises(ValueError, match="topk_rule must be one of"):
         LDA(K, algorithm="esvi", topk_rule="heap", client="sync").fit(X)
+    for bad in (-0.1, float("nan")):
+        with pytest.raises(ValueError, match="esvi_tol must be a finite number >= 0"):
+            LDA(K, algorithm="esvi", esvi_tol=bad, client="sync").fit(X)
 
 
 def test_too_few_workers_is_refused(dask_client):
@@ -546,3 +578,44 @@ def test_cli_fit_esvi(tmp_path):
                  "--out", str(tmp_path / "m2")]) == 0  # fmt: skip
     manifest = json.loads((ck / "esvi" / "MANIFEST.json").read_text())
     assert manifest["rotation"] == 3  # rotations in all: one more after the first two
+
+
+@pytest.mark.parametrize(("C", "paper"), [(4, False), (2, False), (2, True)])
+def test_kernel_underflowing_weights_are_redone_in_log_space(C, paper):
+    """Priors of 1e-3: the document's factor of topic 0 (no counts) and the word's
+    factor of topic 1 (no counts) underflow to 0, so every product does; the
+    entry's new responsibilities still equal the softmax of
+    u_k = psi(alpha + n_dk) + psi(lambda_vk) - psi(pi_k), split between 0 and 1."""
+    from lsdask.kernels.esvi import block_word_exps, esvi_block_update
+
+    Kk, c = 4, 1e-6
+    alpha = np.full(Kk, 1e-3)
+    lam = np.array([[50.0, 1e-3, 1e-3 + c, 1e-3]])  # the entry's old mass on topic 2
+    pi = np.full(Kk, 100.0)
+    others = np.array([0.0, 20.0, 0.0, 0.0])  # the document's counts from other entries
+    resp = np.zeros((1, C))
+    resp[0, 0] = 1.0
+    idx = np.array([[2, 0, 1, 3][:C]], dtype=np.int32)
+    doc_topic = (others + np.array([0.0, 0.0, c, 0.0]))[None, :]
+    u = digamma(alpha + doc_topic[0]) + digamma(lam[0]) - digamma(pi)
+    word_exps = np.empty((1, Kk))
+    block_word_exps(lam, np.array([0], dtype=np.int32), word_exps)
+    assert word_exps[0, 1] == 0.0
+    new_resp, new_idx, new_rest = np.empty_like(resp), np.empty_like(idx), np.zeros(1)
+    esvi_block_update(
+        np.array([0, 1]), np.array([0], dtype=np.int32), np.array([c]), resp, idx, np.zeros(1),
+        np.array([0]), word_exps, doc_topic, alpha, lam, digamma(pi), paper, 1, 0.0,
+        new_resp, new_idx, new_rest,
+    )  # fmt: skip
+    soft = np.exp(u - u.max()) / np.exp(u - u.max()).sum()
+    assert 0.6 < soft[0] < 0.8 and 0.2 < soft[1] < 0.4  # a real split
+    got = np.zeros(Kk)
+    got[new_idx[0]] = new_resp[0]
+    want = soft.copy()
+    if C < Kk:
+        want[2:] = 0.0
+        want = want if paper else want / want.sum()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+    spread = np.where(got == 0, new_rest[0] / (Kk - C), 0.0) if C < Kk else 0.0
+    np.testing.assert_allclose(doc_topic[0], others + c * (got + spread), rtol=1e-12)
+    np.testing.assert_allclose(lam[0], [50.0, 1e-3, 1e-3, 1e-3] + c * (got + spread), rtol=1e-12)

@@ -244,7 +244,14 @@ class LDA(VariationalEstimator):
         ESVI: passes over each document's tokens per sub-step against the block
         it meets, the document's topic counts written after each pass (1, the
         default: every update reads the sub-step's snapshot, the paper's Alg. 5;
-        more: fewer rotations to the same ELBO, each one dearer).
+        more: fewer rotations to the same ELBO, each one dearer); with
+        ``esvi_tol`` > 0, the most passes a document makes.
+    esvi_tol : float
+        ESVI: a document stops its passes of a sub-step once one moves none of
+        its topic counts by ``esvi_tol`` or more (``max_k |Delta n_dk|``, the rule
+        of memoized VI's local step, and its default 0.05), so each document gets
+        the passes it needs; 0: always ``esvi_iters`` passes. No effect with one
+        pass.
     esvi_dtype : {"float64", "float32"}
         ESVI: the element type of the topic-word blocks the workers hold and
         move; float32 halves their bytes (the updates and every sum are still
@@ -307,6 +314,7 @@ class LDA(VariationalEstimator):
         pi_sync: str = "exact",
         schedule: str = "rotation",
         esvi_iters: int = 1,
+        esvi_tol: float = 0.05,
         esvi_dtype: str = "float64",
         n_init: int = 1,
         svi_delay: float = config.SVI_DELAY,

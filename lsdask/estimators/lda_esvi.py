@@ -84,7 +84,7 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
     warm = not (isinstance(est.init, str) and est.init in ("auto", "random"))
     model = ESVILDA(
         K, V, np.full(K, priors["alpha"] / K), priors["eta"], C, est.topk_rule,
-        int(rng.integers(2**31)), est.esvi_iters, warm, est.esvi_dtype,
+        int(rng.integers(2**31)), est.esvi_iters, warm, est.esvi_dtype, est.esvi_tol,
     )  # fmt: skip
 
     def start_counts() -> np.ndarray:
@@ -99,6 +99,7 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
     settings = {
         "K": K, "V": V, "P": P, "C": C, "rule": est.topk_rule, "alpha": priors["alpha"],
         "eta": priors["eta"], "seed": model.seed, "esvi_iters": est.esvi_iters,
+        "esvi_tol": est.esvi_tol,
         "dtype": est.esvi_dtype, "pi_sync": est.pi_sync,
         "init": est.init if isinstance(est.init, str) else "counts",
         "batches": [str(getattr(b, "key", i)) for i, b in enumerate(source.batches)],

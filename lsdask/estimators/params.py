@@ -485,6 +485,13 @@ ESVI_ITERS = Param(
     "each (default {default}: every update reads the sub-step's snapshot, the paper's)",
     Option("--esvi-iters", parse_positive_int, metavar="N"),
 )  # fmt: skip
+ESVI_TOL = Param(
+    "esvi_tol", 0.05, positive(zero=True),
+    "ESVI: a document stops its passes of a sub-step (at most esvi_iters) once one moves "
+    "none of its topic counts by this much (max |Delta n_dk|, as memoized VI's local step; "
+    "default {default}; 0: always esvi_iters passes)",
+    Option("--esvi-tol", parse_nonnegative_float, metavar="T"),
+)  # fmt: skip
 ESVI_DTYPE = Param(
     "esvi_dtype", "float64", one_of("float64", "float32"),
     "ESVI: element type of the topic-word blocks the workers hold and move (float32 halves "
@@ -497,7 +504,7 @@ LDA_PARAMS = ParamTable(
     (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, LDA_ALGORITHM, N_LAPS, TOL, BATCH_SIZE,
      BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT, GIBBS_SWEEPS,
      GIBBS_TOL, GIBBS_TOKENS, GIBBS_BURNIN, GIBBS_SAMPLES, GIBBS_ESTIMATOR, MINIBATCH_SIZE,
-     N_BLOCKS, TOPK, TOPK_RULE, PI_SYNC, SCHEDULE, ESVI_ITERS, ESVI_DTYPE, *RUN)
+     N_BLOCKS, TOPK, TOPK_RULE, PI_SYNC, SCHEDULE, ESVI_ITERS, ESVI_TOL, ESVI_DTYPE, *RUN)
 )  # fmt: skip
 
 

@@ -20,10 +20,13 @@ one row per word of the block) and the topic totals through
 and adds the change of every entry, ``c (phi_new - phi_old)``, to ``n_d`` and
 to the block, in place. Reading only the snapshot makes the step one block
 coordinate update of the entries (Theorem 1 with the whole simplex), so it
-does not depend on the order of the entries: they are visited word by word,
-``psi`` of a word's row taken once from the block itself, and the block takes
-the changes only after the last pass, so no copy of the block and no
-``psi(lambda)`` array is made.
+does not depend on the order of the entries: they are visited document by
+document, each document making its own passes (a fixed number, or until its
+counts settle), and the block takes the changes only after the last document.
+The weights ``exp(u_k)`` are products of a document factor (K exponentials per
+document and pass) and a word factor (K per word and sub-step, for the words
+the piece uses), so an entry costs K multiplications per pass, not K
+exponentials; no copy of the block is made.
 """
 
 from __future__ import annotations
@@ -116,24 +119,79 @@ def _add_doc(dt, resp, idx, rest, scale, K):
 
 
 @numba.njit(nogil=True, cache=True)
+def block_word_exps(lam, used, out):
+    """``out[u] = exp(psi(lambda_v) - max_k psi(lambda_vk))`` for the words ``v =
+    used[u]`` of the block: the word's factor of an entry's weights, taken once per
+    sub-step (the block does not change within one)."""
+    K = lam.shape[1]
+    row = np.empty(K, dtype=np.float64)
+    for u in range(used.shape[0]):
+        v = used[u]
+        m = -np.inf
+        for k in range(K):
+            row[k] = digamma(np.float64(lam[v, k]))
+            m = max(m, row[k])
+        for k in range(K):
+            out[u, k] = np.exp(row[k] - m)
+
+
+@numba.njit(nogil=True, cache=True)
+def _new_entry_exps(p, C, paper_rule, order, resp, idx):
+    """The entry's new responsibilities from its weights ``p`` (K,), ``p_k`` being
+    ``exp(u_k)`` up to a common factor; returns ``(rest, ok)``, ``ok`` False when the
+    kept weights underflowed (the caller then works in log space)."""
+    K = p.shape[0]
+    if C == K:
+        for i in range(K):
+            order[i] = i
+    else:
+        _select(p, C, order)
+    kept = 0.0
+    for i in range(C):
+        kept += p[order[i]]
+    if not kept > 1e-250:
+        return 0.0, False
+    total = kept
+    if paper_rule and C < K:
+        total = 0.0
+        for k in range(K):
+            total += p[k]
+    inv = 1.0 / total
+    for i in range(C):
+        resp[i] = p[order[i]] * inv
+        idx[i] = order[i]
+    if paper_rule and C < K:
+        rest = 1.0
+        for i in range(C):
+            rest -= resp[i]
+        return max(rest, 0.0), True
+    return 0.0, True
+
+
+@numba.njit(nogil=True, cache=True)
 def esvi_block_update(
-    indptr, cols, counts, resp, idx, rest, by_word, doc_topic, alpha, lam, psi_pi, paper_rule,
-    n_iters, new_resp, new_idx, new_rest, et,
+    indptr, cols, counts, resp, idx, rest, compact, word_exps, doc_topic, alpha, lam, psi_pi,
+    paper_rule, n_iters, tol, new_resp, new_idx, new_rest,
 ):  # fmt: skip
     """Update every entry of a piece against the snapshot, writing ``n_d`` and the
-    block in place; returns the piece's new entropy ``-sum c phi log phi``.
+    block in place; returns ``(entropy -sum c phi log phi, passes)``, ``passes`` the
+    passes over documents' entries made in all.
 
-    With ``n_iters`` > 1, every entry is updated ``n_iters`` times against the
-    block's snapshot, the documents' counts ``n_d`` written after each pass
-    (block coordinate ascent on the entries, then on ``q(pi_d)``); the first
-    pass reads the snapshot of ``n_d``. The block receives the change from the
-    first pass's input to the last pass's output, after the last pass.
+    Each document's entries in the block are updated up to ``n_iters`` times
+    against the block's snapshot, ``n_d`` written after each pass (block
+    coordinate ascent on the document's entries, then on its ``q(pi_d)``; the
+    first pass reads the snapshot of ``n_d``); with ``tol > 0`` a document stops
+    as soon as a pass moves none of its counts by ``tol`` or more (``max_k
+    |Delta n_dk| < tol``, memoized VI's local step rule), with ``tol = 0`` it
+    makes all ``n_iters``. The block and ``pi`` are the sub-step's snapshot for
+    every document, so the documents are independent and each runs to its own
+    end. The block receives the change from the first pass's input to the last
+    pass's output, after the last document.
 
-    Within a pass every entry reads the pass's snapshot, so the entries are
-    visited word by word (``by_word``): ``psi(lambda_v)`` is computed once per
-    word and pass from the block itself, and the only K x V_b array is the
-    block. ``et[d] = psi(alpha + n_d) - psi(pi)`` is taken for every document at
-    the start of a pass, so ``doc_topic`` can take the changes in place.
+    An entry's weights ``exp(u_k)`` are the product of a document factor
+    ``exp(psi(alpha_k + n_dk) - psi(pi_k))``, taken per document and pass, and a
+    word factor ``word_exps`` taken once per sub-step (:func:`block_word_exps`),
+    each scaled by its maximum; a product that underflows is redone in log space.
 
     Parameters
     ----------
@@ -141,51 +199,64 @@ def esvi_block_update(
     counts : (nnz,) float64
     resp, idx, rest : (nnz, C) float64, (nnz, C) int32, (nnz,) float64, the
         entries' current responsibilities (read only)
-    by_word : (nnz,) int64, the entries ordered by word (any order within a word)
+    compact : (nnz,) int64, each entry's row in ``word_exps``
+    word_exps : (n_used, K), :func:`block_word_exps` of the piece's words
     doc_topic : (n_docs, K) float64, ``n_d``, updated in place
     alpha : (K,) float64; lam : (V_b, K) float64 or float32, the block, updated
         in place; psi_pi : (K,) ``psi(pi)``
     paper_rule : bool, spread the left-over mass (paper) or drop it (L-sparse)
-    n_iters : int >= 1, passes over the entries
+    n_iters : int >= 1, passes over a document's entries at most
+    tol : float >= 0, a document's convergence threshold (0: always ``n_iters``)
     new_resp, new_idx, new_rest : outputs of the shapes of ``resp``, ``idx``, ``rest``
-    et : (n_docs, K) float64, scratch
     """
     K = alpha.shape[0]
     C = resp.shape[1]
     n_docs = indptr.shape[0] - 1
     nnz = cols.shape[0]
+    p = np.empty(K, dtype=np.float64)
     w = np.empty(K, dtype=np.float64)
-    psi_row = np.empty(K, dtype=np.float64)
+    et = np.empty(K, dtype=np.float64)
+    ed = np.empty(K, dtype=np.float64)
+    before = np.empty(K, dtype=np.float64)
     order = np.empty(C, dtype=np.int32)
-    doc_of = np.empty(nnz, dtype=np.int64)
+    passes = 0
     for d in range(n_docs):
-        for j in range(indptr[d], indptr[d + 1]):
-            doc_of[j] = d
-    for it in range(n_iters):
-        for d in range(n_docs):
-            if indptr[d] == indptr[d + 1]:
-                continue
+        lo, hi = indptr[d], indptr[d + 1]
+        if lo == hi:
+            continue
+        dt = doc_topic[d]
+        for it in range(n_iters):
+            passes += 1
+            m = -np.inf
             for k in range(K):
-                et[d, k] = digamma(alpha[k] + doc_topic[d, k]) - psi_pi[k]
-        t = 0
-        while t < nnz:
-            v = cols[by_word[t]]
+                et[k] = digamma(alpha[k] + dt[k]) - psi_pi[k]
+                m = max(m, et[k])
             for k in range(K):
-                psi_row[k] = digamma(np.float64(lam[v, k]))
-            while t < nnz and cols[by_word[t]] == v:
-                j = by_word[t]
-                d = doc_of[j]
+                ed[k] = np.exp(et[k] - m)
+                before[k] = dt[k]
+            for j in range(lo, hi):
                 c = counts[j]
-                for k in range(K):
-                    w[k] = et[d, k] + psi_row[k]
                 if it == 0:
-                    _add_doc(doc_topic[d], resp[j], idx[j], rest[j], -c, K)
+                    _add_doc(dt, resp[j], idx[j], rest[j], -c, K)
                 else:
-                    _add_doc(doc_topic[d], new_resp[j], new_idx[j], new_rest[j], -c, K)
-                r = _new_entry(w, C, paper_rule, order, new_resp[j], new_idx[j])
+                    _add_doc(dt, new_resp[j], new_idx[j], new_rest[j], -c, K)
+                ew = word_exps[compact[j]]
+                for k in range(K):
+                    p[k] = ed[k] * ew[k]
+                r, ok = _new_entry_exps(p, C, paper_rule, order, new_resp[j], new_idx[j])
+                if not ok:
+                    v = cols[j]
+                    for k in range(K):
+                        w[k] = et[k] + digamma(np.float64(lam[v, k]))
+                    r = _new_entry(w, C, paper_rule, order, new_resp[j], new_idx[j])
                 new_rest[j] = r
-                _add_doc(doc_topic[d], new_resp[j], new_idx[j], r, c, K)
-                t += 1
+                _add_doc(dt, new_resp[j], new_idx[j], r, c, K)
+            if tol > 0.0:
+                moved = 0.0
+                for k in range(K):
+                    moved = max(moved, abs(dt[k] - before[k]))
+                if moved < tol:
+                    break
     H = 0.0
     for j in range(nnz):
         v = cols[j]
@@ -193,7 +264,7 @@ def esvi_block_update(
         _add_doc(lam[v], resp[j], idx[j], rest[j], -c, K)
         _add_doc(lam[v], new_resp[j], new_idx[j], new_rest[j], c, K)
         H += c * _entry_entropy(new_resp[j], new_rest[j], K)
-    return H
+    return H, passes
 
 
 @numba.njit(nogil=True, cache=True)

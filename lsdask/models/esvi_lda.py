@@ -10,8 +10,10 @@ shared by all.
 
 A *sub-step* updates every entry of one shard in one block
 (:func:`lsdask.kernels.esvi.esvi_block_update`) against a snapshot of ``n_d``,
-of the block and of ``pi``, and writes the new ``n_d`` and block in place: the
-block is the one K x V_b array a sub-step holds (no copy, no ``psi`` of it). Since
+of the block and of ``pi``, and writes the new ``n_d`` and block in place: no
+copy of the block is made; beside it a sub-step holds the word factors
+``exp(psi(lambda_v))`` of the words the shard uses in the block (at most the
+block's size, in its element type). Since
 ``q(pi_d)`` and ``q(phi)`` stay at their optimum given the responsibilities
 (``lambda = eta + S``, ``gamma_d = alpha + n_d``), the ELBO is
 
@@ -35,7 +37,12 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma, gammaln
 
-from lsdask.kernels.esvi import esvi_accumulate, esvi_block_update, esvi_doc_counts
+from lsdask.kernels.esvi import (
+    block_word_exps,
+    esvi_accumulate,
+    esvi_block_update,
+    esvi_doc_counts,
+)
 
 #: the TOPK rules: the L-sparse rule drops the left-over mass, the paper's spreads it
 TOPK_RULES = ("lsparse", "paper")
@@ -153,6 +160,7 @@ class PartReport:
     n_tokens: float
     block_nbytes: int = 0
     shard_nbytes: int = 0
+    passes: int = 0  # passes over documents' entries in the sub-step (documents x passes)
 
 
 @dataclass(frozen=True)
@@ -167,8 +175,9 @@ class ESVILDA:
     topk : C, responsibilities kept per entry (1..K)
     rule : ``"lsparse"`` (drop the rest) or ``"paper"`` (spread it over the other topics)
     seed : seeds the random first responsibilities, per shard
-    local_iters : passes over each document's entries per sub-step, ``n_d`` written
-        after each (1: every update reads the sub-step's snapshot, the paper's Alg. 5)
+    local_iters : passes over each document's entries per sub-step at most, ``n_d``
+        written after each (1: every update reads the sub-step's snapshot, the paper's
+        Alg. 5)
     warm : start from topics (:meth:`seed_block`) instead of random responsibilities:
         every entry starts with none, and the first rotation gives each its first
         responsibilities against the start's topics, which leave the blocks after it
@@ -176,6 +185,8 @@ class ESVILDA:
     block_dtype : ``"float64"`` or ``"float32"``, the element type of the blocks
         (float32 halves the bytes a worker holds and moves; the updates and every
         sum are still computed in float64)
+    local_tol : a document stops its passes of a sub-step once one moves none of its
+        topic counts by ``local_tol`` or more (0: always ``local_iters`` passes)
     """
 
     n_topics: int
@@ -188,6 +199,7 @@ class ESVILDA:
     local_iters: int = 1
     warm: bool = False
     block_dtype: str = "float64"
+    local_tol: float = 0.0
 
     # ---- before the rotations
     def word_mass(self, loaders: list[Any], shared: Any = None) -> np.ndarray:
@@ -381,12 +393,15 @@ class ESVILDA:
         new_rest = np.empty_like(piece.rest)
         doc_topic = _writable(shard.doc_topic)
         lam = _writable(block.lam)
-        H = esvi_block_update(
+        used, compact = np.unique(piece.cols, return_inverse=True)
+        word_exps = np.empty((used.size, self.n_topics), dtype=lam.dtype)
+        block_word_exps(lam, used, word_exps)
+        H, passes = esvi_block_update(
             piece.indptr, piece.cols, piece.counts, piece.resp, piece.idx, piece.rest,
-            np.argsort(piece.cols, kind="stable"), doc_topic, self.alpha, lam, digamma(pi),
-            self.rule == "paper", self.local_iters, new_resp, new_idx, new_rest,
-            np.empty_like(doc_topic),
+            compact.astype(np.int64), word_exps, doc_topic, self.alpha, lam, digamma(pi),
+            self.rule == "paper", self.local_iters, self.local_tol, new_resp, new_idx, new_rest,
         )  # fmt: skip
+        del word_exps
         new_piece = replace(piece, resp=new_resp, idx=new_idx, rest=new_rest, H=float(H))
         pieces = list(shard.pieces)
         pieces[block.index] = new_piece
@@ -395,16 +410,17 @@ class ESVILDA:
         new_block = ParamBlock(block.index, block.words, lam, block.start)
         report = self._block_report(
             new_block, shard.part, new_shard.alloc, new_shard.H, shard.n_tokens,
-            shard_nbytes(new_shard),
+            shard_nbytes(new_shard), int(passes),
         )  # fmt: skip
         return new_shard, new_block, report
 
     def _block_report(
-        self, block: ParamBlock, part: int, alloc: float, H: float, n_tokens: float, nbytes: int
-    ) -> PartReport:
+        self, block: ParamBlock, part: int, alloc: float, H: float, n_tokens: float, nbytes: int,
+        passes: int = 0,
+    ) -> PartReport:  # fmt: skip
         colsum, lgamma = block_sums(block.lam)
         return PartReport(
-            part, block.index, colsum, lgamma, alloc, H, n_tokens, block.nbytes, nbytes
+            part, block.index, colsum, lgamma, alloc, H, n_tokens, block.nbytes, nbytes, passes
         )  # fmt: skip
 
     # ---- the objective from partial sums

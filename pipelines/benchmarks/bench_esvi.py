@@ -11,10 +11,11 @@ Rows (see ``pipelines/benchmarks/README_esvi.md``):
    (``LDA(algorithm="memo")``, L=8, the Gibbs start with ``--gibbs-sweeps``)
    for ``--laps`` laps against ESVI with P=2 blocks for ``--rotations``
    rotations: from random responsibilities (the paper's start, one pass per
-   sub-step) at C=K, and from the same Gibbs start with ``--esvi-iters``
-   passes per sub-step at C=K and at C=K/4 under the L-sparse and the
-   paper's rule: final heldout (nats/token), final ELBO per token, fit wall
-   time (the start included);
+   sub-step) at C=K, and from the same Gibbs start with up to
+   ``--esvi-iters`` passes per sub-step, each document stopping once a pass
+   moves its counts less than ``--esvi-tol``, at C=K and at C=K/4 under the
+   L-sparse and the paper's rule: final heldout (nats/token), final ELBO per
+   token, fit wall time (the start included);
 2. scaling on 20 Newsgroups: ESVI C=K with P=1 (one worker) against P=2 (two
    workers), exact and stale totals (``pi_sync="stale"``) on the rotation
    schedule, and the nomadic schedule (``schedule="nomadic"``, stale totals),
@@ -30,8 +31,8 @@ Usage::
 
     nice -n 5 python pipelines/benchmarks/bench_esvi.py --quick    # a smoke run
     nice -n 5 python pipelines/benchmarks/bench_esvi.py --parts memory   # -> esvi-memory
-    nice -n 5 python pipelines/benchmarks/bench_esvi.py --K 64 --laps 10 --rotations 15 \\
-        --esvi-iters 10
+    nice -n 5 python pipelines/benchmarks/bench_esvi.py --parts quality --K 64 --laps 10 \\
+        --rotations 15          # -> esvi-quality; --K 128 --corpora ap -> esvi-quality-K128
 
     nice -n 5 python pipelines/benchmarks/bench_esvi.py --parts mixture   # the mixtures only
 
@@ -83,12 +84,13 @@ def fit_one(data: Any, client: Any, K: int, **params: Any) -> dict[str, Any]:
 
 
 def quality(
-    data: Any, client: Any, K: int, laps: int, rotations: int, sweeps: int, iters: int
-) -> dict[str, Any]:
+    data: Any, client: Any, K: int, laps: int, rotations: int, sweeps: int, iters: int,
+    tol: float = 0.05,
+) -> dict[str, Any]:  # fmt: skip
     C = max(1, K // 4)
     esvi = {"algorithm": "esvi", "n_blocks": 2, "n_laps": rotations}
     gibbs = {"init": "gibbs", "gibbs_sweeps": sweeps}
-    warm = {**esvi, **gibbs, "esvi_iters": iters}
+    warm = {**esvi, **gibbs, "esvi_iters": iters, "esvi_tol": tol}
     runs = {
         "memo": fit_one(data, client, K, algorithm="memo", n_laps=laps, **gibbs),
         "esvi C=K random start": fit_one(data, client, K, **esvi),
@@ -201,10 +203,11 @@ def render(res: dict[str, Any]) -> str:
         from esvi_memory_part import render_memory
 
         lines += render_memory(res["memory"])
+    done = {q["K"] for q in res.get("quality", {}).values()}
     lines += [
         "## Not run",
         "",
-        "- K in {128, 400}.",
+        f"- quality at K in {sorted({64, 128, 400} - done)} (`--K`).",
         "",
     ]
     if not res.get("memory"):
@@ -222,7 +225,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scaling-rotations", type=int, default=5, help="rotations, scaling")
     parser.add_argument("--corpora", default="ap,20news")
     parser.add_argument("--gibbs-sweeps", type=int, default=200, help="of every Gibbs start")
-    parser.add_argument("--esvi-iters", type=int, default=10, help="passes, Gibbs-start ESVI")
+    parser.add_argument("--esvi-iters", type=int, default=100,
+                        help="passes at most, Gibbs-start ESVI")  # fmt: skip
+    parser.add_argument("--esvi-tol", type=float, default=0.05,
+                        help="a document stops its passes below this")  # fmt: skip
     parser.add_argument("--parts", default="quality,scaling",
                         help="comma-separated: quality, scaling, memory, mixture")  # fmt: skip
     esvi_mixture_part.add_options(parser)
@@ -251,6 +257,8 @@ def main(argv: list[str] | None = None) -> None:
         stem = f"esvi-mixture-{git_commit().split()[0]}" + ("-quick" if args.quick else "")
     elif not args.quick and parts != {"quality", "scaling"}:  # a part alone: its own results
         stem = "esvi-" + "-".join(sorted(parts))
+        if "quality" in parts and args.K != 64:
+            stem += f"-K{args.K}"
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     run = Run(__file__, stem, args.out, argv, settings=settings)
     if "memory" in parts:
@@ -279,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
             run.res["quality"][name] = run.step(
                 f"quality {name}", lambda n=name: quality(
                     data[n], client, args.K, args.laps, args.rotations, args.gibbs_sweeps,
-                    args.esvi_iters)
+                    args.esvi_iters, args.esvi_tol)
             )  # fmt: skip
         if "20news" in names and "scaling" in parts:
             log("scaling on 20news")
