@@ -104,6 +104,11 @@ HDP_DELETE_WORK = 0.1
 #: halves down to it (MoveSettings.next_budget)
 HDP_DELETE_WORK_FLOOR = 0.01
 
+#: the most bytes an ESVI sub-step's table of word factors may take; a piece
+#: whose words need more takes each document's factors on its own instead
+#: (the same numbers, so a sub-step never adds a block's worth of memory)
+ESVI_WORD_TABLE_BYTES = 128 << 20
+
 #: the longest line an ingest reader takes (a JSON record, a line of a
 #: bag-of-words file): longer ones are refused before they are read whole
 MAX_LINE_BYTES = 64 << 20

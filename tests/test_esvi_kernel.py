@@ -128,3 +128,41 @@ def test_block_step_equals_numpy(C, paper, iters, tol, ties):
     np.testing.assert_allclose(dt, want[3], rtol=1e-10, atol=max(atol, 1e-12))
     np.testing.assert_allclose(lo, want[4], rtol=1e-10, atol=max(atol, 1e-12))
     np.testing.assert_allclose(H, want[5], rtol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(("C", "paper", "iters", "tol"), [(6, False, 30, 0.01), (2, True, 3, 0.0)])
+def test_word_factors_per_document_equal_the_table(dtype, C, paper, iters, tol):
+    """Without a table (a piece whose words would not fit the memory allowed) each
+    document takes its own entries' word factors: the very same numbers."""
+    rng = np.random.default_rng(7)
+    K, Vb, n_docs = 6, 9, 8
+    indptr = np.concatenate([[0], np.cumsum(rng.integers(0, 5, n_docs))]).astype(np.int64)
+    nnz = int(indptr[-1])
+    cols = rng.integers(0, Vb, nnz).astype(np.int32)
+    counts = rng.integers(1, 4, nnz).astype(np.float64)
+    idx = np.argsort(-rng.random((nnz, K)), axis=1)[:, :C].astype(np.int32)
+    resp = np.full((nnz, C), 1.0 / C)
+    rest = np.zeros(nnz)
+    alpha = np.full(K, 0.1)
+    lam = (0.5 + rng.random((Vb, K)) * 3).astype(dtype)
+    n_d = np.zeros((n_docs, K))
+    for d in range(n_docs):
+        for j in range(indptr[d], indptr[d + 1]):
+            n_d[d, idx[j]] += counts[j] * resp[j]
+    psi_pi = digamma(lam.sum(0, dtype=np.float64) + 2.0)
+    used, compact = np.unique(cols, return_inverse=True)
+    outs = []
+    for table in (True, False):
+        words = used if table else used[:0]
+        word_exps = np.empty((words.size, K), dtype=dtype)
+        block_word_exps(lam, words, word_exps)
+        got = [np.empty_like(resp), np.empty_like(idx), np.empty_like(rest)]
+        dt, lo = n_d.copy(), lam.copy()
+        H, passes = esvi_block_update(
+            indptr, cols, counts, resp, idx, rest, compact.astype(np.int64), word_exps, dt,
+            alpha, lo, psi_pi, paper, iters, tol, *got,
+        )  # fmt: skip
+        outs.append((*got, dt, lo, H, passes))
+    for a, b in zip(*outs, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -119,20 +119,25 @@ def _add_doc(dt, resp, idx, rest, scale, K):
 
 
 @numba.njit(nogil=True, cache=True)
-def block_word_exps(lam, used, out):
-    """``out[u] = exp(psi(lambda_v) - max_k psi(lambda_vk))`` for the words ``v =
-    used[u]`` of the block: the word's factor of an entry's weights, taken once per
-    sub-step (the block does not change within one)."""
+def _word_exps(lam, v, row, out):
+    """``out = exp(psi(lambda_v) - max_k psi(lambda_vk))``, word ``v``'s factor of an
+    entry's weights (``row``: (K,) float64 scratch)."""
     K = lam.shape[1]
-    row = np.empty(K, dtype=np.float64)
+    m = -np.inf
+    for k in range(K):
+        row[k] = digamma(np.float64(lam[v, k]))
+        m = max(m, row[k])
+    for k in range(K):
+        out[k] = np.exp(row[k] - m)
+
+
+@numba.njit(nogil=True, cache=True)
+def block_word_exps(lam, used, out):
+    """``out[u]``: the word factor (:func:`_word_exps`) of the block's word ``v =
+    used[u]``, taken once per sub-step (the block does not change within one)."""
+    row = np.empty(lam.shape[1], dtype=np.float64)
     for u in range(used.shape[0]):
-        v = used[u]
-        m = -np.inf
-        for k in range(K):
-            row[k] = digamma(np.float64(lam[v, k]))
-            m = max(m, row[k])
-        for k in range(K):
-            out[u, k] = np.exp(row[k] - m)
+        _word_exps(lam, used[u], row, out[u])
 
 
 @numba.njit(nogil=True, cache=True)
@@ -190,8 +195,12 @@ def esvi_block_update(
 
     An entry's weights ``exp(u_k)`` are the product of a document factor
     ``exp(psi(alpha_k + n_dk) - psi(pi_k))``, taken per document and pass, and a
-    word factor ``word_exps`` taken once per sub-step (:func:`block_word_exps`),
-    each scaled by its maximum; a product that underflows is redone in log space.
+    word factor taken once per sub-step (:func:`block_word_exps`), each scaled by
+    its maximum; a product that underflows is redone in log space. The word
+    factors come from the table ``word_exps`` or, when it is empty (a table of
+    all the piece's words would not fit the memory the caller allows), are
+    taken per document for its own entries, once before its passes: the same
+    numbers, more digammas, and no array larger than the longest document.
 
     Parameters
     ----------
@@ -200,7 +209,8 @@ def esvi_block_update(
     resp, idx, rest : (nnz, C) float64, (nnz, C) int32, (nnz,) float64, the
         entries' current responsibilities (read only)
     compact : (nnz,) int64, each entry's row in ``word_exps``
-    word_exps : (n_used, K), :func:`block_word_exps` of the piece's words
+    word_exps : (n_used, K), :func:`block_word_exps` of the piece's words, or
+        (0, K): the factors are then taken per document (its dtype is kept)
     doc_topic : (n_docs, K) float64, ``n_d``, updated in place
     alpha : (K,) float64; lam : (V_b, K) float64 or float32, the block, updated
         in place; psi_pi : (K,) ``psi(pi)``
@@ -219,12 +229,21 @@ def esvi_block_update(
     ed = np.empty(K, dtype=np.float64)
     before = np.empty(K, dtype=np.float64)
     order = np.empty(C, dtype=np.int32)
+    table = word_exps.shape[0] > 0
+    longest = 0
+    if not table:
+        for d in range(n_docs):
+            longest = max(longest, indptr[d + 1] - indptr[d])
+    doc_exps = np.empty((longest, K), dtype=word_exps.dtype)
     passes = 0
     for d in range(n_docs):
         lo, hi = indptr[d], indptr[d + 1]
         if lo == hi:
             continue
         dt = doc_topic[d]
+        if not table:
+            for j in range(lo, hi):
+                _word_exps(lam, cols[j], w, doc_exps[j - lo])
         for it in range(n_iters):
             passes += 1
             m = -np.inf
@@ -240,7 +259,7 @@ def esvi_block_update(
                     _add_doc(dt, resp[j], idx[j], rest[j], -c, K)
                 else:
                     _add_doc(dt, new_resp[j], new_idx[j], new_rest[j], -c, K)
-                ew = word_exps[compact[j]]
+                ew = word_exps[compact[j]] if table else doc_exps[j - lo]
                 for k in range(K):
                     p[k] = ed[k] * ew[k]
                 r, ok = _new_entry_exps(p, C, paper_rule, order, new_resp[j], new_idx[j])

@@ -37,6 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma, gammaln
 
+from lsdask import config
 from lsdask.kernels.esvi import (
     block_word_exps,
     esvi_accumulate,
@@ -187,6 +188,8 @@ class ESVILDA:
         sum are still computed in float64)
     local_tol : a document stops its passes of a sub-step once one moves none of its
         topic counts by ``local_tol`` or more (0: always ``local_iters`` passes)
+    word_table_bytes : the most bytes a sub-step's table of word factors may take;
+        beyond it each document's factors are taken on their own (the same numbers)
     """
 
     n_topics: int
@@ -200,6 +203,7 @@ class ESVILDA:
     warm: bool = False
     block_dtype: str = "float64"
     local_tol: float = 0.0
+    word_table_bytes: int = config.ESVI_WORD_TABLE_BYTES
 
     # ---- before the rotations
     def word_mass(self, loaders: list[Any], shared: Any = None) -> np.ndarray:
@@ -386,7 +390,8 @@ class ESVILDA:
 
         The shard's ``n_d`` and the block are updated in place (the given shard
         and block are spent): a sub-step holds its block once, with the piece's
-        new responsibilities and one (n_docs, K) scratch array beside it."""
+        new responsibilities and the word factors beside it (at most
+        ``word_table_bytes``, or one document's)."""
         piece = shard.pieces[block.index]
         new_resp = np.empty_like(piece.resp)
         new_idx = np.empty_like(piece.idx)
@@ -394,6 +399,8 @@ class ESVILDA:
         doc_topic = _writable(shard.doc_topic)
         lam = _writable(block.lam)
         used, compact = np.unique(piece.cols, return_inverse=True)
+        if used.size * self.n_topics * lam.dtype.itemsize > self.word_table_bytes:
+            used = used[:0]  # factors per document, within the kernel
         word_exps = np.empty((used.size, self.n_topics), dtype=lam.dtype)
         block_word_exps(lam, used, word_exps)
         H, passes = esvi_block_update(
