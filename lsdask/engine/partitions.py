@@ -213,10 +213,12 @@ class DaskPartitions:
             return sum(1 for k in keys if k in dask_worker.data)
 
         deadline = time.monotonic() + timeout
+        pause = 0.002  # the scheduler forgets within milliseconds: look again soon, then less often
         while time.monotonic() < deadline:
             if not any(self.client.run(held).values()):
                 return
-            time.sleep(0.05)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
         raise TimeoutError(f"released data still held by the workers after {timeout} s")
 
     def holdings(self, probe: Callable[[Any], Any]) -> dict[str, list[Any]]:
