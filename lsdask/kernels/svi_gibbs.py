@@ -178,6 +178,46 @@ def _remove(k: int, ndk, active, where, n_active: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
+def _document_tokens(words, counts, lo: int, hi: int) -> np.ndarray:
+    """A document's tokens: local word ``words[e]`` ``counts[e]`` times, in order."""
+    n_tokens = 0
+    for e in range(lo, hi):
+        n_tokens += counts[e]
+    tok = np.empty(n_tokens, np.int64)
+    t = 0
+    for e in range(lo, hi):
+        for _ in range(counts[e]):
+            tok[t] = words[e]
+            t += 1
+    return tok
+
+
+@numba.njit(cache=True, nogil=True)
+def _take_out(k: int, ndk, active, where, n_active: int, doc_total: float, smooth):
+    """Take a token off topic k before it is drawn again; returns the new number of
+    active topics and document-bucket total (never below 0 by rounding)."""
+    n_active = _remove(k, ndk, active, where, n_active)
+    doc_total -= smooth[k]
+    return n_active, max(doc_total, 0.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _redraw(
+    i, tok, z, state, ndk, active, where, n_active, doc_total, w_indptr, w_topics, w_excess,
+    smooth, alpha, cum_smooth,
+):  # fmt: skip
+    """Draw token i's topic into ``z[i]`` given the others (taken out first) and
+    count it; returns the new number of active topics and document-bucket total."""
+    k = draw_topic(
+        _uniform(state), tok[i], ndk, active, n_active, doc_total, w_indptr, w_topics,
+        w_excess, smooth, alpha, cum_smooth,
+    )  # fmt: skip
+    z[i] = k
+    n_active = _add(k, ndk, active, where, n_active)
+    return n_active, doc_total + smooth[k]
+
+
+@numba.njit(cache=True, nogil=True)
 def sample_documents(
     indptr: np.ndarray,
     words: np.ndarray,
@@ -215,15 +255,8 @@ def sample_documents(
     state = np.zeros(1, np.uint64)
     offset = 0
     for d in range(indptr.size - 1):
-        n_tokens = 0
-        for e in range(indptr[d], indptr[d + 1]):
-            n_tokens += counts[e]
-        tok = np.empty(n_tokens, np.int64)
-        t = 0
-        for e in range(indptr[d], indptr[d + 1]):
-            for _ in range(counts[e]):
-                tok[t] = words[e]
-                t += 1
+        tok = _document_tokens(words, counts, indptr[d], indptr[d + 1])
+        n_tokens = tok.size
         z = np.empty(n_tokens, np.int64)
         state[0] = document_key(seed, step, np.uint64(doc_ids[d]))
         n_active = _start(
@@ -235,18 +268,13 @@ def sample_documents(
             for a in range(n_active):
                 doc_total += ndk[active[a]] * smooth[active[a]]
             for i in range(n_tokens):
-                k = z[i]
-                n_active = _remove(k, ndk, active, where, n_active)
-                doc_total -= smooth[k]
-                if doc_total < 0.0:
-                    doc_total = 0.0
-                k = draw_topic(
-                    _uniform(state), tok[i], ndk, active, n_active, doc_total, w_indptr,
+                n_active, doc_total = _take_out(
+                    z[i], ndk, active, where, n_active, doc_total, smooth
+                )
+                n_active, doc_total = _redraw(
+                    i, tok, z, state, ndk, active, where, n_active, doc_total, w_indptr,
                     w_topics, w_excess, smooth, alpha, cum_smooth,
                 )  # fmt: skip
-                z[i] = k
-                n_active = _add(k, ndk, active, where, n_active)
-                doc_total += smooth[k]
             if sweep >= burnin:
                 at = (sweep - burnin) * T + offset
                 for i in range(n_tokens):
@@ -518,15 +546,8 @@ def sample_documents_rb(
     vals = np.empty(1024, np.int64)
     n_out = 0
     for d in range(indptr.size - 1):
-        n_tokens = 0
-        for e in range(indptr[d], indptr[d + 1]):
-            n_tokens += counts[e]
-        tok = np.empty(n_tokens, np.int64)
-        t = 0
-        for e in range(indptr[d], indptr[d + 1]):
-            for _ in range(counts[e]):
-                tok[t] = words[e]
-                t += 1
+        tok = _document_tokens(words, counts, indptr[d], indptr[d + 1])
+        n_tokens = tok.size
         z = np.empty(n_tokens, np.int64)
         key = document_key(seed, step, np.uint64(doc_ids[d]))
         state[0] = key
@@ -543,11 +564,9 @@ def sample_documents_rb(
             for a in range(n_active):
                 doc_total += ndk[active[a]] * smooth[active[a]]
             for i in range(n_tokens):
-                k = z[i]
-                n_active = _remove(k, ndk, active, where, n_active)
-                doc_total -= smooth[k]
-                if doc_total < 0.0:
-                    doc_total = 0.0
+                n_active, doc_total = _take_out(
+                    z[i], ndk, active, where, n_active, doc_total, smooth
+                )
                 if kept:
                     n_pieces = conditional_pieces(
                         tok[i], ndk, active, n_active, w_indptr, w_topics, w_excess, smooth,
@@ -564,13 +583,10 @@ def sample_documents_rb(
                         keys[n_out] = tok[i] * K + tok_topics[q]
                         vals[n_out] = tok_quanta[q]
                         n_out += 1
-                k = draw_topic(
-                    _uniform(state), tok[i], ndk, active, n_active, doc_total, w_indptr,
+                n_active, doc_total = _redraw(
+                    i, tok, z, state, ndk, active, where, n_active, doc_total, w_indptr,
                     w_topics, w_excess, smooth, alpha, cum_smooth,
                 )  # fmt: skip
-                z[i] = k
-                n_active = _add(k, ndk, active, where, n_active)
-                doc_total += smooth[k]
         n_out = _merge_from(doc_start, n_out, keys, vals)
         for a in range(n_active):
             ndk[active[a]] = 0
