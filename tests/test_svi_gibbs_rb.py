@@ -16,15 +16,7 @@ from lsdask.kernels.svi_gibbs import (
 )
 from lsdask.models.sparse_topics import RB_QUANTA, SparseTopics, sample_counts
 from tests import naive
-
-
-def _topics(rng, K: int, V: int, eta: float = 0.3, steps: int = 3) -> SparseTopics:
-    """A state with a few sparse updates: some words hold topics, some none."""
-    state = SparseTopics.at_prior(K, V, eta)
-    for t in range(1, steps + 1):
-        dense = rng.poisson(0.4, size=(V, K)) * (rng.random((V, K)) < 0.3)
-        state.step((10.0 + t) ** -0.6, sp.csr_matrix(dense.astype(float) * 5.0))
-    return state
+from tests.test_svi_gibbs_kernel import _topics
 
 
 def _doc_state(K: int):

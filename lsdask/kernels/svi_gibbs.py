@@ -94,6 +94,19 @@ def _uniform(state: np.ndarray) -> float:
 
 
 @numba.njit(cache=True, nogil=True)
+def _smooth_topic(x: float, cum_smooth: np.ndarray) -> int:
+    """The first topic whose cumulative smoothing weight exceeds ``x``."""
+    lo, hi = 0, cum_smooth.size - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cum_smooth[mid] > x:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@numba.njit(cache=True, nogil=True)
 def draw_topic(
     u: float,
     j: int,
@@ -142,16 +155,7 @@ def draw_topic(
             if x < 0.0:
                 return k
         return last
-    x -= doc_total
-    # smoothing: the first k whose cumulative sum exceeds x (binary search)
-    lo, hi = 0, cum_smooth.size - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if cum_smooth[mid] > x:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    return _smooth_topic(x - doc_total, cum_smooth)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -399,19 +403,6 @@ def conditional_pieces(
         out_weights[n] = ndk[k] * smooth[k]
         n += 1
     return n
-
-
-@numba.njit(cache=True, nogil=True)
-def _smooth_topic(x: float, cum_smooth: np.ndarray) -> int:
-    """The first topic whose cumulative smoothing weight exceeds ``x``."""
-    lo, hi = 0, cum_smooth.size - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if cum_smooth[mid] > x:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
 
 
 @numba.njit(cache=True, nogil=True)
