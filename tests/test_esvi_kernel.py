@@ -114,8 +114,8 @@ def test_block_step_equals_numpy(C, paper, iters, tol, ties):
     # the kernel's weights are products of exponentials, the reference's exponentials
     # of sums, and its digamma is its own: rounding of 1e-16, which a document's
     # iteration (psi is steep near 0: a small count's change moves its weight
-    # several times as much) carries through 30 passes to about 1e-10
-    atol = 1e-13 if iters <= 3 else 1e-8
+    # several times as much) carries through 30 passes to at most 1.7e-10 in these cases
+    atol = 1e-13 if iters <= 3 else 1e-9
     if C < K:  # the kept topics in descending weight, ties to the lower topic
         np.testing.assert_array_equal(got_idx, want[1])
         np.testing.assert_allclose(got_resp, want[0], rtol=1e-9, atol=atol)

@@ -8,6 +8,7 @@ one block (two only while a swap's blocks cross); checkpoints and resume."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pytest
@@ -249,18 +250,25 @@ class ShuffledParts(SerialPartitions):
         return [int(self.rng.integers(len(handles)))]
 
 
+def in_process_reference(P: int, n_rotations: int) -> tuple[Any, Any, esvi.ESVIRun]:
+    """The corpus, the model and an in-process nomadic run of ``n_rotations`` (seed 5)
+    that the runs in other orders or on a cluster are held against."""
+    X = corpus(4, 96)
+    m = model(3)
+    serial = SerialPartitions(P)
+    _, want = started(X, m, serial)
+    want.stale = esvi.StaleTotals.start(want.pi, P)
+    esvi_nomadic.rotate(m, serial, want, n_rotations, seed=5)
+    return X, m, want
+
+
 def test_any_order_of_completion_meets_every_pair_once_and_ends_close():
     """P = 3, tasks ending in random orders: every pair meets once per rotation,
     the totals are the blocks' column sums, and the ELBO per rotation stays
     within 5e-3 of the in-process order's (which changes of the totals a view
     has seen depends on the order)."""
     P = 3
-    X = corpus(4, 96)
-    m = model(3)
-    serial = SerialPartitions(P)
-    _, want = started(X, m, serial)
-    want.stale = esvi.StaleTotals.start(want.pi, P)
-    esvi_nomadic.rotate(m, serial, want, 3, seed=5)
+    X, m, want = in_process_reference(P, 3)
     pairs = Counter({(p, b): 1 for p in range(P) for b in range(P)})
     differs = False
     for seed in range(4):
@@ -366,12 +374,7 @@ def test_dask_nomadic_pairs_blocks_and_resume(three_workers, tmp_path):
     meets every pair once in it, and ends close to the uninterrupted in-process
     run."""
     P = 3
-    X = corpus(4, 96)
-    m = model(3)
-    serial = SerialPartitions(P)
-    _, want = started(X, m, serial)
-    want.stale = esvi.StaleTotals.start(want.pi, P)
-    esvi_nomadic.rotate(m, serial, want, 2, seed=5)
+    X, m, want = in_process_reference(P, 2)
 
     parts = DaskPartitions(three_workers, P)
     met: list[Counter] = []

@@ -423,18 +423,27 @@ def rotate(
                 run.substep_elbo[-1] = float("nan")
             if on_substep is not None:
                 on_substep(run, s)
-        if run.warm:
-            drop_start(model, parts, run)
-        run.elbo_trace.append(run.substep_elbo[-1])
-        run.time_trace.append(time.perf_counter() - t0)
-        logger.info(
-            "ESVI rotation %d: ELBO %.6e (%.4f per token), %.1f s; per part: block %s MB, "
-            "shard %s MB",
-            len(run.elbo_trace), run.elbo_trace[-1], run.elbo_trace[-1] / max(run.n_tokens, 1.0),
-            run.time_trace[-1], _megabytes(run.reports, "block_nbytes"),
-            _megabytes(run.reports, "shard_nbytes"),
-        )  # fmt: skip
+        end_rotation(model, parts, run, t0, "rotation")
     return run
+
+
+def end_rotation(
+    model: PartitionedModel, parts: Partitions, run: ESVIRun, t0: float, schedule: str
+) -> None:
+    """What ends a rotation on either schedule: the start's counts leave the
+    blocks after the first (the ELBO follows), the rotation's ELBO and time are
+    traced (from ``t0``) and logged with the parts' sizes."""
+    if run.warm:
+        drop_start(model, parts, run)
+    run.elbo_trace.append(run.substep_elbo[-1])
+    run.time_trace.append(time.perf_counter() - t0)
+    logger.info(
+        "ESVI %s %d: ELBO %.6e (%.4f per token), %.1f s; per part: block held %s, "
+        "its last block %s MB, shard %s MB",
+        schedule, len(run.elbo_trace), run.elbo_trace[-1],
+        run.elbo_trace[-1] / max(run.n_tokens, 1.0), run.time_trace[-1], run.held,
+        _megabytes(run.reports, "block_nbytes"), _megabytes(run.reports, "shard_nbytes"),
+    )  # fmt: skip
 
 
 def held_blocks(n_parts: int) -> list[int]:

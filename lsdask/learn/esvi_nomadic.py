@@ -50,8 +50,7 @@ from lsdask.learn.esvi import (
     ESVIRun,
     PartitionedModel,
     Partitions,
-    _megabytes,
-    drop_start,
+    end_rotation,
     holding,
 )
 from lsdask.learn.protocols import Handle
@@ -250,15 +249,5 @@ def rotate(
     for _ in range(n_rotations):
         r = len(run.elbo_trace)
         rotation(model, parts, run, np.random.default_rng((seed, r)), on_event)
-        if run.warm:  # the start's counts leave the blocks (the ELBO follows)
-            drop_start(model, parts, run)
-        run.elbo_trace.append(run.substep_elbo[-1])
-        run.time_trace.append(time.perf_counter() - t0)
-        logger.info(
-            "ESVI nomadic rotation %d: ELBO %.6e (%.4f per token), %.1f s; per part: block "
-            "held %s, its last block %s MB, shard %s MB",
-            r + 1, run.elbo_trace[-1], run.elbo_trace[-1] / max(run.n_tokens, 1.0),
-            run.time_trace[-1], run.held, _megabytes(run.reports, "block_nbytes"),
-            _megabytes(run.reports, "shard_nbytes"),
-        )  # fmt: skip
+        end_rotation(model, parts, run, t0, "nomadic rotation")
     return run

@@ -164,18 +164,14 @@ def _tagged(path: Path) -> list[dict[str, Any]]:
 
 
 def _kill(proc: Any) -> None:
+    """Kill a child (a ``subprocess.Popen``) and its descendants, if it still runs."""
     import psutil
+    from harness.cluster import kill_tree
 
     try:
-        procs = [*psutil.Process(proc.pid).children(recursive=True), psutil.Process(proc.pid)]
-    except psutil.Error:
+        kill_tree(psutil.Process(proc.pid))
+    except psutil.Error:  # already gone
         return
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(procs, timeout=10)
 
 
 def one_run(
