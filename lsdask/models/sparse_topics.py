@@ -91,11 +91,26 @@ class TopicWordCounts:
 
     def as_matrix(self, vocab_size: int) -> sp.csr_matrix:
         """The counts as a (V, K) CSR matrix of float64 (a word's topics in a row)."""
-        K = self.n_topics
-        return sp.csr_matrix(
-            (self.counts.astype(np.float64), (self.keys // K, self.keys % K)),
-            shape=(vocab_size, K),
-        )
+        return sum_as_matrix([self], vocab_size)
+
+
+def sum_as_matrix(terms: list[TopicWordCounts], vocab_size: int) -> sp.csr_matrix:
+    """The sum of ``terms`` as a (V, K) CSR matrix of float64, in canonical form
+    (sorted, distinct entries): the very matrix of their sum by ``+``, since the
+    counts are whole numbers below 2**53, whose float sums are exact in any
+    order. Adding while the matrix is built saves the sum's sort."""
+    if not terms:
+        raise ValueError("sum_as_matrix needs at least one term")
+    K = terms[0].n_topics
+    if any(t.n_topics != K for t in terms):
+        raise ValueError(f"adding counts over {sorted({t.n_topics for t in terms})} topics")
+    keys = np.concatenate([t.keys for t in terms]) if len(terms) > 1 else terms[0].keys
+    counts = np.concatenate([t.counts for t in terms]) if len(terms) > 1 else terms[0].counts
+    matrix = sp.csr_matrix(
+        (counts.astype(np.float64), (keys // K, keys % K)), shape=(vocab_size, K)
+    )
+    matrix.sum_duplicates()  # canonical (scipy makes it so; said here, not assumed)
+    return matrix
 
 
 @dataclass(frozen=True)
