@@ -264,3 +264,45 @@ def test_parts_handles_reach_later_tasks_and_the_driver(dask_client):
     assert executor.fetch(later) == [144]
     serial = SerialExecutor()
     assert serial.fetch(serial.start_parts(square, [1, 2, 3], 10)) == [44]
+
+
+def test_balanced_bounds_cut_near_equal_token_sums():
+    from lsdask.learn.svi_gibbs import balanced_bounds
+
+    np.testing.assert_array_equal(balanced_bounds(np.ones(10), 2), [0, 5, 10])
+    np.testing.assert_array_equal(balanced_bounds(np.ones(7), 3), [0, 2, 5, 7])
+    # one long document: the other part takes the rest
+    np.testing.assert_array_equal(balanced_bounds(np.array([1.0, 1, 30, 1, 1, 1]), 2), [0, 3, 6])
+    rng = np.random.default_rng(9)
+    w = rng.pareto(1.5, 1000) + 1
+    for n in (2, 3, 4):
+        b = balanced_bounds(w, n)
+        assert b[0] == 0 and b[-1] == w.size and (np.diff(b) >= 0).all()
+        sums = np.add.reduceat(w, b[:-1])
+        # each cut is at most one document off the even share
+        assert np.abs(np.cumsum(sums)[:-1] - w.sum() * np.arange(1, n) / n).max() <= w.max()
+
+
+def test_parts_are_split_by_the_tokens_seen(tmp_path, dask_client):
+    """From the second epoch the driver knows each document's tokens and cuts
+    minibatches by them; the topics are still the in-process run's."""
+    from lsdask.engine import DaskExecutor
+
+    rng = np.random.default_rng(10)
+    X = _docs(rng, 60)
+    X = sp.vstack([X[:3] * 40, X[3:]]).tocsr()  # three long documents
+    learner = _learner(n_epochs=2)
+    seen = []
+
+    class Recording(DaskExecutor):
+        def register(self, batches):
+            seen.append([b.n_docs for b in batches])
+            return super().register(batches)
+
+    stream = DocumentStream(X)
+    there = learner.run(stream, Recording(dask_client), learner.start(stream, seed=4))
+    here = learner.run(DocumentStream(X), SerialExecutor(), learner.start(DocumentStream(X), 4))
+    _same_topics(there.topics, here.topics)
+    first, second = seen[: len(seen) // 2], seen[len(seen) // 2 :]
+    assert all(abs(a - b) <= 1 for a, b in first[:-1])  # even, by documents
+    assert any(abs(a - b) > 1 for a, b in second)  # by tokens

@@ -170,11 +170,17 @@ class PartCounts:
 
     counts: TopicWordCounts
     doc_ids: np.ndarray
+    #: each document's tokens, in the part's order (the driver balances later
+    #: parts by them); None where not known
+    n_tokens: np.ndarray | None = None
 
     def __add__(self, other: PartCounts) -> PartCounts:
         with _phase("sum"):
+            tokens = None
+            if self.n_tokens is not None and other.n_tokens is not None:
+                tokens = np.concatenate([self.n_tokens, other.n_tokens])
             return PartCounts(
-                self.counts + other.counts, np.concatenate([self.doc_ids, other.doc_ids])
+                self.counts + other.counts, np.concatenate([self.doc_ids, other.doc_ids]), tokens
             )
 
     @staticmethod
@@ -268,7 +274,8 @@ class GibbsTask:
                 )
         except ValueError as exc:
             raise DataError(f"{part.where}: {exc}") from exc
-        return PartCounts(counts, np.asarray(doc_ids, dtype=np.int64))
+        n_tokens = np.diff(np.r_[0, np.cumsum(rows.data)][rows.indptr]).astype(np.int64)
+        return PartCounts(counts, np.asarray(doc_ids, dtype=np.int64), n_tokens)
 
 
 @dataclass
@@ -482,6 +489,9 @@ class SviGibbs:
         back = time.perf_counter()
         if state.minibatch_log is not None:
             state.minibatch_log.append(np.concatenate([p.doc_ids for p in parts]))
+        if all(p.n_tokens is not None for p in parts):
+            tokens = np.concatenate([p.n_tokens for p in parts if p.n_tokens is not None])
+            chain.tokens.record(current.refs, tokens, state.sizes)
         with _phase("driver_update"):
             apply_update(state.topics, PartCounts.terms(parts), update, self.reset_below)
         chain.add(update, current.summed)
@@ -502,7 +512,7 @@ class SviGibbs:
         """Start step ``t``'s tasks on ``refs``, the driver's topics being those after
         step ``t - 1 - len(pending)`` and ``pending`` the updates since."""
         n_parts = max(1, min(executor.n_slots, len(refs)))
-        bounds = np.linspace(0, len(refs), n_parts + 1).astype(int)
+        bounds = balanced_bounds(chain.tokens.weights(refs, state.sizes), n_parts)
         where = f"{stream.description}, minibatch {t}"
         parts = [stream.part(refs[a:b], where) for a, b in itertools.pairwise(bounds) if b > a]
         handles = executor.register(parts)
@@ -590,6 +600,7 @@ class _Chain:
         self.base_step = -1
         self.updates: list[tuple[Update, Any]] = []
         self.ahead: _Started | None = None  # the next minibatch, started early
+        self.tokens = _DocTokens()
 
     def shared(
         self,
@@ -618,6 +629,50 @@ class _Chain:
     def add(self, update: Update, summed: Any) -> None:
         """Chain step ``update.step``'s update, once the driver has applied it."""
         self.updates.append((update, summed))
+
+
+class _DocTokens:
+    """Each document's tokens as the tasks reported them, over the groups known
+    (groups only arrive, so a document keeps its place): what a minibatch is
+    split by, so that the parts take about as long. A document not read yet
+    weighs the mean of those read (all weigh 1 before any is)."""
+
+    def __init__(self) -> None:
+        self.tokens = np.zeros(0)  # nan where not known yet
+        self.offsets = np.zeros(1, np.int64)  # where each group's documents start
+
+    def _index(self, refs: np.ndarray, sizes: list[int]) -> np.ndarray:
+        if len(sizes) + 1 != self.offsets.size:  # new groups: room for their documents
+            self.offsets = np.r_[0, np.cumsum(sizes, dtype=np.int64)]
+            grown = np.full(int(self.offsets[-1]), np.nan)
+            grown[: self.tokens.size] = self.tokens
+            self.tokens = grown
+        return self.offsets[refs[:, 0]] + refs[:, 1]
+
+    def record(self, refs: np.ndarray, tokens: np.ndarray, sizes: list[int]) -> None:
+        at = self._index(refs, sizes)  # first: it may grow ``tokens``
+        self.tokens[at] = tokens
+
+    def weights(self, refs: np.ndarray, sizes: list[int]) -> np.ndarray:
+        at = self._index(refs, sizes)  # first: it may grow ``tokens``
+        w = self.tokens[at]
+        known = ~np.isnan(w)
+        w[~known] = w[known].mean() if known.any() else 1.0
+        return np.maximum(w, 1.0)  # an empty document still costs its start
+
+
+def balanced_bounds(weights: np.ndarray, n_parts: int) -> np.ndarray:
+    """Where to cut ``weights`` into ``n_parts`` runs of about equal sums: the
+    ``n_parts + 1`` bounds, the first 0 and the last ``len(weights)`` (a run may
+    be empty where one weight outweighs the rest)."""
+    cum = np.cumsum(weights, dtype=np.float64)
+    targets = cum[-1] * np.arange(1, n_parts) / n_parts
+    # the cut nearest each target: after the document whose running sum is closest
+    after = np.searchsorted(cum, targets)
+    before = np.maximum(after - 1, 0)
+    nearer = np.where(np.abs(cum[before] - targets) <= np.abs(cum[after] - targets), before, after)
+    cuts = np.maximum.accumulate(nearer + 1)
+    return np.r_[0, np.minimum(cuts, len(weights)), len(weights)].astype(np.int64)
 
 
 def stream_docs(state: StreamState) -> int:
