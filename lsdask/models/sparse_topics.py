@@ -107,13 +107,10 @@ def sum_as_matrix(terms: list[TopicWordCounts], vocab_size: int) -> sp.csr_matri
         raise ValueError(f"adding counts over {sorted({t.n_topics for t in terms})} topics")
     keys, counts = terms[0].keys, terms[0].counts
     if len(terms) > 1:
-        keys = np.concatenate([t.keys for t in terms])
-        counts = np.concatenate([t.counts for t in terms])
-        order = np.argsort(keys, kind="stable")  # merges the terms' sorted runs
-        keys, counts = keys[order], counts[order]
-        if keys.size:
-            starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-            keys, counts = keys[starts], np.add.reduceat(counts, starts)
+        from lsdask.kernels.svi_gibbs import merge_counts
+
+        for t in terms[1:]:
+            keys, counts = merge_counts(keys, counts, t.keys, t.counts)
     rows = keys // K
     indptr = np.zeros(vocab_size + 1, np.int64)
     np.cumsum(np.bincount(rows, minlength=vocab_size), out=indptr[1:])
