@@ -162,3 +162,24 @@ def test_fractional_counts_are_refused(rng) -> None:
     X = sp.csr_matrix(np.array([[1.5, 0.0, 2.0, 0.0]]))
     with pytest.raises(ValueError, match="whole tokens"):
         sample_counts(X, np.array([0]), view, 1, 1, seed=0)
+
+
+def test_merge_counts_is_the_sum_of_two_sparse_count_vectors(rng) -> None:
+    """Against numpy's unique-and-add: overlapping, disjoint and empty inputs."""
+    from lsdask.kernels.svi_gibbs import merge_counts
+
+    def reference(ka, ca, kb, cb):
+        keys, at = np.unique(np.concatenate([ka, kb]), return_inverse=True)
+        counts = np.zeros(keys.size, np.int64)
+        np.add.at(counts, at, np.concatenate([ca, cb]))
+        return keys, counts
+
+    empty = np.zeros(0, np.int64)
+    for size_a, size_b, span in ((50, 70, 100), (30, 40, 10**12), (0, 20, 50), (0, 0, 5)):
+        ka = np.unique(rng.integers(0, span, size_a))
+        kb = np.unique(rng.integers(0, span, size_b))
+        ca, cb = rng.integers(1, 9, ka.size), rng.integers(1, 9, kb.size)
+        for args in ((ka, ca, kb, cb), (kb, cb, ka, ca), (ka, ca, empty, empty)):
+            got, want = merge_counts(*args), reference(*args)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])

@@ -190,3 +190,119 @@ def test_the_schedulers_task_count_stays_flat(dask_client):
     learner.run(stream, DaskExecutor(dask_client), learner.start(stream, 0), on_minibatch=count)
     assert sorted(held) == [20, 40, 60]
     assert max(held.values()) <= 25, held  # 11 here
+
+
+def _eager_matrix(counts: TopicWordCounts, vocab_size: int) -> sp.csr_matrix:
+    """The summed counts' matrix as it was built before parts travelled unsummed."""
+    k = counts.n_topics
+    return sp.csr_matrix(
+        (counts.counts.astype(np.float64), (counts.keys // k, counts.keys % k)),
+        shape=(vocab_size, k),
+    )
+
+
+def test_the_parts_matrix_is_the_sums_bit_for_bit():
+    """Built from overlapping parts (duplicated keys), the matrix is the one of their
+    sum by ``+``: same structure, same values (whole counts add exactly)."""
+    from lsdask.models.sparse_topics import sum_as_matrix
+
+    rng = np.random.default_rng(7)
+    for n_parts in (1, 2, 3, 5):
+        parts = [
+            TopicWordCounts.from_draws(K, rng.integers(0, V, 200), rng.integers(0, K, 200))
+            for _ in range(n_parts)
+        ]
+        parts[0] = TopicWordCounts(K, parts[0].keys, parts[0].counts * 3_000_000_001)
+        summed = parts[0]
+        for p in parts[1:]:
+            summed = summed + p
+        got, want = sum_as_matrix(parts, V), _eager_matrix(summed, V)
+        assert got.has_canonical_format
+        np.testing.assert_array_equal(got.indptr, want.indptr)
+        np.testing.assert_array_equal(got.indices, want.indices)
+        np.testing.assert_array_equal(got.data, want.data)
+
+
+def test_updates_by_parts_equal_updates_by_their_sum():
+    """Many steps, resets included: topics updated by the parts' lists equal, bit
+    for bit, topics updated by the summed counts' matrix (the earlier code)."""
+    rng = np.random.default_rng(8)
+    by_parts = SparseTopics.at_prior(K, V, 0.3)
+    by_sum = SparseTopics.at_prior(K, V, 0.3)
+    for t in range(1, 40):
+        parts = [
+            TopicWordCounts.from_draws(K, rng.integers(0, V, 60), rng.integers(0, K, 60))
+            for _ in range(int(rng.integers(1, 4)))
+        ]
+        summed = parts[0]
+        for p in parts[1:]:
+            summed = summed + p
+        update = Update(t, (2.0 + t) ** -0.7, 2.5)
+        apply_update(by_parts, parts, update, reset_below=0.2)
+        by_sum.step(update.rho, _eager_matrix(summed, V) * update.factor, 0.2)
+        _same_topics(by_parts, by_sum)
+    assert by_sum.n_resets >= 3
+
+
+def test_parts_handles_reach_later_tasks_and_the_driver(dask_client):
+    """``start_parts``: the driver fetches the tasks' results as a list, in order, and
+    a later task given the handle gets the same list; in this process the list
+    holds their one sum."""
+    from lsdask.engine import DaskExecutor
+
+    def square(batch, shared):
+        return batch * batch + shared
+
+    def total(batch, shared):
+        (parts,) = shared
+        return batch + sum(parts)
+
+    executor = DaskExecutor(dask_client)
+    handle = executor.start_parts(square, [1, 2, 3], 10)
+    later = executor.start_parts(total, [100], (handle,))
+    assert executor.fetch(handle) == [11, 14, 19]
+    assert executor.fetch(later) == [144]
+    serial = SerialExecutor()
+    assert serial.fetch(serial.start_parts(square, [1, 2, 3], 10)) == [44]
+
+
+def test_balanced_bounds_cut_near_equal_token_sums():
+    from lsdask.learn.svi_gibbs import balanced_bounds
+
+    np.testing.assert_array_equal(balanced_bounds(np.ones(10), 2), [0, 5, 10])
+    np.testing.assert_array_equal(balanced_bounds(np.ones(7), 3), [0, 2, 5, 7])
+    # one long document: the other part takes the rest
+    np.testing.assert_array_equal(balanced_bounds(np.array([1.0, 1, 30, 1, 1, 1]), 2), [0, 3, 6])
+    rng = np.random.default_rng(9)
+    w = rng.pareto(1.5, 1000) + 1
+    for n in (2, 3, 4):
+        b = balanced_bounds(w, n)
+        assert b[0] == 0 and b[-1] == w.size and (np.diff(b) >= 0).all()
+        sums = np.add.reduceat(w, b[:-1])
+        # each cut is at most one document off the even share
+        assert np.abs(np.cumsum(sums)[:-1] - w.sum() * np.arange(1, n) / n).max() <= w.max()
+
+
+def test_parts_are_split_by_the_tokens_seen(tmp_path, dask_client):
+    """From the second epoch the driver knows each document's tokens and cuts
+    minibatches by them; the topics are still the in-process run's."""
+    from lsdask.engine import DaskExecutor
+
+    rng = np.random.default_rng(10)
+    X = _docs(rng, 60)
+    X = sp.vstack([X[:3] * 40, X[3:]]).tocsr()  # three long documents
+    learner = _learner(n_epochs=2)
+    seen = []
+
+    class Recording(DaskExecutor):
+        def register(self, batches):
+            seen.append([b.n_docs for b in batches])
+            return super().register(batches)
+
+    stream = DocumentStream(X)
+    there = learner.run(stream, Recording(dask_client), learner.start(stream, seed=4))
+    here = learner.run(DocumentStream(X), SerialExecutor(), learner.start(DocumentStream(X), 4))
+    _same_topics(there.topics, here.topics)
+    first, second = seen[: len(seen) // 2], seen[len(seen) // 2 :]
+    assert all(abs(a - b) <= 1 for a, b in first[:-1])  # even, by documents
+    assert any(abs(a - b) > 1 for a, b in second)  # by tokens

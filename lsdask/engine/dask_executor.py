@@ -11,7 +11,8 @@
 - ``map_sum`` adds batch statistics in a tree on the workers; futures are
   dropped once gathered, so the scheduler's task count stays flat however
   many laps run. ``start_sum`` leaves the sum on its worker, so later tasks
-  can take it from there (``fetch`` gathers it for the driver).
+  can take it from there (``fetch`` gathers it for the driver);
+  ``start_parts`` leaves the tasks' results where they ran, unsummed.
 - Every task is a pure function of (batch, globals): one that runs twice,
   or again after its worker was lost, returns the same statistics, and each
   result is added exactly once, on the driver, in batch order.
@@ -148,13 +149,22 @@ class DaskExecutor:
         :meth:`fetch` gathers it. Dropping the handle releases it."""
         return _Sum(fn, list(handles), shared, self._tree_sum(fn, handles, shared))
 
+    def start_parts(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> Handle:
+        """Start the tasks, with no sum: the handle's value (by :meth:`fetch`, or in a
+        later task that takes it) is the list of their results, each taken from the
+        worker that made it. Dropping the handle releases them."""
+        return _Sum(fn, list(handles), shared, self._parts(fn, handles, shared), summed=False)
+
     def fetch(self, handle: Handle) -> Any:
-        """The value of a :meth:`start_sum` handle; after a lost worker its tasks run
-        again (the sum of pure tasks is the same)."""
-        started = cast(_Sum, handle)  # what start_sum returned
+        """The value of a :meth:`start_sum` or :meth:`start_parts` handle; after a
+        lost worker its tasks run again (pure tasks give the same results)."""
+        started = cast(_Sum, handle)  # what start_sum or start_parts returned
         for attempt in range(config.LOST_WORKER_RETRIES + 1):
             try:
-                value = started.future.result()
+                if started.summed:
+                    value = started.future.result()
+                else:
+                    value = self.client.gather(started.future)
                 # what made it is not needed any more: a handle passed on to later
                 # tasks must not keep every earlier step's inputs alive
                 started.handles, started.shared = [], ()
@@ -162,8 +172,14 @@ class DaskExecutor:
             except _lost_worker_errors() as exc:
                 self._recover(exc, attempt, len(started.handles))
                 started.handles, started.shared = self._resent(started.handles, started.shared)
-                started.future = self._tree_sum(started.fn, started.handles, started.shared)
+                make = self._tree_sum if started.summed else self._parts
+                started.future = make(started.fn, started.handles, started.shared)
         raise AssertionError("unreachable")  # _recover raises on the last attempt
+
+    def _parts(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> list[Future[A]]:
+        """The futures of the tasks' results."""
+        shared = self._current(shared)
+        return [self.client.submit(fn, self._current(h), shared, pure=False) for h in handles]
 
     def _tree_sum(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> Future[A]:
         """The future of the pairwise sum of the tasks' results."""
@@ -192,7 +208,7 @@ class DaskExecutor:
 
         if isinstance(handle, tuple):  # a shared tuple: its handles, each current
             return tuple(self._current(h, resend) for h in handle)
-        if isinstance(handle, _Sum):  # a sum started earlier: its (latest) future
+        if isinstance(handle, _Sum):  # a sum (or parts) started earlier: its latest futures
             return handle.future
         if not isinstance(handle, Future):
             return handle  # a loader (a corpus row group, a Zarr chunk) or the globals in-process
@@ -404,12 +420,14 @@ class _Wave(Generic[R]):
 @dataclass
 class _Sum:
     """A sum started by :meth:`DaskExecutor.start_sum`: its future, and what made
-    it, to make it again."""
+    it, to make it again; or the parts of :meth:`DaskExecutor.start_parts`
+    (``summed`` false): the list of the tasks' futures."""
 
     fn: Task[Any]
     handles: list[Handle]
     shared: Handle
-    future: Future[Any]
+    future: Any  # Future, or a list of Futures (the parts)
+    summed: bool = True
 
 
 def _lost_worker_errors() -> tuple[type[BaseException], ...]:

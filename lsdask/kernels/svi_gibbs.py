@@ -622,3 +622,37 @@ def token_quanta_many(
         for q in range(m):
             out[r, tt[q]] += tq[q]
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def merge_counts(
+    keys_a: np.ndarray, counts_a: np.ndarray, keys_b: np.ndarray, counts_b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The sum of two sparse count vectors given as sorted, distinct keys and
+    their whole counts: the merged sorted, distinct keys and the summed counts
+    (one pass, no sort)."""
+    na, nb = keys_a.size, keys_b.size
+    keys = np.empty(na + nb, np.int64)
+    counts = np.empty(na + nb, np.int64)
+    i = j = n = 0
+    while i < na and j < nb:
+        if keys_a[i] < keys_b[j]:
+            keys[n], counts[n] = keys_a[i], counts_a[i]
+            i += 1
+        elif keys_b[j] < keys_a[i]:
+            keys[n], counts[n] = keys_b[j], counts_b[j]
+            j += 1
+        else:
+            keys[n], counts[n] = keys_a[i], counts_a[i] + counts_b[j]
+            i += 1
+            j += 1
+        n += 1
+    while i < na:
+        keys[n], counts[n] = keys_a[i], counts_a[i]
+        i += 1
+        n += 1
+    while j < nb:
+        keys[n], counts[n] = keys_b[j], counts_b[j]
+        j += 1
+        n += 1
+    return keys[:n], counts[:n]

@@ -261,7 +261,11 @@ class Executor(Protocol):
       identical;
     - ``start_sum`` and ``fetch``: ``map_sum`` in two halves; the handle
       ``start_sum`` returns can also be passed to later tasks, which get the
-      sum where it was made, without a trip through the driver.
+      sum where it was made, without a trip through the driver;
+    - ``start_parts``: like ``start_sum``, but the handle's value is a list of
+      terms whose sum is ``map_sum``'s (the tasks' results, left where they
+      ran, with no sum made), for later tasks and a driver that add them
+      themselves: no task waits for a sum.
 
     ``shared`` is a handle, or a tuple (nested tuples too) of handles and plain
     values: the task gets the same tuple with every handle turned into its value.
@@ -294,8 +298,13 @@ class Executor(Protocol):
         """Start what :meth:`map_sum` computes; a handle of the sum (see :meth:`fetch`)."""
         ...
 
+    def start_parts(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> Handle:
+        """Start the tasks; a handle of a list of terms whose sum is what
+        :meth:`map_sum` computes (see :meth:`fetch`)."""
+        ...
+
     def fetch(self, handle: Handle) -> Any:
-        """The value of a :meth:`start_sum` handle."""
+        """The value of a :meth:`start_sum` or :meth:`start_parts` handle."""
         ...
 
     def memory(self) -> list[int]:

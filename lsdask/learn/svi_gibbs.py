@@ -17,10 +17,12 @@ of them (:class:`TopicsSource`, :func:`replica_view`), so a task reads its
 own documents, builds the view of the topics for its own words and samples,
 all in one go: no first trip for the parts' words, no view built in the
 driver and sent. A step's tasks get the replica's *base* (the topics
-broadcast every ``rebase_every`` steps) and the summed counts of every step
-since, each still where the tree sum left it; a process whose replica is at
-an earlier step applies the missing updates, one that has none starts from
-the base. The replica applies each update by the very function the driver
+broadcast every ``rebase_every`` steps) and the counts of every step since,
+as the list of its parts' counts, each still on the worker whose task made it
+(no task waits for a sum: a part's counts go straight to the next step's
+tasks and to the driver, which add them); a process whose replica is at an
+earlier step applies the missing updates, one that has none starts from the
+base. The replica applies each update by the very function the driver
 applies it by (:func:`apply_update`), so it is bit for bit the driver's
 topics, and the draws are the in-process run's.
 
@@ -48,7 +50,8 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -66,9 +69,42 @@ from lsdask.models.sparse_topics import (
     TopicWordCounts,
     quanta_per_token,
     sample_counts,
+    sum_as_matrix,
 )
 
 logger = logging.getLogger(__name__)
+
+#: CPU seconds of this process's threads by phase of a step (the tasks' and the
+#: driver's), and how often each ran: what a benchmark reads to see where a
+#: step's time goes (:func:`phase_seconds`)
+_PHASES: dict[str, list[float]] = {}
+_PHASES_LOCK = threading.Lock()
+
+
+@contextmanager
+def _phase(name: str) -> Iterator[None]:
+    """Add the CPU time of the calling thread inside the block to ``name``."""
+    start = time.thread_time()
+    try:
+        yield
+    finally:
+        spent = time.thread_time() - start
+        with _PHASES_LOCK:
+            entry = _PHASES.setdefault(name, [0.0, 0])
+            entry[0] += spent
+            entry[1] += 1
+
+
+def phase_seconds(reset: bool = False) -> dict[str, tuple[float, int]]:
+    """This process's CPU seconds and counts by phase since the last reset:
+    ``read`` (a part's documents), ``replica`` (bringing the replica up to date),
+    ``view``, ``sample``, ``sum`` (adding parts' counts), ``driver_start``
+    (starting a step's tasks), ``driver_update`` (the driver's update)."""
+    with _PHASES_LOCK:
+        out = {k: (v[0], int(v[1])) for k, v in _PHASES.items()}
+        if reset:
+            _PHASES.clear()
+    return out
 
 
 class DocumentStream(Protocol):
@@ -111,31 +147,53 @@ class Update:
 
 
 def apply_update(
-    topics: SparseTopics, counts: TopicWordCounts, update: Update, reset_below: float
+    topics: SparseTopics,
+    counts: TopicWordCounts | list[TopicWordCounts],
+    update: Update,
+    reset_below: float,
 ) -> None:
-    """One step's update of ``topics`` (in place), the same in the driver and in
-    every replica, so that they stay equal bit for bit."""
-    scaled = counts.as_matrix(topics.vocab_size) * update.factor
+    """One step's update of ``topics`` (in place) by its summed counts, or by the
+    list of the parts' counts (their sum is exact, so both are the same
+    update); the same in the driver and in every replica, so that they stay
+    equal bit for bit."""
+    terms = counts if isinstance(counts, list) else [counts]
+    scaled = sum_as_matrix(terms, topics.vocab_size) * update.factor
     topics.step(update.rho, scaled, reset_below)
 
 
 @dataclass(frozen=True)
 class PartCounts:
     """What a part's task returns: its kept sweeps' counts and its documents'
-    ids (in the part's order); sums keep the parts' order."""
+    ids (in the part's order); sums keep the parts' order. A step's counts
+    travel as the list of its parts' (:meth:`Executor.start_parts`), added by
+    whoever applies them (:func:`apply_update`)."""
 
     counts: TopicWordCounts
     doc_ids: np.ndarray
+    #: each document's tokens, in the part's order (the driver balances later
+    #: parts by them); None where not known
+    n_tokens: np.ndarray | None = None
 
     def __add__(self, other: PartCounts) -> PartCounts:
-        return PartCounts(self.counts + other.counts, np.concatenate([self.doc_ids, other.doc_ids]))
+        with _phase("sum"):
+            tokens = None
+            if self.n_tokens is not None and other.n_tokens is not None:
+                tokens = np.concatenate([self.n_tokens, other.n_tokens])
+            return PartCounts(
+                self.counts + other.counts, np.concatenate([self.doc_ids, other.doc_ids]), tokens
+            )
+
+    @staticmethod
+    def terms(summed: PartCounts | list[PartCounts]) -> list[TopicWordCounts]:
+        """The counts of a step's parts (or of their sum), in order."""
+        return [p.counts for p in summed] if isinstance(summed, list) else [summed.counts]
 
 
 @dataclass(frozen=True)
 class TopicsSource:
     """Where a step's tasks get the topics from: the replica ``key`` of this
     run, its base (the topics after step ``base_step``) and the updates of
-    steps ``base_step + 1 ..`` (each with its summed counts), as a tuple
+    steps ``base_step + 1 ..`` (each with its parts' counts), as a tuple
     ``(source, base, ((update, counts), ...))`` whose handles the executor
     turns into their values (:meth:`GibbsTask.__call__`)."""
 
@@ -153,7 +211,7 @@ _REPLICAS_LOCK = threading.Lock()
 def replica_view(
     source: TopicsSource,
     base: SparseTopics,
-    updates: tuple[tuple[Update, PartCounts], ...],
+    updates: tuple[tuple[Update, PartCounts | list[PartCounts]], ...],
     words: np.ndarray,
     alpha: np.ndarray,
     step: int,
@@ -165,17 +223,19 @@ def replica_view(
     if last != step - 1:
         raise RuntimeError(f"step {step} needs the topics after step {step - 1}, not {last}")
     with _REPLICAS_LOCK:
-        at, topics = _REPLICAS.pop(source.key, (-1, base))
-        if not source.base_step <= at <= last:  # none here, or older than the base
-            at, topics = source.base_step, copy.deepcopy(base)
-        for update, summed in updates:
-            if update.step > at:
-                apply_update(topics, summed.counts, update, source.reset_below)
-                at = update.step
-        _REPLICAS[source.key] = (at, topics)
-        while len(_REPLICAS) > _REPLICAS_KEPT:
-            _REPLICAS.popitem(last=False)
-        return topics.view(words, alpha, step)
+        with _phase("replica"):
+            at, topics = _REPLICAS.pop(source.key, (-1, base))
+            if not source.base_step <= at <= last:  # none here, or older than the base
+                at, topics = source.base_step, copy.deepcopy(base)
+            for update, summed in updates:
+                if update.step > at:
+                    apply_update(topics, PartCounts.terms(summed), update, source.reset_below)
+                    at = update.step
+            _REPLICAS[source.key] = (at, topics)
+            while len(_REPLICAS) > _REPLICAS_KEPT:
+                _REPLICAS.popitem(last=False)
+        with _phase("view"):
+            return topics.view(words, alpha, step)
 
 
 @dataclass(frozen=True)
@@ -195,24 +255,27 @@ class GibbsTask:
 
     def __call__(self, part: DocumentsPart, shared: Any) -> PartCounts:
         source, base, updates = shared
-        rows, doc_ids = part.load()
-        words = np.unique(rows.indices).astype(np.int64)
+        with _phase("read"):
+            rows, doc_ids = part.load()
+            words = np.unique(rows.indices).astype(np.int64)
         alpha = np.asarray(self.alpha, dtype=np.float64)
         view = replica_view(source, base, updates, words, alpha, self.step)
         try:
-            counts = sample_counts(
-                rows,
-                doc_ids,
-                view,
-                self.burnin,
-                self.samples,
-                self.seed,
-                self.estimator,
-                self.quanta,
-            )
+            with _phase("sample"):
+                counts = sample_counts(
+                    rows,
+                    doc_ids,
+                    view,
+                    self.burnin,
+                    self.samples,
+                    self.seed,
+                    self.estimator,
+                    self.quanta,
+                )
         except ValueError as exc:
             raise DataError(f"{part.where}: {exc}") from exc
-        return PartCounts(counts, np.asarray(doc_ids, dtype=np.int64))
+        n_tokens = np.diff(np.r_[0, np.cumsum(rows.data)][rows.indptr]).astype(np.int64)
+        return PartCounts(counts, np.asarray(doc_ids, dtype=np.int64), n_tokens)
 
 
 @dataclass
@@ -409,22 +472,28 @@ class SviGibbs:
         started = time.perf_counter()
         t = state.step + 1
         ahead, chain.ahead = chain.ahead, None
-        if ahead is not None and ahead.step == t and np.array_equal(ahead.refs, refs):
-            current = ahead
-        else:
-            current = self._start(stream, executor, state, refs, chain, t, ())
-        rho = (self.delay + t) ** (-self.kappa)
-        update = Update(t, rho, stream_docs(state) / (len(refs) * self._per_token()))
-        following = state.queue[state.pos + len(refs) : state.pos + len(refs) + self.minibatch_size]
-        if len(following):
-            pending = ((update, current.summed),)
-            chain.ahead = self._start(stream, executor, state, following, chain, t + 1, pending)
+        with _phase("driver_start"):
+            if ahead is not None and ahead.step == t and np.array_equal(ahead.refs, refs):
+                current = ahead
+            else:
+                current = self._start(stream, executor, state, refs, chain, t, ())
+            rho = (self.delay + t) ** (-self.kappa)
+            update = Update(t, rho, stream_docs(state) / (len(refs) * self._per_token()))
+            end = state.pos + len(refs)
+            following = state.queue[end : end + self.minibatch_size]
+            if len(following):
+                pending = ((update, current.summed),)
+                chain.ahead = self._start(stream, executor, state, following, chain, t + 1, pending)
         asked = time.perf_counter()
-        result: PartCounts = executor.fetch(current.summed)
+        parts: list[PartCounts] = executor.fetch(current.summed)
         back = time.perf_counter()
         if state.minibatch_log is not None:
-            state.minibatch_log.append(result.doc_ids)
-        apply_update(state.topics, result.counts, update, self.reset_below)
+            state.minibatch_log.append(np.concatenate([p.doc_ids for p in parts]))
+        if all(p.n_tokens is not None for p in parts):
+            tokens = np.concatenate([p.n_tokens for p in parts if p.n_tokens is not None])
+            chain.tokens.record(current.refs, tokens, state.sizes)
+        with _phase("driver_update"):
+            apply_update(state.topics, PartCounts.terms(parts), update, self.reset_below)
         chain.add(update, current.summed)
         state.step = t
         state.task_seconds += back - asked
@@ -443,7 +512,7 @@ class SviGibbs:
         """Start step ``t``'s tasks on ``refs``, the driver's topics being those after
         step ``t - 1 - len(pending)`` and ``pending`` the updates since."""
         n_parts = max(1, min(executor.n_slots, len(refs)))
-        bounds = np.linspace(0, len(refs), n_parts + 1).astype(int)
+        bounds = balanced_bounds(chain.tokens.weights(refs, state.sizes), n_parts)
         where = f"{stream.description}, minibatch {t}"
         parts = [stream.part(refs[a:b], where) for a, b in itertools.pairwise(bounds) if b > a]
         handles = executor.register(parts)
@@ -451,7 +520,7 @@ class SviGibbs:
         task = GibbsTask(
             self.burnin, self.samples, state.seed, chain.alpha, t, self.estimator, self.quanta
         )
-        return _Started(t, refs, executor.start_sum(task, handles, shared))
+        return _Started(t, refs, executor.start_parts(task, handles, shared))
 
     def _take_new(
         self, stream: DocumentStream, state: StreamState, rng: np.random.Generator
@@ -509,7 +578,8 @@ class SviGibbs:
 
 @dataclass
 class _Started:
-    """A step whose tasks were started: its documents and its sum's handle."""
+    """A step whose tasks were started: its documents and the handle of its
+    parts' counts."""
 
     step: int
     refs: np.ndarray
@@ -518,7 +588,7 @@ class _Started:
 
 class _Chain:
     """The driver's side of the replicas: the base last broadcast and the updates
-    since (their summed counts left where the tree sum put them); and the next
+    since (their parts' counts left where their tasks made them); and the next
     minibatch when it was started early."""
 
     def __init__(self, alpha: np.ndarray, rebase_every: int, reset_below: float) -> None:
@@ -530,6 +600,7 @@ class _Chain:
         self.base_step = -1
         self.updates: list[tuple[Update, Any]] = []
         self.ahead: _Started | None = None  # the next minibatch, started early
+        self.tokens = _DocTokens()
 
     def shared(
         self,
@@ -558,6 +629,50 @@ class _Chain:
     def add(self, update: Update, summed: Any) -> None:
         """Chain step ``update.step``'s update, once the driver has applied it."""
         self.updates.append((update, summed))
+
+
+class _DocTokens:
+    """Each document's tokens as the tasks reported them, over the groups known
+    (groups only arrive, so a document keeps its place): what a minibatch is
+    split by, so that the parts take about as long. A document not read yet
+    weighs the mean of those read (all weigh 1 before any is)."""
+
+    def __init__(self) -> None:
+        self.tokens = np.zeros(0)  # nan where not known yet
+        self.offsets = np.zeros(1, np.int64)  # where each group's documents start
+
+    def _index(self, refs: np.ndarray, sizes: list[int]) -> np.ndarray:
+        if len(sizes) + 1 != self.offsets.size:  # new groups: room for their documents
+            self.offsets = np.r_[0, np.cumsum(sizes, dtype=np.int64)]
+            grown = np.full(int(self.offsets[-1]), np.nan)
+            grown[: self.tokens.size] = self.tokens
+            self.tokens = grown
+        return self.offsets[refs[:, 0]] + refs[:, 1]
+
+    def record(self, refs: np.ndarray, tokens: np.ndarray, sizes: list[int]) -> None:
+        at = self._index(refs, sizes)  # first: it may grow ``tokens``
+        self.tokens[at] = tokens
+
+    def weights(self, refs: np.ndarray, sizes: list[int]) -> np.ndarray:
+        at = self._index(refs, sizes)  # first: it may grow ``tokens``
+        w = self.tokens[at]
+        known = ~np.isnan(w)
+        w[~known] = w[known].mean() if known.any() else 1.0
+        return np.maximum(w, 1.0)  # an empty document still costs its start
+
+
+def balanced_bounds(weights: np.ndarray, n_parts: int) -> np.ndarray:
+    """Where to cut ``weights`` into ``n_parts`` runs of about equal sums: the
+    ``n_parts + 1`` bounds, the first 0 and the last ``len(weights)`` (a run may
+    be empty where one weight outweighs the rest)."""
+    cum = np.cumsum(weights, dtype=np.float64)
+    targets = cum[-1] * np.arange(1, n_parts) / n_parts
+    # the cut nearest each target: after the document whose running sum is closest
+    after = np.searchsorted(cum, targets)
+    before = np.maximum(after - 1, 0)
+    nearer = np.where(np.abs(cum[before] - targets) <= np.abs(cum[after] - targets), before, after)
+    cuts = np.maximum.accumulate(nearer + 1)
+    return np.r_[0, np.minimum(cuts, len(weights)), len(weights)].astype(np.int64)
 
 
 def stream_docs(state: StreamState) -> int:

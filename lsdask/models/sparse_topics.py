@@ -91,11 +91,33 @@ class TopicWordCounts:
 
     def as_matrix(self, vocab_size: int) -> sp.csr_matrix:
         """The counts as a (V, K) CSR matrix of float64 (a word's topics in a row)."""
-        K = self.n_topics
-        return sp.csr_matrix(
-            (self.counts.astype(np.float64), (self.keys // K, self.keys % K)),
-            shape=(vocab_size, K),
-        )
+        return sum_as_matrix([self], vocab_size)
+
+
+def sum_as_matrix(terms: list[TopicWordCounts], vocab_size: int) -> sp.csr_matrix:
+    """The sum of ``terms`` as a (V, K) CSR matrix of float64, in canonical form
+    (sorted, distinct entries): the very matrix of their sum by ``+``, since the
+    counts are whole numbers below 2**53, whose float sums are exact in any
+    order. The terms' keys are sorted and distinct, so they are merged rather
+    than sorted, and the matrix is laid out directly."""
+    if not terms:
+        raise ValueError("sum_as_matrix needs at least one term")
+    K = terms[0].n_topics
+    if any(t.n_topics != K for t in terms):
+        raise ValueError(f"adding counts over {sorted({t.n_topics for t in terms})} topics")
+    keys, counts = terms[0].keys, terms[0].counts
+    if len(terms) > 1:
+        from lsdask.kernels.svi_gibbs import merge_counts
+
+        for t in terms[1:]:
+            keys, counts = merge_counts(keys, counts, t.keys, t.counts)
+    rows = keys // K
+    indptr = np.zeros(vocab_size + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=vocab_size), out=indptr[1:])
+    # sorted, distinct keys word * K + topic: a word's topics in a row, in order
+    return sp.csr_matrix(
+        (counts.astype(np.float64), (keys % K).astype(np.int64), indptr), shape=(vocab_size, K)
+    )
 
 
 @dataclass(frozen=True)

@@ -232,7 +232,7 @@ def memo_run(data: Any, K: int, *, eta: float, laps: int) -> dict[str, Any]:
 
 def scaling_run(data: Any, K: int, minibatch: int, epochs: int, eta: float = 0.1) -> dict[str, Any]:
     """Documents per second with 1 and 2 LocalCluster workers (and in-process)."""
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster, get_task_stream
 
     from lsdask.engine import make_executor
 
@@ -245,10 +245,12 @@ def scaling_run(data: Any, K: int, minibatch: int, epochs: int, eta: float = 0.1
         client = Client(cluster)
         try:
             client.run(warm_kernels)  # every worker compiles or loads them before the clock
-            r = lsdask_run(
-                data, K, eta=eta, burnin=3, samples=2, minibatch=minibatch, delay=10.0,
-                epochs=epochs, executor=make_executor(client), score=False,
-            )  # fmt: skip
+            before = cpu_now(client)
+            with get_task_stream(client) as stream:
+                r = lsdask_run(
+                    data, K, eta=eta, burnin=3, samples=2, minibatch=minibatch, delay=10.0,
+                    epochs=epochs, executor=make_executor(client), score=False,
+                )  # fmt: skip
             out[f"{workers} workers"] = {
                 "docs_per_second": r["docs_per_second"],
                 "seconds_per_minibatch": r["seconds_per_minibatch"],
@@ -256,11 +258,70 @@ def scaling_run(data: Any, K: int, minibatch: int, epochs: int, eta: float = 0.1
                 "load": r["load"],
                 "K": K,
                 "eta": eta,
+                "breakdown": step_breakdown(client, before, r["minibatches"], stream.data),
             }
         finally:
             client.close()
             cluster.close()
         log(f"  scaling {workers} workers: {out[f'{workers} workers']}")
+    return out
+
+
+def _phases(reset: bool = False) -> dict[str, tuple[float, int]]:
+    from lsdask.learn import svi_gibbs
+
+    # none from code older than the phase timers (an A/B run of a frozen copy)
+    timers = getattr(svi_gibbs, "phase_seconds", None)
+    return timers(reset) if timers is not None else {}
+
+
+def cpu_now(client: Any) -> dict[str, Any]:
+    """The driver's and each worker's process CPU seconds now, the phase timers
+    reset."""
+    _phases(reset=True)
+    client.run(_phases, True)
+    return {"driver": time.process_time(), "workers": client.run(time.process_time)}
+
+
+def step_breakdown(
+    client: Any, before: dict[str, Any], steps: int, stream: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Where a step's time went, per step: CPU ms of each phase in the tasks
+    (mean over the workers) and in the driver, each process's CPU ms in all
+    (the driver's process holds the scheduler), and from the scheduler's task
+    stream (wall ms) the longest part, the mean part and the gap from a step's
+    last part ending to the next step's first part starting."""
+    workers = client.run(_phases)
+    cpu = client.run(time.process_time)
+    out: dict[str, Any] = {}
+    for name in ("read", "replica", "view", "sample", "sum"):
+        vals = [w[name][0] for w in workers.values() if name in w]
+        if vals:
+            out[f"task {name}"] = 1000 * float(np.mean(vals)) / steps
+    for name, (sec, _) in _phases().items():
+        out[f"driver {name}"] = 1000 * sec / steps
+    out["driver process CPU"] = 1000 * (time.process_time() - before["driver"]) / steps
+    out["worker process CPU"] = (
+        1000 * float(np.mean([cpu[w] - before["workers"][w] for w in cpu])) / steps
+    )
+    parts = sorted(
+        (ss["start"], ss["stop"])
+        for t in stream
+        if t["key"].startswith("GibbsTask")
+        for ss in t["startstops"]
+        if ss["action"] == "compute"
+    )
+    n = len(cpu)
+    if len(parts) >= 2 * n:
+        groups = [parts[i : i + n] for i in range(0, len(parts) - n + 1, n)]
+        out["parts: longest (wall)"] = 1000 * float(
+            np.mean([max(b - a for a, b in g) for g in groups])
+        )
+        out["parts: mean (wall)"] = 1000 * float(
+            np.mean([np.mean([b - a for a, b in g]) for g in groups])
+        )
+        gaps = [min(a for a, _ in h) - max(b for _, b in g) for g, h in itertools.pairwise(groups)]
+        out["gap between steps (wall, median)"] = 1000 * float(np.median(gaps))
     return out
 
 
@@ -628,6 +689,13 @@ def scaling_table(s: dict[str, Any]) -> list[str]:
     if one and two:
         ratio = two["docs_per_second"] / one["docs_per_second"]
         out += ["", f"2 workers / 1 worker, documents per second: {ratio:.2f}x."]
+    rows = sorted({k for v in s.values() for k in v.get("breakdown", {})}, key=_breakdown_order)
+    if rows:
+        out += ["", "Where a step's time goes (ms per step: CPU of each phase in a task, the mean "
+                "over the workers, and in the driver; each process's CPU in all; wall times "
+                "from the scheduler's task stream):", ""]  # fmt: skip
+        out += table(["", *s], [[k, *[fmt(v.get("breakdown", {}).get(k), 1) for v in s.values()]]
+                                for k in rows])  # fmt: skip
     if control:
         out += ["", f"Control, run just before: the same pure-Python work split over 2 "
                 f"processes ran {control['speedup']:.2f}x as fast as in 1 process "
@@ -635,6 +703,14 @@ def scaling_table(s: dict[str, Any]) -> list[str]:
                 f"load {fmt(control.get('load'), 1)}): 2.0 where the machine has a second core "
                 "to give."]  # fmt: skip
     return out
+
+
+def _breakdown_order(key: str) -> int:
+    order = ["task read", "task replica", "task view", "task sample", "task sum",
+             "worker process CPU", "driver driver_start", "driver driver_update",
+             "driver process CPU", "parts: mean (wall)", "parts: longest (wall)",
+             "gap between steps (wall, median)"]  # fmt: skip
+    return order.index(key) if key in order else len(order)
 
 
 def render_grid(res: dict[str, Any]) -> str:
