@@ -103,16 +103,21 @@ def test_mass_moves_across_component_blocks():
     assert np.delete(Z, first, axis=1).sum() > 1.0
 
 
-def test_one_part_nomadic_is_the_rotation_schedule():
+@pytest.mark.parametrize("P", [1, 2])
+def test_one_or_two_parts_nomadic_is_the_rotation_schedule(P):
+    """With one part, or two (each meets its block in place, then they swap),
+    the nomadic schedule makes the rotation schedule's meetings in its order."""
     X = gaussian_rows(5)
     m = gmm(X, 2)
     runs = []
     for schedule in ("rotation", "nomadic"):
-        parts = SerialPartitions(1)
+        parts = SerialPartitions(P)
         _, run = started(X, m, parts)
         rotate_mixture(m, parts, run, 3, schedule=schedule)
         runs.append(run)
     np.testing.assert_array_equal(runs[0].elbo_trace, runs[1].elbo_trace)
+    for a, b in zip(runs[0].shards, runs[1].shards, strict=True):
+        np.testing.assert_array_equal(a.z, b.z)
 
 
 def test_dask_equals_in_process_and_each_worker_holds_its_block(dask_client):
