@@ -24,7 +24,7 @@ __all__ = ["add_parser", "run"]
 OPTIONS_BEFORE_HELDOUT = ("n_components", "sparsity", "algorithm", "n_laps", "covariance_type",
                           "alpha", "batch_size")  # fmt: skip
 #: the estimator's options listed after the job's own
-OPTIONS_AFTER_HELDOUT = ("random_state", "batches_per_update", "n_blocks")
+OPTIONS_AFTER_HELDOUT = ("random_state", "batches_per_update", "n_blocks", "schedule")
 
 
 def add_parser(sub: Any) -> None:

@@ -62,6 +62,13 @@ class MixtureEstimatorBase(VariationalEstimator):
     n_blocks : int or None
         ESVI: P, the component blocks and workers (default ``n_workers``, or 1
         with ``client="sync"``).
+    schedule : {"rotation", "nomadic"}
+        ESVI: the blocks passed on in lockstep sub-steps (rotation), or routed
+        at random from part to part as each finishes, with no barrier but at a
+        rotation's end (nomadic, the paper's asynchronous schedule). Every
+        meeting is an exact coordinate step either way (a mixture shares no
+        totals); on a cluster the nomadic order depends on which meeting ends
+        first, so two runs differ.
     n_init : int
         Independent initializations; the run with the highest final ELBO is
         kept (as scikit-learn's ``n_init``).

@@ -49,8 +49,9 @@ def start_stats(
 def fit_mixture_esvi(
     est: Any, source: Any, observation: Any, rng: np.random.Generator, callback: Any = None
 ) -> Any:
-    """Fit the mixture estimator ``est`` by ESVI in exact mode: ``n_laps``
-    rotations in all at most (fewer when the relative ELBO change of a rotation
+    """Fit the mixture estimator ``est`` by ESVI in exact mode, in lockstep
+    sub-steps or nomadic (``est.schedule``): ``n_laps`` rotations in all at most
+    (fewer when the relative ELBO change of a rotation
     falls below ``tol``); ``callback(run)`` after every rotation. With
     ``checkpoint_dir``, every rotation is written block by block to its
     ``esvi/`` folder, as ESVI LDA writes it; with ``resume``, the fit goes on
@@ -82,6 +83,8 @@ def fit_mixture_esvi(
         "alpha": float(est.alpha), "init": est.init, "seed": model.seed,
         "batches": [str(getattr(b, "key", i)) for i, b in enumerate(source.batches)],
     }  # fmt: skip
+    if est.schedule != "rotation":  # checkpoints of the rotation schedule keep their settings
+        settings["schedule"] = est.schedule
     previous_level = _package_logger.level
     if est.verbose:
         _package_logger.setLevel(logging.INFO if est.verbose == 1 else logging.DEBUG)
@@ -97,7 +100,7 @@ def fit_mixture_esvi(
         while True:
             try:
                 while len(run.elbo_trace) < est.n_laps and not converged:
-                    rotate_mixture(model, parts, run, 1)
+                    rotate_mixture(model, parts, run, 1, schedule=est.schedule)
                     if store is not None:
                         checkpoint_mixture(model, parts, run, store, settings)
                     losses = 0

@@ -45,6 +45,7 @@ class MultinomialMixture(MixtureEstimatorBase):
         alpha: float = 1.0,
         init: str = "kmeans++",
         n_blocks: int | None = None,
+        schedule: str = "rotation",
         n_init: int = 1,
         svi_delay: float = config.SVI_DELAY,
         svi_kappa: float = config.SVI_KAPPA,

@@ -332,11 +332,17 @@ MIXTURE_BLOCKS = Param(
     "ESVI: P, component blocks and workers (default: n_workers, or 1 with client='sync')",
     Option("--blocks", parse_positive_int, metavar="P"),
 )  # fmt: skip
+MIXTURE_SCHEDULE = Param(
+    "schedule", "rotation", one_of("rotation", "nomadic"),
+    "ESVI: component blocks passed on in lockstep sub-steps (rotation), or routed at random "
+    "as parts finish, with no barrier but at a rotation's end (nomadic, the paper's)",
+    Option("--schedule", choices=("rotation", "nomadic")),
+)  # fmt: skip
 
 #: every mixture's parameters
 MIXTURE_PARAMS = ParamTable(
     (CLUSTERS, SPARSITY, MIXTURE_ALGORITHM, N_LAPS, TOL, BATCH_SIZE, BATCHES_PER_UPDATE,
-     WEIGHT_ALPHA, SEEDS, MIXTURE_BLOCKS, *RUN)
+     WEIGHT_ALPHA, SEEDS, MIXTURE_BLOCKS, MIXTURE_SCHEDULE, *RUN)
 )  # fmt: skip
 #: :class:`lsdask.GaussianMixture`
 GAUSSIAN_PARAMS = MIXTURE_PARAMS.with_after("n_components", COVARIANCE_TYPE, PRIOR_SCALE, NU)

@@ -9,6 +9,15 @@ block b is joined on part b from those pieces, so no part ever holds more
 than its block and the pieces coming to it. The driver receives a few
 scalars per part and sub-step; the mixture needs no shared totals.
 
+With ``schedule="nomadic"`` the blocks are routed as ESVI LDA's nomadic
+schedule routes them (:func:`lsdask.learn.esvi_nomadic.meet_all`): no barrier
+but at a rotation's end. The mixture shares no totals, so every meeting is an
+exact coordinate step over its rows and its block's components whatever the
+order in which meetings end: the schedule changes the order of the updates,
+not what each one is, and the ELBO at a rotation's end never decreases on a
+cluster either. The new blocks of a rotation are cut from the blocks where
+the previous rotation left them (``held``).
+
 A run starts from random responsibilities or, as memoized VI does, from
 statistics of all K components (a start rotation, :func:`start_mixture`).
 Checkpoints and resume are the LDA path's (:func:`lsdask.learn.esvi.checkpoint`
@@ -28,7 +37,8 @@ import numpy as np
 
 from lsdask.errors import DataError
 from lsdask.learn import esvi
-from lsdask.learn.esvi import BlockStore, Partitions, block_at, deal_batches
+from lsdask.learn.esvi import BlockStore, Partitions, block_at, deal_batches, held_blocks
+from lsdask.learn.esvi_nomadic import Event, meet_all
 from lsdask.learn.protocols import Batch, Handle
 
 logger = logging.getLogger(__name__)
@@ -38,6 +48,7 @@ class PartitionedMixture(Protocol):
     """The math (:class:`lsdask.models.esvi_mixture.ESVIMixture`)."""
 
     n_components: int
+    seed: int
 
     def deal(self, rotation: int, n_blocks: int) -> list[np.ndarray]: ...
 
@@ -86,6 +97,7 @@ class MixtureRun:
     substep_elbo: list[float] = field(default_factory=list)
     time_trace: list[float] = field(default_factory=list)
     reports: list[Any] = field(default_factory=list)
+    held: list[int] = field(default_factory=list)  # the block each part holds now
 
 
 def check_mixture_parts(n_rows_per_batch: Sequence[int], n_parts: int, K: int) -> None:
@@ -144,7 +156,9 @@ def start_mixture(
         [(b, *[out[p][1 + b] for p in range(P)]) for b in range(P)], shared, 1,
     )  # fmt: skip
     parts.release([h for o in out for h in o[1:]] + [shared])
-    return MixtureRun([o[0] for o in out], [m[0] for m in made], [deal], int(sum(costs)))
+    return MixtureRun(
+        [o[0] for o in out], [m[0] for m in made], [deal], int(sum(costs)), held=list(range(P))
+    )
 
 
 def _start_from(
@@ -189,7 +203,7 @@ def redeal(model: PartitionedMixture, parts: Partitions, run: MixtureRun) -> Non
     P = parts.n_parts
     deal = model.deal(len(run.deals), P)
     shared = parts.broadcast(deal)
-    held = [block_at(p, P - 1, P) for p in range(P)]  # after a rotation's last sub-step
+    held = list(run.held) if run.held else held_blocks(P)  # where the last rotation left them
     pieces = parts.run(
         lambda blk, d: model.split_block(blk, d), [(run.blocks[held[p]],) for p in range(P)],
         shared, P,
@@ -200,6 +214,7 @@ def redeal(model: PartitionedMixture, parts: Partitions, run: MixtureRun) -> Non
     )  # fmt: skip
     parts.release(run.blocks + [h for pc in pieces for h in pc] + [shared])
     run.blocks = [j[0] for j in joined]
+    run.held = list(range(P))
     run.deals.append(deal)
 
 
@@ -210,39 +225,96 @@ def rotate_mixture(
     n_rotations: int,
     on_substep: Callable[[MixtureRun, int], None] | None = None,
     redeal_blocks: bool = True,
+    schedule: str = "rotation",
+    on_event: Callable[[MixtureRun, Event], None] | None = None,
 ) -> MixtureRun:
     """``n_rotations`` rotations; components dealt afresh before each one after the
     first (``redeal_blocks=False`` keeps the first blocks: only to show why not).
-    The time trace is cumulative: it goes on from the run's last time, so calls
-    of one rotation each add up as one call of many."""
+    ``schedule``: "rotation" (lockstep sub-steps, ``on_substep(run, s)`` after
+    each) or "nomadic" (rotation r routed by the draw of ``(model.seed, 2, r)``,
+    ``on_event(run, event)`` after every meeting and swap). The time trace is
+    cumulative: it goes on from the run's last time, so calls of one rotation
+    each add up as one call of many."""
+    if schedule not in ("rotation", "nomadic"):
+        raise ValueError(f"schedule must be 'rotation' or 'nomadic', got {schedule!r}")
     P = parts.n_parts
     t0 = time.perf_counter() - (run.time_trace[-1] if run.time_trace else 0.0)
     for _ in range(n_rotations):
-        if run.substep_elbo and P > 1 and redeal_blocks:
+        redealt = bool(run.substep_elbo and P > 1 and redeal_blocks)
+        if redealt:
             redeal(model, parts, run)
-        for s in range(P):
-            met = [block_at(p, s, P) for p in range(P)]
-            out = parts.run(
-                model.substep, [(run.shards[p], run.blocks[met[p]]) for p in range(P)], None, 3
-            )
-            reports = parts.gather([o[2] for o in out])
-            parts.release([o[2] for o in out] + run.shards + run.blocks)
-            run.shards = [o[0] for o in out]
-            blocks: list[Handle] = [None] * P
-            for p in range(P):
-                blocks[met[p]] = out[p][1]
-            run.blocks = blocks
-            run.reports = list(reports)
-            run.substep_elbo.append(model.elbo(reports, reports))
-            if on_substep is not None:
-                on_substep(run, s)
+        if schedule == "nomadic":
+            # a part holding the block it met last passes it on first; new blocks are unmet
+            just_met = list(range(P)) if run.substep_elbo and not redealt else []
+            rng = np.random.default_rng((model.seed, 2, len(run.elbo_trace)))
+            _nomadic_rotation(model, parts, run, rng, just_met, on_event)
+        else:
+            _lockstep_rotation(model, parts, run, on_substep)
         run.elbo_trace.append(run.substep_elbo[-1])
         run.time_trace.append(time.perf_counter() - t0)
         logger.info(
-            "ESVI mixture rotation %d: ELBO %.6e (%.4f per row), %.1f s", len(run.elbo_trace),
-            run.elbo_trace[-1], run.elbo_trace[-1] / max(run.n_rows, 1), run.time_trace[-1],
+            "ESVI mixture %s %d: ELBO %.6e (%.4f per row), %.1f s", schedule,
+            len(run.elbo_trace), run.elbo_trace[-1], run.elbo_trace[-1] / max(run.n_rows, 1),
+            run.time_trace[-1],
         )  # fmt: skip
     return run
+
+
+def _lockstep_rotation(
+    model: PartitionedMixture,
+    parts: Partitions,
+    run: MixtureRun,
+    on_substep: Callable[[MixtureRun, int], None] | None,
+) -> None:
+    """P sub-steps: in sub-step s every part p meets block ``(p + s) mod P``."""
+    P = parts.n_parts
+    for s in range(P):
+        met = [block_at(p, s, P) for p in range(P)]
+        out = parts.run(
+            model.substep, [(run.shards[p], run.blocks[met[p]]) for p in range(P)], None, 3
+        )
+        reports = parts.gather([o[2] for o in out])
+        parts.release([o[2] for o in out] + run.shards + run.blocks)
+        run.shards = [o[0] for o in out]
+        blocks: list[Handle] = [None] * P
+        for p in range(P):
+            blocks[met[p]] = out[p][1]
+        run.blocks = blocks
+        run.reports = list(reports)
+        run.substep_elbo.append(model.elbo(reports, reports))
+        if on_substep is not None:
+            on_substep(run, s)
+    run.held = held_blocks(P)
+
+
+def _nomadic_rotation(
+    model: PartitionedMixture,
+    parts: Partitions,
+    run: MixtureRun,
+    rng: np.random.Generator,
+    just_met: list[int],
+    on_event: Callable[[MixtureRun, Event], None] | None,
+) -> None:
+    """Every (part, block) pair meets once, routed by ``rng``; then the ELBO from
+    each part's last report (its rows) and each block's (its components)."""
+    P = parts.n_parts
+    held = list(run.held) if run.held else held_blocks(P)
+    part_reports: list[Any] = [None] * P
+    block_reports: list[Any] = [None] * P
+
+    def submit_meeting(p: int, b: int) -> list[Handle]:
+        return parts.submit(p, model.substep, (run.shards[p], run.blocks[b]), None, 3)
+
+    def on_meeting(p: int, b: int, report: Any) -> None:
+        part_reports[p], block_reports[b] = report, report
+
+    meet_all(
+        parts, run.shards, run.blocks, held, rng, just_met, submit_meeting, on_meeting,
+        None if on_event is None else (lambda event: on_event(run, event)),
+    )  # fmt: skip
+    run.held = held
+    run.reports = part_reports
+    run.substep_elbo.append(model.elbo(part_reports, block_reports))
 
 
 # ---- checkpoints: the LDA path's, block by block (:func:`lsdask.learn.esvi.checkpoint`)
@@ -258,7 +330,7 @@ def checkpoint_mixture(
     the mixture has no shared totals (``pi`` is empty)."""
     view = esvi.ESVIRun(
         run.deals[0], run.shards, run.blocks, np.zeros(0), run.elbo_trace, run.substep_elbo,
-        run.time_trace, float(run.n_rows),
+        run.time_trace, float(run.n_rows), held=list(run.held) if run.held else [],
     )  # fmt: skip
     # checkpoint() calls only the model's *_state methods, which a mixture has
     esvi.checkpoint(cast(esvi.PartitionedModel, model), parts, view, store, settings)
@@ -289,5 +361,5 @@ def resume_mixture(
         )
     return MixtureRun(
         got.shards, got.blocks, deals, int(got.n_tokens), got.elbo_trace, got.substep_elbo,
-        got.time_trace,
+        got.time_trace, held=list(got.held),
     )  # fmt: skip

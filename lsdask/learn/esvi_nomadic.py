@@ -140,6 +140,83 @@ def _identity(obj: Any, _: Any) -> Any:
     return obj
 
 
+def meet_all(
+    parts: Partitions,
+    shards: list[Handle],
+    blocks: list[Handle],
+    held: list[int],
+    rng: np.random.Generator,
+    just_met: Sequence[int],
+    submit_meeting: Callable[[int, int], list[Handle]],
+    on_meeting: Callable[[int, int, Any], None],
+    on_event: Callable[[Event], None] | None = None,
+) -> None:
+    """Route meetings and swaps until every (part, block) pair has met once.
+
+    ``shards[p]``, ``blocks[b]``: the handles, replaced in place as meetings end;
+    ``held[p]``: the block part p holds, updated as swaps end; ``just_met``: the
+    parts whose block is the one they met last. ``submit_meeting(p, b)``
+    submits part p's meeting with block b on its worker and returns the
+    handles of the new shard, the new block and the report;
+    ``on_meeting(p, b, report)`` takes each report as its meeting ends. The
+    model's bookkeeping lives in those two; this loop only routes and moves."""
+    P = parts.n_parts
+    met = np.zeros((P, P), dtype=bool)
+    idle = set(range(P))
+    pending: list[_Task] = []
+    moved: dict[int, Handle] = {}  # a swap's part: the block that reached it
+    crossing: dict[int, int] = {}  # a swap's part: its partner, until the swap ends
+    passing = list(just_met)
+    while True:
+        routing = route(held, sorted(idle), met, rng, passing)
+        passing = []
+        for p in routing.meets:
+            b = held[p]
+            met[p, b] = True
+            idle.discard(p)
+            handles = submit_meeting(p, b)
+            parts.release([shards[p], blocks[b]])  # kept until the meeting is done
+            pending.append(_Task("meet", p, b, handles))
+        for p, q in routing.swaps:
+            idle.difference_update((p, q))
+            crossing.update({p: q, q: p})
+            for to, frm in ((p, q), (q, p)):
+                b = held[frm]
+                handles = parts.submit(to, _identity, (blocks[b],), None, 1)
+                pending.append(_Task("move", to, b, handles, partner=frm))
+        if not pending:
+            if met.all():
+                return
+            left = [(int(p), int(b)) for p, b in zip(*np.nonzero(~met), strict=True)]
+            raise RuntimeError(f"nomadic routing stalled with (part, block) pairs left: {left}")
+        waited = [t.handles[2] if t.kind == "meet" else t.handles[0] for t in pending]
+        done = [pending[i] for i in parts.first_done(waited)]
+        pending = [t for t in pending if all(t is not d for d in done)]
+        for task in done:
+            if task.kind == "meet":
+                report = parts.gather([task.handles[2]])[0]
+                parts.release([task.handles[2]])
+                p, b = task.part, task.block
+                shards[p], blocks[b] = task.handles[0], task.handles[1]
+                on_meeting(p, b, report)
+                idle.add(p)
+                event = Event("meet", (p,), (b,), tuple(held), dict(crossing), met.copy())
+            else:
+                moved[task.part] = task.handles[0]
+                if task.partner not in moved:
+                    continue  # the other block of the swap is still crossing
+                p, q = task.part, task.partner
+                a, c = held[p], held[q]
+                parts.release([blocks[a], blocks[c]])  # the copies they left
+                blocks[c], blocks[a] = moved.pop(p), moved.pop(q)
+                held[p], held[q] = c, a
+                idle.update((p, q))
+                del crossing[p], crossing[q]
+                event = Event("swap", (p, q), (c, a), tuple(held), dict(crossing), met.copy())
+            if on_event is not None:
+                on_event(event)
+
+
 def rotation(
     model: PartitionedModel,
     parts: Partitions,
@@ -159,71 +236,27 @@ def rotation(
             "barrier after every sub-step: use the rotation schedule for them"
         )
     held = holding(run, P)
-    met = np.zeros((P, P), dtype=bool)
-    idle = set(range(P))
-    pending: list[_Task] = []
-    moved: dict[int, Handle] = {}  # a swap's part: the block that reached it
-    crossing: dict[int, int] = {}  # a swap's part: its partner, until the swap ends
     part_reports: list[Any] = [None] * P
     block_reports: list[Any] = [None] * P
 
     def meet(sh: Any, bl: Any, view: np.ndarray, _: Any) -> Any:
         return model.substep(sh, bl, view)
 
+    def submit_meeting(p: int, b: int) -> list[Handle]:
+        args = (run.shards[p], run.blocks[b], stale.views[p].copy())
+        return parts.submit(p, meet, args, None, 3)
+
+    def on_meeting(p: int, b: int, report: Any) -> None:
+        stale.record_part(p, np.asarray(report.colsum) - run.colsums[b])
+        run.colsums[b] = np.asarray(report.colsum)
+        part_reports[p], block_reports[b] = report, report
+
     # after a rotation, each part holds the block it met last: pass it on first
     just_met = list(range(P)) if run.elbo_trace else []
-    while True:
-        routing = route(held, sorted(idle), met, rng, just_met)
-        just_met = []
-        for p in routing.meets:
-            b = held[p]
-            met[p, b] = True
-            idle.discard(p)
-            handles = parts.submit(
-                p, meet, (run.shards[p], run.blocks[b], stale.views[p].copy()), None, 3
-            )
-            parts.release([run.shards[p], run.blocks[b]])  # kept until the meeting is done
-            pending.append(_Task("meet", p, b, handles))
-        for p, q in routing.swaps:
-            idle.difference_update((p, q))
-            crossing.update({p: q, q: p})
-            for to, frm in ((p, q), (q, p)):
-                b = held[frm]
-                handles = parts.submit(to, _identity, (run.blocks[b],), None, 1)
-                pending.append(_Task("move", to, b, handles, partner=frm))
-        if not pending:
-            if met.all():
-                break
-            left = [(int(p), int(b)) for p, b in zip(*np.nonzero(~met), strict=True)]
-            raise RuntimeError(f"nomadic routing stalled with (part, block) pairs left: {left}")
-        waited = [t.handles[2] if t.kind == "meet" else t.handles[0] for t in pending]
-        done = [pending[i] for i in parts.first_done(waited)]
-        pending = [t for t in pending if all(t is not d for d in done)]
-        for task in done:
-            if task.kind == "meet":
-                report = parts.gather([task.handles[2]])[0]
-                parts.release([task.handles[2]])
-                p, b = task.part, task.block
-                run.shards[p], run.blocks[b] = task.handles[0], task.handles[1]
-                stale.record_part(p, np.asarray(report.colsum) - run.colsums[b])
-                run.colsums[b] = np.asarray(report.colsum)
-                part_reports[p], block_reports[b] = report, report
-                idle.add(p)
-                event = Event("meet", (p,), (b,), tuple(held), dict(crossing), met.copy())
-            else:
-                moved[task.part] = task.handles[0]
-                if task.partner not in moved:
-                    continue  # the other block of the swap is still crossing
-                p, q = task.part, task.partner
-                a, c = held[p], held[q]
-                parts.release([run.blocks[a], run.blocks[c]])  # the copies they left
-                run.blocks[c], run.blocks[a] = moved.pop(p), moved.pop(q)
-                held[p], held[q] = c, a
-                idle.update((p, q))
-                del crossing[p], crossing[q]
-                event = Event("swap", (p, q), (c, a), tuple(held), dict(crossing), met.copy())
-            if on_event is not None:
-                on_event(run, event)
+    meet_all(
+        parts, run.shards, run.blocks, held, rng, just_met, submit_meeting, on_meeting,
+        None if on_event is None else (lambda event: on_event(run, event)),
+    )  # fmt: skip
     run.held = list(held)
     run.pi = np.sum(run.colsums, axis=0)
     run.reports = list(part_reports)
