@@ -230,8 +230,17 @@ def memo_run(data: Any, K: int, *, eta: float, laps: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------- scaling
 
 
-def scaling_run(data: Any, K: int, minibatch: int, epochs: int, eta: float = 0.1) -> dict[str, Any]:
-    """Documents per second with 1 and 2 LocalCluster workers (and in-process)."""
+def scaling_run(
+    data: Any,
+    K: int,
+    minibatch: int,
+    epochs: int,
+    eta: float = 0.1,
+    estimator: str = "draws",
+    quanta: int = 16,
+) -> dict[str, Any]:
+    """Documents per second with 1 and 2 LocalCluster workers (and in-process),
+    with the N-hat ``estimator`` (the first of ``--estimators``)."""
     from distributed import Client, LocalCluster, get_task_stream
 
     from lsdask.engine import make_executor
@@ -250,6 +259,7 @@ def scaling_run(data: Any, K: int, minibatch: int, epochs: int, eta: float = 0.1
                 r = lsdask_run(
                     data, K, eta=eta, burnin=3, samples=2, minibatch=minibatch, delay=10.0,
                     epochs=epochs, executor=make_executor(client), score=False,
+                    estimator=estimator, quanta=quanta,
                 )  # fmt: skip
             out[f"{workers} workers"] = {
                 "docs_per_second": r["docs_per_second"],
@@ -258,6 +268,7 @@ def scaling_run(data: Any, K: int, minibatch: int, epochs: int, eta: float = 0.1
                 "load": r["load"],
                 "K": K,
                 "eta": eta,
+                "estimator": estimator,
                 "breakdown": step_breakdown(client, before, r["minibatches"], stream.data),
             }
         finally:
@@ -412,7 +423,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--estimators", default="draws",
         help="N-hat estimators of --only-quality's and --only-grid's lsdask runs, comma-"
-        "separated: draws, rao-blackwell (default draws)",
+        "separated: draws, rao-blackwell (default draws); --only-scaling uses the first",
     )  # fmt: skip
     parser.add_argument(
         "--quanta", type=int, default=16,
@@ -476,6 +487,8 @@ def main(argv: list[str] | None = None) -> None:
                 1000,
                 args.scaling_epochs,
                 args.scaling_eta,
+                args.estimators.split(",")[0],
+                args.quanta,
             ),
         )
         run.finish(render_scaling)
@@ -679,7 +692,8 @@ def scaling_table(s: dict[str, Any]) -> list[str]:
     control = s.get("control")
     s = {k: v for k, v in s.items() if k != "control"}
     first = next(iter(s.values()))
-    what = f"K={first.get('K', 100)}, eta={first.get('eta', 0.1)}, B=3, S=2"
+    what = f"K={first.get('K', 100)}, eta={first.get('eta', 0.1)}, B=3, S=2, N-hat: "
+    what += first.get("estimator", "draws")
     out = ["", f"## Scaling, minibatches of 1,000 ({what})", ""]
     out += table(["workers", "docs/s", "s per minibatch", "driver share", "load 1 min"],
                  [[k, fmt(v["docs_per_second"]), fmt(v["seconds_per_minibatch"]),
