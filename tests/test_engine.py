@@ -402,3 +402,23 @@ def test_own_local_cluster_listens_on_loopback_only():
                 *(w.worker_address for w in cluster.workers.values()),
             ]
         )
+
+
+def test_local_cluster_workers_do_not_run_the_profiler():
+    """The statistical profiler of the workers lsdask starts is off (it cannot
+    see inside the numba kernels and takes CPU from the tasks); a cluster
+    started without lsdask keeps Dask's setting."""
+    import dask
+    from distributed import Client
+
+    from lsdask.engine.dask_executor import start_local_cluster
+
+    def profiling(dask_worker) -> tuple[bool, bool]:
+        return (
+            bool(dask.config.get("distributed.worker.profile.enabled")),
+            "profile" in dask_worker.periodic_callbacks,
+        )
+
+    with start_local_cluster(1) as cluster, Client(cluster) as client:
+        assert list(client.run(profiling).values()) == [(False, False)]
+    assert dask.config.get("distributed.worker.profile.enabled")  # this process's unchanged

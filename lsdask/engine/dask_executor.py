@@ -492,10 +492,16 @@ def start_local_cluster(n_workers: int, dashboard_address: str | None = None) ->
     The scheduler and the workers listen on 127.0.0.1 only; so does the
     dashboard, unless ``dashboard_address`` (``HOST:PORT``, e.g.
     ``"0.0.0.0:8787"``) opens it elsewhere.
+
+    The workers' statistical profiler is off: it samples every thread's Python
+    stack 100 times a second, which cannot see inside a numba kernel (where a
+    batch task spends its time) and costs a few percent of a worker's CPU,
+    taken from the tasks when the workers fill the cores.
     """
     import signal
     import threading
 
+    import dask
     from distributed import LocalCluster
 
     main = threading.current_thread() is threading.main_thread()
@@ -503,13 +509,14 @@ def start_local_cluster(n_workers: int, dashboard_address: str | None = None) ->
     try:
         # loopback only: the scheduler, the workers and the dashboard (no
         # authentication) are not reachable from other machines
-        return LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=dashboard_address or "127.0.0.1:0",
-        )
+        with dask.config.set({"distributed.worker.profile.enabled": False}):
+            return LocalCluster(
+                n_workers=n_workers,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=dashboard_address or "127.0.0.1:0",
+            )
     except RuntimeError as exc:
         raise RuntimeError(
             f"could not start a local Dask cluster of {n_workers} worker processes ({exc}). "

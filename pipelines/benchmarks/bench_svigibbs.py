@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from harness.cluster import local_cluster
 from harness.corpora import CORPORA_DIR, WORK_DIR, load_corpora
 from harness.peers import gensim_bow
 from harness.report import fmt, header, step_times, table
@@ -241,17 +242,14 @@ def scaling_run(
 ) -> dict[str, Any]:
     """Documents per second with 1 and 2 LocalCluster workers (and in-process),
     with the N-hat ``estimator`` (the first of ``--estimators``)."""
-    from distributed import Client, LocalCluster, get_task_stream
+    from distributed import get_task_stream
 
     from lsdask.engine import make_executor
 
     out: dict[str, Any] = {"control": cpu_control()}
     log(f"  control: {out['control']}")
     for workers in (1, 2):
-        cluster = LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
-        )
-        client = Client(cluster)
+        cluster, client = local_cluster(workers)
         try:
             client.run(warm_kernels)  # every worker compiles or loads them before the clock
             before = cpu_now(client)

@@ -25,12 +25,14 @@ TAG = "BENCH_JSON "
 
 
 def local_cluster(n_workers: int) -> tuple[Any, Any]:
-    """A LocalCluster with lsdask's own settings (processes, one thread each) and its client."""
-    from distributed import Client, LocalCluster
+    """The LocalCluster lsdask starts itself for a fit (processes, one thread each,
+    loopback only, the workers' profiler off:
+    :func:`lsdask.engine.dask_executor.start_local_cluster`) and its client."""
+    from distributed import Client
 
-    cluster = LocalCluster(
-        n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0"
-    )
+    from lsdask.engine.dask_executor import start_local_cluster
+
+    cluster = start_local_cluster(n_workers)
     return cluster, Client(cluster)
 
 
