@@ -360,6 +360,30 @@ def test_estimator_resume_equals_uninterrupted(tmp_path):
         LDA(K, n_laps=5, checkpoint_dir=str(tmp_path), resume=True, topk=2, **kw).fit(X)
 
 
+def test_checkpoint_without_a_tolerance_resumes_with_every_pass(tmp_path):
+    """A checkpoint from before ``esvi_tol`` (every sub-step made all its passes:
+    a tolerance of 0, which is not recorded) resumes with ``esvi_tol=0`` and
+    equals an uninterrupted run; with another tolerance the error names the
+    setting, what the checkpoint has and what the fit has."""
+    from lsdask import LDA
+
+    X = corpus(8, 40)
+    kw = {"algorithm": "esvi", "n_blocks": 2, "client": "sync", "tol": 0, "random_state": 3,
+          "esvi_iters": 2, "esvi_tol": 0}  # fmt: skip
+    want = LDA(K, n_laps=3, **kw).fit(X)
+    LDA(K, n_laps=2, checkpoint_dir=str(tmp_path), **kw).fit(X)
+    got = LDA(K, n_laps=3, checkpoint_dir=str(tmp_path), resume=True, **kw).fit(X)
+    np.testing.assert_array_equal(got.substep_elbo_trace_, want.substep_elbo_trace_)
+    with pytest.raises(
+        ValueError,
+        match=r"other settings: esvi_tol: checkpoint not recorded \(written before lsdask had "
+        r"it\), this fit 0\.05\. Use the checkpoint's settings",
+    ):
+        LDA(K, n_laps=4, checkpoint_dir=str(tmp_path), resume=True, **{**kw, "esvi_tol": 0.05}).fit(
+            X
+        )
+
+
 def test_fit_without_resume_refuses_a_checkpoint_folder(tmp_path):
     """A fit without resume does not overwrite a folder holding an ESVI checkpoint:
     the error names the folder and the fix, and the checkpoint is left as it was."""

@@ -99,13 +99,14 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
     settings = {
         "K": K, "V": V, "P": P, "C": C, "rule": est.topk_rule, "alpha": priors["alpha"],
         "eta": priors["eta"], "seed": model.seed, "esvi_iters": est.esvi_iters,
-        "esvi_tol": est.esvi_tol,
         "dtype": est.esvi_dtype, "pi_sync": est.pi_sync,
         "init": est.init if isinstance(est.init, str) else "counts",
         "batches": [str(getattr(b, "key", i)) for i, b in enumerate(source.batches)],
     }  # fmt: skip
     if est.schedule != "rotation":  # checkpoints of the rotation schedule keep their settings
         settings["schedule"] = est.schedule
+    if est.esvi_tol != 0:  # checkpoints from before the tolerance made every pass: tol 0
+        settings["esvi_tol"] = est.esvi_tol
     previous_level = _package_logger.level
     if est.verbose:
         _package_logger.setLevel(logging.INFO if est.verbose == 1 else logging.DEBUG)

@@ -589,6 +589,25 @@ def checkpoint(
     store.commit(rotation, written, meta)
 
 
+_ABSENT = object()  # a setting a checkpoint or a fit does not have
+
+
+def _settings_diff(manifest: dict[str, Any], settings: dict[str, Any], n_parts: int) -> str:
+    """What differs between a checkpoint's settings and a fit's, one clause each;
+    a setting the checkpoint lacks was added to lsdask after it was written."""
+    written = {**manifest["settings"], "parts": manifest["n_parts"]}
+    wanted = {**settings, "parts": n_parts}
+    clauses = []
+    for key in sorted(set(written) | set(wanted), key=str):
+        if written.get(key, _ABSENT) == wanted.get(key, _ABSENT):
+            continue
+        was = written.get(key, _ABSENT)
+        then = "not recorded (written before lsdask had it)" if was is _ABSENT else repr(was)
+        now = "not set" if wanted.get(key, _ABSENT) is _ABSENT else repr(wanted[key])
+        clauses.append(f"{key}: checkpoint {then}, this fit {now}")
+    return "; ".join(clauses)
+
+
 def resume(
     model: PartitionedModel, parts: Partitions, store: BlockStore, settings: dict[str, Any]
 ) -> ESVIRun | None:
@@ -608,9 +627,9 @@ def resume(
         )
     if manifest["settings"] != settings or manifest["n_parts"] != parts.n_parts:
         raise ValueError(
-            f"the ESVI checkpoint in {getattr(store, 'folder', store)} was written with "
-            f"{manifest['settings']} on {manifest['n_parts']} parts; this fit has {settings} on "
-            f"{parts.n_parts}. Use the same settings, or another checkpoint folder"
+            f"the ESVI checkpoint in {getattr(store, 'folder', store)} was written with other "
+            f"settings: {_settings_diff(manifest, settings, parts.n_parts)}. Use the "
+            "checkpoint's settings to resume it, or another checkpoint folder"
         )
     P = parts.n_parts
     entries = sorted(manifest["parts"], key=lambda e: e["part"])
