@@ -394,7 +394,9 @@ class MemoizedVI:
             run.task = LocalStepTask(run.model, run.task.sparsity)
             # re-summed from the entries as read (a resumed run sums the same)
             run.total = sum_stats(run.memo.values())
-        run.glob = resumed_globals(run.model, run.total, outcome.carried)
+            run.glob = resumed_globals(run.model, run.total, outcome.carried)
+        else:  # the same statistics and sticks: the topics need not be recomputed
+            run.glob = outcome.kept_globals(run.glob)
         logger.info("%s (%.2f s)", outcome.summary(), time.perf_counter() - started)
 
     # ---- the steps' parts

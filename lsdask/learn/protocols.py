@@ -178,6 +178,12 @@ class MoveJudgement(Protocol):
     @property
     def n_accepted(self) -> int: ...
 
+    def kept_globals(self, glob: Any) -> Any:
+        """Where nothing was accepted: the judged globals ``glob`` with what
+        :attr:`carried` changes, equal to those it restores (the statistics and the
+        sticks are the same), without recomputing the topics."""
+        ...
+
     def edit(self, b: int, stats: SuffStats) -> SuffStats:
         """Batch ``b``'s memo entry under the accepted moves."""
         ...
