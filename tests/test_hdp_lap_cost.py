@@ -2,8 +2,11 @@
 
 A judgement that accepts nothing keeps the lap's last global step's topics
 (:meth:`~lsdask.models.hdp_moves.MoveOutcome.kept_globals`) instead of
-recomputing them from the same statistics: the globals must be those that
-:meth:`~lsdask.models.hdp.HDPModel.restore_globals` gives, to the bit; and the
+recomputing them from the same statistics, and the objective it computed
+(:attr:`~lsdask.models.hdp_moves.MoveOutcome.kept_objective`) instead of
+computing it again: both must be what
+:meth:`~lsdask.models.hdp.HDPModel.restore_globals` and the ELBO give, to the
+bit; a run with moves accepted and rejected gives the same traces either way; and the
 sticks search's one-BLAS-thread context, made once, must give the numbers the
 search gives under ``threadpoolctl.threadpool_limits``.
 """
@@ -17,8 +20,10 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 import lsdask
+from lsdask.learn.base import carried_of, resumed_globals
+from lsdask.learn.memo import MemoizedVI
 from lsdask.models.hdp_move_stats import MovePlan
-from lsdask.models.hdp_moves import MoveSettings
+from lsdask.models.hdp_moves import MoveOutcome, MoveSettings
 from lsdask.models.hdp_sticks import init_sticks, one_blas_thread, optimize_sticks
 from lsdask.models.stats import sum_stats
 from lsdask.synthetic import make_bars_corpus
@@ -65,6 +70,8 @@ def test_a_judgement_that_accepts_nothing_keeps_the_globals_restore_would_give(s
     for name in ("row_ptr", "cols", "conc"):
         np.testing.assert_array_equal(getattr(kept.stored, name), getattr(restored.stored, name))
     assert model.elbo(total, kept) == model.elbo(total, restored)
+    # the lap's objective, which the judgement computed, is the kept globals' own
+    assert outcome.kept_objective == model.elbo(total, restored)
 
     with pytest.raises(ValueError, match="sticks differ"):
         outcome.kept_globals(glob)
@@ -84,3 +91,37 @@ def test_the_kept_blas_limit_gives_the_sticks_threadpool_limits_gives():
         from threadpoolctl import threadpool_info
 
         assert all(p["num_threads"] == 1 for p in threadpool_info() if p["user_api"] == "blas")
+
+
+def test_a_run_gives_the_numbers_of_globals_and_objective_recomputed_after_each_judgement(
+    monkeypatch,
+):
+    X, _ = make_bars_corpus(600, doc_topic_prior=0.3, random_state=5)
+    kw = dict(sparsity=3, random_state=2, batch_size=150, tol=0.0, n_laps=6, client="sync",
+              init="kmeans++")  # fmt: skip
+    kept = MoveOutcome.kept_globals
+    calls = []
+
+    def counted(self, glob):
+        calls.append(1)
+        return kept(self, glob)
+
+    monkeypatch.setattr(MoveOutcome, "kept_globals", counted)
+    fast = lsdask.HDP(20, **kw).fit(X)
+    monkeypatch.undo()
+    assert calls  # some laps accepted nothing
+
+    judge = MemoizedVI._judge_moves
+
+    def recomputed(self, run):  # what a lap's end did before: restore, then the ELBO again
+        judge(self, run)
+        run.glob = resumed_globals(run.model, run.total, carried_of(run.model, run.glob))
+        return None
+
+    monkeypatch.setattr(MemoizedVI, "_judge_moves", recomputed)
+    slow = lsdask.HDP(20, **kw).fit(X)
+    assert fast.n_components_trace_[-1] < 20  # moves were accepted, and others rejected
+    np.testing.assert_array_equal(fast.n_components_trace_, slow.n_components_trace_)
+    np.testing.assert_array_equal(fast.elbo_trace_, slow.elbo_trace_)
+    np.testing.assert_array_equal(fast.components_, slow.components_)
+    np.testing.assert_array_equal(fast.topic_weights_, slow.topic_weights_)

@@ -184,6 +184,12 @@ class MoveJudgement(Protocol):
         sticks are the same), without recomputing the topics."""
         ...
 
+    @property
+    def kept_objective(self) -> float | None:
+        """Where nothing was accepted, the objective of :meth:`kept_globals` at the
+        same statistics if the judgement computed it (else None)."""
+        ...
+
     def edit(self, b: int, stats: SuffStats) -> SuffStats:
         """Batch ``b``'s memo entry under the accepted moves."""
         ...

@@ -311,6 +311,14 @@ class MoveOutcome:
             delete_budget=float(carried["delete_budget"][0]),
         )  # fmt: skip
 
+    @property
+    def kept_objective(self) -> float | None:
+        """Where nothing was accepted and a plan was judged: the objective the
+        judgement started from, that of :meth:`kept_globals` at the same statistics
+        (the plan, the resting candidates and the budget do not enter it); else None."""
+        before = self.objective[0]
+        return None if self.n_accepted or not np.isfinite(before) else float(before)
+
     def summary(self) -> str:
         """One line: moves tried and accepted, K and the objective's change."""
         tried = {kind: sum(r.kind == kind for r in self.records) for kind in ("delete", "merge")}
