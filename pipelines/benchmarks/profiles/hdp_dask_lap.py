@@ -5,14 +5,16 @@ on one 2-worker LocalCluster (one thread each), ``--reps`` times each, and
 records for every lap after the first (the memo's fill):
 
 - the driver's wall and CPU seconds (``time.process_time``: every thread of the
-  driver, Dask's IO thread included) by phase of memoized VI: waiting for a
-  wave's results (``collect``), ``S``'s update (``replace``), the global step
-  (``global``), sending the globals (``broadcast``) and the next wave
-  (``submit``), memoizing (``put``), the ELBO (``elbo``), the lap's end (``end``:
-  re-sum, global step, log line), the moves' plan (``plan``) and judgement
-  (``judge``); ``other`` is the rest of the lap;
-- the workers' busy seconds from Dask's task stream (``compute`` of the local
-  steps, and any ``transfer``/``deserialize``), against 2 x the lap's wall time;
+  driver, Dask's IO thread included) by phase of memoized VI, each without the
+  phases it calls: waiting for a wave's results (``collect``), ``S``'s update
+  (``replace``), the global steps (``global``, the lap's end's included),
+  sending the globals (``broadcast``) and the next wave (``submit``), memoizing
+  (``put``), the ELBO (``elbo``), the rest of the lap's end (``end``: re-sum,
+  log line, checkpoint), the moves' plan (``plan``) and judgement (``judge``);
+  ``other`` is the rest of the lap;
+- the worker processes' CPU seconds in the lap (psutil, asked before and after
+  it), and from Dask's task stream the workers' ``compute`` seconds and the
+  time in which no worker, or one worker, computes;
 - the bytes of what is sent and returned (pickled, protocol 5): the globals
   broadcast per wave, the task (the model rides in it) per batch, and each
   batch's statistics, by field.
@@ -228,8 +230,8 @@ def one_fit(kind: str, args: argparse.Namespace, client: Any) -> dict[str, Any]:
         phases_c = dict(clock.cpu[n])
         phases_w["other"] = wall - sum(phases_w.values())
         phases_c["other"] = cpu - sum(phases_c.values())
-        laps[n] = {"wall": wall, "cpu": cpu, "worker_cpu": clock.worker_cpu[n], "busy": dict(b), "phases_wall": phases_w,
-                   "phases_cpu": phases_c}  # fmt: skip
+        laps[n] = {"wall": wall, "cpu": cpu, "worker_cpu": clock.worker_cpu[n], "busy": dict(b),
+                   "phases_wall": phases_w, "phases_cpu": phases_c}  # fmt: skip
     sizes = clock.sizes()
     return {"kind": kind, "laps": laps, "bytes": sizes,
             "K": int(getattr(est, "n_components_", args.k))}  # fmt: skip
@@ -265,9 +267,12 @@ def summary(fits: list[dict[str, Any]]) -> None:
         for f in runs:
             for n, x in sorted(f["laps"].items()):
                 pw, pc = x["phases_wall"], x["phases_cpu"]
-                print(f"  lap {n}: wall {x['wall']:.2f}, driver CPU {x['cpu']:.2f}, workers' CPU "
-                      f"{x['worker_cpu']:.2f}; plan+judge wall {pw.get('plan', 0) + pw.get('judge', 0):.2f}"
-                      f" CPU {pc.get('plan', 0) + pc.get('judge', 0):.2f}")  # fmt: skip
+                moves_w = pw.get("plan", 0) + pw.get("judge", 0)
+                moves_c = pc.get("plan", 0) + pc.get("judge", 0)
+                print(
+                    f"  lap {n}: wall {x['wall']:.2f}, driver CPU {x['cpu']:.2f}, workers' CPU "
+                    f"{x['worker_cpu']:.2f}; plan+judge wall {moves_w:.2f} CPU {moves_c:.2f}"
+                )
         sizes: dict[str, list[float]] = defaultdict(list)
         for f in runs:
             for k, v in f["bytes"].items():
