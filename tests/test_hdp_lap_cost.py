@@ -6,7 +6,10 @@ recomputing them from the same statistics, and the objective it computed
 (:attr:`~lsdask.models.hdp_moves.MoveOutcome.kept_objective`) instead of
 computing it again: both must be what
 :meth:`~lsdask.models.hdp.HDPModel.restore_globals` and the ELBO give, to the
-bit; a run with moves accepted and rejected gives the same traces either way; and the
+bit; a run with moves accepted and rejected gives the same traces either way; a
+judgement's E[log phi] without a candidate
+(:func:`~lsdask.models.hdp_move_stats.kept_logs`, one compiled pass) is
+:meth:`~lsdask.models.dirichlet_logs.SparseDirichletLogs.subset`'s; and the
 sticks search's one-BLAS-thread context, made once, must give the numbers the
 search gives under ``threadpoolctl.threadpool_limits``.
 """
@@ -22,7 +25,8 @@ from threadpoolctl import threadpool_limits
 import lsdask
 from lsdask.learn.base import carried_of, resumed_globals
 from lsdask.learn.memo import MemoizedVI
-from lsdask.models.hdp_move_stats import MovePlan
+from lsdask.models.dirichlet_logs import DirichletPosterior
+from lsdask.models.hdp_move_stats import MovePlan, kept_logs
 from lsdask.models.hdp_moves import MoveOutcome, MoveSettings
 from lsdask.models.hdp_sticks import init_sticks, one_blas_thread, optimize_sticks
 from lsdask.models.stats import sum_stats
@@ -125,3 +129,18 @@ def test_a_run_gives_the_numbers_of_globals_and_objective_recomputed_after_each_
     np.testing.assert_array_equal(fast.elbo_trace_, slow.elbo_trace_)
     np.testing.assert_array_equal(fast.components_, slow.components_)
     np.testing.assert_array_equal(fast.topic_weights_, slow.topic_weights_)
+
+
+@pytest.mark.parametrize("kept", [[0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11], [11, 3, 0, 7], [5], []])
+def test_kept_logs_are_the_subset_of_the_logs(kept):
+    rng = np.random.default_rng(len(kept))
+    counts = rng.gamma(0.2, 5.0, size=(12, 300)) * (rng.random((12, 300)) < 0.3)
+    logs = DirichletPosterior.from_counts(counts, 0.1).logs
+    ours, reference = kept_logs(logs, kept), logs.subset(kept)
+    for name in ("base", "indptr", "topics", "values"):
+        a, b = getattr(ours, name), getattr(reference, name)
+        assert a.dtype == b.dtype, name
+        np.testing.assert_array_equal(a, b)
+    assert ours.prior == reference.prior
+    words = rng.integers(0, 300, 50)
+    np.testing.assert_array_equal(ours.rows(words), reference.rows(words))
