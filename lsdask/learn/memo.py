@@ -351,8 +351,9 @@ class MemoizedVI:
         test convergence, log, checkpoint, and stop where asked."""
         run.total = sum_stats(run.memo.values())  # a fresh copy: rounding never accumulates
         run.glob = next_globals(run.model, run.total, run.glob)
-        self._judge_moves(run)
-        run.lap_elbos.append(finite_or_raise(run.model.elbo(run.total, run.glob), "ELBO"))
+        known = self._judge_moves(run)  # the objective, where the judgement computed it
+        elbo = run.model.elbo(run.total, run.glob) if known is None else known
+        run.lap_elbos.append(finite_or_raise(elbo, "ELBO"))
         if run.filling:
             self._record(run, run.lap_elbos[-1], float(lap.number))
             run.filling = False
@@ -372,13 +373,15 @@ class MemoizedVI:
         if self._should_stop(run, more_to_do=not done and lap.number < self.n_laps):
             raise FitInterrupted(path)
 
-    def _judge_moves(self, run: _Run[G]) -> None:
+    def _judge_moves(self, run: _Run[G]) -> float | None:
         """Judge the moves the lap prepared (a model with moves, after its first
         lap): apply the accepted ones to every batch's memo entry, re-sum ``S`` and
-        go on with the resized model; the globals lose the lap's plan either way."""
+        go on with the resized model; the globals lose the lap's plan either way.
+        Returns the objective of the globals it leaves where the judgement computed
+        it (nothing accepted), else None."""
         model = run.model
         if run.filling or not (isinstance(model, HasMoves) and model.has_moves):
-            return
+            return None
         started = time.perf_counter()
         outcome = model.judge_moves(run.total, run.glob, run.memo.values(), run.task.sparsity)
         if outcome.n_accepted:
@@ -394,8 +397,11 @@ class MemoizedVI:
             run.task = LocalStepTask(run.model, run.task.sparsity)
             # re-summed from the entries as read (a resumed run sums the same)
             run.total = sum_stats(run.memo.values())
-        run.glob = resumed_globals(run.model, run.total, outcome.carried)
+            run.glob = resumed_globals(run.model, run.total, outcome.carried)
+        else:  # the same statistics and sticks: the topics need not be recomputed
+            run.glob = outcome.kept_globals(run.glob)
         logger.info("%s (%.2f s)", outcome.summary(), time.perf_counter() - started)
+        return None if outcome.n_accepted else outcome.kept_objective
 
     # ---- the steps' parts
 

@@ -178,6 +178,18 @@ class MoveJudgement(Protocol):
     @property
     def n_accepted(self) -> int: ...
 
+    def kept_globals(self, glob: Any) -> Any:
+        """Where nothing was accepted: the judged globals ``glob`` with what
+        :attr:`carried` changes, equal to those it restores (the statistics and the
+        sticks are the same), without recomputing the topics."""
+        ...
+
+    @property
+    def kept_objective(self) -> float | None:
+        """Where nothing was accepted, the objective of :meth:`kept_globals` at the
+        same statistics if the judgement computed it (else None)."""
+        ...
+
     def edit(self, b: int, stats: SuffStats) -> SuffStats:
         """Batch ``b``'s memo entry under the accepted moves."""
         ...

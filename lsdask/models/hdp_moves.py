@@ -51,6 +51,7 @@ step's sticks are fitted to that order.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +59,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln
-from threadpoolctl import threadpool_limits
 
 from lsdask.models.dirichlet_logs import StoredConcentrations
 from lsdask.models.hdp_deletes import DeleteResult, delete_edit, judge_deletes, units_of
@@ -71,7 +71,7 @@ from lsdask.models.hdp_move_stats import (
     merge_stats,
     sticks_of_weights,
 )
-from lsdask.models.hdp_sticks import expected_beta, surrogate_objective
+from lsdask.models.hdp_sticks import expected_beta, one_blas_thread, surrogate_objective
 from lsdask.models.stats import SuffStats
 
 __all__ = ["PAIR_FIELDS", "MoveOutcome", "MovePlan", "MoveRecord", "MoveSettings",
@@ -177,7 +177,7 @@ def topic_cosines(topics: StoredConcentrations) -> np.ndarray:
     e = sp.csr_matrix((topics.conc - b, topics.cols, topics.row_ptr), shape=(K, V))
     width = max(1, COSINE_BLOCK // max(K, 1))
     ee = np.zeros((K, K))
-    with threadpool_limits(1, user_api="blas"):
+    with one_blas_thread():
         for start in range(0, V, width):
             block = (e if width >= V else e[:, start : start + width]).toarray()
             ee += block @ block.T
@@ -294,6 +294,30 @@ class MoveOutcome:
         budget = self.model.moves.next_budget(self.budget, len(judged), deleted)
         out["delete_budget"] = [float(budget)]
         return out
+
+    def kept_globals(self, glob: HDPGlobals) -> HDPGlobals:
+        """Where nothing was accepted: the judged globals ``glob`` (the lap's last
+        global step, whose sticks :attr:`rho` and :attr:`omega` are) without the
+        lap's plan, with :attr:`carried`'s resting candidates and delete budget:
+        what :meth:`HDPModel.restore_globals` makes of the same statistics and
+        :attr:`carried`, without recomputing the topics."""
+        if self.n_accepted:
+            raise ValueError("moves were accepted: restore the globals from the statistics")
+        if not (np.array_equal(self.rho, glob.rho) and np.array_equal(self.omega, glob.omega)):
+            raise ValueError("the globals are not the judged ones: their sticks differ")
+        carried = self.carried
+        return dataclasses.replace(
+            glob, plan=None, resting=tuple(int(k) for k in carried.get("resting", ())),
+            delete_budget=float(carried["delete_budget"][0]),
+        )  # fmt: skip
+
+    @property
+    def kept_objective(self) -> float | None:
+        """Where nothing was accepted and a plan was judged: the objective the
+        judgement started from, that of :meth:`kept_globals` at the same statistics
+        (the plan, the resting candidates and the budget do not enter it); else None."""
+        before = self.objective[0]
+        return None if self.n_accepted or not np.isfinite(before) else float(before)
 
     def summary(self) -> str:
         """One line: moves tried and accepted, K and the objective's change."""

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import digamma, expit, gammaln, logit, zeta
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 # Box on the unconstrained variables of Eq. 27 during the optimization, so that
 # rho = sigmoid(c) stays strictly inside (0, 1) in float64 (sigmoid(30) = 1 - 9e-14)
@@ -614,6 +614,19 @@ def _omega_step(
     return np.where(keep_new, new, omega)
 
 
+_CONTROLLER: list[ThreadpoolController] = []  # made at the first use, then kept
+
+
+def one_blas_thread() -> Any:
+    """A context in which BLAS runs on one thread. Its controller is made once (it
+    finds the loaded BLAS libraries by walking the process's shared objects, which
+    costs about a millisecond, more on a loaded machine); the global step's sticks
+    search, the judgement's and the plan's products enter it several times a lap."""
+    if not _CONTROLLER:
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0].limit(limits=1, user_api="blas")
+
+
 def optimize_sticks(
     sum_log_pi: Any,
     D: float,
@@ -707,7 +720,7 @@ def optimize_sticks(
     # trial points far out may overflow (they are rejected); L-BFGS-B's BLAS calls are
     # on vectors of 2K and several BLAS threads only wait for each other (one thread
     # gives the same numbers several times sooner, above all on a loaded machine)
-    with np.errstate(all="ignore"), threadpool_limits(1, user_api="blas"):
+    with np.errstate(all="ignore"), one_blas_thread():
         d = np.log(_omega_step(expit(c), expit(-c), np.exp(d), D, gamma))
         current = value_at(c, d)
         for _ in range(int(max_rounds)):

@@ -38,11 +38,11 @@ def capture(path: str, K: int, laps: int, sweeps: int) -> dict[str, Any]:
     grabbed: dict[str, Any] = {}
     judge = memo_mod.MemoizedVI._judge_moves
 
-    def grab(self: Any, run: Any) -> None:
+    def grab(self: Any, run: Any) -> Any:
         if not run.filling and len(run.lap_elbos) == laps - 1:
             grabbed.update(model=run.model, total=run.total.dense_copy(), glob=run.glob,
                            entries=list(run.memo.values()), sparsity=run.task.sparsity)  # fmt: skip
-        judge(self, run)
+        return judge(self, run)
 
     memo_mod.MemoizedVI._judge_moves = grab  # type: ignore[method-assign]
     try:
