@@ -4,6 +4,8 @@ across component blocks, Dask against in-process, and bad input."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -161,15 +163,20 @@ def test_start_from_statistics_is_a_softmax_over_all_components(P):
     assert (np.diff(trace) >= -1e-9 * np.abs(trace[1:])).all(), np.diff(trace)
 
 
-@pytest.mark.parametrize("kind", ["gaussian", "multinomial"])
-def test_elbo_never_decreases(kind):
+def data_and_model(kind: str) -> tuple[Any, ESVIMixture]:
+    """Rows of a known 3-cluster Gaussian mixture or counts of 4 word profiles,
+    and the ESVI mixture model of K components for them."""
     if kind == "gaussian":
         X = gaussian_rows(2)
-        m = gmm(X, 3)
-    else:
-        rng = np.random.default_rng(3)
-        X = sp.csr_matrix(rng.poisson(rng.gamma(0.3, 2.0, size=(4, 25))[rng.integers(0, 4, 160)]))
-        m = ESVIMixture(Multinomial(lam=0.1).with_data_defaults(X), K, 1.0, 4)
+        return X, gmm(X, 3)
+    rng = np.random.default_rng(3)
+    X = sp.csr_matrix(rng.poisson(rng.gamma(0.3, 2.0, size=(4, 25))[rng.integers(0, 4, 160)]))
+    return X, ESVIMixture(Multinomial(lam=0.1).with_data_defaults(X), K, 1.0, 4)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "multinomial"])
+def test_elbo_never_decreases(kind):
+    X, m = data_and_model(kind)
     parts = SerialPartitions(3)
     source, run = started(X, m, parts)
     rotate_mixture(m, parts, run, 5)

@@ -9,15 +9,13 @@ from collections import Counter
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from lsdask.engine.partitions import DaskPartitions, SerialPartitions
 from lsdask.learn.esvi_mixture import rotate_mixture
-from lsdask.models import Multinomial
-from lsdask.models.esvi_mixture import ESVIMixture
 from tests.test_esvi_mixture import (
     K,
     _what,
+    data_and_model,
     gaussian_rows,
     gmm,
     in_first_block,
@@ -52,13 +50,7 @@ def test_any_order_meets_every_pair_once_and_never_lowers_the_elbo(kind):
     re-dealt on it; the ELBO at every rotation's end never
     decreases, and it is the ELBO recomputed from the rows' responsibilities
     (so the rotation's per-part and per-block reports add up to the state)."""
-    if kind == "gaussian":
-        X = gaussian_rows(2)
-        m = gmm(X, 3)
-    else:
-        rng = np.random.default_rng(3)
-        X = sp.csr_matrix(rng.poisson(rng.gamma(0.3, 2.0, size=(4, 25))[rng.integers(0, 4, 160)]))
-        m = ESVIMixture(Multinomial(lam=0.1).with_data_defaults(X), K, 1.0, 4)
+    X, m = data_and_model(kind)
     P = 3
     pairs = Counter({(p, b): 1 for p in range(P) for b in range(P)})
     traces = []

@@ -478,12 +478,11 @@ PI_SYNC = Param(
     "refreshed by a round-robin token (stale, the paper's)",
     Option("--pi-sync", choices=("exact", "stale")),
 )  # fmt: skip
-SCHEDULE = Param(
-    "schedule", "rotation", one_of("rotation", "nomadic"),
-    "ESVI: blocks passed on in lockstep sub-steps (rotation), or routed at random as "
+SCHEDULE = replace(
+    MIXTURE_SCHEDULE,
+    help="ESVI: blocks passed on in lockstep sub-steps (rotation), or routed at random as "
     "parts finish, with no barrier but at a rotation's end (nomadic, the paper's; needs "
     "pi_sync='stale')",
-    Option("--schedule", choices=("rotation", "nomadic")),
 )  # fmt: skip
 ESVI_ITERS = Param(
     "esvi_iters", 1, integer(1),
