@@ -119,6 +119,15 @@ def _add_doc(dt, resp, idx, rest, scale, K):
 
 
 @numba.njit(nogil=True, cache=True)
+def _add_dense(dt, resp, scale):
+    """:func:`_add_doc` of an entry that keeps every topic (``C = K``, ``idx`` is
+    ``0..K-1``, nothing spread): the same sums in the same order, without the
+    indirection, so the loop vectorizes."""
+    for k in range(resp.shape[0]):
+        dt[k] += scale * resp[k]
+
+
+@numba.njit(nogil=True, cache=True)
 def _word_exps(lam, v, row, out):
     """``out = exp(psi(lambda_v) - max_k psi(lambda_vk))``, word ``v``'s factor of an
     entry's weights (``row``: (K,) float64 scratch)."""
@@ -146,11 +155,17 @@ def _new_entry_exps(p, C, paper_rule, order, resp, idx):
     ``exp(u_k)`` up to a common factor; returns ``(rest, ok)``, ``ok`` False when the
     kept weights underflowed (the caller then works in log space)."""
     K = p.shape[0]
-    if C == K:
-        for i in range(K):
-            order[i] = i
-    else:
-        _select(p, C, order)
+    if C == K:  # every topic kept, in topic order
+        kept = 0.0
+        for k in range(K):
+            kept += p[k]
+        if not kept > 1e-250:
+            return 0.0, False
+        inv = 1.0 / kept
+        for k in range(K):
+            resp[k] = p[k] * inv
+        return 0.0, True
+    _select(p, C, order)
     kept = 0.0
     for i in range(C):
         kept += p[order[i]]
@@ -235,6 +250,11 @@ def esvi_block_update(
         for d in range(n_docs):
             longest = max(longest, indptr[d + 1] - indptr[d])
     doc_exps = np.empty((longest, K), dtype=word_exps.dtype)
+    dense = C == K  # the new responsibilities keep topics 0..K-1 in order, nothing spread
+    if dense:
+        for j in range(nnz):
+            for k in range(K):
+                new_idx[j, k] = k
     passes = 0
     for d in range(n_docs):
         lo, hi = indptr[d], indptr[d + 1]
@@ -257,6 +277,8 @@ def esvi_block_update(
                 c = counts[j]
                 if it == 0:
                     _add_doc(dt, resp[j], idx[j], rest[j], -c, K)
+                elif dense:
+                    _add_dense(dt, new_resp[j], -c)
                 else:
                     _add_doc(dt, new_resp[j], new_idx[j], new_rest[j], -c, K)
                 ew = word_exps[compact[j]] if table else doc_exps[j - lo]
@@ -269,7 +291,10 @@ def esvi_block_update(
                         w[k] = et[k] + digamma(np.float64(lam[v, k]))
                     r = _new_entry(w, C, paper_rule, order, new_resp[j], new_idx[j])
                 new_rest[j] = r
-                _add_doc(dt, new_resp[j], new_idx[j], r, c, K)
+                if dense:
+                    _add_dense(dt, new_resp[j], c)
+                else:
+                    _add_doc(dt, new_resp[j], new_idx[j], r, c, K)
             if tol > 0.0:
                 moved = 0.0
                 for k in range(K):
@@ -281,7 +306,10 @@ def esvi_block_update(
         v = cols[j]
         c = counts[j]
         _add_doc(lam[v], resp[j], idx[j], rest[j], -c, K)
-        _add_doc(lam[v], new_resp[j], new_idx[j], new_rest[j], c, K)
+        if dense:
+            _add_dense(lam[v], new_resp[j], c)
+        else:
+            _add_doc(lam[v], new_resp[j], new_idx[j], new_rest[j], c, K)
         H += c * _entry_entropy(new_resp[j], new_rest[j], K)
     return H, passes
 
