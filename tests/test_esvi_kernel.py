@@ -260,3 +260,62 @@ def test_block_step_equals_numpy_beyond_the_insertion_buffer(C, paper):
     np.testing.assert_allclose(dt, want[3], rtol=1e-10, atol=1e-9)
     np.testing.assert_allclose(lo, want[4], rtol=1e-10, atol=1e-9)
     np.testing.assert_allclose(H, want[5], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize(("C", "paper"), [(40, False), (40, True), (8, False), (8, True)])
+def test_block_step_where_document_factors_underflow(C, paper):
+    """A tiny alpha and documents that use few topics: the other topics' document
+    factors ``exp(psi(alpha + 0) - max)`` underflow to 0, and the kernel ranks
+    only the topics of nonzero factor, filling the kept C with the lowest topics
+    of weight 0. Against the reference: the same kept topics of positive weight
+    in the same order, the same responsibilities, counts, block and entropy;
+    the kept zeros are the lowest topics not kept with a positive weight."""
+    rng = np.random.default_rng(C + 2 * paper)
+    K, Vb, n_docs, iters, tol = 60, 8, 6, 30, 0.01
+    indptr = np.concatenate([[0], np.cumsum(rng.integers(1, 6, n_docs))]).astype(np.int64)
+    nnz = int(indptr[-1])
+    cols = rng.integers(0, Vb, nnz).astype(np.int32)
+    counts = rng.integers(1, 4, nnz).astype(np.float64)
+    idx = np.zeros((nnz, C), dtype=np.int32)
+    resp = np.zeros((nnz, C))
+    for d in range(n_docs):  # each document's entries share a few topics
+        mine = rng.choice(K, 5, replace=False)
+        for j in range(indptr[d], indptr[d + 1]):
+            rest_of = np.setdiff1d(np.arange(K), mine)
+            idx[j] = np.concatenate([rng.permutation(mine), rest_of[: C - 5]])[:C]
+            resp[j, :5] = rng.dirichlet(np.ones(5))
+    rest = np.zeros(nnz)
+    alpha = np.full(K, 1e-4)
+    lam = 0.5 + rng.random((Vb, K)) * 3
+    pi = lam.sum(0) + 2.0
+    n_d = np.zeros((n_docs, K))
+    for d in range(n_docs):
+        for j in range(indptr[d], indptr[d + 1]):
+            n_d[d, idx[j]] += counts[j] * resp[j]
+    want = reference(
+        indptr, cols, counts, resp, idx, rest, n_d, alpha, lam, pi, C, paper, iters, tol
+    )
+    got_resp, got_idx = np.empty_like(resp), np.empty_like(idx)
+    got_rest, dt, lo = np.empty_like(rest), n_d.copy(), lam.copy()
+    used, compact = np.unique(cols, return_inverse=True)
+    word_exps = np.empty((used.size, K))
+    block_word_exps(lam, used, word_exps)
+    H, passes = esvi_block_update(
+        indptr, cols, counts, resp, idx, rest, compact.astype(np.int64), word_exps, dt, alpha,
+        lo, digamma(pi), paper, iters, tol, got_resp, got_idx, got_rest,
+    )  # fmt: skip
+    assert passes == want[6]
+    positive = want[0] > 0
+    assert (~positive).any()  # some kept weights are 0: the case under test
+    for j in range(nnz):
+        n = int(positive[j].sum())
+        assert positive[j, :n].all()  # the positive ones come first
+        np.testing.assert_array_equal(got_idx[j, :n], want[1][j, :n])
+        zeros = np.setdiff1d(np.arange(K), got_idx[j, :n])[: C - n]
+        np.testing.assert_array_equal(got_idx[j, n:], zeros)
+        assert (got_resp[j, n:] == 0).all()
+    np.testing.assert_allclose(got_resp, want[0], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(got_rest, want[2], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(dt, want[3], rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(lo, want[4], rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(H, want[5], rtol=1e-10, atol=1e-12)

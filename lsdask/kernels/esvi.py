@@ -189,6 +189,61 @@ def _new_entry_exps(p, C, paper_rule, order, resp, idx):
 
 
 @numba.njit(nogil=True, cache=True)
+def _new_entry_support(ps, support, n_s, K, C, paper_rule, order, resp, idx):
+    """:func:`_new_entry_exps` (C < K) when only the topics ``support[:n_s]``
+    (increasing) have a nonzero document factor: ``ps[i]`` is the weight of
+    topic ``support[i]``, every other weight is exactly 0. The same numbers:
+    the positive weights all lie in the support and are ranked alike (the
+    lower topic first among ties); the kept zeros are the lowest topics of
+    weight 0, as a selection over all K ranks them; sums that skip exact zeros
+    are the same sums. Costs the support's size and C, not K. Returns
+    ``(rest, ok)``; ``ok`` False also where a weight is NaN (the caller then
+    takes the dense path)."""
+    n_pos = 0
+    for i in range(n_s):
+        if ps[i] > 0.0:
+            n_pos += 1
+        elif ps[i] != ps[i]:
+            return 0.0, False
+    if n_pos == 0:
+        return 0.0, False
+    m = min(C, n_pos)
+    _select(ps[:n_s], m, order)
+    kept = 0.0
+    for i in range(m):
+        kept += ps[order[i]]
+    if not kept > 1e-250:
+        return 0.0, False
+    total = kept
+    if paper_rule:
+        total = 0.0
+        for i in range(n_s):
+            total += ps[i]
+    inv = 1.0 / total
+    for i in range(m):
+        resp[i] = ps[order[i]] * inv
+        idx[i] = support[order[i]]
+    n = m
+    at = 0
+    for k in range(K):  # the zeros, lowest topics first
+        if n == C:
+            break
+        while at < n_s and support[at] < k:
+            at += 1
+        if at < n_s and support[at] == k and ps[at] > 0.0:
+            continue
+        resp[n] = 0.0
+        idx[n] = k
+        n += 1
+    if paper_rule:
+        rest = 1.0
+        for i in range(C):
+            rest -= resp[i]
+        return max(rest, 0.0), True
+    return 0.0, True
+
+
+@numba.njit(nogil=True, cache=True)
 def esvi_block_update(
     indptr, cols, counts, resp, idx, rest, compact, word_exps, doc_topic, alpha, lam, psi_pi,
     paper_rule, n_iters, tol, new_resp, new_idx, new_rest,
@@ -244,6 +299,8 @@ def esvi_block_update(
     ed = np.empty(K, dtype=np.float64)
     before = np.empty(K, dtype=np.float64)
     order = np.empty(C, dtype=np.int32)
+    support = np.empty(K, dtype=np.int64)
+    ps = np.empty(K, dtype=np.float64)
     table = word_exps.shape[0] > 0
     longest = 0
     if not table:
@@ -270,9 +327,14 @@ def esvi_block_update(
             for k in range(K):
                 et[k] = digamma(alpha[k] + dt[k]) - psi_pi[k]
                 m = max(m, et[k])
+            n_s = 0
             for k in range(K):
                 ed[k] = np.exp(et[k] - m)
                 before[k] = dt[k]
+                if ed[k] > 0.0:
+                    support[n_s] = k
+                    n_s += 1
+            sparse = not dense and n_s < K  # some topics' factors underflowed to 0
             for j in range(lo, hi):
                 c = counts[j]
                 if it == 0:
@@ -282,9 +344,17 @@ def esvi_block_update(
                 else:
                     _add_doc(dt, new_resp[j], new_idx[j], new_rest[j], -c, K)
                 ew = word_exps[compact[j]] if table else doc_exps[j - lo]
-                for k in range(K):
-                    p[k] = ed[k] * ew[k]
-                r, ok = _new_entry_exps(p, C, paper_rule, order, new_resp[j], new_idx[j])
+                ok = False
+                if sparse:
+                    for i in range(n_s):
+                        ps[i] = ed[support[i]] * ew[support[i]]
+                    r, ok = _new_entry_support(
+                        ps, support, n_s, K, C, paper_rule, order, new_resp[j], new_idx[j]
+                    )
+                if not ok:
+                    for k in range(K):
+                        p[k] = ed[k] * ew[k]
+                    r, ok = _new_entry_exps(p, C, paper_rule, order, new_resp[j], new_idx[j])
                 if not ok:
                     v = cols[j]
                     for k in range(K):
