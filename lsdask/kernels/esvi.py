@@ -266,7 +266,9 @@ def esvi_block_update(
     An entry's weights ``exp(u_k)`` are the product of a document factor
     ``exp(psi(alpha_k + n_dk) - psi(pi_k))``, taken per document and pass, and a
     word factor taken once per sub-step (:func:`block_word_exps`), each scaled by
-    its maximum; a product that underflows is redone in log space. The word
+    its maximum; a product that underflows is redone in log space. At C < K only
+    the topics of nonzero document factor are ranked (:func:`_new_entry_support`:
+    the same numbers as ranking all K). The word
     factors come from the table ``word_exps`` or, when it is empty (a table of
     all the piece's words would not fit the memory the caller allows), are
     taken per document for its own entries, once before its passes: the same
