@@ -119,6 +119,15 @@ def _add_doc(dt, resp, idx, rest, scale, K):
 
 
 @numba.njit(nogil=True, cache=True)
+def _add_dense(dt, resp, scale):
+    """:func:`_add_doc` of an entry that keeps every topic (``C = K``, ``idx`` is
+    ``0..K-1``, nothing spread): the same sums in the same order, without the
+    indirection, so the loop vectorizes."""
+    for k in range(resp.shape[0]):
+        dt[k] += scale * resp[k]
+
+
+@numba.njit(nogil=True, cache=True)
 def _word_exps(lam, v, row, out):
     """``out = exp(psi(lambda_v) - max_k psi(lambda_vk))``, word ``v``'s factor of an
     entry's weights (``row``: (K,) float64 scratch)."""
@@ -146,11 +155,17 @@ def _new_entry_exps(p, C, paper_rule, order, resp, idx):
     ``exp(u_k)`` up to a common factor; returns ``(rest, ok)``, ``ok`` False when the
     kept weights underflowed (the caller then works in log space)."""
     K = p.shape[0]
-    if C == K:
-        for i in range(K):
-            order[i] = i
-    else:
-        _select(p, C, order)
+    if C == K:  # every topic kept, in topic order
+        kept = 0.0
+        for k in range(K):
+            kept += p[k]
+        if not kept > 1e-250:
+            return 0.0, False
+        inv = 1.0 / kept
+        for k in range(K):
+            resp[k] = p[k] * inv
+        return 0.0, True
+    _select(p, C, order)
     kept = 0.0
     for i in range(C):
         kept += p[order[i]]
@@ -166,6 +181,61 @@ def _new_entry_exps(p, C, paper_rule, order, resp, idx):
         resp[i] = p[order[i]] * inv
         idx[i] = order[i]
     if paper_rule and C < K:
+        rest = 1.0
+        for i in range(C):
+            rest -= resp[i]
+        return max(rest, 0.0), True
+    return 0.0, True
+
+
+@numba.njit(nogil=True, cache=True)
+def _new_entry_support(ps, support, n_s, K, C, paper_rule, order, resp, idx):
+    """:func:`_new_entry_exps` (C < K) when only the topics ``support[:n_s]``
+    (increasing) have a nonzero document factor: ``ps[i]`` is the weight of
+    topic ``support[i]``, every other weight is exactly 0. The same numbers:
+    the positive weights all lie in the support and are ranked alike (the
+    lower topic first among ties); the kept zeros are the lowest topics of
+    weight 0, as a selection over all K ranks them; sums that skip exact zeros
+    are the same sums. Costs the support's size and C, not K. Returns
+    ``(rest, ok)``; ``ok`` False also where a weight is NaN (the caller then
+    takes the dense path)."""
+    n_pos = 0
+    for i in range(n_s):
+        if ps[i] > 0.0:
+            n_pos += 1
+        elif ps[i] != ps[i]:
+            return 0.0, False
+    if n_pos == 0:
+        return 0.0, False
+    m = min(C, n_pos)
+    _select(ps[:n_s], m, order)
+    kept = 0.0
+    for i in range(m):
+        kept += ps[order[i]]
+    if not kept > 1e-250:
+        return 0.0, False
+    total = kept
+    if paper_rule:
+        total = 0.0
+        for i in range(n_s):
+            total += ps[i]
+    inv = 1.0 / total
+    for i in range(m):
+        resp[i] = ps[order[i]] * inv
+        idx[i] = support[order[i]]
+    n = m
+    at = 0
+    for k in range(K):  # the zeros, lowest topics first
+        if n == C:
+            break
+        while at < n_s and support[at] < k:
+            at += 1
+        if at < n_s and support[at] == k and ps[at] > 0.0:
+            continue
+        resp[n] = 0.0
+        idx[n] = k
+        n += 1
+    if paper_rule:
         rest = 1.0
         for i in range(C):
             rest -= resp[i]
@@ -196,7 +266,9 @@ def esvi_block_update(
     An entry's weights ``exp(u_k)`` are the product of a document factor
     ``exp(psi(alpha_k + n_dk) - psi(pi_k))``, taken per document and pass, and a
     word factor taken once per sub-step (:func:`block_word_exps`), each scaled by
-    its maximum; a product that underflows is redone in log space. The word
+    its maximum; a product that underflows is redone in log space. At C < K only
+    the topics of nonzero document factor are ranked (:func:`_new_entry_support`:
+    the same numbers as ranking all K). The word
     factors come from the table ``word_exps`` or, when it is empty (a table of
     all the piece's words would not fit the memory the caller allows), are
     taken per document for its own entries, once before its passes: the same
@@ -229,12 +301,19 @@ def esvi_block_update(
     ed = np.empty(K, dtype=np.float64)
     before = np.empty(K, dtype=np.float64)
     order = np.empty(C, dtype=np.int32)
+    support = np.empty(K, dtype=np.int64)
+    ps = np.empty(K, dtype=np.float64)
     table = word_exps.shape[0] > 0
     longest = 0
     if not table:
         for d in range(n_docs):
             longest = max(longest, indptr[d + 1] - indptr[d])
     doc_exps = np.empty((longest, K), dtype=word_exps.dtype)
+    dense = C == K  # the new responsibilities keep topics 0..K-1 in order, nothing spread
+    if dense:
+        for j in range(nnz):
+            for k in range(K):
+                new_idx[j, k] = k
     passes = 0
     for d in range(n_docs):
         lo, hi = indptr[d], indptr[d + 1]
@@ -250,26 +329,44 @@ def esvi_block_update(
             for k in range(K):
                 et[k] = digamma(alpha[k] + dt[k]) - psi_pi[k]
                 m = max(m, et[k])
+            n_s = 0
             for k in range(K):
                 ed[k] = np.exp(et[k] - m)
                 before[k] = dt[k]
+                if ed[k] > 0.0:
+                    support[n_s] = k
+                    n_s += 1
+            sparse = not dense and n_s < K  # some topics' factors underflowed to 0
             for j in range(lo, hi):
                 c = counts[j]
                 if it == 0:
                     _add_doc(dt, resp[j], idx[j], rest[j], -c, K)
+                elif dense:
+                    _add_dense(dt, new_resp[j], -c)
                 else:
                     _add_doc(dt, new_resp[j], new_idx[j], new_rest[j], -c, K)
                 ew = word_exps[compact[j]] if table else doc_exps[j - lo]
-                for k in range(K):
-                    p[k] = ed[k] * ew[k]
-                r, ok = _new_entry_exps(p, C, paper_rule, order, new_resp[j], new_idx[j])
+                ok = False
+                if sparse:
+                    for i in range(n_s):
+                        ps[i] = ed[support[i]] * ew[support[i]]
+                    r, ok = _new_entry_support(
+                        ps, support, n_s, K, C, paper_rule, order, new_resp[j], new_idx[j]
+                    )
+                if not ok:
+                    for k in range(K):
+                        p[k] = ed[k] * ew[k]
+                    r, ok = _new_entry_exps(p, C, paper_rule, order, new_resp[j], new_idx[j])
                 if not ok:
                     v = cols[j]
                     for k in range(K):
                         w[k] = et[k] + digamma(np.float64(lam[v, k]))
                     r = _new_entry(w, C, paper_rule, order, new_resp[j], new_idx[j])
                 new_rest[j] = r
-                _add_doc(dt, new_resp[j], new_idx[j], r, c, K)
+                if dense:
+                    _add_dense(dt, new_resp[j], c)
+                else:
+                    _add_doc(dt, new_resp[j], new_idx[j], r, c, K)
             if tol > 0.0:
                 moved = 0.0
                 for k in range(K):
@@ -281,7 +378,10 @@ def esvi_block_update(
         v = cols[j]
         c = counts[j]
         _add_doc(lam[v], resp[j], idx[j], rest[j], -c, K)
-        _add_doc(lam[v], new_resp[j], new_idx[j], new_rest[j], c, K)
+        if dense:
+            _add_dense(lam[v], new_resp[j], c)
+        else:
+            _add_doc(lam[v], new_resp[j], new_idx[j], new_rest[j], c, K)
         H += c * _entry_entropy(new_resp[j], new_rest[j], K)
     return H, passes
 

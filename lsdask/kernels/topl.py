@@ -70,11 +70,94 @@ def _select_sort(w, L, out):
 
 
 @numba.njit(nogil=True, cache=True)
+def _kth_smallest(w, kth):
+    """The ``kth`` smallest (0-based) of ``w`` by a quickselect on a copy (median
+    of three pivots, Hoare partition, which steps over runs of equal values);
+    ``w`` must hold no NaN."""
+    buf = w.copy()
+    lo, hi = 0, buf.shape[0] - 1
+    while lo < hi:
+        a, b, c = buf[lo], buf[(lo + hi) >> 1], buf[hi]
+        pivot = max(min(a, b), min(max(a, b), c))
+        i, j = lo, hi
+        while i <= j:
+            while buf[i] < pivot:
+                i += 1
+            while buf[j] > pivot:
+                j -= 1
+            if i <= j:
+                buf[i], buf[j] = buf[j], buf[i]
+                i += 1
+                j -= 1
+        if kth <= j:
+            hi = j
+        elif kth >= i:
+            lo = i
+        else:  # between the two sides every value equals the pivot
+            break
+    return buf[kth]
+
+
+@numba.njit(nogil=True, cache=True)
+def _select_partition(w, L, out):
+    """Top-L in O(K + L log L): the L-th largest weight ``t`` by a selection
+    (a quickselect); the ids above ``t`` are kept and sorted (stable, by
+    negated weight), then the lowest ids equal to ``t`` follow, already in
+    order. The kept set and its order are those of :func:`_select_sort` (among
+    equal weights the lower id first); when most weights tie at ``t`` (a
+    document's topics outside its few, whose weights underflow to 0) only the
+    few above it are sorted. Requires ``L < K`` and no NaN in ``w``
+    (:func:`_select` checks)."""
+    K = w.shape[0]
+    t = _kth_smallest(w, K - L)
+    n = 0
+    for k in range(K):
+        if w[k] > t:
+            out[n] = k
+            n += 1
+    if n <= TOPL_INSERTION_MAX:  # a stable insertion sort, descending
+        for i in range(1, n):
+            k = out[i]
+            v = w[k]
+            pos = i
+            while pos > 0 and v > w[out[pos - 1]]:
+                out[pos] = out[pos - 1]
+                pos -= 1
+            out[pos] = k
+    else:
+        neg = np.empty(n, dtype=np.float64)
+        above = out[:n].copy()
+        for i in range(n):
+            neg[i] = -w[above[i]]
+        order = np.argsort(neg, kind="mergesort")  # ties keep their increasing ids
+        for i in range(n):
+            out[i] = above[order[i]]
+    for k in range(K):  # the ties at t, lowest ids first (at least one is needed)
+        if n == L:
+            break
+        if w[k] == t:
+            out[n] = k
+            n += 1
+
+
+@numba.njit(nogil=True, cache=True)
 def _select(w, L, out):
+    """Top-L of ``w`` into ``out``, descending, the lower id first among ties:
+    insertion for small L, else a selection and a sort of the L kept only (a
+    full sort where ``w`` holds NaN, which ranks last, or L = K)."""
     if L <= TOPL_INSERTION_MAX:
         _select_insertion(w, L, out)
-    else:
-        _select_sort(w, L, out)
+        return
+    if L < w.shape[0]:
+        clean = True
+        for k in range(w.shape[0]):
+            if w[k] != w[k]:
+                clean = False
+                break
+        if clean:
+            _select_partition(w, L, out)
+            return
+    _select_sort(w, L, out)
 
 
 # numba's stub of njit lacks ``_nrt``, an option numba itself accepts

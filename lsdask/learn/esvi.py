@@ -341,11 +341,10 @@ def substep(model: PartitionedModel, parts: Partitions, run: ESVIRun, s: int) ->
     P = parts.n_parts
     met = [block_at(p, s, P) for p in range(P)]
     here = move_blocks(parts, run, met)
-    if run.stale is None:  # exact: every part reads the all-reduced totals
-        pi = parts.broadcast(run.pi)
-        out = parts.run(model.substep, [(run.shards[p], here[p]) for p in range(P)], pi, 3)
+    if run.stale is None:  # exact: every part reads the all-reduced totals, K floats
+        # sent inside the tasks themselves (no round trip of their own)
+        out = parts.run(model.substep, [(run.shards[p], here[p]) for p in range(P)], run.pi, 3)
     else:  # stale: every part reads its own view
-        pi = None
         views = run.stale.views
         out = parts.run(
             lambda sh, bl, view, _: model.substep(sh, bl, view),
@@ -353,7 +352,7 @@ def substep(model: PartitionedModel, parts: Partitions, run: ESVIRun, s: int) ->
         )  # fmt: skip
     reports = parts.gather([o[2] for o in out])
     parts.release([o[2] for o in out])
-    parts.release(run.shards + run.blocks + [pi])
+    parts.release(run.shards + run.blocks)
     run.shards = [o[0] for o in out]
     by_block = _place_blocks(run, met, [o[1] for o in out], reports)
     run.reports = list(reports)

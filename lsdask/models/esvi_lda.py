@@ -236,10 +236,10 @@ class ESVILDA:
             indptr = np.concatenate([[0], np.cumsum(per_doc)]).astype(np.int64)
             cols = partition.local[X.indices[sel]].astype(np.int32)
             counts = np.ascontiguousarray(X.data[sel], dtype=np.float64)
-            resp, idx, rest = self._random_resp(rng, cols.size)
             if self.warm:  # no responsibilities yet: the first rotation gives them
-                resp[:] = 0.0
-                rest[:] = 0.0
+                resp, idx, rest = self._no_resp(cols.size)
+            else:
+                resp, idx, rest = self._random_resp(rng, cols.size)
             used, compact = np.unique(cols, return_inverse=True)
             if self.topk < K and not rest.any():
                 H = esvi_doc_counts(indptr, counts, resp, idx, rest, doc_topic)
@@ -256,6 +256,14 @@ class ESVILDA:
             stats.append((used.astype(np.int32), S))
         shard = ESVIShard(part, doc_topic, tuple(pieces), self.alloc(doc_topic), float(X.sum()))
         return (shard, *stats)
+
+    def _no_resp(self, nnz: int) -> tuple[np.ndarray, ...]:
+        """Entries that hold no mass yet (a warm start): zero responsibilities on
+        the topics ``0..C-1`` (which topics does not matter while they hold none),
+        with no random draw of ``nnz x K`` weights to be thrown away."""
+        C = self.topk
+        idx = np.broadcast_to(np.arange(C, dtype=np.int32), (nnz, C)).copy()
+        return np.zeros((nnz, C)), idx, np.zeros(nnz)
 
     def _random_resp(self, rng: np.random.Generator, nnz: int) -> tuple[np.ndarray, ...]:
         """First responsibilities: uniform random weights, then the TOPK rule. The
