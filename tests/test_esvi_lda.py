@@ -643,3 +643,21 @@ def test_kernel_underflowing_weights_are_redone_in_log_space(C, paper):
     spread = np.where(got == 0, new_rest[0] / (Kk - C), 0.0) if C < Kk else 0.0
     np.testing.assert_allclose(doc_topic[0], others + c * (got + spread), rtol=1e-12)
     np.testing.assert_allclose(lam[0], [50.0, 1e-3, 1e-3, 1e-3] + c * (got + spread), rtol=1e-12)
+
+
+def test_parts_without_documents_are_named_in_a_warning(caplog):
+    """One batch of documents on two parts: the fit runs, and a warning says one
+    part holds no documents and how to give it some."""
+    import logging
+
+    from lsdask import LDA
+
+    X = corpus(8, 40)
+    with caplog.at_level(logging.WARNING, logger="lsdask.learn.esvi"):
+        LDA(K, algorithm="esvi", n_blocks=2, client="sync", n_laps=1, random_state=3).fit(X)
+    assert "1 of the 2 parts got no batch of documents (the data has 1 batches)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="lsdask.learn.esvi"):
+        LDA(K, algorithm="esvi", n_blocks=2, client="sync", n_laps=1, random_state=3,
+            batch_size=20).fit(X)  # fmt: skip
+    assert "got no batch" not in caplog.text

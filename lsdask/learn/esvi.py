@@ -270,6 +270,14 @@ def start(
     P = parts.n_parts
     costs = [float(getattr(b, "cost", 1.0)) for b in batches]
     dealt = deal_batches(costs, P, rng)
+    idle = sum(1 for d in dealt if not d)
+    if idle:
+        logger.warning(
+            "ESVI: %d of the %d parts got no batch of documents (the data has %d batches): "
+            "their workers only hold and pass on blocks. Cut the data into at least %d "
+            "batches (a smaller batch_size, or more Parquet row groups) to put them to work",
+            idle, P, len(batches), P,
+        )  # fmt: skip
     loaders = [[batches[i] for i in d] for d in dealt]
     mass_h = parts.run(model.word_mass, [(lo,) for lo in loaders], None, 1)
     masses = parts.gather([h[0] for h in mass_h])
