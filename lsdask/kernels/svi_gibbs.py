@@ -155,7 +155,17 @@ def draw_topic(
             if x < 0.0:
                 return k
         return last
-    return _smooth_topic(x - doc_total, cum_smooth)
+    x -= doc_total
+    # smoothing: the first k whose cumulative sum exceeds x (binary search, inline
+    # as the rest of this per-token draw)
+    lo, hi = 0, cum_smooth.size - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cum_smooth[mid] > x:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 @numba.njit(cache=True, nogil=True)
@@ -194,31 +204,6 @@ def _document_tokens(words, counts, lo: int, hi: int) -> np.ndarray:
             tok[t] = words[e]
             t += 1
     return tok
-
-
-@numba.njit(cache=True, nogil=True)
-def _take_out(k: int, ndk, active, where, n_active: int, doc_total: float, smooth):
-    """Take a token off topic k before it is drawn again; returns the new number of
-    active topics and document-bucket total (never below 0 by rounding)."""
-    n_active = _remove(k, ndk, active, where, n_active)
-    doc_total -= smooth[k]
-    return n_active, max(doc_total, 0.0)
-
-
-@numba.njit(cache=True, nogil=True)
-def _redraw(
-    i, tok, z, state, ndk, active, where, n_active, doc_total, w_indptr, w_topics, w_excess,
-    smooth, alpha, cum_smooth,
-):  # fmt: skip
-    """Draw token i's topic into ``z[i]`` given the others (taken out first) and
-    count it; returns the new number of active topics and document-bucket total."""
-    k = draw_topic(
-        _uniform(state), tok[i], ndk, active, n_active, doc_total, w_indptr, w_topics,
-        w_excess, smooth, alpha, cum_smooth,
-    )  # fmt: skip
-    z[i] = k
-    n_active = _add(k, ndk, active, where, n_active)
-    return n_active, doc_total + smooth[k]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -272,13 +257,21 @@ def sample_documents(
             for a in range(n_active):
                 doc_total += ndk[active[a]] * smooth[active[a]]
             for i in range(n_tokens):
-                n_active, doc_total = _take_out(
-                    z[i], ndk, active, where, n_active, doc_total, smooth
-                )
-                n_active, doc_total = _redraw(
-                    i, tok, z, state, ndk, active, where, n_active, doc_total, w_indptr,
+                # take token i out and draw it again, written out here and in the
+                # Rao-Blackwellised sampler: as a helper returning a tuple, called
+                # per token, the whole step took 1.3-1.5x as long
+                k = z[i]
+                n_active = _remove(k, ndk, active, where, n_active)
+                doc_total -= smooth[k]
+                if doc_total < 0.0:
+                    doc_total = 0.0
+                k = draw_topic(
+                    _uniform(state), tok[i], ndk, active, n_active, doc_total, w_indptr,
                     w_topics, w_excess, smooth, alpha, cum_smooth,
                 )  # fmt: skip
+                z[i] = k
+                n_active = _add(k, ndk, active, where, n_active)
+                doc_total += smooth[k]
             if sweep >= burnin:
                 at = (sweep - burnin) * T + offset
                 for i in range(n_tokens):
@@ -555,9 +548,11 @@ def sample_documents_rb(
             for a in range(n_active):
                 doc_total += ndk[active[a]] * smooth[active[a]]
             for i in range(n_tokens):
-                n_active, doc_total = _take_out(
-                    z[i], ndk, active, where, n_active, doc_total, smooth
-                )
+                k = z[i]
+                n_active = _remove(k, ndk, active, where, n_active)
+                doc_total -= smooth[k]
+                if doc_total < 0.0:
+                    doc_total = 0.0
                 if kept:
                     n_pieces = conditional_pieces(
                         tok[i], ndk, active, n_active, w_indptr, w_topics, w_excess, smooth,
@@ -574,10 +569,13 @@ def sample_documents_rb(
                         keys[n_out] = tok[i] * K + tok_topics[q]
                         vals[n_out] = tok_quanta[q]
                         n_out += 1
-                n_active, doc_total = _redraw(
-                    i, tok, z, state, ndk, active, where, n_active, doc_total, w_indptr,
+                k = draw_topic(
+                    _uniform(state), tok[i], ndk, active, n_active, doc_total, w_indptr,
                     w_topics, w_excess, smooth, alpha, cum_smooth,
                 )  # fmt: skip
+                z[i] = k
+                n_active = _add(k, ndk, active, where, n_active)
+                doc_total += smooth[k]
         n_out = _merge_from(doc_start, n_out, keys, vals)
         for a in range(n_active):
             ndk[active[a]] = 0
