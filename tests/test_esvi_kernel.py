@@ -68,6 +68,29 @@ def reference(indptr, cols, counts, resp, idx, rest, n_d, alpha, lam, pi, C, pap
     return new_resp, new_idx, new_rest, n_d, lam_out, H, passes
 
 
+def kernel_and_reference(
+    indptr, cols, counts, resp, idx, rest, n_d, alpha, lam, pi, C, paper, iters, tol
+):  # fmt: skip
+    """The numpy reference's outputs, and the kernel's on copies of the same inputs:
+    (resp, idx, rest, document counts, block, entropy, passes); the two made the
+    same number of passes."""
+    K = lam.shape[1]
+    want = reference(
+        indptr, cols, counts, resp, idx, rest, n_d, alpha, lam, pi, C, paper, iters, tol
+    )
+    got_resp, got_idx = np.empty_like(resp), np.empty_like(idx)
+    got_rest, dt, lo = np.empty_like(rest), n_d.copy(), lam.copy()
+    used, compact = np.unique(cols, return_inverse=True)
+    word_exps = np.empty((used.size, K))
+    block_word_exps(lam, used, word_exps)
+    H, passes = esvi_block_update(
+        indptr, cols, counts, resp, idx, rest, compact.astype(np.int64), word_exps, dt, alpha,
+        lo, digamma(pi), paper, iters, tol, got_resp, got_idx, got_rest,
+    )  # fmt: skip
+    assert passes == want[6]
+    return want, (got_resp, got_idx, got_rest, dt, lo, H, passes)
+
+
 @pytest.mark.parametrize(("C", "paper"), [(6, False), (2, False), (2, True), (1, True)])
 @pytest.mark.parametrize(("iters", "tol"), [(1, 0.0), (3, 0.0), (30, 0.01)])
 @pytest.mark.parametrize("ties", [False, True])
@@ -100,19 +123,9 @@ def test_block_step_equals_numpy(C, paper, iters, tol, ties):
     if ties:
         n_d[:, 1] = n_d[:, 0]
         n_d[:, 4] = n_d[:, 0]
-    want = reference(
+    want, (got_resp, got_idx, got_rest, dt, lo, H, passes) = kernel_and_reference(
         indptr, cols, counts, resp, idx, rest, n_d, alpha, lam, pi, C, paper, iters, tol
     )
-    got_resp, got_idx = np.empty_like(resp), np.empty_like(idx)
-    got_rest, dt, lo = np.empty_like(rest), n_d.copy(), lam.copy()
-    used, compact = np.unique(cols, return_inverse=True)
-    word_exps = np.empty((used.size, K))
-    block_word_exps(lam, used, word_exps)
-    H, passes = esvi_block_update(
-        indptr, cols, counts, resp, idx, rest, compact.astype(np.int64), word_exps, dt, alpha,
-        lo, digamma(pi), paper, iters, tol, got_resp, got_idx, got_rest,
-    )  # fmt: skip
-    assert passes == want[6]
     if tol > 0:  # the documents stopped on their own
         assert np.count_nonzero(lengths) < passes < iters * np.count_nonzero(lengths)
     # the kernel's weights are products of exponentials, the reference's exponentials
@@ -235,19 +248,9 @@ def test_block_step_equals_numpy_beyond_the_insertion_buffer(C, paper):
             if rest[j] > 0:
                 n_d[d, np.setdiff1d(np.arange(K), idx[j])] += counts[j] * rest[j] / (K - C)
     n_d[:, 7] = n_d[:, 3]
-    want = reference(
+    want, (got_resp, got_idx, got_rest, dt, lo, H, _passes) = kernel_and_reference(
         indptr, cols, counts, resp, idx, rest, n_d, alpha, lam, pi, C, paper, iters, tol
     )
-    got_resp, got_idx = np.empty_like(resp), np.empty_like(idx)
-    got_rest, dt, lo = np.empty_like(rest), n_d.copy(), lam.copy()
-    used, compact = np.unique(cols, return_inverse=True)
-    word_exps = np.empty((used.size, K))
-    block_word_exps(lam, used, word_exps)
-    H, passes = esvi_block_update(
-        indptr, cols, counts, resp, idx, rest, compact.astype(np.int64), word_exps, dt, alpha,
-        lo, digamma(pi), paper, iters, tol, got_resp, got_idx, got_rest,
-    )  # fmt: skip
-    assert passes == want[6]
     if C < K:
         np.testing.assert_array_equal(got_idx, want[1])
         np.testing.assert_allclose(got_resp, want[0], rtol=1e-9, atol=1e-9)
@@ -292,19 +295,9 @@ def test_block_step_where_document_factors_underflow(C, paper):
     for d in range(n_docs):
         for j in range(indptr[d], indptr[d + 1]):
             n_d[d, idx[j]] += counts[j] * resp[j]
-    want = reference(
+    want, (got_resp, got_idx, got_rest, dt, lo, H, _passes) = kernel_and_reference(
         indptr, cols, counts, resp, idx, rest, n_d, alpha, lam, pi, C, paper, iters, tol
     )
-    got_resp, got_idx = np.empty_like(resp), np.empty_like(idx)
-    got_rest, dt, lo = np.empty_like(rest), n_d.copy(), lam.copy()
-    used, compact = np.unique(cols, return_inverse=True)
-    word_exps = np.empty((used.size, K))
-    block_word_exps(lam, used, word_exps)
-    H, passes = esvi_block_update(
-        indptr, cols, counts, resp, idx, rest, compact.astype(np.int64), word_exps, dt, alpha,
-        lo, digamma(pi), paper, iters, tol, got_resp, got_idx, got_rest,
-    )  # fmt: skip
-    assert passes == want[6]
     positive = want[0] > 0
     assert (~positive).any()  # some kept weights are 0: the case under test
     for j in range(nnz):

@@ -259,7 +259,7 @@ def sample_documents(
             for i in range(n_tokens):
                 # take token i out and draw it again, written out here and in the
                 # Rao-Blackwellised sampler: as a helper returning a tuple, called
-                # per token, the whole step took 1.3-1.5x as long
+                # per token, the whole step took 1.5-1.8x as long
                 k = z[i]
                 n_active = _remove(k, ndk, active, where, n_active)
                 doc_total -= smooth[k]
