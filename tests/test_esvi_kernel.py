@@ -68,6 +68,20 @@ def reference(indptr, cols, counts, resp, idx, rest, n_d, alpha, lam, pi, C, pap
     return new_resp, new_idx, new_rest, n_d, lam_out, H, passes
 
 
+def random_entries(rng, nnz: int, Vb: int, K: int, C: int, paper: bool):
+    """``nnz`` entries of a block of ``Vb`` words with random counts and kept
+    responsibilities over C of K topics (their left-over mass ``rest`` under
+    the paper's rule): (cols, counts, idx, resp, rest)."""
+    cols = rng.integers(0, Vb, nnz).astype(np.int32)
+    counts = rng.integers(1, 4, nnz).astype(np.float64)
+    w = rng.random((nnz, K))
+    idx = np.argsort(-w, axis=1)[:, :C].astype(np.int32)
+    resp = np.take_along_axis(w, idx, 1)
+    resp /= resp.sum(1, keepdims=True) * (1.25 if paper and C < K else 1.0)
+    rest = 1.0 - resp.sum(1) if paper and C < K else np.zeros(nnz)
+    return cols, counts, idx, resp, rest
+
+
 def kernel_and_reference(
     indptr, cols, counts, resp, idx, rest, n_d, alpha, lam, pi, C, paper, iters, tol
 ):  # fmt: skip
@@ -100,13 +114,7 @@ def test_block_step_equals_numpy(C, paper, iters, tol, ties):
     lengths = rng.integers(0, 4, n_docs)  # empty documents too
     indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     nnz = int(indptr[-1])
-    cols = rng.integers(0, Vb, nnz).astype(np.int32)
-    counts = rng.integers(1, 4, nnz).astype(np.float64)
-    w = rng.random((nnz, K))
-    idx = np.argsort(-w, axis=1)[:, :C].astype(np.int32)
-    resp = np.take_along_axis(w, idx, 1)
-    resp /= resp.sum(1, keepdims=True) * (1.25 if paper and C < K else 1.0)
-    rest = 1.0 - resp.sum(1) if paper and C < K else np.zeros(nnz)
+    cols, counts, idx, resp, rest = random_entries(rng, nnz, Vb, K, C, paper)
     alpha = np.full(K, 0.1)
     lam = 0.5 + rng.random((Vb, K)) * 3
     if ties:  # equal weights: the lower topic ranks first
@@ -230,13 +238,7 @@ def test_block_step_equals_numpy_beyond_the_insertion_buffer(C, paper):
     K, Vb, n_docs, iters, tol = 48, 9, 6, 30, 0.01
     indptr = np.concatenate([[0], np.cumsum(rng.integers(0, 6, n_docs))]).astype(np.int64)
     nnz = int(indptr[-1])
-    cols = rng.integers(0, Vb, nnz).astype(np.int32)
-    counts = rng.integers(1, 4, nnz).astype(np.float64)
-    w = rng.random((nnz, K))
-    idx = np.argsort(-w, axis=1)[:, :C].astype(np.int32)
-    resp = np.take_along_axis(w, idx, 1)
-    resp /= resp.sum(1, keepdims=True) * (1.25 if paper and C < K else 1.0)
-    rest = 1.0 - resp.sum(1) if paper and C < K else np.zeros(nnz)
+    cols, counts, idx, resp, rest = random_entries(rng, nnz, Vb, K, C, paper)
     alpha = np.full(K, 0.05)
     lam = 0.5 + rng.random((Vb, K)) * 3
     lam[:, 7] = lam[:, 3]  # equal weights: the lower topic ranks first
