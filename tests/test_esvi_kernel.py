@@ -82,6 +82,19 @@ def random_entries(rng, nnz: int, Vb: int, K: int, C: int, paper: bool):
     return cols, counts, idx, resp, rest
 
 
+def document_counts(indptr, counts, idx, resp, rest, K: int) -> np.ndarray:
+    """Every document's expected topic counts from its entries' kept
+    responsibilities, the left-over mass spread evenly over the other topics."""
+    n_docs, C = indptr.size - 1, idx.shape[1]
+    n_d = np.zeros((n_docs, K))
+    for d in range(n_docs):
+        for j in range(indptr[d], indptr[d + 1]):
+            n_d[d, idx[j]] += counts[j] * resp[j]
+            if rest[j] > 0:
+                n_d[d, np.setdiff1d(np.arange(K), idx[j])] += counts[j] * rest[j] / (K - C)
+    return n_d
+
+
 def kernel_and_reference(
     indptr, cols, counts, resp, idx, rest, n_d, alpha, lam, pi, C, paper, iters, tol
 ):  # fmt: skip
@@ -121,13 +134,7 @@ def test_block_step_equals_numpy(C, paper, iters, tol, ties):
         lam[:, 1] = lam[:, 0]
         lam[:, 4] = lam[:, 0]
     pi = lam.sum(0) + 2.0
-    n_d = np.zeros((n_docs, K))
-    for d in range(n_docs):
-        for j in range(indptr[d], indptr[d + 1]):
-            n_d[d, idx[j]] += counts[j] * resp[j]
-            if rest[j] > 0:
-                others = np.setdiff1d(np.arange(K), idx[j])
-                n_d[d, others] += counts[j] * rest[j] / (K - C)
+    n_d = document_counts(indptr, counts, idx, resp, rest, K)
     if ties:
         n_d[:, 1] = n_d[:, 0]
         n_d[:, 4] = n_d[:, 0]
@@ -243,12 +250,7 @@ def test_block_step_equals_numpy_beyond_the_insertion_buffer(C, paper):
     lam = 0.5 + rng.random((Vb, K)) * 3
     lam[:, 7] = lam[:, 3]  # equal weights: the lower topic ranks first
     pi = lam.sum(0) + 2.0
-    n_d = np.zeros((n_docs, K))
-    for d in range(n_docs):
-        for j in range(indptr[d], indptr[d + 1]):
-            n_d[d, idx[j]] += counts[j] * resp[j]
-            if rest[j] > 0:
-                n_d[d, np.setdiff1d(np.arange(K), idx[j])] += counts[j] * rest[j] / (K - C)
+    n_d = document_counts(indptr, counts, idx, resp, rest, K)
     n_d[:, 7] = n_d[:, 3]
     want, (got_resp, got_idx, got_rest, dt, lo, H, _passes) = kernel_and_reference(
         indptr, cols, counts, resp, idx, rest, n_d, alpha, lam, pi, C, paper, iters, tol
