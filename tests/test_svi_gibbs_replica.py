@@ -47,9 +47,9 @@ class CountingExecutor(SerialExecutor):
     def __init__(self) -> None:
         self.started = 0
 
-    def start_sum(self, fn, handles, shared):
+    def start_parts(self, fn, handles, shared):
         self.started += 1
-        return super().start_sum(fn, handles, shared)
+        return super().start_parts(fn, handles, shared)
 
 
 def test_the_replica_equals_the_drivers_topics_at_every_step():

@@ -10,9 +10,9 @@
   workers) and passed to every task by reference.
 - ``map_sum`` adds batch statistics in a tree on the workers; futures are
   dropped once gathered, so the scheduler's task count stays flat however
-  many laps run. ``start_sum`` leaves the sum on its worker, so later tasks
-  can take it from there (``fetch`` gathers it for the driver);
-  ``start_parts`` leaves the tasks' results where they ran, unsummed.
+  many laps run. ``start_parts`` leaves the tasks' results where they ran,
+  unsummed, so later tasks can take them from there (``fetch`` gathers them
+  for the driver).
 - Every task is a pure function of (batch, globals): one that runs twice,
   or again after its worker was lost, returns the same statistics, and each
   result is added exactly once, on the driver, in batch order.
@@ -143,28 +143,19 @@ class DaskExecutor:
                 handles, shared = self._resent(handles, shared)
         raise AssertionError("unreachable")  # _recover raises on the last attempt
 
-    def start_sum(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> Handle:
-        """Start the tasks and their pairwise sum; the sum stays on the worker that
-        made it (a later task that takes the handle gets it from there) until
-        :meth:`fetch` gathers it. Dropping the handle releases it."""
-        return _Sum(fn, list(handles), shared, self._tree_sum(fn, handles, shared))
-
     def start_parts(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> Handle:
         """Start the tasks, with no sum: the handle's value (by :meth:`fetch`, or in a
         later task that takes it) is the list of their results, each taken from the
         worker that made it. Dropping the handle releases them."""
-        return _Sum(fn, list(handles), shared, self._parts(fn, handles, shared), summed=False)
+        return _Parts(fn, list(handles), shared, self._parts(fn, handles, shared))
 
     def fetch(self, handle: Handle) -> Any:
-        """The value of a :meth:`start_sum` or :meth:`start_parts` handle; after a
-        lost worker its tasks run again (pure tasks give the same results)."""
-        started = cast(_Sum, handle)  # what start_sum or start_parts returned
+        """The value of a :meth:`start_parts` handle; after a lost worker its tasks
+        run again (pure tasks give the same results)."""
+        started = cast(_Parts, handle)  # what start_parts returned
         for attempt in range(config.LOST_WORKER_RETRIES + 1):
             try:
-                if started.summed:
-                    value = started.future.result()
-                else:
-                    value = self.client.gather(started.future)
+                value = self.client.gather(started.futures)
                 # what made it is not needed any more: a handle passed on to later
                 # tasks must not keep every earlier step's inputs alive
                 started.handles, started.shared = [], ()
@@ -172,8 +163,7 @@ class DaskExecutor:
             except _lost_worker_errors() as exc:
                 self._recover(exc, attempt, len(started.handles))
                 started.handles, started.shared = self._resent(started.handles, started.shared)
-                make = self._tree_sum if started.summed else self._parts
-                started.future = make(started.fn, started.handles, started.shared)
+                started.futures = self._parts(started.fn, started.handles, started.shared)
         raise AssertionError("unreachable")  # _recover raises on the last attempt
 
     def _parts(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> list[Future[A]]:
@@ -208,8 +198,8 @@ class DaskExecutor:
 
         if isinstance(handle, tuple):  # a shared tuple: its handles, each current
             return tuple(self._current(h, resend) for h in handle)
-        if isinstance(handle, _Sum):  # a sum (or parts) started earlier: its latest futures
-            return handle.future
+        if isinstance(handle, _Parts):  # tasks started earlier: their latest futures
+            return handle.futures
         if not isinstance(handle, Future):
             return handle  # a loader (a corpus row group, a Zarr chunk) or the globals in-process
         future = handle
@@ -418,16 +408,14 @@ class _Wave(Generic[R]):
 
 
 @dataclass
-class _Sum:
-    """A sum started by :meth:`DaskExecutor.start_sum`: its future, and what made
-    it, to make it again; or the parts of :meth:`DaskExecutor.start_parts`
-    (``summed`` false): the list of the tasks' futures."""
+class _Parts:
+    """The tasks started by :meth:`DaskExecutor.start_parts`: their futures, and
+    what made them, to make them again."""
 
     fn: Task[Any]
     handles: list[Handle]
     shared: Handle
-    future: Any  # Future, or a list of Futures (the parts)
-    summed: bool = True
+    futures: list[Future[Any]]
 
 
 def _lost_worker_errors() -> tuple[type[BaseException], ...]:

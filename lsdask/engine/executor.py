@@ -56,13 +56,10 @@ class SerialExecutor:
     def map_sum(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> A:
         return tree_sum(self.map(fn, handles, shared))
 
-    def start_sum(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> Handle:
-        """The sum itself: in this process a handle is its value."""
-        return self.map_sum(fn, handles, shared)
-
     def start_parts(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> Handle:
-        """In this process the results are added at once: the list of one term, their sum."""
-        return [self.start_sum(fn, handles, shared)]
+        """In this process the results are added at once, and a handle is its value:
+        the list of one term, their sum."""
+        return [self.map_sum(fn, handles, shared)]
 
     def fetch(self, handle: Handle) -> Any:
         return handle

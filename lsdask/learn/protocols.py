@@ -271,13 +271,11 @@ class Executor(Protocol):
       (pairs of neighbours, then pairs of pairs), so only one result reaches
       the driver. Every executor pairs results the same way, so sums are
       identical;
-    - ``start_sum`` and ``fetch``: ``map_sum`` in two halves; the handle
-      ``start_sum`` returns can also be passed to later tasks, which get the
-      sum where it was made, without a trip through the driver;
-    - ``start_parts``: like ``start_sum``, but the handle's value is a list of
-      terms whose sum is ``map_sum``'s (the tasks' results, left where they
-      ran, with no sum made), for later tasks and a driver that add them
-      themselves: no task waits for a sum.
+    - ``start_parts`` and ``fetch``: ``map_sum`` in two halves, with no sum made:
+      the handle's value is a list of terms whose sum is ``map_sum``'s (the
+      tasks' results, left where they ran). The handle can also be passed to
+      later tasks, which get the terms where they were made, without a trip
+      through the driver, and add them themselves: no task waits for a sum.
 
     ``shared`` is a handle, or a tuple (nested tuples too) of handles and plain
     values: the task gets the same tuple with every handle turned into its value.
@@ -306,17 +304,13 @@ class Executor(Protocol):
 
     def map_sum(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> A: ...
 
-    def start_sum(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> Handle:
-        """Start what :meth:`map_sum` computes; a handle of the sum (see :meth:`fetch`)."""
-        ...
-
     def start_parts(self, fn: Task[A], handles: Sequence[Handle], shared: Handle) -> Handle:
         """Start the tasks; a handle of a list of terms whose sum is what
         :meth:`map_sum` computes (see :meth:`fetch`)."""
         ...
 
     def fetch(self, handle: Handle) -> Any:
-        """The value of a :meth:`start_sum` or :meth:`start_parts` handle."""
+        """The value of a :meth:`start_parts` handle."""
         ...
 
     def memory(self) -> list[int]:
