@@ -274,7 +274,7 @@ class GibbsTask:
                 )
         except ValueError as exc:
             raise DataError(f"{part.where}: {exc}") from exc
-        n_tokens = np.diff(np.r_[0, np.cumsum(rows.data)][rows.indptr]).astype(np.int64)
+        n_tokens = np.asarray(rows.sum(axis=1), dtype=np.int64).ravel()
         return PartCounts(counts, np.asarray(doc_ids, dtype=np.int64), n_tokens)
 
 

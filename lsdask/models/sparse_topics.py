@@ -78,12 +78,11 @@ class TopicWordCounts:
     def __add__(self, other: TopicWordCounts) -> TopicWordCounts:
         if other.n_topics != self.n_topics:
             raise ValueError(f"adding counts over {self.n_topics} and {other.n_topics} topics")
-        keys = np.concatenate([self.keys, other.keys])
-        counts = np.concatenate([self.counts, other.counts])
-        merged, at = np.unique(keys, return_inverse=True)
-        total = np.zeros(merged.size, np.int64)
-        np.add.at(total, at, counts)
-        return TopicWordCounts(self.n_topics, merged, total)
+        from lsdask.kernels.svi_gibbs import merge_counts
+
+        # both keys sorted and distinct: one merging pass, no sort
+        keys, counts = merge_counts(self.keys, self.counts, other.keys, other.counts)
+        return TopicWordCounts(self.n_topics, keys, counts)
 
     @property
     def total(self) -> int:
@@ -95,22 +94,16 @@ class TopicWordCounts:
 
 
 def sum_as_matrix(terms: list[TopicWordCounts], vocab_size: int) -> sp.csr_matrix:
-    """The sum of ``terms`` as a (V, K) CSR matrix of float64, in canonical form
-    (sorted, distinct entries): the very matrix of their sum by ``+``, since the
-    counts are whole numbers below 2**53, whose float sums are exact in any
-    order. The terms' keys are sorted and distinct, so they are merged rather
-    than sorted, and the matrix is laid out directly."""
+    """The sum of ``terms`` (by ``+``, a merge of their sorted keys) as a (V, K)
+    CSR matrix of float64 in canonical form (sorted, distinct entries), laid out
+    directly from the merged keys. The counts are whole numbers below 2**53, so
+    the matrix is the same whichever order the terms come in."""
     if not terms:
         raise ValueError("sum_as_matrix needs at least one term")
-    K = terms[0].n_topics
-    if any(t.n_topics != K for t in terms):
-        raise ValueError(f"adding counts over {sorted({t.n_topics for t in terms})} topics")
-    keys, counts = terms[0].keys, terms[0].counts
-    if len(terms) > 1:
-        from lsdask.kernels.svi_gibbs import merge_counts
-
-        for t in terms[1:]:
-            keys, counts = merge_counts(keys, counts, t.keys, t.counts)
+    total = terms[0]
+    for t in terms[1:]:
+        total = total + t
+    K, keys, counts = total.n_topics, total.keys, total.counts
     rows = keys // K
     indptr = np.zeros(vocab_size + 1, np.int64)
     np.cumsum(np.bincount(rows, minlength=vocab_size), out=indptr[1:])
