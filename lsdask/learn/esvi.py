@@ -606,12 +606,12 @@ def _settings_diff(manifest: dict[str, Any], settings: dict[str, Any], n_parts: 
     wanted = {**settings, "parts": n_parts}
     clauses = []
     for key in sorted(set(written) | set(wanted), key=str):
-        if written.get(key, _ABSENT) == wanted.get(key, _ABSENT):
+        was, now = written.get(key, _ABSENT), wanted.get(key, _ABSENT)
+        if was == now:
             continue
-        was = written.get(key, _ABSENT)
         then = "not recorded (written before lsdask had it)" if was is _ABSENT else repr(was)
-        now = "not set" if wanted.get(key, _ABSENT) is _ABSENT else repr(wanted[key])
-        clauses.append(f"{key}: checkpoint {then}, this fit {now}")
+        here = "not set" if now is _ABSENT else repr(now)
+        clauses.append(f"{key}: checkpoint {then}, this fit {here}")
     return "; ".join(clauses)
 
 

@@ -97,7 +97,8 @@ class MixtureRun:
     substep_elbo: list[float] = field(default_factory=list)
     time_trace: list[float] = field(default_factory=list)
     reports: list[Any] = field(default_factory=list)
-    held: list[int] = field(default_factory=list)  # the block each part holds now
+    held: list[int] = field(default_factory=list)  # the block each part holds now (set by
+    # start_mixture, every rotation and resume_mixture)
 
 
 def check_mixture_parts(n_rows_per_batch: Sequence[int], n_parts: int, K: int) -> None:
@@ -203,7 +204,7 @@ def redeal(model: PartitionedMixture, parts: Partitions, run: MixtureRun) -> Non
     P = parts.n_parts
     deal = model.deal(len(run.deals), P)
     shared = parts.broadcast(deal)
-    held = list(run.held) if run.held else held_blocks(P)  # where the last rotation left them
+    held = list(run.held)  # where the last rotation left them
     pieces = parts.run(
         lambda blk, d: model.split_block(blk, d), [(run.blocks[held[p]],) for p in range(P)],
         shared, P,
@@ -298,7 +299,7 @@ def _nomadic_rotation(
     """Every (part, block) pair meets once, routed by ``rng``; then the ELBO from
     each part's last report (its rows) and each block's (its components)."""
     P = parts.n_parts
-    held = list(run.held) if run.held else held_blocks(P)
+    held = list(run.held)
     part_reports: list[Any] = [None] * P
     block_reports: list[Any] = [None] * P
 
@@ -330,7 +331,7 @@ def checkpoint_mixture(
     the mixture has no shared totals (``pi`` is empty)."""
     view = esvi.ESVIRun(
         run.deals[0], run.shards, run.blocks, np.zeros(0), run.elbo_trace, run.substep_elbo,
-        run.time_trace, float(run.n_rows), held=list(run.held) if run.held else [],
+        run.time_trace, float(run.n_rows), held=list(run.held),
     )  # fmt: skip
     # checkpoint() calls only the model's *_state methods, which a mixture has
     esvi.checkpoint(cast(esvi.PartitionedModel, model), parts, view, store, settings)
