@@ -661,3 +661,28 @@ def test_parts_without_documents_are_named_in_a_warning(caplog):
         LDA(K, algorithm="esvi", n_blocks=2, client="sync", n_laps=1, random_state=3,
             batch_size=20).fit(X)  # fmt: skip
     assert "got no batch" not in caplog.text
+
+
+def test_warm_start_is_memoized_vis_start(monkeypatch):
+    """For the same ``random_state`` ESVI starts from exactly memoized VI's start
+    (the Gibbs sample and its sweeps draw from a generator of their own), so the
+    two algorithms are compared from one start, not from two of a seed's luck."""
+    from lsdask import LDA
+
+    starts = []
+    real = LDA._initial_stats
+
+    def spy(self, *args, **kwargs):
+        stats = real(self, *args, **kwargs)
+        starts.append(np.array(stats.array("words"), dtype=np.float64))
+        return stats
+
+    monkeypatch.setattr(LDA, "_initial_stats", spy)
+    X = corpus(11, 60)
+    common = {"client": "sync", "init": "gibbs", "gibbs_sweeps": 10, "random_state": 5}
+    LDA(K, algorithm="esvi", n_blocks=2, n_laps=1, tol=0, **common).fit(X)
+    LDA(K, algorithm="memo", n_laps=1, **common).fit(X)
+    LDA(K, algorithm="esvi", n_blocks=2, n_laps=1, tol=0, **{**common, "random_state": 6}).fit(X)
+    assert len(starts) == 3
+    np.testing.assert_array_equal(starts[0], starts[1])
+    assert not np.array_equal(starts[0], starts[2])

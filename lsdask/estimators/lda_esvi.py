@@ -89,10 +89,12 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
 
     def start_counts() -> np.ndarray:
         """The start's topic-word counts (K, V), made in the driver (init='gibbs',
-        'kmeans++' or an array), as for memoized VI."""
+        'kmeans++' or an array) as for memoized VI, from a generator of its own
+        seeded with ``random_state``: the same seed gives memoized VI's start."""
         lda = est._model(V)
-        sample, counts = est._init_inputs(lda, source, rng)
-        stats = est._initial_stats(lda, sample, rng, counts, source.n_rows)
+        start_rng = np.random.default_rng(est.random_state)
+        sample, counts = est._init_inputs(lda, source, start_rng)
+        stats = est._initial_stats(lda, sample, start_rng, counts, source.n_rows)
         return np.asarray(stats.array("words"), dtype=np.float64)
 
     store = checkpoint_store(est.checkpoint_dir, est.resume)
