@@ -1197,8 +1197,9 @@ def run(cfg: Config, parts: set[str], args: argparse.Namespace, bench: Run) -> N
 
 
 def rerender(path: Path) -> int:
-    """Recompute the cost part of a written result from its raw numbers and write
-    its report again (the measurements are not touched)."""
+    """Recompute the quality targets and the cost part of a written result (a
+    partial one too) from its raw numbers and write its report again (the
+    measurements are not touched)."""
     import json
 
     from harness.report import to_json
@@ -1211,6 +1212,7 @@ def rerender(path: Path) -> int:
     cfg = Config(**conf)
     for corpus in res.get("corpora", []):
         for block in corpus["by_eta"].values():
+            summarize_quality(cfg, block)
             if "cost" in block:
                 runs = block["runs"]
                 hdps = [r for r in runs if r.get("method") == "lsdask" and r.get("kind") == "hdp"]
@@ -1245,7 +1247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpora-dir", type=Path, default=corpora.CORPORA_DIR)
     parser.add_argument("--work-dir", type=Path, default=corpora.WORK_DIR)
     parser.add_argument(
-        "--rerender", type=Path, help="a result's JSON: recompute its cost part, write its report"
+        "--rerender", type=Path, help="a result's JSON: recompute its targets, write its report"
     )
     parser.add_argument("--child-scale", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
