@@ -686,3 +686,23 @@ def test_warm_start_is_memoized_vis_start(monkeypatch):
     assert len(starts) == 3
     np.testing.assert_array_equal(starts[0], starts[1])
     assert not np.array_equal(starts[0], starts[2])
+
+
+def test_topk_defaults_to_the_sparsity():
+    """Without ``topk`` an entry keeps the local step's sparsity L topics, as memoized
+    VI does (all K with ``sparsity=None``): the fit equals one given ``topk=L``."""
+    from lsdask import LDA
+    from lsdask.estimators.lda_esvi import check_esvi_settings
+
+    assert check_esvi_settings(LDA(20, algorithm="esvi", sparsity=4), V)[1] == 4
+    assert check_esvi_settings(LDA(20, algorithm="esvi", sparsity=None), V)[1] == 20
+    assert check_esvi_settings(LDA(3, algorithm="esvi", sparsity=8), V)[1] == 3
+    assert check_esvi_settings(LDA(20, algorithm="esvi", sparsity=4, topk=20), V)[1] == 20
+    X = corpus(11, 60)
+    common = {"algorithm": "esvi", "n_blocks": 2, "client": "sync", "n_laps": 3, "tol": 0,
+              "random_state": 0}  # fmt: skip
+    by_default = LDA(12, sparsity=3, **common).fit(X)
+    given = LDA(12, sparsity=3, topk=3, **common).fit(X)
+    dense = LDA(12, sparsity=3, topk=12, **common).fit(X)
+    np.testing.assert_array_equal(by_default.components_, given.components_)
+    assert not np.allclose(by_default.components_, dense.components_)

@@ -225,7 +225,8 @@ class LDA(VariationalEstimator):
         ESVI: P, the vocabulary blocks and workers (default ``n_workers``, or 1
         with ``client="sync"``).
     topk : int or None
-        ESVI: C, the topics kept per token, 1..K (default all K).
+        ESVI: C, the topics kept per token, 1..K (default ``sparsity``, the L
+        of memoized VI's local step; all K with ``sparsity=None``).
     topk_rule : {"lsparse", "paper"}
         ESVI with C < K: drop the left-over mass (the L-sparse rule, an exact
         coordinate step) or spread it evenly over the other topics (the paper's).

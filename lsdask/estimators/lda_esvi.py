@@ -35,6 +35,16 @@ logger = logging.getLogger(__name__)
 _package_logger = logging.getLogger("lsdask")
 
 
+def kept_topics(est: Any, K: int) -> Any:
+    """C, the topics an entry keeps: ``topk``, else the estimator's ``sparsity`` L
+    (all K where it is None), so that ESVI keeps what memoized VI's local step
+    keeps: sparse responsibilities cost less and, at many topics, score higher
+    on heldout documents than dense ones (docs/esvi.md)."""
+    if est.topk is not None:
+        return est.topk
+    return K if est.sparsity is None else min(int(est.sparsity), K)
+
+
 def check_esvi_settings(est: Any, vocab_size: int) -> tuple[int, int]:
     """``(P, C)`` for a fit over ``vocab_size`` words, or a ValueError naming the
     parameter and the fix."""
@@ -52,7 +62,7 @@ def check_esvi_settings(est: Any, vocab_size: int) -> tuple[int, int]:
             f"needs at least one word. Use n_blocks <= {vocab_size}"
         )
     K = est.n_components
-    C = K if est.topk is None else est.topk
+    C = kept_topics(est, K)
     if not 1 <= C <= K:
         raise ValueError(f"topk must be an integer in [1, {K}] (K); got {C!r}")
     if est.schedule == "nomadic" and est.pi_sync == "exact":
@@ -402,7 +412,7 @@ def load_partitioned(
     P = int(manifest["n_parts"])
     K, V = int(fitted["n_components"]), int(fitted["vocab_size"])
     priors = est._priors()
-    C = K if est.topk is None else int(est.topk)
+    C = kept_topics(est, K)
     model = ESVILDA(
         K, V, np.full(K, priors["alpha"] / K), priors["eta"], C, est.topk_rule, 0,
         est.esvi_iters, False, str(manifest.get("block_dtype", "float64")),

@@ -443,10 +443,10 @@ LDA_ALGORITHMS = (*ALGORITHMS, "svi-gibbs", "esvi")
 
 
 def topk_in_range(name: str, value: Any, estimator: Any) -> None:
-    """ESVI's C: None (every topic) or an integer in [1, K]."""
+    """ESVI's C: None (the sparsity L, or every topic without it) or an integer in [1, K]."""
     K = estimator.n_components
     if value is not None:
-        hint = f"C is the number of topics kept per token, 1..K={K}; use None to keep all K."
+        hint = f"C is the number of topics kept per token, 1..K={K}; use topk={K} to keep all K."
         check_int(name, value, 1, K, hint)
 
 
@@ -463,7 +463,8 @@ N_BLOCKS = Param(
     Option("--blocks", parse_positive_int, metavar="P"),
 )  # fmt: skip
 TOPK = Param(
-    "topk", None, topk_in_range, "ESVI: C, topics kept per token (default: all K)",
+    "topk", None, topk_in_range,
+    "ESVI: C, topics kept per token (default: the sparsity L; all K without it)",
     Option("--topk", parse_positive_int, metavar="C"),
 )  # fmt: skip
 TOPK_RULE = Param(
