@@ -164,9 +164,11 @@ class LDA(VariationalEstimator):
         into ``n_blocks`` vocabulary blocks, one per worker, rotated between workers;
         ``n_laps`` counts rotations. Fixed priors; ``init="auto"`` or ``"random"``:
         random first responsibilities per token (no K x V array anywhere);
-        ``"gibbs"``, ``"kmeans++"`` or counts: topics made in the driver, against
-        which the first rotation gives every token its first responsibilities
-        (``substep_elbo_trace_`` is nan during it); checkpoints block by block in
+        ``"gibbs"``, ``"kmeans++"`` or counts: memoized VI's start for the same
+        ``random_state``, made in the driver, against which the first rotation
+        gives every token its first responsibilities (``substep_elbo_trace_`` is
+        nan during it); each token keeps ``topk`` topics, by default ``sparsity``
+        (L, as memoized VI's local step keeps); checkpoints block by block in
         ``checkpoint_dir``/esvi, ``resume`` goes on to ``n_laps`` rotations in all.
     init : {"auto", "kmeans++", "random", "gibbs"} or array of shape (K, V)
         How the topics start. ``"kmeans++"`` / ``"random"``: from K documents
