@@ -16,6 +16,7 @@ import pytest
 import lsdask
 from lsdask.models.hdp import HDPGlobals
 from lsdask.models.hdp_moves import MoveOutcome, MoveRecord, MoveSettings, choose_plan
+from lsdask.models.hdp_rests import Rest
 from lsdask.synthetic import make_bars_corpus
 
 MOVES = MoveSettings(delete=True, merge=True, delete_max_docs=1000, max_pairs=20)
@@ -76,11 +77,12 @@ def test_the_outcome_carries_the_next_budget(warm):
 def test_the_budget_survives_carry_and_restore_and_bad_values_are_refused(warm):
     model, glob, stats = warm
     assert isinstance(glob, HDPGlobals)
-    with_budget = dataclasses.replace(glob, delete_budget=0.025, resting=(4, 7))
+    rests = (Rest(4, 9, 2), Rest(7, 5, 1))
+    with_budget = dataclasses.replace(glob, delete_budget=0.025, resting=rests)
     carried = model.carry(with_budget)
     assert carried["delete_budget"] == [0.025]
     back = model.restore_globals(stats, carried)
-    assert back.delete_budget == 0.025 and back.resting == (4, 7)
+    assert back.delete_budget == 0.025 and back.resting == rests
     assert model.restore_globals(stats, model.carry(glob)).delete_budget is None
     for bad in ([0.0], [1.5], [float("nan")], [0.1, 0.2], "0.1"):
         with pytest.raises(ValueError, match="delete_budget"):

@@ -28,6 +28,7 @@ from lsdask.learn.memo import MemoizedVI
 from lsdask.models.dirichlet_logs import DirichletPosterior
 from lsdask.models.hdp_move_stats import MovePlan, kept_logs
 from lsdask.models.hdp_moves import MoveOutcome, MoveSettings
+from lsdask.models.hdp_rests import Rest
 from lsdask.models.hdp_sticks import init_sticks, one_blas_thread, optimize_sticks
 from lsdask.models.stats import sum_stats
 from lsdask.synthetic import make_bars_corpus
@@ -63,7 +64,7 @@ def test_a_judgement_that_accepts_nothing_keeps_the_globals_restore_would_give(s
     kept = outcome.kept_globals(stepped)
     restored = model.restore_globals(total, outcome.carried)
     assert kept.plan is None and restored.plan is None
-    assert kept.resting == restored.resting == (3, 7)
+    assert kept.resting == restored.resting == (Rest(3, 4, 1), Rest(7, 4, 1))  # lap 2 + 2
     assert kept.delete_budget == restored.delete_budget
     assert kept.alpha_rest == restored.alpha_rest
     for name in ("alpha", "rho", "omega"):

@@ -72,6 +72,7 @@ from lsdask.models.hdp_moves import (
     judge_moves,
     topic_cosines,
 )
+from lsdask.models.hdp_rests import Rest, rest_lists, rests_of
 from lsdask.models.hdp_sticks import (
     expected_beta,
     init_sticks,
@@ -101,7 +102,7 @@ class HDPGlobals(LDAGlobals):
     omega: np.ndarray
     alpha_rest: float
     plan: MovePlan | None = None  # the moves the lap under way prepares
-    resting: tuple[int, ...] = ()  # delete candidates rejected last lap: not planned next
+    resting: tuple[Rest, ...] = ()  # topics a plan leaves out (lsdask.models.hdp_rests)
     delete_budget: float | None = None  # the lap's delete work (None: MoveSettings.delete_work)
 
     def __post_init__(self) -> None:
@@ -392,8 +393,7 @@ class HDPModel(LDAModel):
         out = {"rho": [float(x) for x in glob.rho], "omega": [float(x) for x in glob.omega]}
         if glob.plan is not None:
             out["plan"] = glob.plan.to_list()
-        if glob.resting:
-            out["resting"] = [float(k) for k in glob.resting]
+        out.update(rest_lists(glob.resting))
         if glob.delete_budget is not None:
             out["delete_budget"] = [float(glob.delete_budget)]
         return out
@@ -433,9 +433,9 @@ class HDPModel(LDAModel):
 
 
 def _with_carried(glob: HDPGlobals, carried: Mapping[str, Any] | None) -> HDPGlobals:
-    """``glob`` with the move plan, the resting candidates and the delete budget that
+    """``glob`` with the move plan, the resting topics and the delete budget that
     ``carried`` holds."""
-    resting = () if carried is None else tuple(int(k) for k in carried.get("resting", ()))
+    resting = rests_of(carried)
     budget = None if carried is None else carried.get("delete_budget")
     if budget is not None:
         budget = _budget_of(budget)

@@ -71,6 +71,7 @@ from lsdask.models.hdp_move_stats import (
     merge_stats,
     sticks_of_weights,
 )
+from lsdask.models.hdp_rests import Rest, rest_lists, resting_topics, rests_after, rests_of
 from lsdask.models.hdp_sticks import expected_beta, one_blas_thread, surrogate_objective
 from lsdask.models.stats import SuffStats
 
@@ -88,8 +89,10 @@ class MoveSettings:
     ``delete_work_floor``), a lap that accepted one doubles it (up to
     ``delete_work``). Rejected candidates are the ones the plan judged most likely
     to go (the smallest topics), so after a rejected lap the next is unlikely to
-    do better: laps that change nothing then cost little more than an LDA lap,
-    while a phase in which deletes succeed keeps its full budget.
+    do better: a topic rejected again rests longer each time
+    (:mod:`~lsdask.models.hdp_rests`), so that laps that change nothing cost
+    little more than an LDA lap, while a phase in which deletes succeed keeps
+    its full budget and every topic eligible.
     """
 
     delete: bool = False
@@ -120,7 +123,7 @@ def choose_plan(
     word_cosines: np.ndarray,
     settings: MoveSettings,
     lap: int,
-    resting: tuple[int, ...] = (),
+    resting: tuple[Rest, ...] = (),
     budget: float | None = None,
 ) -> MovePlan:
     """The lap's plan from the whole-data statistics of the last lap and the
@@ -141,6 +144,7 @@ def choose_plan(
     K = stats.array("N").shape[0]
     N = stats.array("N")
     used = stats.array("Dused") if "Dused" in stats.keys() else np.zeros(K)
+    rest = resting_topics(resting, lap)
     deletes: list[int] = []
     if settings.delete and K > 2:
         fraction = settings.delete_work if budget is None else budget
@@ -151,7 +155,7 @@ def choose_plan(
                 break
             more = targets + used[k]
             fits = more <= min(settings.max_target_docs, work)
-            if used[k] <= settings.delete_max_docs and fits and int(k) not in resting:
+            if used[k] <= settings.delete_max_docs and fits and int(k) not in rest:
                 deletes.append(int(k))
                 targets = more
     pairs: list[tuple[int, int]] = []
@@ -246,6 +250,8 @@ class MoveOutcome:
     omega: np.ndarray
     budget: float | None = None  # the lap's delete budget (None: the full delete_work)
     records: list[MoveRecord] = field(default_factory=list)
+    lap: int = 0  # the lap whose plan was judged
+    rests: tuple[Rest, ...] = ()  # the rests its plan was made with
     objective: tuple[float, float] = (np.nan, np.nan)
     skipped: str = ""
     rerun_docs: float = 0.0
@@ -284,12 +290,12 @@ class MoveOutcome:
     def carried(self) -> dict[str, list[float]]:
         """The sticks to go on with, as :meth:`HDPModel.carry` writes them (no plan),
         the next lap's delete budget (:meth:`MoveSettings.next_budget`) and, where
-        nothing was accepted (the topics keep their numbers), the delete candidates
-        rejected, which the next lap's plan leaves out."""
+        nothing was accepted (the topics keep their numbers), the rests with the
+        rejected delete candidates' added (:func:`~lsdask.models.hdp_rests.rests_after`)."""
         out = {"rho": [float(x) for x in self.rho], "omega": [float(x) for x in self.omega]}
-        judged = [float(r.topics[0]) for r in self.records if r.kind == "delete"]
-        if judged and not self.n_accepted:
-            out["resting"] = judged
+        judged = [int(r.topics[0]) for r in self.records if r.kind == "delete"]
+        if not self.n_accepted:
+            out.update(rest_lists(rests_after(self.rests, self.lap, judged)))
         deleted = sum(r.kind == "delete" and r.accepted for r in self.records)
         budget = self.model.moves.next_budget(self.budget, len(judged), deleted)
         out["delete_budget"] = [float(budget)]
@@ -298,7 +304,7 @@ class MoveOutcome:
     def kept_globals(self, glob: HDPGlobals) -> HDPGlobals:
         """Where nothing was accepted: the judged globals ``glob`` (the lap's last
         global step, whose sticks :attr:`rho` and :attr:`omega` are) without the
-        lap's plan, with :attr:`carried`'s resting candidates and delete budget:
+        lap's plan, with :attr:`carried`'s rests and delete budget:
         what :meth:`HDPModel.restore_globals` makes of the same statistics and
         :attr:`carried`, without recomputing the topics."""
         if self.n_accepted:
@@ -307,7 +313,7 @@ class MoveOutcome:
             raise ValueError("the globals are not the judged ones: their sticks differ")
         carried = self.carried
         return dataclasses.replace(
-            glob, plan=None, resting=tuple(int(k) for k in carried.get("resting", ())),
+            glob, plan=None, resting=rests_of(carried),
             delete_budget=float(carried["delete_budget"][0]),
         )  # fmt: skip
 
@@ -353,7 +359,10 @@ def judge_moves(
     earlier acceptances.
     """
     plan = glob.plan
-    outcome = MoveOutcome(model, glob.rho, glob.omega, glob.delete_budget)
+    lap = 0 if plan is None else plan.lap
+    outcome = MoveOutcome(
+        model, glob.rho, glob.omega, glob.delete_budget, lap=lap, rests=glob.resting
+    )
     if plan is None or not (plan.deletes or any(j >= 0 for j, _ in plan.pairs)):
         return outcome
     judge = MoveJudge(model, glob, sparsity)
