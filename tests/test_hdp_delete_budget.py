@@ -64,7 +64,7 @@ def test_the_outcome_carries_the_next_budget(warm):
     rejected = [MoveRecord("delete", (k,), -1.0, False) for k in (3, 5)]
     out = MoveOutcome(model, glob.rho, glob.omega, 0.04, records=list(rejected))
     assert out.carried["delete_budget"] == [pytest.approx(0.02)]
-    assert out.carried["resting"] == [3.0, 5.0]
+    assert out.carried["resting"] == [-1.0, 3.0, 5.0]  # -1: the deletes as a whole
     took = [MoveRecord("delete", (3,), 2.0, True), MoveRecord("delete", (4,), -1.0, False)]
     out = MoveOutcome(model, glob.rho, glob.omega, 0.04, records=took)
     assert out.carried["delete_budget"] == [pytest.approx(0.08)]

@@ -64,7 +64,7 @@ def test_a_judgement_that_accepts_nothing_keeps_the_globals_restore_would_give(s
     kept = outcome.kept_globals(stepped)
     restored = model.restore_globals(total, outcome.carried)
     assert kept.plan is None and restored.plan is None
-    assert kept.resting == restored.resting == (Rest(3, 4, 1), Rest(7, 4, 1))  # lap 2 + 2
+    assert kept.resting == restored.resting == (Rest(-1, 3, 1), Rest(3, 4, 1), Rest(7, 4, 1))
     assert kept.delete_budget == restored.delete_budget
     assert kept.alpha_rest == restored.alpha_rest
     for name in ("alpha", "rho", "omega"):

@@ -71,7 +71,14 @@ from lsdask.models.hdp_move_stats import (
     merge_stats,
     sticks_of_weights,
 )
-from lsdask.models.hdp_rests import Rest, rest_lists, resting_topics, rests_after, rests_of
+from lsdask.models.hdp_rests import (
+    Rest,
+    deletes_rest,
+    rest_lists,
+    resting_topics,
+    rests_after,
+    rests_of,
+)
 from lsdask.models.hdp_sticks import expected_beta, one_blas_thread, surrogate_objective
 from lsdask.models.stats import SuffStats
 
@@ -89,7 +96,8 @@ class MoveSettings:
     ``delete_work_floor``), a lap that accepted one doubles it (up to
     ``delete_work``). Rejected candidates are the ones the plan judged most likely
     to go (the smallest topics), so after a rejected lap the next is unlikely to
-    do better: a topic rejected again rests longer each time
+    do better: a topic rejected again rests longer each time, and after laps
+    whose deletes were all rejected the deletes rest for laps that double
     (:mod:`~lsdask.models.hdp_rests`), so that laps that change nothing cost
     little more than an LDA lap, while a phase in which deletes succeed keeps
     its full budget and every topic eligible.
@@ -146,7 +154,7 @@ def choose_plan(
     used = stats.array("Dused") if "Dused" in stats.keys() else np.zeros(K)
     rest = resting_topics(resting, lap)
     deletes: list[int] = []
-    if settings.delete and K > 2:
+    if settings.delete and K > 2 and not deletes_rest(resting, lap):
         fraction = settings.delete_work if budget is None else budget
         work = fraction * float(stats.array("n_docs")[0])
         targets = 0.0
