@@ -97,8 +97,8 @@ class MixtureRun:
     substep_elbo: list[float] = field(default_factory=list)
     time_trace: list[float] = field(default_factory=list)
     reports: list[Any] = field(default_factory=list)
-    held: list[int] = field(default_factory=list)  # the block each part holds now (set by
-    # start_mixture, every rotation and resume_mixture)
+    # the block each part holds now: set by start_mixture, every rotation and resume_mixture
+    held: list[int] = field(default_factory=list)
 
 
 def check_mixture_parts(n_rows_per_batch: Sequence[int], n_parts: int, K: int) -> None:

@@ -28,6 +28,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma
 
+from lsdask.kernels.svi_gibbs import merge_counts
+
 #: the running scale ``pi_t`` is folded into the entries when it falls below this
 RESET_BELOW = 1e-100
 
@@ -78,8 +80,6 @@ class TopicWordCounts:
     def __add__(self, other: TopicWordCounts) -> TopicWordCounts:
         if other.n_topics != self.n_topics:
             raise ValueError(f"adding counts over {self.n_topics} and {other.n_topics} topics")
-        from lsdask.kernels.svi_gibbs import merge_counts
-
         # both keys sorted and distinct: one merging pass, no sort
         keys, counts = merge_counts(self.keys, self.counts, other.keys, other.counts)
         return TopicWordCounts(self.n_topics, keys, counts)
