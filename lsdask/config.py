@@ -122,6 +122,11 @@ SVI_GIBBS_BURNIN = 3
 SVI_GIBBS_SAMPLES = 2
 #: how svi-gibbs's kept sweeps make N-hat (lsdask.models.sparse_topics.ESTIMATORS)
 SVI_GIBBS_ESTIMATOR = "rao-blackwell"
+#: what svi-gibbs samples documents against (lsdask.models.sparse_topics.WEIGHTS)
+SVI_GIBBS_WEIGHTS = "mean"
+#: svi-gibbs drops the topic-word entries that decayed below this times eta
+#: (lsdask.models.sparse_topics.SparseTopics.prune)
+SVI_GIBBS_PRUNE = 0.01
 SVI_GIBBS_CHECKPOINT_EVERY = 50
 
 #: Bytes of corpus row groups a process keeps read for minibatches drawn

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import digamma
 
-from lsdask.models.sparse_topics import SparseTopics, TopicWordCounts
+from lsdask.models.sparse_topics import WEIGHTS, SparseTopics, TopicWordCounts
 
 
 @pytest.mark.parametrize("reset_below", [1e-3, 1e-100])
@@ -34,6 +34,34 @@ def test_lazy_update_equals_dense_eq11(rng, reset_below) -> None:
         assert state.n_resets == 0
     # entries only where some minibatch counted: the rest stays at eta exactly
     assert np.array_equal(state.lam() == eta, lam == eta)
+
+
+@pytest.mark.parametrize("reset_below", [1e-3, 1e-100])
+def test_pruned_updates_equal_dense_eq11_with_small_entries_zeroed(rng, reset_below) -> None:
+    """Every 16 steps the entries of Ñ below ``below`` are dropped: the same as the
+    dense Eq. 11 with those entries set back to eta, resets included."""
+    K, V, eta, D, size, below = 5, 40, 0.2, 1000, 10, 0.02
+    state = SparseTopics.at_prior(K, V, eta)
+    n_tilde = np.zeros((K, V))
+    dropped = 0
+    for t in range(1, 401):
+        rho = (1.0 + t) ** -0.6
+        words = rng.choice(V, size=6, replace=False)
+        nhat = np.zeros((V, K))
+        nhat[words] = rng.poisson(0.3, size=(6, K)) / 3.0
+        n_tilde = (1 - rho) * n_tilde + rho * (D / size) * nhat.T  # Eq. 11 less eta
+        state.step(rho, sp.csr_matrix(nhat * (D / size)), reset_below=reset_below)
+        if t % 16 == 0:
+            small = (n_tilde > 0) & (n_tilde < below)
+            n_tilde[small] = 0.0
+            assert state.prune(below) == small.sum()
+            dropped += small.sum()
+            np.testing.assert_allclose(state.lam(), eta + n_tilde, rtol=1e-9, atol=0)
+            np.testing.assert_allclose(state.topic_totals(), n_tilde.sum(axis=1), rtol=1e-9)
+            assert state.n_stored == (n_tilde > 0).sum()
+    assert dropped > 20  # the run did drop entries, and kept others
+    assert state.n_stored > 0
+    assert state.prune(0.0) == 0
 
 
 def test_an_update_touches_only_the_minibatchs_words(rng) -> None:
@@ -71,8 +99,10 @@ def test_counts_add_exactly_in_any_order(rng) -> None:
     np.testing.assert_array_equal(left.as_matrix(50).toarray(), dense)
 
 
-def test_view_is_exp_expected_log_topics_computed_densely(rng) -> None:
-    """The kernel's view (Z_k, excess, smooth) against exp E[log phi] from lambda."""
+@pytest.mark.parametrize("weights", WEIGHTS)
+def test_view_is_the_weights_computed_densely(rng, weights) -> None:
+    """The kernel's view (Z_k, excess, smooth) against the topics' weights computed
+    from lambda: exp E[log phi] ("geometric") or E[phi] ("mean")."""
     K, V, eta = 6, 50, 0.3
     state = SparseTopics.at_prior(K, V, eta)
     for t in range(1, 30):
@@ -82,13 +112,16 @@ def test_view_is_exp_expected_log_topics_computed_densely(rng) -> None:
         state.step((2.0 + t) ** -0.7, sp.csr_matrix(nhat), reset_below=1e-2)
     assert state.n_resets >= 1 and state.pi < 1.0  # the scale enters the view
     lam = state.lam()
-    expected = np.exp(digamma(lam) - digamma(lam.sum(axis=1, keepdims=True)))  # (K, V)
+    if weights == "geometric":
+        expected = np.exp(digamma(lam) - digamma(lam.sum(axis=1, keepdims=True)))  # (K, V)
+    else:
+        expected = lam / lam.sum(axis=1, keepdims=True)
     words = np.array([0, 3, 7, 8, 21, 22, 40, 49])
     alpha = rng.uniform(0.05, 0.5, K)
-    view = state.view(words, alpha, step=30)
+    view = state.view(words, alpha, step=30, weights=weights)
     for local, w in enumerate(words):
         np.testing.assert_allclose(view.dense_weights(local), expected[:, w], rtol=1e-12)
-    # a word with no stored entry weighs exp psi(eta) / Z_k: the smoothing term
+    # a word with no stored entry weighs f(eta) / Z_k: the smoothing term
     assert (lam[:, 49] == eta).all()
     np.testing.assert_allclose(view.smooth, expected[:, 49], rtol=1e-12)
     np.testing.assert_allclose(view.cum_smooth, np.cumsum(alpha * expected[:, 49]), rtol=1e-12)
@@ -96,3 +129,8 @@ def test_view_is_exp_expected_log_topics_computed_densely(rng) -> None:
     # only stored entries are listed, each with a positive excess
     stored = state.n_tilde()[:, words] > 0
     assert view.w_topics.size == stored.sum() and (view.w_excess > 0).all()
+
+
+def test_unknown_weights_are_refused() -> None:
+    with pytest.raises(ValueError, match="weights must be one of"):
+        SparseTopics.at_prior(3, 4, 0.1).view(np.arange(4), np.full(3, 0.1), 1, "arithmetic")

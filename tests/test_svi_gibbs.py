@@ -136,13 +136,17 @@ def test_bad_input(data, kw, error, match):
 def test_small_priors_are_warned_about(data, caplog):
     X, _ = data
     with caplog.at_level("WARNING", logger="lsdask"):
-        _lda(n_laps=1, eta=0.1, alpha=0.02).fit(X)
+        _lda(n_laps=1, eta=0.1, alpha=0.02, gibbs_weights="geometric").fit(X)
     text = caplog.text
-    assert "eta=0.3-0.4 is recommended" in text and "alpha=0.5" in text
+    assert "eta=0.3-0.4, or gibbs_weights='mean', is recommended" in text and "alpha=0.5" in text
     caplog.clear()
     with caplog.at_level("WARNING", logger="lsdask"):
-        _lda(n_laps=1, eta=0.4, alpha=1.0).fit(X)
-    assert "svi-gibbs with" not in caplog.text
+        _lda(n_laps=1, eta=0.4, alpha=1.0, gibbs_weights="geometric").fit(X)
+    assert "svi-gibbs" not in caplog.text
+    # the posterior mean does not freeze at a small eta: no warning
+    with caplog.at_level("WARNING", logger="lsdask"):
+        _lda(n_laps=1, eta=0.1, alpha=1.0).fit(X)
+    assert "svi-gibbs" not in caplog.text
 
 
 def test_partial_fit_is_refused(data):

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from lsdask.kernels.svi_gibbs import document_key, draw_many, sample_documents, sequential_start
-from lsdask.models.sparse_topics import SparseTopics, sample_counts
+from lsdask.models.sparse_topics import WEIGHTS, SparseTopics, sample_counts
 from tests import naive
 
 
@@ -20,12 +20,13 @@ def _topics(rng, K: int, V: int, eta: float = 0.3, steps: int = 3) -> SparseTopi
     return state
 
 
+@pytest.mark.parametrize("weights", WEIGHTS)
 @pytest.mark.parametrize("word", [0, 3, 7])
-def test_stratified_uniforms_pick_the_plain_samplers_topics(rng, word) -> None:
+def test_stratified_uniforms_pick_the_plain_samplers_topics(rng, word, weights) -> None:
     K, V, M = 12, 9, 20_000
     state = _topics(rng, K, V)
     alpha = rng.gamma(1.0, 0.2, K) + 0.01
-    view = state.view(np.arange(V), alpha, step=1)
+    view = state.view(np.arange(V), alpha, step=1, weights=weights)
     ndk = np.zeros(K, np.int64)
     active = np.array([5, 2, 9, 0])
     ndk[active] = [3, 1, 4, 2]
@@ -54,14 +55,16 @@ def test_stratified_uniforms_pick_the_plain_samplers_topics(rng, word) -> None:
     )
 
 
-def test_mean_counts_match_the_enumerated_posterior(rng) -> None:
-    """A 3-token document with K=3: E[N-hat] under q*(z_d) (Eq. 3), enumerated,
-    against the mean over 20,000 independent chains (one document id each)."""
+@pytest.mark.parametrize("weights", WEIGHTS)
+def test_mean_counts_match_the_enumerated_posterior(rng, weights) -> None:
+    """A 3-token document with K=3: E[N-hat] under q*(z_d) (Eq. 3, with the topics'
+    weights in place of exp E[log phi] for ``"mean"``), enumerated, against the
+    mean over 20,000 independent chains (one document id each)."""
     K, V = 3, 2
     state = SparseTopics.at_prior(K, V, 0.5)
     state.step(0.5, sp.csr_matrix(np.array([[4.0, 0.0, 1.0], [0.5, 3.0, 2.0]])))
     alpha = np.array([0.3, 0.2, 0.6])
-    view = state.view(np.arange(V), alpha, step=4)
+    view = state.view(np.arange(V), alpha, step=4, weights=weights)
     doc_words = np.array([0, 1, 0])  # tokens in order: word 0 twice (stored as one entry)
     phi_w = np.array([view.dense_weights(w) for w in doc_words])
     exact = naive.enumerated_doc_counts(alpha, phi_w)  # (token, topic)

@@ -53,10 +53,11 @@ class CountingExecutor(SerialExecutor):
 
 
 def test_the_replica_equals_the_drivers_topics_at_every_step():
-    """Over 4 epochs with a broadcast of the topics every 3 steps and the running
-    scale folded back every few steps, the tasks' replica is the driver's topics."""
+    """Over 4 epochs with a broadcast of the topics every 3 steps, the running
+    scale folded back every few steps and decayed entries pruned every 4, the
+    tasks' replica is the driver's topics."""
     X = _docs(np.random.default_rng(0), 120)
-    learner = _learner(n_epochs=4, rebase_every=3, reset_below=0.3)
+    learner = _learner(n_epochs=4, rebase_every=3, reset_below=0.3, prune=20.0, prune_every=4)
     stream = DocumentStream(X)
     state = learner.start(stream, seed=3)
     svi_gibbs._REPLICAS.clear()
@@ -75,6 +76,9 @@ def test_the_replica_equals_the_drivers_topics_at_every_step():
     assert state.topics.n_resets >= 3  # resets were replayed too
     assert state.step == 4 * 8 and len(checked) == 4 * 7
     assert executor.started == state.step  # every minibatch started early was used
+    unpruned = _learner(n_epochs=4, rebase_every=3, reset_below=0.3, prune=0.0)
+    kept = unpruned.run(stream, SerialExecutor(), unpruned.start(stream, seed=3)).topics
+    assert state.topics.n_stored < kept.n_stored  # pruning was replayed too
 
 
 def test_each_minibatch_is_sampled_once_unless_new_documents_change_it(tmp_path):
@@ -108,12 +112,16 @@ def test_a_process_without_a_replica_starts_from_the_base():
     for t in range(1, 6):
         words = rng.integers(0, V, 50)
         counts = TopicWordCounts.from_draws(K, words, rng.integers(0, K, 50))
-        update = Update(t, (5.0 + t) ** -0.7, 3.5)
+        # step 4 drops the entries that decayed below 0.5 (the first step's)
+        update = Update(t, (5.0 + t) ** -0.7, 3.5, 0.5 if t == 4 else 0.0)
+        stored = topics.n_stored
         apply_update(topics, counts, update, reset_below=1e-100)
+        if t == 4:
+            assert topics.n_stored < stored + 50
         updates.append((update, svi_gibbs.PartCounts(counts, np.zeros(0, np.int64))))
     alpha = np.full(K, 0.25)
     words = np.array([0, 3, 7, 21, 39])
-    want = topics.view(words, alpha, 6)
+    want = topics.view(words, alpha, 6, "mean")
 
     def same(view):
         for name in ("word_ids", "w_indptr", "w_topics", "w_excess", "smooth", "cum_smooth"):
@@ -121,22 +129,22 @@ def test_a_process_without_a_replica_starts_from_the_base():
 
     svi_gibbs._REPLICAS.clear()
     source = TopicsSource("fresh", 0, 1e-100)
-    same(replica_view(source, base, tuple(updates), words, alpha, 6))  # from the base
+    same(replica_view(source, base, tuple(updates), words, alpha, 6, "mean"))  # from the base
     # the base itself is left as it was (a task's input is never changed)
     assert base.n_stored == 0 and base.pi == 1.0
     # a process whose replica is at step 2 applies steps 3-5 only
     svi_gibbs._REPLICAS.clear()
-    replica_view(source, base, tuple(updates[:2]), words, alpha, 3)
+    replica_view(source, base, tuple(updates[:2]), words, alpha, 3, "mean")
     assert svi_gibbs._REPLICAS["fresh"][0] == 2
-    same(replica_view(source, base, tuple(updates), words, alpha, 6))
+    same(replica_view(source, base, tuple(updates), words, alpha, 6, "mean"))
     # a replica older than a newer base is dropped for the base
     at3 = copy.deepcopy(base)
     for update, summed in updates[:3]:
         apply_update(at3, summed.counts, update, 1e-100)
     svi_gibbs._REPLICAS.clear()
-    replica_view(source, base, tuple(updates[:1]), words, alpha, 2)
+    replica_view(source, base, tuple(updates[:1]), words, alpha, 2, "mean")
     newer = TopicsSource("fresh", 3, 1e-100)
-    same(replica_view(newer, at3, tuple(updates[3:]), words, alpha, 6))
+    same(replica_view(newer, at3, tuple(updates[3:]), words, alpha, 6, "mean"))
     assert svi_gibbs._REPLICAS["fresh"][0] == 5
 
 

@@ -54,8 +54,9 @@ HDP_ONLY = ("gamma", "moves")
 #: LDA's parameters (of ``--algorithm svi-gibbs`` and ``esvi``) whose option ``fit
 #: --model hdp`` does not take
 LDA_ONLY = (
-    "gibbs_burnin", "gibbs_samples", "gibbs_estimator", "minibatch_size", "n_blocks", "topk",
-    "topk_rule", "esvi_iters", "esvi_tol", "esvi_dtype", "pi_sync", "schedule",
+    "gibbs_burnin", "gibbs_samples", "gibbs_estimator", "gibbs_weights", "gibbs_prune",
+    "minibatch_size", "n_blocks", "topk", "topk_rule", "esvi_iters", "esvi_tol", "esvi_dtype",
+    "pi_sync", "schedule",
 )  # fmt: skip
 
 

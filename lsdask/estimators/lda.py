@@ -310,6 +310,8 @@ class LDA(VariationalEstimator):
         gibbs_burnin: int = config.SVI_GIBBS_BURNIN,
         gibbs_samples: int = config.SVI_GIBBS_SAMPLES,
         gibbs_estimator: str = config.SVI_GIBBS_ESTIMATOR,
+        gibbs_weights: str = config.SVI_GIBBS_WEIGHTS,
+        gibbs_prune: float = config.SVI_GIBBS_PRUNE,
         minibatch_size: int = config.SVI_GIBBS_MINIBATCH,
         n_blocks: int | None = None,
         topk: int | None = None,

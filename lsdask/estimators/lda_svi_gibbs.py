@@ -73,6 +73,8 @@ def _settings(est: Any, V: int) -> dict[str, Any]:
         "gibbs_burnin": int(est.gibbs_burnin),
         "gibbs_samples": int(est.gibbs_samples),
         "gibbs_estimator": str(est.gibbs_estimator),
+        "gibbs_weights": str(est.gibbs_weights),
+        "gibbs_prune": float(est.gibbs_prune),
         "minibatch_size": int(est.minibatch_size),
         "svi_delay": float(est.svi_delay),
         "svi_kappa": float(est.svi_kappa),
@@ -94,7 +96,9 @@ def _resumed(est: Any, settings: dict[str, Any]) -> StreamState | None:
             "--resume DIR) to continue it, or give another checkpoint folder"
         )
     state, saved = loaded
-    saved = {"gibbs_estimator": "draws", **saved}  # written before the estimator was a choice
+    # written before the estimator, the weights or the pruning were a choice
+    saved = {"gibbs_estimator": "draws", "gibbs_weights": "geometric", "gibbs_prune": 0.0,
+             **saved}  # fmt: skip
     differ = {k: (saved.get(k), v) for k, v in settings.items() if saved.get(k) != v}
     if differ:
         what = ", ".join(f"{k}: checkpoint {a!r}, asked {b!r}" for k, (a, b) in differ.items())
@@ -125,11 +129,12 @@ def fit_svi_gibbs(
     if stream.n_docs == 0:
         raise DataError(f"{stream.description}: holds no documents; nothing to learn from")
     K = int(est.n_components)
-    if float(est.eta) < 0.2:
+    if est.gibbs_weights == "geometric" and float(est.eta) < 0.2:
         logger.warning(
-            "svi-gibbs with eta=%g: exp psi(eta) is so small that a word's tokens go almost only "
-            "to topics already holding it, and the topics stop changing after the first epoch; "
-            "eta=0.3-0.4 is recommended (docs/algorithms.md)",
+            "svi-gibbs (gibbs_weights='geometric') with eta=%g: exp psi(eta) is so small that a "
+            "word's tokens go almost only to topics already holding it, and the topics stop "
+            "changing after the first epoch; "
+            "eta=0.3-0.4, or gibbs_weights='mean', is recommended (docs/algorithms.md)",
             float(est.eta),
         )
     if float(est.alpha) / K < 0.01:
@@ -146,6 +151,8 @@ def fit_svi_gibbs(
         burnin=int(est.gibbs_burnin),
         samples=int(est.gibbs_samples),
         estimator=str(est.gibbs_estimator),
+        weights=str(est.gibbs_weights),
+        prune=float(est.gibbs_prune),
         minibatch_size=int(est.minibatch_size),
         delay=float(est.svi_delay),
         kappa=float(est.svi_kappa),

@@ -429,6 +429,20 @@ GIBBS_ESTIMATOR = Param(
     "document's too, denser), or its drawn topic (draws; default {default})",
     Option("--gibbs-estimator", choices=("rao-blackwell", "rao-blackwell-doc", "draws")),
 )  # fmt: skip
+GIBBS_WEIGHTS = Param(
+    "gibbs_weights", config.SVI_GIBBS_WEIGHTS, one_of("mean", "geometric"),
+    "svi-gibbs: what documents are sampled against: the topics' posterior mean E[phi] "
+    "(mean, as collapsed Gibbs; eta 0.1 suits it) or exp E[log phi] (geometric, the "
+    "paper's Eq. 9; wants eta 0.3-0.4) (default {default})",
+    Option("--gibbs-weights", choices=("mean", "geometric")),
+)  # fmt: skip
+GIBBS_PRUNE = Param(
+    "gibbs_prune", config.SVI_GIBBS_PRUNE, positive(zero=True, hint="0 keeps every entry."),
+    "svi-gibbs: every 16 minibatches the topic-word entries that have decayed below "
+    "gibbs_prune * eta are dropped, so a stream's topics stay sparse (0 keeps every "
+    "entry, Eq. 11 exactly; default {default})",
+    Option("--gibbs-prune", parse_nonnegative_float, metavar="F"),
+)  # fmt: skip
 MINIBATCH_SIZE = Param(
     "minibatch_size", config.SVI_GIBBS_MINIBATCH, integer(1),
     "svi-gibbs: documents per minibatch, drawn at random across row groups (default {default})",
@@ -509,8 +523,9 @@ ESVI_DTYPE = Param(
 LDA_PARAMS = ParamTable(
     (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, LDA_ALGORITHM, N_LAPS, TOL, BATCH_SIZE,
      BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT, GIBBS_SWEEPS,
-     GIBBS_TOL, GIBBS_TOKENS, GIBBS_BURNIN, GIBBS_SAMPLES, GIBBS_ESTIMATOR, MINIBATCH_SIZE,
-     N_BLOCKS, TOPK, TOPK_RULE, PI_SYNC, SCHEDULE, ESVI_ITERS, ESVI_TOL, ESVI_DTYPE, *RUN)
+     GIBBS_TOL, GIBBS_TOKENS, GIBBS_BURNIN, GIBBS_SAMPLES, GIBBS_ESTIMATOR, GIBBS_WEIGHTS,
+     GIBBS_PRUNE, MINIBATCH_SIZE, N_BLOCKS, TOPK, TOPK_RULE, PI_SYNC, SCHEDULE, ESVI_ITERS,
+     ESVI_TOL, ESVI_DTYPE, *RUN)
 )  # fmt: skip
 
 

@@ -144,6 +144,8 @@ class Update:
     step: int
     rho: float
     factor: float
+    #: entries of Ñ below this are dropped after the update (0: none)
+    prune_below: float = 0.0
 
 
 def apply_update(
@@ -159,6 +161,7 @@ def apply_update(
     terms = counts if isinstance(counts, list) else [counts]
     scaled = sum_as_matrix(terms, topics.vocab_size) * update.factor
     topics.step(update.rho, scaled, reset_below)
+    topics.prune(update.prune_below)
 
 
 @dataclass(frozen=True)
@@ -215,6 +218,7 @@ def replica_view(
     words: np.ndarray,
     alpha: np.ndarray,
     step: int,
+    weights: str,
 ) -> SamplerView:
     """The view for step ``step`` over ``words`` of this process's replica of the
     topics, brought to the step before by the updates it has not applied yet
@@ -235,7 +239,7 @@ def replica_view(
             while len(_REPLICAS) > _REPLICAS_KEPT:
                 _REPLICAS.popitem(last=False)
         with _phase("view"):
-            return topics.view(words, alpha, step)
+            return topics.view(words, alpha, step, weights)
 
 
 @dataclass(frozen=True)
@@ -252,6 +256,7 @@ class GibbsTask:
     step: int
     estimator: str = "draws"
     quanta: int = RB_QUANTA
+    weights: str = "mean"
 
     def __call__(self, part: DocumentsPart, shared: Any) -> PartCounts:
         source, base, updates = shared
@@ -259,7 +264,7 @@ class GibbsTask:
             rows, doc_ids = part.load()
             words = np.unique(rows.indices).astype(np.int64)
         alpha = np.asarray(self.alpha, dtype=np.float64)
-        view = replica_view(source, base, updates, words, alpha, self.step)
+        view = replica_view(source, base, updates, words, alpha, self.step, self.weights)
         try:
             with _phase("sample"):
                 counts = sample_counts(
@@ -337,9 +342,16 @@ class SviGibbs:
         How the kept sweeps make N-hat: ``"rao-blackwell"`` (each token's
         conditional, unbiased and of lower variance) or ``"draws"`` (each
         token's drawn topic); see :mod:`lsdask.kernels.svi_gibbs`.
+    weights : str
+        What the documents are sampled against: the topics' posterior mean
+        ``E[phi]`` (``"mean"``) or the paper's ``exp E[log phi]``
+        (``"geometric"``); see :mod:`lsdask.models.sparse_topics`.
     quanta : int
         The Rao-Blackwellised estimator's quanta per token ``Q`` (at most ``Q``
         entries per token; ``Q = 1`` is a second, independent draw).
+    prune : float
+        Every ``prune_every`` steps the entries of Ñ below ``prune * eta`` are
+        dropped (:meth:`SparseTopics.prune`); 0 keeps every entry (Eq. 11 exactly).
     rebase_every : int
         Steps between broadcasts of the whole topics to the tasks' replicas.
     """
@@ -358,6 +370,9 @@ class SviGibbs:
     progress: bool | None = None
     estimator: str = "rao-blackwell"
     quanta: int = RB_QUANTA
+    weights: str = "mean"
+    prune: float = 0.01
+    prune_every: int = 16
     #: steps between broadcasts of the whole topics to the replicas (a process
     #: that has none, or a stale one, starts from the last)
     rebase_every: int = 8
@@ -478,7 +493,9 @@ class SviGibbs:
             else:
                 current = self._start(stream, executor, state, refs, chain, t, ())
             rho = (self.delay + t) ** (-self.kappa)
-            update = Update(t, rho, stream_docs(state) / (len(refs) * self._per_token()))
+            factor = stream_docs(state) / (len(refs) * self._per_token())
+            prune = self.prune * self.eta if t % self.prune_every == 0 else 0.0
+            update = Update(t, rho, factor, prune)
             end = state.pos + len(refs)
             following = state.queue[end : end + self.minibatch_size]
             if len(following):
@@ -518,7 +535,14 @@ class SviGibbs:
         handles = executor.register(parts)
         shared = chain.shared(executor, state.topics, state.step, pending)
         task = GibbsTask(
-            self.burnin, self.samples, state.seed, chain.alpha, t, self.estimator, self.quanta
+            self.burnin,
+            self.samples,
+            state.seed,
+            chain.alpha,
+            t,
+            self.estimator,
+            self.quanta,
+            self.weights,
         )
         return _Started(t, refs, executor.start_parts(task, handles, shared))
 

@@ -14,10 +14,17 @@ scaled ``M_t = Ñ_t / pi_t`` with ``pi_t = prod_{i<=t} (1 - rho_i)``:
 
 which changes only the entries the minibatch's counts touch. ``pi_t`` falls
 towards zero, so before it would underflow (``pi_t < reset_below``) the scale
-is folded back into the entries (``M <- pi M``, ``pi <- 1``).
+is folded back into the entries (``M <- pi M``, ``pi <- 1``). Entries never
+vanish by decay alone, so the learner drops those that have decayed to a
+negligible part of ``eta`` now and then (:meth:`SparseTopics.prune`).
 
 The state knows nothing of how the counts were sampled; the minibatch's
-:class:`SamplerView` is the part of it that the sampling kernel reads.
+:class:`SamplerView` is the part of it that the sampling kernel reads: the
+topics' weights ``phi_kw`` for the minibatch's words, either the paper's
+``exp E[log phi_kw]`` (``"geometric"``, Eq. 9: the coordinate step of the
+ELBO) or the posterior mean ``E[phi_kw] = lambda_kw / lambda_k.`` (``"mean"``,
+the weight collapsed Gibbs sampling and SCVB0 draw against; see
+docs/algorithms.md).
 """
 
 from __future__ import annotations
@@ -45,6 +52,11 @@ ESTIMATORS = ("rao-blackwell", "rao-blackwell-doc", "draws")
 #: Q entries and a topic's share under 1/Q is mostly dropped: the counts stay
 #: sparse. Larger Q buys little variance for more entries.
 RB_QUANTA = 16
+
+
+#: the topics' weights a minibatch is sampled against: the posterior mean
+#: ``E[phi_kw] = lambda_kw / lambda_k.`` or the geometric ``exp E[log phi_kw]``
+WEIGHTS = ("mean", "geometric")
 
 
 def quanta_per_token(estimator: str, quanta: int = RB_QUANTA) -> int:
@@ -133,7 +145,7 @@ class SamplerView:
         return int(self.smooth.size)
 
     def dense_weights(self, local_word: int) -> np.ndarray:
-        """``exp E[log phi_kw]`` over all K topics for a local word (tests)."""
+        """The weights ``f(eta + Ñ_kw) / Z_k`` over all K topics for a local word (tests)."""
         w = self.smooth.copy()
         start, stop = self.w_indptr[local_word], self.w_indptr[local_word + 1]
         w[self.w_topics[start:stop]] += self.w_excess[start:stop]
@@ -203,6 +215,26 @@ class SparseTopics:
             self.pi = 1.0
             self.n_resets += 1
 
+    def prune(self, below: float) -> int:
+        """Drop the stored entries of Ñ below ``below`` (their ``lambda_kw`` is
+        within ``below`` of ``eta``); returns how many were dropped.
+
+        An entry decays by ``(1 - rho)`` at every step and never reaches zero,
+        so without this every (word, topic) pair ever counted stays stored, and
+        a stream's topics fill up. The topic totals are recomputed from the
+        entries kept, so ``lambda`` stays the Dirichlet of its entries.
+        """
+        if below <= 0.0:
+            return 0
+        m = self.scaled
+        drop = m.data * self.pi < below
+        n = int(drop.sum())
+        if n:
+            m.data[drop] = 0.0
+            m.eliminate_zeros()
+            self.scaled_totals = np.asarray(m.sum(axis=0)).ravel()
+        return n
+
     def n_tilde(self) -> np.ndarray:
         """Ñ as a dense (K, V) array."""
         return np.ascontiguousarray(self.scaled.T.toarray()) * self.pi
@@ -215,19 +247,30 @@ class SparseTopics:
         """``Ñ_k.`` (K,)."""
         return self.scaled_totals * self.pi
 
-    def view(self, word_ids: np.ndarray, alpha: np.ndarray, step: int) -> SamplerView:
+    def view(
+        self, word_ids: np.ndarray, alpha: np.ndarray, step: int, weights: str = "mean"
+    ) -> SamplerView:
         """The kernel's view of the topics for a minibatch over ``word_ids`` (sorted,
-        distinct): only those words' entries, and the per-topic constants."""
+        distinct): only those words' entries, and the per-topic constants, for the
+        ``weights`` of :data:`WEIGHTS`."""
         V = self.vocab_size
         word_ids = np.asarray(word_ids, dtype=np.int64)
         rows = self.scaled[word_ids]
         rows.sort_indices()
         n = rows.data * self.pi
-        exp_eta = np.exp(digamma(self.eta))
-        z = np.exp(digamma(V * self.eta + self.topic_totals()))
         topics = rows.indices.astype(np.int32)
-        excess = (np.exp(digamma(self.eta + n)) - exp_eta) / z[topics]
-        smooth = exp_eta / z
+        totals = V * self.eta + self.topic_totals()
+        if weights == "mean":
+            z = totals
+            excess = n / z[topics]
+            smooth = self.eta / z
+        elif weights == "geometric":
+            exp_eta = np.exp(digamma(self.eta))
+            z = np.exp(digamma(totals))
+            excess = (np.exp(digamma(self.eta + n)) - exp_eta) / z[topics]
+            smooth = exp_eta / z
+        else:
+            raise ValueError(f"weights must be one of {WEIGHTS}; got {weights!r}")
         alpha = np.asarray(alpha, dtype=np.float64)
         return SamplerView(
             word_ids=word_ids,
