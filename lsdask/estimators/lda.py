@@ -223,6 +223,20 @@ class LDA(VariationalEstimator):
         unbiased estimate of its conditional in sixteenths of a token, of lower
         variance than its draw (``"rao-blackwell-doc"``: lower still, denser
         topics), or its drawn topic (docs/algorithms.md).
+    gibbs_weights : {"mean", "geometric"}
+        ``algorithm="svi-gibbs"``: what each document's topics are sampled
+        against. ``"mean"`` (default): the topics' posterior mean
+        ``E[phi] = lambda / lambda_k.``, the weight collapsed Gibbs sampling
+        draws against; it works at the usual ``eta=0.1``. ``"geometric"``:
+        ``exp E[log phi]``, the paper's Eq. 9 (the ELBO's own coordinate
+        step), which needs ``eta`` 0.3-0.4 to keep the topics from freezing
+        (docs/algorithms.md).
+    gibbs_prune : float
+        ``algorithm="svi-gibbs"``: every 16 minibatches the topic-word entries
+        whose count has decayed below ``gibbs_prune * eta`` are dropped
+        (default 0.01). An entry decays at every step but never vanishes, so
+        without this a stream's topics keep every (word, topic) pair ever
+        sampled; 0 keeps them all (the paper's update exactly).
     n_blocks : int or None
         ESVI: P, the vocabulary blocks and workers (default ``n_workers``, or 1
         with ``client="sync"``).
