@@ -50,6 +50,8 @@ def lsdask_run(
     score: bool = True,
     estimator: str = "draws",
     quanta: int = 16,
+    weights: str = "mean",
+    prune: float = 0.01,
 ) -> dict[str, Any]:
     """SVI-Gibbs over the training corpus (its Parquet row groups as the stream),
     timed per minibatch; scored after every epoch. Returns its record and its
@@ -62,7 +64,7 @@ def lsdask_run(
     learner = SviGibbs(
         n_topics=K, alpha=np.full(K, ALPHA_PER_TOPIC), eta=eta, burnin=burnin,
         samples=samples, minibatch_size=minibatch, delay=delay, kappa=KAPPA, n_epochs=epochs,
-        progress=False, estimator=estimator, quanta=quanta,
+        progress=False, estimator=estimator, quanta=quanta, weights=weights, prune=prune,
     )  # fmt: skip
     state = learner.start(stream, seed)
     state.minibatch_log = []
@@ -239,6 +241,8 @@ def scaling_run(
     eta: float = 0.1,
     estimator: str = "draws",
     quanta: int = 16,
+    weights: str = "mean",
+    prune: float = 0.01,
 ) -> dict[str, Any]:
     """Documents per second with 1 and 2 LocalCluster workers (and in-process),
     with the N-hat ``estimator`` (the first of ``--estimators``)."""
@@ -257,7 +261,7 @@ def scaling_run(
                 r = lsdask_run(
                     data, K, eta=eta, burnin=3, samples=2, minibatch=minibatch, delay=10.0,
                     epochs=epochs, executor=make_executor(client), score=False,
-                    estimator=estimator, quanta=quanta,
+                    estimator=estimator, quanta=quanta, weights=weights, prune=prune,
                 )  # fmt: skip
             out[f"{workers} workers"] = {
                 "docs_per_second": r["docs_per_second"],
@@ -267,6 +271,8 @@ def scaling_run(
                 "K": K,
                 "eta": eta,
                 "estimator": estimator,
+                "weights": weights,
+                "prune": prune,
                 "breakdown": step_breakdown(client, before, r["minibatches"], stream.data),
             }
         finally:
@@ -428,6 +434,16 @@ def main(argv: list[str] | None = None) -> None:
         help="quanta per token of the rao-blackwell estimator (default 16)",
     )  # fmt: skip
     parser.add_argument(
+        "--weights", default="mean",
+        help="what lsdask's runs sample against, comma-separated for --only-quality and "
+        "--only-grid: mean (E[phi], the default), geometric (exp E[log phi], the paper's)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--prune", type=float, default=0.01,
+        help="lsdask drops entries of N-tilde below PRUNE * eta every 16 steps (default "
+        "0.01; 0 keeps every entry, the paper's update)",
+    )  # fmt: skip
+    parser.add_argument(
         "--skip-peers", action="store_true",
         help="--only-quality without the peers (their numbers are in earlier results)",
     )  # fmt: skip
@@ -445,6 +461,10 @@ def main(argv: list[str] | None = None) -> None:
         stem += f"-mb{args.minibatch}"
     if args.estimators != "draws":  # e.g. -rao-blackwell-doc16, -draws-rao-blackwell16
         stem += "-" + args.estimators.replace(",", "-") + str(args.quanta)
+    stem += "-" + args.weights.replace(",", "-")  # -mean, -geometric, -mean-geometric
+    if args.prune != 0.01:
+        stem += f"-prune{args.prune:g}"
+    first = args.weights.split(",")[0]
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     run = Run(__file__, stem, args.out, argv, settings=settings)
     data = run.step(
@@ -462,13 +482,16 @@ def main(argv: list[str] | None = None) -> None:
         eta = args.grid_eta
         lsdask_run(data, 10, eta=0.1, burnin=0, samples=1, minibatch=100, delay=10.0, epochs=1,
                    score=False)  # fmt: skip
-        for spec, est in itertools.product(args.grid.split(","), args.estimators.split(",")):
+        for spec, est, w in itertools.product(
+            args.grid.split(","), args.estimators.split(","), args.weights.split(",")
+        ):
             K, B, S = (int(x) for x in spec.split(":")[:3])
             delay = float(spec.split(":")[3])
-            key = f"K={K} B={B} S={S} delay={delay:g} eta={eta:g}{_est_label(est, args.quanta)}"
-            r = run.step(key, lambda K=K, B=B, S=S, delay=delay, est=est: lsdask_run(
+            key = f"K={K} B={B} S={S} delay={delay:g} eta={eta:g}{_label(est, args.quanta, w)}"
+            r = run.step(key, lambda K=K, B=B, S=S, delay=delay, est=est, w=w: lsdask_run(
                 data, K, eta=eta, burnin=B, samples=S, minibatch=args.minibatch, delay=delay,
-                epochs=args.epochs, estimator=est, quanta=args.quanta))  # fmt: skip
+                epochs=args.epochs, estimator=est, quanta=args.quanta, weights=w,
+                prune=args.prune))  # fmt: skip
             r.pop("log")
             grid[key] = r
         res["grid"] = grid
@@ -487,6 +510,8 @@ def main(argv: list[str] | None = None) -> None:
                 args.scaling_eta,
                 args.estimators.split(",")[0],
                 args.quanta,
+                first,
+                args.prune,
             ),
         )
         run.finish(render_scaling)
@@ -504,7 +529,18 @@ def main(argv: list[str] | None = None) -> None:
         r = run.step(
             f"lsdask K={K}",
             lambda K=K: lsdask_run(
-                data, K, eta=0.1, burnin=3, samples=2, minibatch=100, delay=10.0, epochs=epochs
+                data,
+                K,
+                eta=0.1,
+                burnin=3,
+                samples=2,
+                minibatch=100,
+                delay=10.0,
+                epochs=epochs,
+                estimator=args.estimators.split(",")[0],
+                quanta=args.quanta,
+                weights=first,
+                prune=args.prune,
             ),
         )
         batches = rows_of(data, r.pop("log"))
@@ -526,6 +562,7 @@ def main(argv: list[str] | None = None) -> None:
     main_log = None
     for B, S, delay, eta in configs[: 1 if args.quick else None]:
         key = f"B={B} S={S} delay={delay:g} eta={eta:g}"
+        key += _label(args.estimators.split(",")[0], args.quanta, first)
         r = run.step(
             f"quality {key}",
             lambda B=B, S=S, delay=delay, eta=eta: lsdask_run(
@@ -537,6 +574,10 @@ def main(argv: list[str] | None = None) -> None:
                 minibatch=args.minibatch,
                 delay=delay,
                 epochs=epochs,
+                estimator=args.estimators.split(",")[0],
+                quanta=args.quanta,
+                weights=first,
+                prune=args.prune,
             ),
         )
         log_ids = r.pop("log")
@@ -574,12 +615,15 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
                score=False)  # fmt: skip
     quality: dict[str, Any] = {}
     main_log = None
-    for spec, est in itertools.product(args.quality_sweeps.split(","), args.estimators.split(",")):
+    for spec, est, w in itertools.product(
+        args.quality_sweeps.split(","), args.estimators.split(","), args.weights.split(",")
+    ):
         B, S = (int(x) for x in spec.split(":"))
-        key = f"B={B} S={S} delay=10 eta={eta:g}{_est_label(est, args.quanta)}"
-        r = run.step(f"quality {key}", lambda B=B, S=S, est=est: lsdask_run(
+        key = f"B={B} S={S} delay=10 eta={eta:g}{_label(est, args.quanta, w)}"
+        r = run.step(f"quality {key}", lambda B=B, S=S, est=est, w=w: lsdask_run(
             data, Kq, eta=eta, burnin=B, samples=S, minibatch=args.minibatch, delay=10.0,
-            epochs=args.epochs, estimator=est, quanta=args.quanta))  # fmt: skip
+            epochs=args.epochs, estimator=est, quanta=args.quanta, weights=w,
+            prune=args.prune))  # fmt: skip
         log_ids = r.pop("log")
         main_log = main_log or log_ids
         quality[key] = r
@@ -603,9 +647,11 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
     return quality
 
 
-def _est_label(estimator: str, quanta: int) -> str:
-    """A run's key suffix naming its N-hat estimator (none for the draws)."""
-    return "" if estimator == "draws" else f" RB Q={quanta}"
+def _label(estimator: str, quanta: int, weights: str) -> str:
+    """A run's key suffix naming its N-hat estimator (none for the draws) and
+    what it samples against (none for the paper's geometric weights)."""
+    est = "" if estimator == "draws" else f" RB Q={quanta}"
+    return est + ("" if weights == "geometric" else f" {weights}")
 
 
 def render(res: dict[str, Any]) -> str:
