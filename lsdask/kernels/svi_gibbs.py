@@ -7,13 +7,17 @@ Mimno, Hoffman & Blei (2012) sample each token's topic from (their Eq. 9)
 where ``n_dk`` counts the document's other tokens on topic k and ``a_k`` is
 topic k's document-topic prior. The topics are fixed while a minibatch is
 sampled, so unlike collapsed Gibbs sampling nothing but the document's counts
-changes. With ``lambda_kw = eta + Ñ_kw`` and ``Z_k = exp psi(V eta + Ñ_k.)``
-the weight splits in three buckets (their Eq. 15):
+changes. With ``lambda_kw = eta + Ñ_kw``, ``f = exp o psi`` and ``Z_k =
+exp psi(V eta + Ñ_k.)`` the weight splits in three buckets (their Eq. 15):
 
-    word       (a_k + n_dk) (exp psi(eta + Ñ_kw) - exp psi(eta)) / Z_k
+    word       (a_k + n_dk) (f(eta + Ñ_kw) - f(eta)) / Z_k
                                     over the word's stored entries (Ñ_kw > 0)
-    document   n_dk exp psi(eta) / Z_k    over the document's topics (n_dk > 0)
-    smoothing  a_k exp psi(eta) / Z_k     over all K topics
+    document   n_dk f(eta) / Z_k      over the document's topics (n_dk > 0)
+    smoothing  a_k f(eta) / Z_k       over all K topics
+
+The kernels only see the buckets' terms, so the same code samples against
+the posterior mean ``E[phi_kw]`` instead (``f`` the identity, ``Z_k = V eta +
+Ñ_k.``; :class:`lsdask.models.sparse_topics.SamplerView`).
 
 A draw takes one uniform ``u`` in [0, 1), scales it by the three totals and
 looks in the word bucket first, then the document bucket, then the smoothing
@@ -55,8 +59,8 @@ Inputs shared by the kernels (the minibatch's *view* of the topics):
 
 - ``w_indptr`` (W + 1,), ``w_topics`` (nnz,) int32, ``w_excess`` (nnz,): word
   ``j``'s stored entries ``w_topics[w_indptr[j]:w_indptr[j+1]]`` and their
-  ``(exp psi(eta + Ñ_kw) - exp psi(eta)) / Z_k``;
-- ``smooth`` (K,): ``exp psi(eta) / Z_k``; ``alpha`` (K,): ``a_k``;
+  ``(f(eta + Ñ_kw) - f(eta)) / Z_k``;
+- ``smooth`` (K,): ``f(eta) / Z_k``; ``alpha`` (K,): ``a_k``;
 - ``cum_smooth`` (K,): the cumulative sums of ``alpha * smooth``.
 """
 
