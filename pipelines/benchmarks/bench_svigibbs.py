@@ -52,10 +52,11 @@ def lsdask_run(
     quanta: int = 16,
     weights: str = "mean",
     prune: float = 0.01,
+    keep_topics: bool = False,
 ) -> dict[str, Any]:
     """SVI-Gibbs over the training corpus (its Parquet row groups as the stream),
     timed per minibatch; scored after every epoch. Returns its record and its
-    minibatches (as rows of ``data.X_train``)."""
+    minibatches (as rows of ``data.X_train``), and its final ``lam`` if asked."""
     from lsdask.engine import SerialExecutor
     from lsdask.io.doc_stream import DocumentStream
     from lsdask.learn.svi_gibbs import SviGibbs
@@ -106,6 +107,7 @@ def lsdask_run(
         "driver_share": state.driver_seconds / (state.driver_seconds + state.task_seconds),
         "load": load_now(),
         "log": state.minibatch_log,
+        **({"lam": state.topics.lam()} if keep_topics else {}),
     }
 
 
