@@ -26,13 +26,17 @@ def data():
     return _corpus(np.random.default_rng(7))
 
 
-def _lda(**kw):
+def svi_gibbs_kw(**kw):
+    """The small fits' settings, with ``kw`` over them."""
     base = dict(
         algorithm="svi-gibbs", alpha=1.0, eta=0.1, n_laps=3, minibatch_size=40,
         gibbs_burnin=2, gibbs_samples=2, random_state=3, client="sync", svi_delay=10.0,
     )  # fmt: skip
-    base.update(kw)
-    return lsdask.LDA(5, **base)
+    return {**base, **kw}
+
+
+def _lda(**kw):
+    return lsdask.LDA(5, **svi_gibbs_kw(**kw))
 
 
 def test_fit_learns_topics_and_keeps_them_sparse(data):

@@ -184,33 +184,43 @@ def test_lda_refuses_an_unknown_estimator(rng) -> None:
         lsdask.LDA(3, algorithm="svi-gibbs", gibbs_estimator="mean", client="sync").fit(X)
 
 
-def test_a_checkpoint_from_before_the_choice_resumes_as_draws(rng, tmp_path) -> None:
-    """Checkpoints hold no N-hat, only the topics; one written before
-    ``gibbs_estimator`` existed was made by the draws, so it resumes with
-    ``"draws"`` and is refused (naming the setting) with the RB estimator."""
+def resumes_as_before_the_choice(X, K, kw, setting, asked, tmp_path) -> None:
+    """A checkpoint written by ``LDA(K, **kw)`` before ``setting`` existed (the
+    setting dropped from its meta) resumes as ``kw[setting]`` (the value the old
+    code used), equal to an uninterrupted fit, and is refused naming the
+    setting when ``asked`` for another value."""
     import json
 
     import lsdask
     from lsdask.persist.svi_gibbs import checkpoint_path
 
-    X = _fit_data(rng)
-    kw = dict(
-        algorithm="svi-gibbs", alpha=1.0, minibatch_size=20, gibbs_burnin=1, gibbs_samples=1,
-        random_state=0, client="sync", gibbs_estimator="draws",
-    )  # fmt: skip
-    straight = lsdask.LDA(3, n_laps=3, **kw).fit(X)
+    kw = {k: v for k, v in kw.items() if k != "n_laps"}
+    straight = lsdask.LDA(K, n_laps=3, **kw).fit(X)
     ck = tmp_path / "ck"
-    lsdask.LDA(3, n_laps=2, checkpoint_dir=str(ck), **kw).fit(X)
+    lsdask.LDA(K, n_laps=2, checkpoint_dir=str(ck), **kw).fit(X)
     path = checkpoint_path(ck)
     with np.load(path) as f:
         arrays = dict(f)
     meta = json.loads(arrays["meta"].tobytes().decode())
-    del meta["settings"]["gibbs_estimator"]
+    del meta["settings"][setting]
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     np.savez(path.with_suffix(".tmp.npz"), **arrays)
     path.with_suffix(".tmp.npz").replace(path)
-    with pytest.raises(ValueError, match="gibbs_estimator: checkpoint 'draws'"):
-        lsdask.LDA(3, n_laps=1, checkpoint_dir=str(ck), resume=True,
-                   **{**kw, "gibbs_estimator": "rao-blackwell"}).fit(X)  # fmt: skip
-    again = lsdask.LDA(3, n_laps=1, checkpoint_dir=str(ck), resume=True, **kw).fit(X)
+    with pytest.raises(ValueError, match=f"{setting}: checkpoint {kw[setting]!r}, asked {asked!r}"):
+        lsdask.LDA(K, n_laps=1, checkpoint_dir=str(ck), resume=True,
+                   **{**kw, setting: asked}).fit(X)  # fmt: skip
+    again = lsdask.LDA(K, n_laps=1, checkpoint_dir=str(ck), resume=True, **kw).fit(X)
     np.testing.assert_array_equal(straight.components_, again.components_)
+
+
+def test_a_checkpoint_from_before_the_choice_resumes_as_draws(rng, tmp_path) -> None:
+    """Checkpoints hold no N-hat, only the topics; one written before
+    ``gibbs_estimator`` existed was made by the draws, so it resumes with
+    ``"draws"`` and is refused (naming the setting) with the RB estimator."""
+    kw = dict(
+        algorithm="svi-gibbs", alpha=1.0, minibatch_size=20, gibbs_burnin=1, gibbs_samples=1,
+        random_state=0, client="sync", gibbs_estimator="draws",
+    )  # fmt: skip
+    resumes_as_before_the_choice(
+        _fit_data(rng), 3, kw, "gibbs_estimator", "rao-blackwell", tmp_path
+    )

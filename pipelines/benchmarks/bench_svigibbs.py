@@ -466,7 +466,8 @@ def main(argv: list[str] | None = None) -> None:
     stem += "-" + args.weights.replace(",", "-")  # -mean, -geometric, -mean-geometric
     if args.prune != 0.01:
         stem += f"-prune{args.prune:g}"
-    first = args.weights.split(",")[0]
+    # the runs that take one estimator and one weight take the first of each
+    estimator, weights = args.estimators.split(",")[0], args.weights.split(",")[0]
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     run = Run(__file__, stem, args.out, argv, settings=settings)
     data = run.step(
@@ -510,9 +511,9 @@ def main(argv: list[str] | None = None) -> None:
                 1000,
                 args.scaling_epochs,
                 args.scaling_eta,
-                args.estimators.split(",")[0],
+                estimator,
                 args.quanta,
-                first,
+                weights,
                 args.prune,
             ),
         )
@@ -539,9 +540,9 @@ def main(argv: list[str] | None = None) -> None:
                 minibatch=100,
                 delay=10.0,
                 epochs=epochs,
-                estimator=args.estimators.split(",")[0],
+                estimator=estimator,
                 quanta=args.quanta,
-                weights=first,
+                weights=weights,
                 prune=args.prune,
             ),
         )
@@ -564,7 +565,7 @@ def main(argv: list[str] | None = None) -> None:
     main_log = None
     for B, S, delay, eta in configs[: 1 if args.quick else None]:
         key = f"B={B} S={S} delay={delay:g} eta={eta:g}"
-        key += _label(args.estimators.split(",")[0], args.quanta, first)
+        key += _label(estimator, args.quanta, weights)
         r = run.step(
             f"quality {key}",
             lambda B=B, S=S, delay=delay, eta=eta: lsdask_run(
@@ -576,9 +577,9 @@ def main(argv: list[str] | None = None) -> None:
                 minibatch=args.minibatch,
                 delay=delay,
                 epochs=epochs,
-                estimator=args.estimators.split(",")[0],
+                estimator=estimator,
                 quanta=args.quanta,
-                weights=first,
+                weights=weights,
                 prune=args.prune,
             ),
         )

@@ -166,12 +166,15 @@ def train_sklearn(
     return {"stop": reason, "cores": 1, "cores_note": "n_jobs=1 (+BLAS)"}
 
 
-def tomotopy_lda(X: sp.csr_matrix, K: int, seed: int, alpha: float | None = None) -> Any:
-    """tomotopy's LDAModel with the benchmark's priors (or ``alpha`` per topic)
-    holding the documents of X (word ids as strings, each repeated by its count)."""
+def tomotopy_lda(
+    X: sp.csr_matrix, K: int, seed: int, alpha: float | None = None, eta: float = ETA
+) -> Any:
+    """tomotopy's LDAModel with the benchmark's priors (or ``alpha`` per topic and
+    ``eta``) holding the documents of X (word ids as strings, each repeated by its
+    count)."""
     import tomotopy as tp
 
-    mdl = tp.LDAModel(k=K, alpha=ALPHA / K if alpha is None else alpha, eta=ETA, seed=seed)
+    mdl = tp.LDAModel(k=K, alpha=ALPHA / K if alpha is None else alpha, eta=eta, seed=seed)
     mdl.optim_interval = 0  # keep alpha fixed (tomotopy optimizes it every 10 iterations)
     for d in range(X.shape[0]):
         lo, hi = X.indptr[d], X.indptr[d + 1]
@@ -182,13 +185,15 @@ def tomotopy_lda(X: sp.csr_matrix, K: int, seed: int, alpha: float | None = None
     return mdl
 
 
-def tomotopy_pseudo_counts(mdl: Any, K: int, V: int, cache: dict[str, Any]) -> np.ndarray:
+def tomotopy_pseudo_counts(
+    mdl: Any, K: int, V: int, cache: dict[str, Any], eta: float = ETA
+) -> np.ndarray:
     """(K, V) topic-word counts + eta of a tomotopy model over the whole vocabulary
     (eta for words it never saw); ``cache`` keeps its word ids between calls."""
     if "ids" not in cache:
         cache["ids"] = np.array([int(w) for w in mdl.vocabs], dtype=np.int64)
     ids = cache["ids"]
-    lam = np.full((K, V), ETA)
+    lam = np.full((K, V), eta)
     for k in range(K):
         lam[k, ids] = np.asarray(mdl.get_topic_word_dist(k, normalize=False), dtype=np.float64)
     return lam
