@@ -57,7 +57,8 @@ GIBBS_TOL_LEARNED = 0.003
 
 #: Where ``LDA(alpha="auto")`` is learned, the Gibbs start samples from this prior per
 #: topic (tomotopy's default) and fits it to the sampled documents every 10 sweeps from
-#: sweep 20 on, as MALLET's and tomotopy's samplers do (``optim_interval``).
+#: sweep 20 on, as MALLET's and tomotopy's samplers do (``optim_interval``);
+#: ``algorithm="svi-gibbs"`` starts its learned prior there too.
 GIBBS_LEARNED_ALPHA_START = 0.1
 
 #: Documents LDA's Gibbs start samples: the whole corpus when it holds at most

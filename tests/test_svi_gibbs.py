@@ -128,7 +128,7 @@ def test_a_fitted_model_saves_loads_and_transforms(data, tmp_path):
         (dict(svi_delay=-1.0), ValueError, "svi_delay"),
         (dict(minibatch_size=301), ValueError, "minibatch_size=301 is larger than"),
         (dict(minibatch_size=0), ValueError, "minibatch_size"),
-        (dict(alpha="auto"), ValueError, "alpha='auto' is not supported"),
+        (dict(eta="auto"), ValueError, "eta='auto' is not supported"),
     ],
 )
 def test_bad_input(data, kw, error, match):

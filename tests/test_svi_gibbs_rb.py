@@ -128,7 +128,7 @@ def test_mean_rb_counts_match_the_enumerated_posterior_with_less_variance(rng, s
         1,
     )
     tables = (view.w_indptr, view.w_topics, view.w_excess, view.smooth, view.alpha)
-    keys, vals = sample_documents_rb(*args, RB_QUANTA, spread, *tables, view.cum_smooth)
+    keys, vals, _, _ = sample_documents_rb(*args, RB_QUANTA, spread, *tables, view.cum_smooth)
     # keys are merged per document: document d's keys follow d - 1's, in order
     doc = np.cumsum(np.r_[1, np.diff(keys) <= 0]) - 1
     assert doc[-1] == n_docs - 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from lsdask.engine import SerialExecutor
@@ -39,6 +40,10 @@ def _same_topics(a: SparseTopics, b: SparseTopics) -> None:
     np.testing.assert_array_equal(a.scaled.data, b.scaled.data)
     np.testing.assert_array_equal(a.scaled_totals, b.scaled_totals)
     assert a.pi == b.pi and a.n_resets == b.n_resets
+    assert (a.prior is None) == (b.prior is None)  # a learned prior, bit for bit too
+    if a.prior is not None and b.prior is not None:
+        for name in ("alpha", "keys", "mult", "lengths", "n_docs_of_length"):
+            np.testing.assert_array_equal(getattr(a.prior, name), getattr(b.prior, name))
 
 
 class CountingExecutor(SerialExecutor):
@@ -52,12 +57,16 @@ class CountingExecutor(SerialExecutor):
         return super().start_parts(fn, handles, shared)
 
 
-def test_the_replica_equals_the_drivers_topics_at_every_step():
+@pytest.mark.parametrize("learn_alpha", [False, True])
+def test_the_replica_equals_the_drivers_topics_at_every_step(learn_alpha):
     """Over 4 epochs with a broadcast of the topics every 3 steps, the running
     scale folded back every few steps and decayed entries pruned every 4, the
-    tasks' replica is the driver's topics."""
+    tasks' replica is the driver's topics (and learned prior)."""
     X = _docs(np.random.default_rng(0), 120)
-    learner = _learner(n_epochs=4, rebase_every=3, reset_below=0.3, prune=20.0, prune_every=4)
+    learner = _learner(
+        n_epochs=4, rebase_every=3, reset_below=0.3, prune=20.0, prune_every=4,
+        learn_alpha=learn_alpha,
+    )  # fmt: skip
     stream = DocumentStream(X)
     state = learner.start(stream, seed=3)
     svi_gibbs._REPLICAS.clear()
@@ -79,6 +88,9 @@ def test_the_replica_equals_the_drivers_topics_at_every_step():
     unpruned = _learner(n_epochs=4, rebase_every=3, reset_below=0.3, prune=0.0)
     kept = unpruned.run(stream, SerialExecutor(), unpruned.start(stream, seed=3)).topics
     assert state.topics.n_stored < kept.n_stored  # pruning was replayed too
+    if learn_alpha:  # the prior moved, and the replicas sampled against it
+        assert state.topics.prior is not None
+        assert np.abs(state.topics.prior.alpha - 0.25).max() > 0.01
 
 
 def test_each_minibatch_is_sampled_once_unless_new_documents_change_it(tmp_path):
@@ -148,15 +160,17 @@ def test_a_process_without_a_replica_starts_from_the_base():
     assert svi_gibbs._REPLICAS["fresh"][0] == 5
 
 
-def test_workers_that_lose_their_replicas_give_the_same_topics(tmp_path, dask_client):
+@pytest.mark.parametrize("learn_alpha", [False, True])
+def test_workers_that_lose_their_replicas_give_the_same_topics(tmp_path, dask_client, learn_alpha):
     """On a 2-process LocalCluster, with every worker's replica dropped after some
-    steps (as for a worker that joined late), the topics are the in-process run's."""
+    steps (as for a worker that joined late), the topics (and the learned prior)
+    are the in-process run's."""
     from lsdask.engine import DaskExecutor
 
     path = tmp_path / "c"
     X = _docs(np.random.default_rng(4), 90)
     Corpus.write(path, X, [f"w{i}" for i in range(V)], docs_per_row_group=30)
-    learner = _learner(n_epochs=2, rebase_every=4)
+    learner = _learner(n_epochs=2, rebase_every=4, learn_alpha=learn_alpha)
 
     def drop_replicas():
         from lsdask.learn import svi_gibbs as here

@@ -147,7 +147,10 @@ class LDA(VariationalEstimator):
         Topic-word Dirichlet pseudo-count. ``"auto"``: a symmetric eta fitted in every
         global step, jointly with the topics, to the topic-word counts (``eta_``).
         Learned priors need ``algorithm="memo"`` or ``"vb"``: SVI holds no
-        whole-corpus statistics to fit them to.
+        whole-corpus statistics to fit them to. ``algorithm="svi-gibbs"`` learns
+        ``alpha`` (not ``eta``): it keeps a running estimate of the corpus's
+        sampled document-topic counts and refits ``alpha_k`` to it after every
+        minibatch, starting at 0.1 per topic (online EM; docs/algorithms.md).
     algorithm : {"memo", "svi", "vb", "svi-gibbs", "esvi"}
         ``"svi-gibbs"``: stochastic VI with a sparse Gibbs local step (Mimno, Hoffman
         & Blei 2012; docs/algorithms.md): minibatches of ``minibatch_size`` documents

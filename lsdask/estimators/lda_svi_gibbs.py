@@ -16,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from lsdask import config
 from lsdask.engine import make_executor
 from lsdask.errors import DataError, FitInterrupted
+from lsdask.estimators.params import AUTO
 from lsdask.io.doc_stream import DocumentStream
 from lsdask.learn.svi_gibbs import StreamState, SviGibbs
 from lsdask.models.lda import LDAGlobals, LDAModel
@@ -68,7 +70,7 @@ def _settings(est: Any, V: int) -> dict[str, Any]:
     return {
         "n_components": int(est.n_components),
         "vocab_size": int(V),
-        "alpha": float(est.alpha),
+        "alpha": est.alpha if _learns_alpha(est) else float(est.alpha),
         "eta": float(est.eta),
         "gibbs_burnin": int(est.gibbs_burnin),
         "gibbs_samples": int(est.gibbs_samples),
@@ -79,6 +81,19 @@ def _settings(est: Any, V: int) -> dict[str, Any]:
         "svi_delay": float(est.svi_delay),
         "svi_kappa": float(est.svi_kappa),
     }
+
+
+def _learns_alpha(est: Any) -> bool:
+    return isinstance(est.alpha, str) and est.alpha == AUTO
+
+
+def _start_alpha(est: Any) -> np.ndarray:
+    """The per-topic prior the sampler starts from: alpha / K, or where it is
+    learned ``config.GIBBS_LEARNED_ALPHA_START`` per topic."""
+    K = int(est.n_components)
+    if _learns_alpha(est):
+        return np.full(K, float(config.GIBBS_LEARNED_ALPHA_START))
+    return np.full(K, float(est.alpha) / K)
 
 
 def _resumed(est: Any, settings: dict[str, Any]) -> StreamState | None:
@@ -137,7 +152,7 @@ def fit_svi_gibbs(
             "eta=0.3-0.4, or gibbs_weights='mean', is recommended (docs/algorithms.md)",
             float(est.eta),
         )
-    if float(est.alpha) / K < 0.01:
+    if not _learns_alpha(est) and float(est.alpha) / K < 0.01:
         logger.warning(
             "svi-gibbs with alpha=%g at K=%d is %.2g per topic: documents' starts stick to a "
             "few topics; the paper's 0.1 per topic is alpha=%g",
@@ -146,7 +161,8 @@ def fit_svi_gibbs(
     settings = _settings(est, V)
     learner = SviGibbs(
         n_topics=K,
-        alpha=np.full(K, float(est.alpha) / K),
+        alpha=_start_alpha(est),
+        learn_alpha=_learns_alpha(est),
         eta=float(est.eta),
         burnin=int(est.gibbs_burnin),
         samples=int(est.gibbs_samples),
@@ -175,11 +191,15 @@ def fit_svi_gibbs(
         if command_id is None
         else {"id": command_id, "target": learner.n_epochs, "done": False}
     )
-    model = LDAModel(K, V, alpha=float(est.alpha), eta=float(est.eta))
+
+    def model_of(s: StreamState) -> LDAModel:
+        prior = s.topics.prior
+        alpha = float(est.alpha) if prior is None else tuple(prior.alpha.tolist())
+        return LDAModel(K, V, alpha=alpha, eta=float(est.eta))
 
     def on_epoch(s: StreamState) -> None:
         if callback is not None:
-            glob = model.global_step(_stats(s, V))
+            glob = model_of(s).global_step(_stats(s, V))
             callback(EpochResult(glob, s.epoch, list(s.time_trace), list(s.nonzero_trace)))
 
     def write(s: StreamState) -> None:
@@ -204,6 +224,7 @@ def fit_svi_gibbs(
     if not state.finished:  # a stop was asked: the checkpoint (if any) is written
         raise FitInterrupted(est.checkpoint_dir)
     stats = _stats(state, V)
+    model = model_of(state)
     glob = model.global_step(stats)
     n = len(state.nonzero_trace)
     est.elbo_trace_ = np.full(n, np.nan)  # SVI-Gibbs computes no ELBO
@@ -219,7 +240,10 @@ def fit_svi_gibbs(
     est.converged_ = False
     est.n_features_in_ = V
     est._set_fitted(model, glob, stats, vocab)
-    est.alpha_trace_ = np.full(n, float(est.alpha))
+    if len(state.alpha_trace) == n:
+        est.alpha_trace_ = np.asarray(state.alpha_trace, dtype=np.float64)
+    else:  # a checkpoint written before the trace was kept: a fixed alpha
+        est.alpha_trace_ = np.full(n, float(np.sum(_start_alpha(est))))
     est._record_fit_params()
     return est
 

@@ -130,7 +130,9 @@ def positive_or_auto(what: str) -> Check:
 
     def check(name: str, value: Any, estimator: Any) -> None:
         if isinstance(value, str) and value == AUTO:
-            if estimator.algorithm in ("svi", "svi-gibbs"):
+            # svi-gibbs learns alpha from its sampled document-topic counts
+            learns = estimator.algorithm == "svi-gibbs" and name == "alpha"
+            if estimator.algorithm in ("svi", "svi-gibbs") and not learns:
                 raise ValueError(
                     f"{name}='auto' is not supported with algorithm={estimator.algorithm!r}: the "
                     "prior is fitted "
@@ -363,7 +365,8 @@ DOC_ALPHA = Param(
     "alpha", 0.5,
     positive_or_auto("each document's E[log pi_d] (the memo of every q(pi_d))"),
     "document-topic concentration in total, alpha/K per topic (default {default}); auto: "
-    "an asymmetric alpha_k per topic, learned in every global step from {default}/K",
+    "an asymmetric alpha_k per topic, learned in every global step from {default}/K "
+    "(svi-gibbs: after every minibatch, from 0.1 per topic)",
     Option("--alpha", parse_positive_or_auto, metavar="{ALPHA,auto}"),
 )  # fmt: skip
 ETA = Param(

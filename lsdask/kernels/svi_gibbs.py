@@ -516,8 +516,16 @@ def sample_documents_rb(
     bucket's too where ``spread_document``; the rest on one drawn topic):
     returns keys ``local word * K + topic`` (sorted within each
     document) and their quanta summed over the kept sweeps (each token adds
-    ``quanta`` per kept sweep), merged per document."""
+    ``quanta`` per kept sweep), merged per document; and each kept sweep's
+    document-topic counts at its end, as the topics and counts of every
+    document's active topics (what a learned prior is fitted to)."""
     K = smooth.size
+    T = 0
+    for e in range(counts.size):
+        T += counts[e]
+    doc_topics = np.empty(T * samples, np.int64)
+    doc_counts = np.empty(T * samples, np.int64)
+    n_doc = 0
     ndk = np.zeros(K, np.int64)
     where = np.zeros(K, np.int64)
     active = np.zeros(K, np.int64)
@@ -580,10 +588,15 @@ def sample_documents_rb(
                 z[i] = k
                 n_active = _add(k, ndk, active, where, n_active)
                 doc_total += smooth[k]
+            if kept:
+                for a in range(n_active):
+                    doc_topics[n_doc] = active[a]
+                    doc_counts[n_doc] = ndk[active[a]]
+                    n_doc += 1
         n_out = _merge_from(doc_start, n_out, keys, vals)
         for a in range(n_active):
             ndk[active[a]] = 0
-    return keys[:n_out].copy(), vals[:n_out].copy()
+    return keys[:n_out].copy(), vals[:n_out].copy(), doc_topics[:n_doc], doc_counts[:n_doc]
 
 
 @numba.njit(cache=True, nogil=True)

@@ -61,6 +61,7 @@ import scipy.sparse as sp
 from lsdask.errors import DataError
 from lsdask.learn.base import progress_bar
 from lsdask.learn.protocols import Executor
+from lsdask.models.collapsed import DocTopicCounts, StreamPrior
 from lsdask.models.sparse_topics import (
     RB_QUANTA,
     RESET_BELOW,
@@ -68,11 +69,15 @@ from lsdask.models.sparse_topics import (
     SparseTopics,
     TopicWordCounts,
     quanta_per_token,
-    sample_counts,
+    sample_counts_and_doc_topics,
     sum_as_matrix,
 )
 
 logger = logging.getLogger(__name__)
+
+#: the smallest a learned per-topic prior a_k may become (a topic no document
+#: takes keeps a chance to be drawn from the smoothing bucket)
+ALPHA_FLOOR = 1e-4
 
 #: CPU seconds of this process's threads by phase of a step (the tasks' and the
 #: driver's), and how often each ran: what a benchmark reads to see where a
@@ -146,6 +151,11 @@ class Update:
     factor: float
     #: entries of Ñ below this are dropped after the update (0: none)
     prune_below: float = 0.0
+    #: where the document-topic prior is learned, the kept sweeps per document
+    #: that the parts' document-topic counts add up (0: the prior is fixed),
+    #: and ``D / (|B| S)``, what turns them into the corpus's
+    prior_sweeps: int = 0
+    prior_scale: float = 0.0
 
 
 def apply_update(
@@ -153,15 +163,34 @@ def apply_update(
     counts: TopicWordCounts | list[TopicWordCounts],
     update: Update,
     reset_below: float,
+    doc_topics: DocTopicCounts | None = None,
 ) -> None:
     """One step's update of ``topics`` (in place) by its summed counts, or by the
     list of the parts' counts (their sum is exact, so both are the same
-    update); the same in the driver and in every replica, so that they stay
-    equal bit for bit."""
+    update), and of the learned prior ``topics.prior`` by the minibatch's
+    ``doc_topics`` where ``update.prior_sweeps``; the same in the driver and in
+    every replica, so that they stay equal bit for bit."""
     terms = counts if isinstance(counts, list) else [counts]
     scaled = sum_as_matrix(terms, topics.vocab_size) * update.factor
     topics.step(update.rho, scaled, reset_below)
     topics.prune(update.prune_below)
+    if update.prior_sweeps:
+        if topics.prior is None or doc_topics is None:
+            raise RuntimeError(f"step {update.step} learns the prior but has no prior or counts")
+        topics.prior.update(doc_topics, update.rho, update.prior_scale, ALPHA_FLOOR)
+
+
+def _apply_parts(
+    topics: SparseTopics,
+    summed: PartCounts | list[PartCounts],
+    update: Update,
+    reset_below: float,
+) -> None:
+    """:func:`apply_update` by a step's parts (or their sum)."""
+    doc_topics = None
+    if update.prior_sweeps:
+        doc_topics = PartCounts.doc_topic_counts(summed, topics.n_topics, update.prior_sweeps)
+    apply_update(topics, PartCounts.terms(summed), update, reset_below, doc_topics)
 
 
 @dataclass(frozen=True)
@@ -176,20 +205,44 @@ class PartCounts:
     #: each document's tokens, in the part's order (the driver balances later
     #: parts by them); None where not known
     n_tokens: np.ndarray | None = None
+    #: the documents' topic counts at the end of each kept sweep
+    #: (:func:`~lsdask.models.sparse_topics.doc_topic_histogram`) where the
+    #: prior is learned; else None
+    doc_topics: TopicWordCounts | None = None
 
     def __add__(self, other: PartCounts) -> PartCounts:
         with _phase("sum"):
             tokens = None
             if self.n_tokens is not None and other.n_tokens is not None:
                 tokens = np.concatenate([self.n_tokens, other.n_tokens])
+            doc_topics = None
+            if self.doc_topics is not None and other.doc_topics is not None:
+                doc_topics = self.doc_topics + other.doc_topics
             return PartCounts(
-                self.counts + other.counts, np.concatenate([self.doc_ids, other.doc_ids]), tokens
-            )
+                self.counts + other.counts, np.concatenate([self.doc_ids, other.doc_ids]),
+                tokens, doc_topics,
+            )  # fmt: skip
 
     @staticmethod
     def terms(summed: PartCounts | list[PartCounts]) -> list[TopicWordCounts]:
         """The counts of a step's parts (or of their sum), in order."""
         return [p.counts for p in summed] if isinstance(summed, list) else [summed.counts]
+
+    @staticmethod
+    def doc_topic_counts(
+        summed: PartCounts | list[PartCounts], n_topics: int, sweeps: int
+    ) -> DocTopicCounts:
+        """The minibatch's document-topic counts over its ``sweeps`` kept sweeps
+        (exact sums, so the same whatever the parts)."""
+        parts = summed if isinstance(summed, list) else [summed]
+        if any(p.doc_topics is None or p.n_tokens is None for p in parts):
+            raise RuntimeError("a part came back without its document-topic counts")
+        hist = parts[0].doc_topics
+        for p in parts[1:]:
+            hist = hist + p.doc_topics  # type: ignore[operator]
+        assert hist is not None
+        lengths = np.concatenate([p.n_tokens for p in parts if p.n_tokens is not None])
+        return DocTopicCounts.of_histogram(n_topics, hist.keys, hist.counts, lengths, sweeps)
 
 
 @dataclass(frozen=True)
@@ -222,7 +275,8 @@ def replica_view(
 ) -> SamplerView:
     """The view for step ``step`` over ``words`` of this process's replica of the
     topics, brought to the step before by the updates it has not applied yet
-    (from a copy of ``base`` where it has no replica, or one older than the base)."""
+    (from a copy of ``base`` where it has no replica, or one older than the base),
+    with the replica's learned prior where it has one, else ``alpha``."""
     last = updates[-1][0].step if updates else source.base_step
     if last != step - 1:
         raise RuntimeError(f"step {step} needs the topics after step {step - 1}, not {last}")
@@ -233,13 +287,14 @@ def replica_view(
                 at, topics = source.base_step, copy.deepcopy(base)
             for update, summed in updates:
                 if update.step > at:
-                    apply_update(topics, PartCounts.terms(summed), update, source.reset_below)
+                    _apply_parts(topics, summed, update, source.reset_below)
                     at = update.step
             _REPLICAS[source.key] = (at, topics)
             while len(_REPLICAS) > _REPLICAS_KEPT:
                 _REPLICAS.popitem(last=False)
         with _phase("view"):
-            return topics.view(words, alpha, step, weights)
+            prior = alpha if topics.prior is None else topics.prior.alpha
+            return topics.view(words, prior, step, weights)
 
 
 @dataclass(frozen=True)
@@ -257,6 +312,8 @@ class GibbsTask:
     estimator: str = "draws"
     quanta: int = RB_QUANTA
     weights: str = "mean"
+    #: return the documents' topic counts too (the prior is learned)
+    doc_topics: bool = False
 
     def __call__(self, part: DocumentsPart, shared: Any) -> PartCounts:
         source, base, updates = shared
@@ -267,7 +324,7 @@ class GibbsTask:
         view = replica_view(source, base, updates, words, alpha, self.step, self.weights)
         try:
             with _phase("sample"):
-                counts = sample_counts(
+                counts, doc_topics = sample_counts_and_doc_topics(
                     rows,
                     doc_ids,
                     view,
@@ -280,7 +337,10 @@ class GibbsTask:
         except ValueError as exc:
             raise DataError(f"{part.where}: {exc}") from exc
         n_tokens = np.asarray(rows.sum(axis=1), dtype=np.int64).ravel()
-        return PartCounts(counts, np.asarray(doc_ids, dtype=np.int64), n_tokens)
+        return PartCounts(
+            counts, np.asarray(doc_ids, dtype=np.int64), n_tokens,
+            doc_topics if self.doc_topics else None,
+        )  # fmt: skip
 
 
 @dataclass
@@ -309,6 +369,8 @@ class StreamState:
     nonzero_trace: list[int] = field(default_factory=list)
     docs_trace: list[int] = field(default_factory=list)
     time_trace: list[float] = field(default_factory=list)
+    #: per completed epoch: the document-topic prior's total ``sum_k a_k``
+    alpha_trace: list[float] = field(default_factory=list)
     #: the documents of every minibatch, as doc ids, when asked (tests)
     minibatch_log: list[np.ndarray] | None = None
     #: seconds of this run in the driver (the parts, the update) and waiting for
@@ -352,6 +414,12 @@ class SviGibbs:
     prune : float
         Every ``prune_every`` steps the entries of Ñ below ``prune * eta`` are
         dropped (:meth:`SparseTopics.prune`); 0 keeps every entry (Eq. 11 exactly).
+    learn_alpha : bool
+        Learn the per-topic prior, starting from ``alpha``: the minibatches'
+        sampled document-topic counts are averaged as the topics' are, and the
+        prior is refitted to them after every step
+        (:class:`~lsdask.models.collapsed.StreamPrior`, kept in
+        ``state.topics.prior``).
     rebase_every : int
         Steps between broadcasts of the whole topics to the tasks' replicas.
     """
@@ -373,6 +441,7 @@ class SviGibbs:
     weights: str = "mean"
     prune: float = 0.01
     prune_every: int = 16
+    learn_alpha: bool = False
     #: steps between broadcasts of the whole topics to the replicas (a process
     #: that has none, or a stale one, starts from the last)
     rebase_every: int = 8
@@ -385,8 +454,11 @@ class SviGibbs:
     def start(self, stream: DocumentStream, seed: int) -> StreamState:
         """The state before the first minibatch: topics at the prior."""
         rng = np.random.default_rng(seed)
+        topics = SparseTopics.at_prior(self.n_topics, stream.n_features, self.eta)
+        if self.learn_alpha:
+            topics.prior = StreamPrior.start(self.alpha)
         return StreamState(
-            topics=SparseTopics.at_prior(self.n_topics, stream.n_features, self.eta),
+            topics=topics,
             seed=int(rng.integers(2**62)),
             rng_state=dict(rng.bit_generator.state),
         )
@@ -452,6 +524,8 @@ class SviGibbs:
             state.nonzero_trace.append(state.topics.n_stored)
             state.docs_trace.append(stream_docs(state))
             state.time_trace.append(time.perf_counter() - started)
+            prior = self.alpha if state.topics.prior is None else state.topics.prior.alpha
+            state.alpha_trace.append(float(np.sum(prior)))
             logger.info(
                 "svi-gibbs epoch %d: %d minibatches, %d stored entries of N-tilde (%.3g%% of KV)",
                 state.epoch, state.step, state.topics.n_stored,
@@ -495,7 +569,9 @@ class SviGibbs:
             rho = (self.delay + t) ** (-self.kappa)
             factor = stream_docs(state) / (len(refs) * self._per_token())
             prune = self.prune * self.eta if t % self.prune_every == 0 else 0.0
-            update = Update(t, rho, factor, prune)
+            sweeps = self.samples if self.learn_alpha else 0
+            scale = stream_docs(state) / (len(refs) * self.samples) if sweeps else 0.0
+            update = Update(t, rho, factor, prune, sweeps, scale)
             end = state.pos + len(refs)
             following = state.queue[end : end + self.minibatch_size]
             if len(following):
@@ -510,7 +586,7 @@ class SviGibbs:
             tokens = np.concatenate([p.n_tokens for p in parts if p.n_tokens is not None])
             chain.tokens.record(current.refs, tokens, state.sizes)
         with _phase("driver_update"):
-            apply_update(state.topics, PartCounts.terms(parts), update, self.reset_below)
+            _apply_parts(state.topics, parts, update, self.reset_below)
         chain.add(update, current.summed)
         state.step = t
         state.task_seconds += back - asked
@@ -543,6 +619,7 @@ class SviGibbs:
             self.estimator,
             self.quanta,
             self.weights,
+            self.learn_alpha,
         )
         return _Started(t, refs, executor.start_parts(task, handles, shared))
 

@@ -27,10 +27,21 @@ distinct values: ``psi(n + a) - psi(a)`` is summed once per distinct
 (topic, count) pair, times how many documents share it, and likewise for the
 document lengths. A step then costs the number of distinct pairs, which is
 far below the number of non-zero counts.
+
+A stream (SVI-Gibbs) never holds every document's counts at once. The
+evidence depends on the documents only through the counts' distinct values,
+so a stream keeps a running estimate of the corpus's histogram of them, as
+it keeps one of the topic-word counts (Eq. 11): after each minibatch
+``H <- (1 - rho_t) H + rho_t (D / |B|) H_B``, and the prior is refitted to
+``H`` by a few fixed point steps from where it was (:class:`StreamPrior`).
+This is online EM (Cappe & Moulines 2009): the sufficient statistics are
+averaged, and the M-step maximizes the evidence they give; warm-started,
+the few steps per minibatch add up to the fixed point as ``H`` settles.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -39,6 +50,7 @@ from scipy.special import digamma, gammaln
 
 __all__ = [
     "DocTopicCounts",
+    "StreamPrior",
     "doc_topic_evidence",
     "fit_alpha_to_doc_counts",
     "joint_log_likelihood",
@@ -93,6 +105,21 @@ class DocTopicCounts(NamedTuple):
             length, n_of.astype(np.float64), int(shape[0]), int(shape[1]),
         )  # fmt: skip
 
+    @classmethod
+    def of_histogram(
+        cls, n_topics: int, keys: Any, mult: Any, lengths: Any, times: int = 1
+    ) -> DocTopicCounts:
+        """The counts of documents of ``lengths`` tokens each, given by their
+        distinct values: ``mult[i]`` documents hold ``keys[i] // K`` tokens of
+        topic ``keys[i] % K``. Each document is counted ``times`` times (the
+        kept sweeps that ``mult`` adds up)."""
+        keys = np.asarray(keys, dtype=np.int64)
+        length, n_of = np.unique(np.asarray(lengths, dtype=np.int64), return_counts=True)
+        return cls(
+            keys % n_topics, keys // n_topics, np.asarray(mult, dtype=np.float64),
+            length, n_of.astype(np.float64) * times, int(np.size(lengths)) * times, n_topics,
+        )  # fmt: skip
+
 
 def doc_topic_evidence(counts: DocTopicCounts, alpha: Any) -> float:
     """``E(alpha)``, the log evidence of the counts under ``Dir(alpha)`` (see the module
@@ -113,6 +140,86 @@ def _step(counts: DocTopicCounts, a: np.ndarray, floor: float) -> np.ndarray:
     if not den > 0:  # no document holds a token
         return a
     return np.maximum(a * num / den, floor)
+
+
+#: fixed point steps a stream's prior takes after each minibatch
+STREAM_STEPS = 5
+
+#: a running histogram drops the entries whose weight fell below this many documents
+STREAM_DROP_BELOW = 1e-6
+
+
+@dataclass
+class StreamPrior:
+    """A document-topic prior learned from a stream of minibatches (online EM;
+    see the module docstring).
+
+    ``keys`` (``count * K + topic``, sorted) and ``mult`` are the running
+    histogram of the documents' topic counts, ``lengths`` and
+    ``n_docs_of_length`` that of their lengths, each scaled to the corpus;
+    ``alpha`` the prior fitted to them.
+    """
+
+    alpha: np.ndarray
+    keys: np.ndarray
+    mult: np.ndarray
+    lengths: np.ndarray
+    n_docs_of_length: np.ndarray
+
+    @classmethod
+    def start(cls, alpha: Any) -> StreamPrior:
+        """The prior ``alpha`` before any document."""
+        a = np.array(alpha, dtype=np.float64)
+        if a.ndim != 1 or not (np.isfinite(a).all() and a.min() > 0):
+            raise ValueError("alpha must be a vector of positive finite values, one per topic")
+        empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0)
+        return cls(a, empty_i, empty_f, empty_i.copy(), empty_f.copy())
+
+    @property
+    def n_topics(self) -> int:
+        return int(self.alpha.size)
+
+    def counts(self) -> DocTopicCounts:
+        """The running histogram as :class:`DocTopicCounts` (fractional documents)."""
+        K = self.n_topics
+        n_docs = round(float(self.n_docs_of_length.sum()))
+        return DocTopicCounts(
+            self.keys % K, self.keys // K, self.mult, self.lengths, self.n_docs_of_length,
+            n_docs, K,
+        )  # fmt: skip
+
+    def update(self, batch: DocTopicCounts, rho: float, scale: float, floor: float = 1e-4) -> None:
+        """Mix a minibatch's counts ``batch``, scaled by ``scale`` (``D / |B|``
+        over the times each document is counted), into the running histogram
+        with weight ``rho``; then refit alpha by :data:`STREAM_STEPS` fixed point
+        steps from where it was (each alpha_k at least ``floor``)."""
+        if not 0.0 < rho <= 1.0:
+            raise ValueError(f"rho must be in (0, 1]; got {rho!r}")
+        if batch.n_topics != self.n_topics:
+            raise ValueError(f"counts over {batch.n_topics} topics, prior over {self.n_topics}")
+        K = self.n_topics
+        self.keys, self.mult = _mix(
+            self.keys, self.mult, batch.value * K + batch.topic, batch.mult, rho, scale
+        )
+        self.lengths, self.n_docs_of_length = _mix(
+            self.lengths, self.n_docs_of_length, batch.length, batch.n_docs_of_length, rho, scale
+        )
+        self.alpha = fit_alpha_to_doc_counts(
+            self.counts(), self.alpha, floor=floor, max_iters=STREAM_STEPS
+        )
+
+
+def _mix(
+    keys: np.ndarray, mult: np.ndarray, new_keys: Any, new_mult: Any, rho: float, scale: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(1 - rho) old + rho scale new`` of two histograms given as keys and
+    weights, as sorted distinct keys; entries under :data:`STREAM_DROP_BELOW` are dropped."""
+    both = np.concatenate([keys, np.asarray(new_keys, dtype=np.int64)])
+    weights = np.concatenate([(1.0 - rho) * mult, rho * scale * np.asarray(new_mult, np.float64)])
+    merged, at = np.unique(both, return_inverse=True)
+    summed = np.bincount(at, weights=weights, minlength=merged.size)
+    keep = summed >= STREAM_DROP_BELOW
+    return merged[keep], summed[keep]
 
 
 def fit_alpha_to_doc_counts(

@@ -36,6 +36,7 @@ import scipy.sparse as sp
 from scipy.special import digamma
 
 from lsdask.kernels.svi_gibbs import merge_counts
+from lsdask.models.collapsed import StreamPrior
 
 #: the running scale ``pi_t`` is folded into the entries when it falls below this
 RESET_BELOW = 1e-100
@@ -167,6 +168,10 @@ class SparseTopics:
         The running product of ``(1 - rho)`` since the last reset.
     n_resets : int
         Times the scale was folded back into ``M``.
+    prior : StreamPrior or None
+        The document-topic prior where the stream learns it (it then travels
+        with the topics, so every replica samples against the same); None
+        where it is fixed.
     """
 
     eta: float
@@ -174,6 +179,7 @@ class SparseTopics:
     scaled_totals: np.ndarray
     pi: float = 1.0
     n_resets: int = 0
+    prior: StreamPrior | None = None
 
     @classmethod
     def at_prior(cls, n_topics: int, vocab_size: int, eta: float) -> SparseTopics:
@@ -284,6 +290,15 @@ class SparseTopics:
         )
 
 
+def doc_topic_histogram(n_topics: int, topics: np.ndarray, counts: np.ndarray) -> TopicWordCounts:
+    """Document-topic counts by their distinct values, as keys ``count * K + topic``
+    and how many (document, kept sweep) pairs hold ``count`` tokens of ``topic``:
+    whole numbers, so the parts' histograms add exactly in any order (by
+    :class:`TopicWordCounts`' ``+``), and what a learned document-topic prior is
+    fitted to (:class:`lsdask.models.collapsed.StreamPrior`)."""
+    return TopicWordCounts.from_draws(n_topics, np.asarray(counts), np.asarray(topics))
+
+
 def sample_counts(
     rows: sp.csr_matrix,
     doc_ids: np.ndarray,
@@ -294,12 +309,30 @@ def sample_counts(
     estimator: str = "draws",
     quanta: int = RB_QUANTA,
 ) -> TopicWordCounts:
+    """:func:`sample_counts_and_doc_topics`' topic-word counts alone."""
+    return sample_counts_and_doc_topics(
+        rows, doc_ids, view, burnin, samples, seed, estimator, quanta
+    )[0]
+
+
+def sample_counts_and_doc_topics(
+    rows: sp.csr_matrix,
+    doc_ids: np.ndarray,
+    view: SamplerView,
+    burnin: int,
+    samples: int,
+    seed: int,
+    estimator: str = "draws",
+    quanta: int = RB_QUANTA,
+) -> tuple[TopicWordCounts, TopicWordCounts]:
     """The kept sweeps' topic-word counts of documents ``rows`` (CSR of whole
     counts over the vocabulary), summed over the ``samples`` kept sweeps, each
     document's draws keyed by ``(seed, view.step, doc_ids[d])``: ``S`` times
     Eq. 10's N-hat for ``estimator="draws"`` (a token's drawn topic), ``S Q``
     times it for ``"rao-blackwell"`` and ``"rao-blackwell-doc"`` (a token's
-    conditional in quanta of ``1 / Q``, ``Q = quanta``; the chains are the same).
+    conditional in quanta of ``1 / Q``, ``Q = quanta``; the chains are the same);
+    and the documents' topic counts at the end of each kept sweep
+    (:func:`doc_topic_histogram`).
 
     Raises ValueError where a count is not a whole number or a word is not
     among the view's (the minibatch's) words.
@@ -327,7 +360,7 @@ def sample_counts(
     if estimator != "draws":
         from lsdask.kernels.svi_gibbs import sample_documents_rb
 
-        keys, vals = sample_documents_rb(
+        keys, vals, doc_topics, doc_counts = sample_documents_rb(
             rows.indptr.astype(np.int64), local.astype(np.int64), whole,
             np.asarray(doc_ids, dtype=np.int64), np.uint64(seed), np.uint64(view.step),
             int(burnin), int(samples), int(quanta), estimator == "rao-blackwell-doc",
@@ -335,7 +368,10 @@ def sample_counts(
         )  # fmt: skip
         K = view.n_topics
         merged, at = np.unique(view.word_ids[keys // K] * K + keys % K, return_inverse=True)
-        return TopicWordCounts(K, merged, np.bincount(at, vals, merged.size).astype(np.int64))
+        return (
+            TopicWordCounts(K, merged, np.bincount(at, vals, merged.size).astype(np.int64)),
+            doc_topic_histogram(K, doc_topics, doc_counts),
+        )
     T = int(whole.sum())
     out_words = np.empty(T * samples, np.int64)
     out_topics = np.empty(T * samples, np.int64)
@@ -345,4 +381,16 @@ def sample_counts(
         int(burnin), int(samples), view.w_indptr, view.w_topics, view.w_excess, view.smooth,
         view.alpha, view.cum_smooth, out_words, out_topics,
     )  # fmt: skip
-    return TopicWordCounts.from_draws(view.n_topics, view.word_ids[out_words], out_topics)
+    K = view.n_topics
+    # the draws of kept sweep s are out_*[s T : (s + 1) T], the documents' tokens in order
+    n_docs = rows.shape[0]
+    entry_doc = np.repeat(np.arange(n_docs, dtype=np.int64), np.diff(rows.indptr))
+    per_doc = np.bincount(entry_doc, weights=whole, minlength=n_docs).astype(np.int64)
+    doc_of_token = np.repeat(np.arange(n_docs, dtype=np.int64), per_doc)
+    sweep_doc = np.repeat(np.arange(samples, dtype=np.int64) * n_docs, T)
+    sweep_doc += np.tile(doc_of_token, samples)
+    pairs, n_dk = np.unique(sweep_doc * K + out_topics, return_counts=True)
+    return (
+        TopicWordCounts.from_draws(K, view.word_ids[out_words], out_topics),
+        doc_topic_histogram(K, pairs % K, n_dk),
+    )

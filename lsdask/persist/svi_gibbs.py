@@ -2,7 +2,8 @@
 
 One file, ``ckpt-svi-gibbs.npz`` in the checkpoint folder, replaced
 atomically (written beside it, flushed, renamed over it): the stored
-entries of ``M = Ñ / pi`` as CSR arrays, their column totals, and a JSON
+entries of ``M = Ñ / pi`` as CSR arrays, their column totals, the learned
+document-topic prior where there is one, and a JSON
 member with the scale, the step and epoch counters, the epoch's queue
 position, the groups known (by key), the seed and the generator's state, the
 per-epoch traces and the run's settings. A resumed run continues with the
@@ -22,6 +23,7 @@ import scipy.sparse as sp
 
 from lsdask.io import fsops
 from lsdask.learn.svi_gibbs import StreamState
+from lsdask.models.collapsed import StreamPrior
 from lsdask.models.sparse_topics import SparseTopics
 from lsdask.persist.checked_npz import read_npz
 
@@ -59,6 +61,7 @@ def save_stream_state(
         "nonzero_trace": state.nonzero_trace,
         "docs_trace": state.docs_trace,
         "time_trace": state.time_trace,
+        "alpha_trace": state.alpha_trace,
     }
     M = topics.scaled.tocsr()
     buffer = io.BytesIO()
@@ -70,6 +73,7 @@ def save_stream_state(
         shape=np.array(M.shape, np.int64),
         totals=topics.scaled_totals,
         queue=state.queue.astype(np.int64),
+        **_prior_arrays(topics.prior),
         meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
     )
     target = checkpoint_path(folder)
@@ -129,7 +133,8 @@ def load_stream_state(folder: str | os.PathLike[str]) -> tuple[StreamState, dict
             and isinstance(command.get("done"), bool)
         ):
             raise ValueError("'command' must be an object of id, target (epochs) and done")
-        topics = SparseTopics(float(meta["eta"]), M, totals, pi, int(meta["n_resets"]))
+        prior = _read_prior(arrays, shape[1]) if "alpha" in arrays else None
+        topics = SparseTopics(float(meta["eta"]), M, totals, pi, int(meta["n_resets"]), prior)
         state = StreamState(
             topics=topics,
             seed=int(meta["seed"]),
@@ -144,6 +149,8 @@ def load_stream_state(folder: str | os.PathLike[str]) -> tuple[StreamState, dict
             nonzero_trace=[int(x) for x in meta["nonzero_trace"]],
             docs_trace=[int(x) for x in meta["docs_trace"]],
             time_trace=[float(x) for x in meta["time_trace"]],
+            # absent from checkpoints written before it was kept
+            alpha_trace=[float(x) for x in meta.get("alpha_trace", [])],
             command=command,
         )
         return state, dict(meta["settings"])
@@ -154,6 +161,40 @@ def load_stream_state(folder: str | os.PathLike[str]) -> tuple[StreamState, dict
             f"{where} is damaged or not an SVI-Gibbs checkpoint ({exc}); delete it to start "
             "over, or resume from another folder"
         ) from exc
+
+
+def _prior_arrays(prior: StreamPrior | None) -> dict[str, np.ndarray]:
+    """A learned prior's arrays in the checkpoint (none for a fixed one)."""
+    if prior is None:
+        return {}
+    return {
+        "alpha": prior.alpha,
+        "prior_keys": prior.keys,
+        "prior_mult": prior.mult,
+        "prior_lengths": prior.lengths,
+        "prior_length_mult": prior.n_docs_of_length,
+    }
+
+
+def _read_prior(arrays: dict[str, np.ndarray], K: int) -> StreamPrior:
+    """The learned prior of a checkpoint's arrays, checked."""
+    alpha = np.asarray(arrays["alpha"], dtype=np.float64)
+    if alpha.shape != (K,) or not (np.isfinite(alpha).all() and alpha.min() > 0):
+        raise ValueError(f"the learned prior 'alpha' must hold {K} positive finite values")
+    keys = np.asarray(arrays["prior_keys"], dtype=np.int64)
+    lengths = np.asarray(arrays["prior_lengths"], dtype=np.int64)
+    mult = np.asarray(arrays["prior_mult"], dtype=np.float64)
+    n_of = np.asarray(arrays["prior_length_mult"], dtype=np.float64)
+    for name, k, w in (("prior_keys", keys, mult), ("prior_lengths", lengths, n_of)):
+        if (
+            k.shape != w.shape
+            or k.ndim != 1
+            or (k.size and (k.min() < 0 or (np.diff(k) <= 0).any()))
+        ):
+            raise ValueError(f"'{name}' must be sorted, distinct, >= 0, one per weight")
+        if not (np.isfinite(w).all() and (w >= 0).all()):
+            raise ValueError(f"the weights of '{name}' must be finite and >= 0")
+    return StreamPrior(alpha, keys, mult, lengths, n_of)
 
 
 def mark_command_done(folder: str | os.PathLike[str], command_id: str) -> bool:

@@ -53,6 +53,7 @@ def lsdask_run(
     weights: str = "mean",
     prune: float = 0.01,
     keep_topics: bool = False,
+    learn_alpha: bool = False,
 ) -> dict[str, Any]:
     """SVI-Gibbs over the training corpus (its Parquet row groups as the stream),
     timed per minibatch; scored after every epoch. Returns its record and its
@@ -66,6 +67,7 @@ def lsdask_run(
         n_topics=K, alpha=np.full(K, ALPHA_PER_TOPIC), eta=eta, burnin=burnin,
         samples=samples, minibatch_size=minibatch, delay=delay, kappa=KAPPA, n_epochs=epochs,
         progress=False, estimator=estimator, quanta=quanta, weights=weights, prune=prune,
+        **({"learn_alpha": True} if learn_alpha else {}),
     )  # fmt: skip
     state = learner.start(stream, seed)
     state.minibatch_log = []
@@ -87,6 +89,17 @@ def lsdask_run(
             "nonzero": s.topics.n_stored,
             "nonzero_frac": s.topics.n_stored / (K * stream.n_features),
         }
+        prior = getattr(s.topics, "prior", None)
+        if prior is not None:
+            row["alpha_total"] = float(prior.alpha.sum())
+            if score:  # the same topics, completed under the prior they learned
+                from lsdask.evaluate import document_completion
+
+                lam = s.topics.lam()
+                topics = lam / lam.sum(axis=1, keepdims=True)
+                row["heldout_own_prior"] = float(
+                    document_completion(data.A, data.B, topics, prior.alpha)
+                )
         if score:
             row.update(evaluate(data, s.topics.lam(), eta))
         epochs_out.append(row)
@@ -446,6 +459,11 @@ def main(argv: list[str] | None = None) -> None:
         "0.01; 0 keeps every entry, the paper's update)",
     )  # fmt: skip
     parser.add_argument(
+        "--alpha", default="fixed",
+        help="lsdask's document-topic prior in --only-quality, comma-separated: fixed "
+        f"({ALPHA_PER_TOPIC} per topic, the peers'), auto (learned from that start)",
+    )  # fmt: skip
+    parser.add_argument(
         "--skip-peers", action="store_true",
         help="--only-quality without the peers (their numbers are in earlier results)",
     )  # fmt: skip
@@ -466,6 +484,8 @@ def main(argv: list[str] | None = None) -> None:
     stem += "-" + args.weights.replace(",", "-")  # -mean, -geometric, -mean-geometric
     if args.prune != 0.01:
         stem += f"-prune{args.prune:g}"
+    if args.alpha != "fixed":
+        stem += "-alpha-" + args.alpha.replace(",", "-")
     # the runs that take one estimator and one weight take the first of each
     estimator, weights = args.estimators.split(",")[0], args.weights.split(",")[0]
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
@@ -618,15 +638,17 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
                score=False)  # fmt: skip
     quality: dict[str, Any] = {}
     main_log = None
-    for spec, est, w in itertools.product(
-        args.quality_sweeps.split(","), args.estimators.split(","), args.weights.split(",")
-    ):
+    for spec, est, w, a in itertools.product(
+        args.quality_sweeps.split(","), args.estimators.split(","), args.weights.split(","),
+        args.alpha.split(","),
+    ):  # fmt: skip
         B, S = (int(x) for x in spec.split(":"))
         key = f"B={B} S={S} delay=10 eta={eta:g}{_label(est, args.quanta, w)}"
-        r = run.step(f"quality {key}", lambda B=B, S=S, est=est, w=w: lsdask_run(
+        key += " alpha auto" if a == "auto" else ""
+        r = run.step(f"quality {key}", lambda B=B, S=S, est=est, w=w, a=a: lsdask_run(
             data, Kq, eta=eta, burnin=B, samples=S, minibatch=args.minibatch, delay=10.0,
             epochs=args.epochs, estimator=est, quanta=args.quanta, weights=w,
-            prune=args.prune))  # fmt: skip
+            prune=args.prune, learn_alpha=a == "auto"))  # fmt: skip
         log_ids = r.pop("log")
         main_log = main_log or log_ids
         quality[key] = r
