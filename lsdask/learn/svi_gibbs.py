@@ -333,14 +333,12 @@ class GibbsTask:
                     self.seed,
                     self.estimator,
                     self.quanta,
+                    self.doc_topics,
                 )
         except ValueError as exc:
             raise DataError(f"{part.where}: {exc}") from exc
         n_tokens = np.asarray(rows.sum(axis=1), dtype=np.int64).ravel()
-        return PartCounts(
-            counts, np.asarray(doc_ids, dtype=np.int64), n_tokens,
-            doc_topics if self.doc_topics else None,
-        )  # fmt: skip
+        return PartCounts(counts, np.asarray(doc_ids, dtype=np.int64), n_tokens, doc_topics)
 
 
 @dataclass

@@ -311,7 +311,7 @@ def sample_counts(
 ) -> TopicWordCounts:
     """:func:`sample_counts_and_doc_topics`' topic-word counts alone."""
     return sample_counts_and_doc_topics(
-        rows, doc_ids, view, burnin, samples, seed, estimator, quanta
+        rows, doc_ids, view, burnin, samples, seed, estimator, quanta, doc_topics=False
     )[0]
 
 
@@ -324,15 +324,16 @@ def sample_counts_and_doc_topics(
     seed: int,
     estimator: str = "draws",
     quanta: int = RB_QUANTA,
-) -> tuple[TopicWordCounts, TopicWordCounts]:
+    doc_topics: bool = True,
+) -> tuple[TopicWordCounts, TopicWordCounts | None]:
     """The kept sweeps' topic-word counts of documents ``rows`` (CSR of whole
     counts over the vocabulary), summed over the ``samples`` kept sweeps, each
     document's draws keyed by ``(seed, view.step, doc_ids[d])``: ``S`` times
     Eq. 10's N-hat for ``estimator="draws"`` (a token's drawn topic), ``S Q``
     times it for ``"rao-blackwell"`` and ``"rao-blackwell-doc"`` (a token's
     conditional in quanta of ``1 / Q``, ``Q = quanta``; the chains are the same);
-    and the documents' topic counts at the end of each kept sweep
-    (:func:`doc_topic_histogram`).
+    and, where ``doc_topics``, the documents' topic counts at the end of each
+    kept sweep (:func:`doc_topic_histogram`; else None).
 
     Raises ValueError where a count is not a whole number or a word is not
     among the view's (the minibatch's) words.
@@ -360,7 +361,7 @@ def sample_counts_and_doc_topics(
     if estimator != "draws":
         from lsdask.kernels.svi_gibbs import sample_documents_rb
 
-        keys, vals, doc_topics, doc_counts = sample_documents_rb(
+        keys, vals, topics_of_docs, counts_of_docs = sample_documents_rb(
             rows.indptr.astype(np.int64), local.astype(np.int64), whole,
             np.asarray(doc_ids, dtype=np.int64), np.uint64(seed), np.uint64(view.step),
             int(burnin), int(samples), int(quanta), estimator == "rao-blackwell-doc",
@@ -368,9 +369,12 @@ def sample_counts_and_doc_topics(
         )  # fmt: skip
         K = view.n_topics
         merged, at = np.unique(view.word_ids[keys // K] * K + keys % K, return_inverse=True)
+        histogram = None
+        if doc_topics:
+            histogram = doc_topic_histogram(K, topics_of_docs, counts_of_docs)
         return (
             TopicWordCounts(K, merged, np.bincount(at, vals, merged.size).astype(np.int64)),
-            doc_topic_histogram(K, doc_topics, doc_counts),
+            histogram,
         )
     T = int(whole.sum())
     out_words = np.empty(T * samples, np.int64)
@@ -382,6 +386,9 @@ def sample_counts_and_doc_topics(
         view.alpha, view.cum_smooth, out_words, out_topics,
     )  # fmt: skip
     K = view.n_topics
+    counted = TopicWordCounts.from_draws(K, view.word_ids[out_words], out_topics)
+    if not doc_topics:
+        return counted, None
     # the draws of kept sweep s are out_*[s T : (s + 1) T], the documents' tokens in order
     n_docs = rows.shape[0]
     entry_doc = np.repeat(np.arange(n_docs, dtype=np.int64), np.diff(rows.indptr))
@@ -390,7 +397,4 @@ def sample_counts_and_doc_topics(
     sweep_doc = np.repeat(np.arange(samples, dtype=np.int64) * n_docs, T)
     sweep_doc += np.tile(doc_of_token, samples)
     pairs, n_dk = np.unique(sweep_doc * K + out_topics, return_counts=True)
-    return (
-        TopicWordCounts.from_draws(K, view.word_ids[out_words], out_topics),
-        doc_topic_histogram(K, pairs % K, n_dk),
-    )
+    return counted, doc_topic_histogram(K, pairs % K, n_dk)
