@@ -182,3 +182,27 @@ def test_a_damaged_learned_prior_is_refused_naming_the_file(tmp_path) -> None:
     path.with_suffix(".tmp.npz").replace(path)
     with pytest.raises(DataError, match=f"{path}.*learned prior 'alpha'"):
         lsdask.LDA(5, checkpoint_dir=str(ck), resume=True, **kw).fit(X)
+
+
+def test_cli_fit_learns_the_prior_and_saves_it(tmp_path) -> None:
+    from lsdask.cli import main
+
+    X, _ = _corpus(np.random.default_rng(3))
+    Corpus.write(tmp_path / "c", X, [f"w{i}" for i in range(X.shape[1])], docs_per_row_group=50)
+    argv = ["fit", str(tmp_path / "c"), "--topics", "5", "--out", str(tmp_path / "m"), "--sync"]
+    opts = ["--algorithm", "svi-gibbs", "--minibatch-size", "60", "--laps", "2"]
+    assert main([*argv, *opts, "--alpha", "auto"]) == 0
+    m = lsdask.persist.load_model(tmp_path / "m")
+    assert m.alpha == "auto" and m.n_laps_ == 2
+    assert not np.allclose(m.alpha_, 0.1)  # learned, from 0.1 per topic
+    np.testing.assert_allclose(m.alpha_trace_[-1], m.alpha_.sum())
+
+
+def test_a_model_with_a_learned_prior_saves_and_loads_it(tmp_path) -> None:
+    X, _ = _corpus(np.random.default_rng(3))
+    m = lsdask.LDA(5, **svi_gibbs_kw(alpha="auto")).fit(X)
+    lsdask.persist.save_model(m, tmp_path / "m")
+    back = lsdask.persist.load_model(tmp_path / "m")
+    assert back.alpha == "auto"  # refitting learns it again, not a fixed total
+    np.testing.assert_array_equal(back.alpha_, m.alpha_)
+    np.testing.assert_array_equal(back.transform(X[:5]).toarray(), m.transform(X[:5]).toarray())

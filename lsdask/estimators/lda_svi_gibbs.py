@@ -195,7 +195,8 @@ def fit_svi_gibbs(
     def model_of(s: StreamState) -> LDAModel:
         prior = s.topics.prior
         alpha = float(est.alpha) if prior is None else tuple(prior.alpha.tolist())
-        return LDAModel(K, V, alpha=alpha, eta=float(est.eta))
+        # a learned prior is the model's (saved as alpha="auto"), not a fixed one
+        return LDAModel(K, V, alpha=alpha, eta=float(est.eta), learn_alpha=prior is not None)
 
     def on_epoch(s: StreamState) -> None:
         if callback is not None:
