@@ -510,19 +510,22 @@ def sample_documents_rb(
     smooth: np.ndarray,
     alpha: np.ndarray,
     cum_smooth: np.ndarray,
+    with_doc_topics: bool = False,
 ):
     """:func:`sample_documents`' chains, counted by the Rao-Blackwellised
     estimator (the word bucket's pieces rounded each, and the document
     bucket's too where ``spread_document``; the rest on one drawn topic):
     returns keys ``local word * K + topic`` (sorted within each
     document) and their quanta summed over the kept sweeps (each token adds
-    ``quanta`` per kept sweep), merged per document; and each kept sweep's
-    document-topic counts at its end, as the topics and counts of every
-    document's active topics (what a learned prior is fitted to)."""
+    ``quanta`` per kept sweep), merged per document; and, where
+    ``with_doc_topics`` (else empty), each kept sweep's document-topic counts
+    at its end, as the topics and counts of every document's active topics
+    (what a learned prior is fitted to)."""
     K = smooth.size
     T = 0
-    for e in range(counts.size):
-        T += counts[e]
+    if with_doc_topics:
+        for e in range(counts.size):
+            T += counts[e]
     doc_topics = np.empty(T * samples, np.int64)
     doc_counts = np.empty(T * samples, np.int64)
     n_doc = 0
@@ -588,7 +591,7 @@ def sample_documents_rb(
                 z[i] = k
                 n_active = _add(k, ndk, active, where, n_active)
                 doc_total += smooth[k]
-            if kept:
+            if kept and with_doc_topics:
                 for a in range(n_active):
                     doc_topics[n_doc] = active[a]
                     doc_counts[n_doc] = ndk[active[a]]

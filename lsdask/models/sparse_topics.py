@@ -366,6 +366,7 @@ def sample_counts_and_doc_topics(
             np.asarray(doc_ids, dtype=np.int64), np.uint64(seed), np.uint64(view.step),
             int(burnin), int(samples), int(quanta), estimator == "rao-blackwell-doc",
             view.w_indptr, view.w_topics, view.w_excess, view.smooth, view.alpha, view.cum_smooth,
+            doc_topics,
         )  # fmt: skip
         K = view.n_topics
         merged, at = np.unique(view.word_ids[keys // K] * K + keys % K, return_inverse=True)
