@@ -14,6 +14,7 @@ a few peer minibatches) that fits in about half an hour on 2 shared cores.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import time
@@ -90,16 +91,8 @@ def lsdask_run(
             "nonzero_frac": s.topics.n_stored / (K * stream.n_features),
         }
         prior = getattr(s.topics, "prior", None)
-        if prior is not None:
-            row["alpha_total"] = float(prior.alpha.sum())
-            if score:  # the same topics, completed under the prior they learned
-                from lsdask.evaluate import document_completion
-
-                lam = s.topics.lam()
-                topics = lam / lam.sum(axis=1, keepdims=True)
-                row["heldout_own_prior"] = float(
-                    document_completion(data.A, data.B, topics, prior.alpha)
-                )
+        if prior is not None and score:
+            row.update(own_prior_heldout(data, s.topics.lam(), prior.alpha))
         if score:
             row.update(evaluate(data, s.topics.lam(), eta))
         epochs_out.append(row)
@@ -157,6 +150,18 @@ def evaluate(data: Any, lam: np.ndarray, eta: float) -> dict[str, float]:
     }
 
 
+def own_prior_heldout(data: Any, lam: np.ndarray, alpha: np.ndarray) -> dict[str, float]:
+    """A learned prior's total, and heldout completion of topics ``lam`` under it
+    (:func:`evaluate` completes every method under the fixed prior)."""
+    from lsdask.evaluate import document_completion
+
+    topics = lam / lam.sum(axis=1, keepdims=True)
+    return {
+        "alpha_total": float(np.sum(alpha)),
+        "heldout_own_prior": float(document_completion(data.A, data.B, topics, alpha)),
+    }
+
+
 def rows_of(data: Any, log_ids: list[np.ndarray]) -> list[np.ndarray]:
     """The logged minibatches (doc ids) as rows of ``data.X_train`` (corpus order)."""
     from lsdask.io.corpus import Corpus
@@ -186,14 +191,24 @@ def sklearn_run(
 
 
 def gensim_run(
-    data: Any, K: int, batches: list[np.ndarray], *, eta: float, delay: float, score_every: int
+    data: Any,
+    K: int,
+    batches: list[np.ndarray],
+    *,
+    eta: float,
+    delay: float,
+    score_every: int,
+    alpha: str = "fixed",
 ) -> dict[str, Any]:
-    """gensim's online VB, ``update`` on each given minibatch (one chunk each)."""
+    """gensim's online VB, ``update`` on each given minibatch (one chunk each);
+    ``alpha="auto"``: gensim learns an asymmetric prior, from its own start of
+    1 / K per topic."""
     from gensim.models import LdaModel
 
     V = data.X_train.shape[1]
     model = LdaModel(
-        num_topics=K, id2word={i: str(i) for i in range(V)}, alpha=ALPHA_PER_TOPIC, eta=eta,
+        num_topics=K, id2word={i: str(i) for i in range(V)},
+        alpha="auto" if alpha == "auto" else ALPHA_PER_TOPIC, eta=eta,
         decay=KAPPA, offset=delay, chunksize=max(len(b) for b in batches), update_every=1,
         passes=1, iterations=50, eval_every=None, random_state=0,
     )  # fmt: skip
@@ -204,11 +219,18 @@ def gensim_run(
         model.state.get_lambda,  # lambda (get_topics() is it normalized)
         eta,
         score_every,
+        (lambda: np.asarray(model.alpha)) if alpha == "auto" else None,
     )
 
 
 def _peer(
-    data: Any, batches: list[np.ndarray], step: Any, topics: Any, eta: float, score_every: int
+    data: Any,
+    batches: list[np.ndarray],
+    step: Any,
+    topics: Any,
+    eta: float,
+    score_every: int,
+    prior: Any = None,
 ) -> dict:
     times: list[float] = []
     scores: list[dict[str, Any]] = []
@@ -220,6 +242,8 @@ def _peer(
         if score_every and i % score_every == 0:
             scores.append({"minibatches": i, "seconds": float(np.sum(times)), "load": load_now(),
                            **evaluate(data, np.asarray(topics()), eta)})  # fmt: skip
+            if prior is not None:  # a learned prior: completed under it too
+                scores[-1].update(own_prior_heldout(data, np.asarray(topics()), prior()))
             log(f"  peer after {i} minibatches: {scores[-1]}")
     return {
         "seconds_per_minibatch": float(np.mean(times)),
@@ -460,8 +484,14 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--alpha", default="fixed",
-        help="lsdask's document-topic prior in --only-quality, comma-separated: fixed "
+        help="lsdask's document-topic prior in --only-quality and --only-grid, comma-"
+        "separated: fixed "
         f"({ALPHA_PER_TOPIC} per topic, the peers'), auto (learned from that start)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--peer-alpha", default="fixed", choices=("fixed", "auto"),
+        help="--only-quality's peers at the fixed prior (scikit-learn and gensim), or "
+        "gensim alone learning its prior (alpha='auto'; scikit-learn has no such option)",
     )  # fmt: skip
     parser.add_argument(
         "--skip-peers", action="store_true",
@@ -486,6 +516,8 @@ def main(argv: list[str] | None = None) -> None:
         stem += f"-prune{args.prune:g}"
     if args.alpha != "fixed":
         stem += "-alpha-" + args.alpha.replace(",", "-")
+    if args.peer_alpha != "fixed":
+        stem += "-peer-alpha-" + args.peer_alpha
     # the runs that take one estimator and one weight take the first of each
     estimator, weights = args.estimators.split(",")[0], args.weights.split(",")[0]
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
@@ -505,16 +537,18 @@ def main(argv: list[str] | None = None) -> None:
         eta = args.grid_eta
         lsdask_run(data, 10, eta=0.1, burnin=0, samples=1, minibatch=100, delay=10.0, epochs=1,
                    score=False)  # fmt: skip
-        for spec, est, w in itertools.product(
-            args.grid.split(","), args.estimators.split(","), args.weights.split(",")
-        ):
+        for spec, est, w, a in itertools.product(
+            args.grid.split(","), args.estimators.split(","), args.weights.split(","),
+            args.alpha.split(","),
+        ):  # fmt: skip
             K, B, S = (int(x) for x in spec.split(":")[:3])
             delay = float(spec.split(":")[3])
             key = f"K={K} B={B} S={S} delay={delay:g} eta={eta:g}{_label(est, args.quanta, w)}"
-            r = run.step(key, lambda K=K, B=B, S=S, delay=delay, est=est, w=w: lsdask_run(
+            key += " alpha auto" if a == "auto" else ""
+            r = run.step(key, lambda K=K, B=B, S=S, delay=delay, est=est, w=w, a=a: lsdask_run(
                 data, K, eta=eta, burnin=B, samples=S, minibatch=args.minibatch, delay=delay,
                 epochs=args.epochs, estimator=est, quanta=args.quanta, weights=w,
-                prune=args.prune))  # fmt: skip
+                prune=args.prune, learn_alpha=a == "auto"))  # fmt: skip
             r.pop("log")
             grid[key] = r
         res["grid"] = grid
@@ -658,7 +692,10 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
     batches = rows_of(data, main_log)
     n_peer = round(args.peer_epochs * len(batches) / args.epochs)
     per_epoch = int(np.ceil(data.X_train.shape[0] / args.minibatch))
-    for name, fn in (("sklearn", sklearn_run), ("gensim", gensim_run)):
+    peers: list[tuple[str, Any]] = [("sklearn", sklearn_run), ("gensim", gensim_run)]
+    if args.peer_alpha == "auto":  # scikit-learn cannot learn its prior
+        peers = [("gensim alpha auto", functools.partial(gensim_run, alpha="auto"))]
+    for name, fn in peers:
         quality[name] = run.step(
             f"quality {name}",
             lambda fn=fn: fn(
@@ -712,7 +749,7 @@ def quality_table(res: dict[str, Any]) -> list[str]:
     out = ["", f"## Quality at K={res['quality_k']} (heldout nats/token, UMass)", ""]
     rows = []
     for key, r in q.items():
-        if key in ("sklearn", "gensim"):
+        if key.startswith(("sklearn", "gensim")):
             for s in r["scores"]:
                 rows.append(
                     [
@@ -748,6 +785,19 @@ def quality_table(res: dict[str, Any]) -> list[str]:
     head = ["method", "when", "heldout", "UMass mean", "UMass worst 10%", "live topics",
             "live UMass mean", "live UMass worst 10%", "train s", "load 1 min"]  # fmt: skip
     out += table(head, rows)
+    learned = [
+        [f"{key}", f"{'epoch' if 'epochs' in r else 'after'} {e.get('epoch', e.get('minibatches'))}"
+         + ("" if "epochs" in r else " mb"), fmt(e["alpha_total"]), fmt(e["heldout_own_prior"], 4),
+         fmt(e["heldout"], 4)]
+        for key, r in q.items() if isinstance(r, dict)
+        for e in r.get("epochs", r.get("scores", [])) if "heldout_own_prior" in e
+    ]  # fmt: skip
+    if learned:
+        out += ["", "Learned priors: the total sum_k alpha_k, and heldout completion under "
+                "the learned prior beside that under the fixed 0.1 per topic (the column above)",
+                ""]  # fmt: skip
+        out += table(["method", "when", "alpha total", "heldout, own prior", "heldout, fixed"],
+                     learned)  # fmt: skip
     return out
 
 
@@ -799,7 +849,8 @@ def _breakdown_order(key: str) -> int:
 def render_grid(res: dict[str, Any]) -> str:
     out = header(res, "SVI-Gibbs: sweeps, delay, eta and K (20 Newsgroups train)")
     mb = res.get("settings", {}).get("minibatch", 100)
-    out += [step_times(res), "", f"Minibatches of {mb}, kappa 0.6, alpha 0.1 per topic.", ""]
+    out += [step_times(res), "", f"Minibatches of {mb}, kappa 0.6, alpha 0.1 per topic (the "
+            "start of a learned one).", ""]  # fmt: skip
     rows = []
     for key, r in res["grid"].items():
         for e in r["epochs"]:
