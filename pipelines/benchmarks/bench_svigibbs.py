@@ -282,9 +282,11 @@ def scaling_run(
     quanta: int = 16,
     weights: str = "mean",
     prune: float = 0.01,
+    learn_alpha: bool = False,
 ) -> dict[str, Any]:
     """Documents per second with 1 and 2 LocalCluster workers (and in-process),
-    with the N-hat ``estimator`` (the first of ``--estimators``)."""
+    with the N-hat ``estimator`` (the first of ``--estimators``) and the prior
+    fixed or learned (the first of ``--alpha``)."""
     from distributed import get_task_stream
 
     from lsdask.engine import make_executor
@@ -301,6 +303,7 @@ def scaling_run(
                     data, K, eta=eta, burnin=3, samples=2, minibatch=minibatch, delay=10.0,
                     epochs=epochs, executor=make_executor(client), score=False,
                     estimator=estimator, quanta=quanta, weights=weights, prune=prune,
+                    learn_alpha=learn_alpha,
                 )  # fmt: skip
             out[f"{workers} workers"] = {
                 "docs_per_second": r["docs_per_second"],
@@ -312,6 +315,7 @@ def scaling_run(
                 "estimator": estimator,
                 "weights": weights,
                 "prune": prune,
+                "alpha": "auto" if learn_alpha else "fixed",
                 "breakdown": step_breakdown(client, before, r["minibatches"], stream.data),
             }
         finally:
@@ -485,7 +489,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--alpha", default="fixed",
         help="lsdask's document-topic prior in --only-quality and --only-grid, comma-"
-        "separated: fixed "
+        "separated (--only-scaling takes the first): fixed "
         f"({ALPHA_PER_TOPIC} per topic, the peers'), auto (learned from that start)",
     )  # fmt: skip
     parser.add_argument(
@@ -569,6 +573,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.quanta,
                 weights,
                 args.prune,
+                args.alpha.split(",")[0] == "auto",
             ),
         )
         run.finish(render_scaling)
@@ -813,6 +818,7 @@ def scaling_table(s: dict[str, Any]) -> list[str]:
     first = next(iter(s.values()))
     what = f"K={first.get('K', 100)}, eta={first.get('eta', 0.1)}, B=3, S=2, N-hat: "
     what += first.get("estimator", "draws")
+    what += ", alpha learned" if first.get("alpha") == "auto" else ""
     out = ["", f"## Scaling, minibatches of 1,000 ({what})", ""]
     out += table(["workers", "docs/s", "s per minibatch", "driver share", "load 1 min"],
                  [[k, fmt(v["docs_per_second"]), fmt(v["seconds_per_minibatch"]),
