@@ -183,6 +183,10 @@ def test_cli_fit_svi_gibbs(data, tmp_path, capsys):
     argv = ["fit", str(tmp_path / "c"), "--topics", "5", "--out", str(tmp_path / "m"), "--sync"]
     opts = ["--algorithm", "svi-gibbs", "--gibbs-burnin", "1", "--gibbs-samples", "2"]
     assert main([*argv, *opts, "--minibatch-size", "60", "--laps", "2", "--alpha", "1"]) == 0
+    printed = capsys.readouterr().out
+    # SVI-Gibbs computes no ELBO: it says so, and draws no empty ELBO pictures
+    assert "final ELBO: none (algorithm=svi-gibbs computes no ELBO" in printed
+    assert "nan" not in printed and not (tmp_path / "m" / "elbo.png").exists()
     m = lsdask.persist.load_model(tmp_path / "m")
     assert m.algorithm == "svi-gibbs" and m.gibbs_samples == 2 and m.minibatch_size == 60
     assert m.n_laps_ == 2

@@ -324,17 +324,19 @@ def _draw(report: CorpusFitReport, trace: HeldoutTrace | None, out_dir: Path) ->
     label = "dense" if report.L is None else f"L={report.L}"
     per_token = _elbo_per_token(model, report.n_tokens)
     ylabel = "ELBO per training token"
-    report.elbo_plot = str(
-        plot_elbo_trace(
-            {label: (model.lap_trace_, per_token)},
-            out_dir / "elbo.png",
-            title=f"{report.model_name} K={report.K}, {report.algorithm}, "
-            f"{report.n_docs:,} documents",
-            ylabel=ylabel,
+    has_elbo = bool(np.isfinite(per_token).any())  # svi-gibbs computes none
+    if has_elbo:
+        report.elbo_plot = str(
+            plot_elbo_trace(
+                {label: (model.lap_trace_, per_token)},
+                out_dir / "elbo.png",
+                title=f"{report.model_name} K={report.K}, {report.algorithm}, "
+                f"{report.n_docs:,} documents",
+                ylabel=ylabel,
+            )
         )
-    )
     title = f"{report.model_name} K={report.K}, {label}, {report.algorithm}"
-    by_time = [("elbo_time.png", model.time_trace_, per_token, ylabel)]
+    by_time = [("elbo_time.png", model.time_trace_, per_token, ylabel)] if has_elbo else []
     if trace is not None and trace.seconds:
         by_time.append(
             ("heldout_time.png", np.asarray(trace.seconds), np.asarray(trace.scores),
@@ -404,9 +406,15 @@ def format_fit_report(report: CorpusFitReport, *, title: str | None = None) -> s
         f"laps: {report.laps}{resumed} ({'converged' if report.converged else 'not converged'})"
     )
     lines.append(f"seconds: {report.seconds:.1f}")
-    lines.append(
-        f"final ELBO: {report.elbo_final:.1f} ({report.elbo_final / n_tokens:.4f} per token)"
-    )
+    if np.isfinite(report.elbo_final):
+        lines.append(
+            f"final ELBO: {report.elbo_final:.1f} ({report.elbo_final / n_tokens:.4f} per token)"
+        )
+    else:
+        lines.append(
+            f"final ELBO: none (algorithm={report.algorithm} computes no ELBO; --heldout "
+            "scores the topics)"
+        )
     if report.heldout_score is not None:
         lines.append(
             f"heldout document completion: {report.heldout_score:.4f} nats/token "
