@@ -206,3 +206,29 @@ def test_a_model_with_a_learned_prior_saves_and_loads_it(tmp_path) -> None:
     assert back.alpha == "auto"  # refitting learns it again, not a fixed total
     np.testing.assert_array_equal(back.alpha_, m.alpha_)
     np.testing.assert_array_equal(back.transform(X[:5]).toarray(), m.transform(X[:5]).toarray())
+
+
+def test_a_checkpoint_from_before_the_alpha_trace_resumes_with_a_fixed_one(tmp_path) -> None:
+    """A checkpoint written before the prior could be learned keeps no alpha trace:
+    it resumes equal to an uninterrupted fit, its trace the fixed total."""
+    import json
+
+    from lsdask.persist.svi_gibbs import checkpoint_path
+
+    X, _ = _corpus(np.random.default_rng(3))
+    kw = svi_gibbs_kw(alpha=2.0)
+    kw.pop("n_laps")
+    straight = lsdask.LDA(5, n_laps=3, **kw).fit(X)
+    ck = tmp_path / "ck"
+    lsdask.LDA(5, n_laps=2, checkpoint_dir=str(ck), **kw).fit(X)
+    path = checkpoint_path(ck)
+    with np.load(path) as f:
+        arrays = dict(f)
+    meta = json.loads(arrays["meta"].tobytes().decode())
+    del meta["alpha_trace"]
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(path.with_suffix(".tmp.npz"), **arrays)
+    path.with_suffix(".tmp.npz").replace(path)
+    again = lsdask.LDA(5, n_laps=1, checkpoint_dir=str(ck), resume=True, **kw).fit(X)
+    np.testing.assert_array_equal(straight.components_, again.components_)
+    np.testing.assert_array_equal(again.alpha_trace_, [2.0, 2.0, 2.0])

@@ -384,7 +384,8 @@ class SviGibbs:
     Parameters
     ----------
     n_topics : int
-    alpha : (K,) per-topic document-topic prior ``a_k`` of Eq. 9
+    alpha : (K,) per-topic document-topic prior ``a_k`` of Eq. 9 (where it is
+        learned, ``learn_alpha``, its start)
     eta : float
     burnin, samples : int
         Gibbs sweeps discarded and kept per document (B >= 0, S >= 1).
