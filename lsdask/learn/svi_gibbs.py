@@ -44,8 +44,10 @@ result does not depend on how minibatches are split over workers.
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import logging
+import operator
 import threading
 import time
 import uuid
@@ -74,10 +76,6 @@ from lsdask.models.sparse_topics import (
 )
 
 logger = logging.getLogger(__name__)
-
-#: the smallest a learned per-topic prior a_k may become (a topic no document
-#: takes keeps a chance to be drawn from the smoothing bucket)
-ALPHA_FLOOR = 1e-4
 
 #: CPU seconds of this process's threads by phase of a step (the tasks' and the
 #: driver's), and how often each ran: what a benchmark reads to see where a
@@ -177,7 +175,7 @@ def apply_update(
     if update.prior_sweeps:
         if topics.prior is None or doc_topics is None:
             raise RuntimeError(f"step {update.step} learns the prior but has no prior or counts")
-        topics.prior.update(doc_topics, update.rho, update.prior_scale, ALPHA_FLOOR)
+        topics.prior.update(doc_topics, update.rho, update.prior_scale)
 
 
 def _apply_parts(
@@ -235,14 +233,14 @@ class PartCounts:
         """The minibatch's document-topic counts over its ``sweeps`` kept sweeps
         (exact sums, so the same whatever the parts)."""
         parts = summed if isinstance(summed, list) else [summed]
-        if any(p.doc_topics is None or p.n_tokens is None for p in parts):
+        hists = [p.doc_topics for p in parts if p.doc_topics is not None]
+        lengths = [p.n_tokens for p in parts if p.n_tokens is not None]
+        if len(hists) < len(parts) or len(lengths) < len(parts):
             raise RuntimeError("a part came back without its document-topic counts")
-        hist = parts[0].doc_topics
-        for p in parts[1:]:
-            hist = hist + p.doc_topics  # type: ignore[operator]
-        assert hist is not None
-        lengths = np.concatenate([p.n_tokens for p in parts if p.n_tokens is not None])
-        return DocTopicCounts.of_histogram(n_topics, hist.keys, hist.counts, lengths, sweeps)
+        hist = functools.reduce(operator.add, hists)
+        return DocTopicCounts.of_histogram(
+            n_topics, hist.keys, hist.counts, np.concatenate(lengths), sweeps
+        )
 
 
 @dataclass(frozen=True)

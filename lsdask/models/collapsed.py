@@ -61,6 +61,10 @@ __all__ = [
 #: iterations of the fixed point at most per fit
 MAX_ITERS = 200
 
+#: the smallest a fitted per-topic prior a_k may become (a topic no document
+#: takes keeps a chance to be drawn)
+ALPHA_FLOOR = 1e-4
+
 
 class DocTopicCounts(NamedTuple):
     """Document-topic counts by their distinct values: ``mult[i]`` documents hold
@@ -188,7 +192,9 @@ class StreamPrior:
             n_docs, K,
         )  # fmt: skip
 
-    def update(self, batch: DocTopicCounts, rho: float, scale: float, floor: float = 1e-4) -> None:
+    def update(
+        self, batch: DocTopicCounts, rho: float, scale: float, floor: float = ALPHA_FLOOR
+    ) -> None:
         """Mix a minibatch's counts ``batch``, scaled by ``scale`` (``D / |B|``
         over the times each document is counted), into the running histogram
         with weight ``rho``; then refit alpha by :data:`STREAM_STEPS` fixed point
@@ -226,7 +232,7 @@ def fit_alpha_to_doc_counts(
     counts: DocTopicCounts,
     alpha0: Any,
     *,
-    floor: float = 1e-4,
+    floor: float = ALPHA_FLOOR,
     max_iters: int = MAX_ITERS,
     tol: float = 1e-6,
 ) -> np.ndarray:

@@ -68,6 +68,7 @@ def lsdask_run(
         n_topics=K, alpha=np.full(K, ALPHA_PER_TOPIC), eta=eta, burnin=burnin,
         samples=samples, minibatch_size=minibatch, delay=delay, kappa=KAPPA, n_epochs=epochs,
         progress=False, estimator=estimator, quanta=quanta, weights=weights, prune=prune,
+        # passed only when set: frozen copies from before it existed run the fixed prior
         **({"learn_alpha": True} if learn_alpha else {}),
     )  # fmt: skip
     state = learner.start(stream, seed)
@@ -90,11 +91,12 @@ def lsdask_run(
             "nonzero": s.topics.n_stored,
             "nonzero_frac": s.topics.n_stored / (K * stream.n_features),
         }
-        prior = getattr(s.topics, "prior", None)
-        if prior is not None and score:
-            row.update(own_prior_heldout(data, s.topics.lam(), prior.alpha))
         if score:
-            row.update(evaluate(data, s.topics.lam(), eta))
+            lam = s.topics.lam()  # dense K x V: made once per epoch
+            prior = getattr(s.topics, "prior", None)
+            if prior is not None:
+                row.update(own_prior_heldout(data, lam, prior.alpha))
+            row.update(evaluate(data, lam, eta))
         epochs_out.append(row)
         log(f"  lsdask K={K} epoch {s.epoch}: {row}")
         last[0] = time.perf_counter()  # scoring is not on the clock
@@ -240,10 +242,11 @@ def _peer(
         step(X)
         times.append(time.perf_counter() - t0)
         if score_every and i % score_every == 0:
+            lam = np.asarray(topics())
             scores.append({"minibatches": i, "seconds": float(np.sum(times)), "load": load_now(),
-                           **evaluate(data, np.asarray(topics()), eta)})  # fmt: skip
+                           **evaluate(data, lam, eta)})  # fmt: skip
             if prior is not None:  # a learned prior: completed under it too
-                scores[-1].update(own_prior_heldout(data, np.asarray(topics()), prior()))
+                scores[-1].update(own_prior_heldout(data, lam, prior()))
             log(f"  peer after {i} minibatches: {scores[-1]}")
     return {
         "seconds_per_minibatch": float(np.mean(times)),
@@ -547,8 +550,7 @@ def main(argv: list[str] | None = None) -> None:
         ):  # fmt: skip
             K, B, S = (int(x) for x in spec.split(":")[:3])
             delay = float(spec.split(":")[3])
-            key = f"K={K} B={B} S={S} delay={delay:g} eta={eta:g}{_label(est, args.quanta, w)}"
-            key += " alpha auto" if a == "auto" else ""
+            key = f"K={K} B={B} S={S} delay={delay:g} eta={eta:g}{_label(est, args.quanta, w, a)}"
             r = run.step(key, lambda K=K, B=B, S=S, delay=delay, est=est, w=w, a=a: lsdask_run(
                 data, K, eta=eta, burnin=B, samples=S, minibatch=args.minibatch, delay=delay,
                 epochs=args.epochs, estimator=est, quanta=args.quanta, weights=w,
@@ -682,8 +684,7 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
         args.alpha.split(","),
     ):  # fmt: skip
         B, S = (int(x) for x in spec.split(":"))
-        key = f"B={B} S={S} delay=10 eta={eta:g}{_label(est, args.quanta, w)}"
-        key += " alpha auto" if a == "auto" else ""
+        key = f"B={B} S={S} delay=10 eta={eta:g}{_label(est, args.quanta, w, a)}"
         r = run.step(f"quality {key}", lambda B=B, S=S, est=est, w=w, a=a: lsdask_run(
             data, Kq, eta=eta, burnin=B, samples=S, minibatch=args.minibatch, delay=10.0,
             epochs=args.epochs, estimator=est, quanta=args.quanta, weights=w,
@@ -714,11 +715,13 @@ def quality_run(run: Run, data: Any, args: Any) -> dict[str, Any]:
     return quality
 
 
-def _label(estimator: str, quanta: int, weights: str) -> str:
-    """A run's key suffix naming its N-hat estimator (none for the draws) and
-    what it samples against (none for the paper's geometric weights)."""
+def _label(estimator: str, quanta: int, weights: str, alpha: str = "fixed") -> str:
+    """A run's key suffix naming its N-hat estimator (none for the draws), what
+    it samples against (none for the paper's geometric weights) and a learned
+    prior (none for the fixed one)."""
     est = "" if estimator == "draws" else f" RB Q={quanta}"
-    return est + ("" if weights == "geometric" else f" {weights}")
+    learned = " alpha auto" if alpha == "auto" else ""
+    return est + ("" if weights == "geometric" else f" {weights}") + learned
 
 
 def render(res: dict[str, Any]) -> str:
@@ -790,13 +793,15 @@ def quality_table(res: dict[str, Any]) -> list[str]:
     head = ["method", "when", "heldout", "UMass mean", "UMass worst 10%", "live topics",
             "live UMass mean", "live UMass worst 10%", "train s", "load 1 min"]  # fmt: skip
     out += table(head, rows)
-    learned = [
-        [f"{key}", f"{'epoch' if 'epochs' in r else 'after'} {e.get('epoch', e.get('minibatches'))}"
-         + ("" if "epochs" in r else " mb"), fmt(e["alpha_total"]), fmt(e["heldout_own_prior"], 4),
-         fmt(e["heldout"], 4)]
-        for key, r in q.items() if isinstance(r, dict)
-        for e in r.get("epochs", r.get("scores", [])) if "heldout_own_prior" in e
-    ]  # fmt: skip
+    learned = []
+    for key, r in q.items():
+        # lsdask's rows are per epoch, a peer's per so many minibatches
+        for e in r.get("epochs", []):
+            if "heldout_own_prior" in e:
+                learned.append([key, f"epoch {e['epoch']}", *_prior_cells(e)])
+        for e in r.get("scores", []):
+            if "heldout_own_prior" in e:
+                learned.append([key, f"after {e['minibatches']} mb", *_prior_cells(e)])
     if learned:
         out += ["", "Learned priors: the total sum_k alpha_k, and heldout completion under "
                 "the learned prior beside that under the fixed 0.1 per topic (the column above)",
@@ -804,6 +809,11 @@ def quality_table(res: dict[str, Any]) -> list[str]:
         out += table(["method", "when", "alpha total", "heldout, own prior", "heldout, fixed"],
                      learned)  # fmt: skip
     return out
+
+
+def _prior_cells(e: dict[str, Any]) -> list[str]:
+    """A learned prior's total, and heldout under it and under the fixed prior."""
+    return [fmt(e["alpha_total"]), fmt(e["heldout_own_prior"], 4), fmt(e["heldout"], 4)]
 
 
 def live_cells(r: dict[str, Any]) -> list[str]:
