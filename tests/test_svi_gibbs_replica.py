@@ -14,7 +14,14 @@ from lsdask.engine import SerialExecutor
 from lsdask.io.corpus import Corpus
 from lsdask.io.doc_stream import DocumentStream
 from lsdask.learn import svi_gibbs
-from lsdask.learn.svi_gibbs import SviGibbs, TopicsSource, Update, apply_update, replica_view
+from lsdask.learn.svi_gibbs import (
+    SviGibbs,
+    TopicsSource,
+    Update,
+    apply_update,
+    prunes_at,
+    replica_view,
+)
 from lsdask.models.sparse_topics import SparseTopics, TopicWordCounts
 
 V, K = 40, 4
@@ -60,11 +67,11 @@ class CountingExecutor(SerialExecutor):
 @pytest.mark.parametrize("learn_alpha", [False, True])
 def test_the_replica_equals_the_drivers_topics_at_every_step(learn_alpha):
     """Over 4 epochs with a broadcast of the topics every 3 steps, the running
-    scale folded back every few steps and decayed entries pruned every 4, the
+    scale folded back every few steps and decayed entries pruned every 4 steps, the
     tasks' replica is the driver's topics (and learned prior)."""
     X = _docs(np.random.default_rng(0), 120)
     learner = _learner(
-        n_epochs=4, rebase_every=3, reset_below=0.3, prune=20.0, prune_every=4,
+        n_epochs=4, rebase_every=3, reset_below=0.3, prune=20.0, prune_every_docs=4 * 17,
         learn_alpha=learn_alpha,
     )  # fmt: skip
     stream = DocumentStream(X)
@@ -330,3 +337,17 @@ def test_parts_are_split_by_the_tokens_seen(tmp_path, dask_client):
     first, second = seen[: len(seen) // 2], seen[len(seen) // 2 :]
     assert all(abs(a - b) <= 1 for a, b in first[:-1])  # even, by documents
     assert any(abs(a - b) > 1 for a, b in second)  # by tokens
+
+
+@pytest.mark.parametrize(
+    "minibatch, expected",
+    [(100, [16]), (1000, [2, 4, 5, 7, 8, 10, 12, 13, 15, 16]), (1600, list(range(1, 17))),
+     (5000, list(range(1, 17)))],
+)  # fmt: skip
+def test_pruning_follows_the_documents_seen_not_the_steps(minibatch, expected):
+    """Prunings come every 1,600 documents, at the step whose minibatch passes
+    the multiple: every 16 steps of 100 documents, every step of 1,600 or more."""
+    assert [t for t in range(1, 17) if prunes_at(t, minibatch, 1600)] == expected
+    steps = 200
+    pruned = sum(prunes_at(t, minibatch, 1600) for t in range(1, steps + 1))
+    assert pruned == min(steps, steps * minibatch // 1600)

@@ -235,7 +235,7 @@ class LDA(VariationalEstimator):
         step), which needs ``eta`` 0.3-0.4 to keep the topics from freezing
         (docs/algorithms.md).
     gibbs_prune : float
-        ``algorithm="svi-gibbs"``: every 16 minibatches the topic-word entries
+        ``algorithm="svi-gibbs"``: every 1,600 documents the topic-word entries
         whose count has decayed below ``gibbs_prune * eta`` are dropped
         (default 0.01). An entry decays at every step but never vanishes, so
         without this a stream's topics keep every (word, topic) pair ever

@@ -441,7 +441,7 @@ GIBBS_WEIGHTS = Param(
 )  # fmt: skip
 GIBBS_PRUNE = Param(
     "gibbs_prune", config.SVI_GIBBS_PRUNE, positive(zero=True, hint="0 keeps every entry."),
-    "svi-gibbs: every 16 minibatches the topic-word entries that have decayed below "
+    "svi-gibbs: every 1,600 documents the topic-word entries that have decayed below "
     "gibbs_prune * eta are dropped, so a stream's topics stay sparse (0 keeps every "
     "entry, Eq. 11 exactly; default {default})",
     Option("--gibbs-prune", parse_nonnegative_float, metavar="F"),

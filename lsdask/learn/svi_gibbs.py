@@ -83,6 +83,9 @@ logger = logging.getLogger(__name__)
 _PHASES: dict[str, list[float]] = {}
 _PHASES_LOCK = threading.Lock()
 
+#: documents between prunings of the decayed entries of Ñ (``SviGibbs.prune_every_docs``)
+PRUNE_EVERY_DOCS = 1600
+
 
 @contextmanager
 def _phase(name: str) -> Iterator[None]:
@@ -409,8 +412,14 @@ class SviGibbs:
         The Rao-Blackwellised estimator's quanta per token ``Q`` (at most ``Q``
         entries per token; ``Q = 1`` is a second, independent draw).
     prune : float
-        Every ``prune_every`` steps the entries of Ñ below ``prune * eta`` are
-        dropped (:meth:`SparseTopics.prune`); 0 keeps every entry (Eq. 11 exactly).
+        At the step whose minibatch passes a multiple of ``prune_every_docs``
+        documents, the entries of Ñ below ``prune * eta`` are dropped
+        (:meth:`SparseTopics.prune`); 0 keeps every entry (Eq. 11 exactly).
+    prune_every_docs : int
+        Documents between prunings: counted in documents, not steps, so that
+        an entry gets the same number of chances to be dropped per epoch
+        whatever the minibatch size (every 16 steps of 100 documents, about
+        every other step of 1,000).
     learn_alpha : bool
         Learn the per-topic prior, starting from ``alpha``: the minibatches'
         sampled document-topic counts are averaged as the topics' are, and the
@@ -437,7 +446,7 @@ class SviGibbs:
     quanta: int = RB_QUANTA
     weights: str = "mean"
     prune: float = 0.01
-    prune_every: int = 16
+    prune_every_docs: int = PRUNE_EVERY_DOCS
     learn_alpha: bool = False
     #: steps between broadcasts of the whole topics to the replicas (a process
     #: that has none, or a stale one, starts from the last)
@@ -565,7 +574,8 @@ class SviGibbs:
                 current = self._start(stream, executor, state, refs, chain, t, ())
             rho = (self.delay + t) ** (-self.kappa)
             factor = stream_docs(state) / (len(refs) * self._per_token())
-            prune = self.prune * self.eta if t % self.prune_every == 0 else 0.0
+            due = prunes_at(t, self.minibatch_size, self.prune_every_docs)
+            prune = self.prune * self.eta if due else 0.0
             sweeps = self.samples if self.learn_alpha else 0
             scale = stream_docs(state) / (len(refs) * self.samples) if sweeps else 0.0
             update = Update(t, rho, factor, prune, sweeps, scale)
@@ -771,6 +781,12 @@ def balanced_bounds(weights: np.ndarray, n_parts: int) -> np.ndarray:
     nearer = np.where(np.abs(cum[before] - targets) <= np.abs(cum[after] - targets), before, after)
     cuts = np.maximum.accumulate(nearer + 1)
     return np.r_[0, np.minimum(cuts, len(weights)), len(weights)].astype(np.int64)
+
+
+def prunes_at(t: int, minibatch_size: int, every_docs: int) -> bool:
+    """Whether step ``t`` (from 1) prunes: its minibatch of ``minibatch_size``
+    documents passes a multiple of ``every_docs`` documents since the start."""
+    return (t * minibatch_size) // every_docs > ((t - 1) * minibatch_size) // every_docs
 
 
 def stream_docs(state: StreamState) -> int:
