@@ -126,8 +126,10 @@ SVI_GIBBS_ESTIMATOR = "rao-blackwell"
 #: what svi-gibbs samples documents against (lsdask.models.sparse_topics.WEIGHTS)
 SVI_GIBBS_WEIGHTS = "mean"
 #: svi-gibbs drops the topic-word entries that decayed below this times eta
-#: (lsdask.models.sparse_topics.SparseTopics.prune)
-SVI_GIBBS_PRUNE = 0.01
+#: (lsdask.models.sparse_topics.SparseTopics.prune): a word whose count in a
+#: topic is under a third of the prior's pseudo-count is one the topic knows
+#: nothing of beyond the prior
+SVI_GIBBS_PRUNE = 0.3
 SVI_GIBBS_CHECKPOINT_EVERY = 50
 
 #: Bytes of corpus row groups a process keeps read for minibatches drawn

@@ -237,7 +237,7 @@ class LDA(VariationalEstimator):
     gibbs_prune : float
         ``algorithm="svi-gibbs"``: every 1,600 documents the topic-word entries
         whose count has decayed below ``gibbs_prune * eta`` are dropped
-        (default 0.01). An entry decays at every step but never vanishes, so
+        (default 0.3). An entry decays at every step but never vanishes, so
         without this a stream's topics keep every (word, topic) pair ever
         sampled; 0 keeps them all (the paper's update exactly).
     n_blocks : int or None

@@ -60,6 +60,7 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 
+from lsdask import config
 from lsdask.errors import DataError
 from lsdask.learn.base import progress_bar
 from lsdask.learn.protocols import Executor
@@ -445,7 +446,7 @@ class SviGibbs:
     estimator: str = "rao-blackwell"
     quanta: int = RB_QUANTA
     weights: str = "mean"
-    prune: float = 0.01
+    prune: float = config.SVI_GIBBS_PRUNE
     prune_every_docs: int = PRUNE_EVERY_DOCS
     learn_alpha: bool = False
     #: steps between broadcasts of the whole topics to the replicas (a process

@@ -28,6 +28,8 @@ from harness.peers import gensim_bow
 from harness.report import fmt, header, step_times, table
 from harness.run import Run, log, options
 
+from lsdask import config
+
 #: the paper's document-topic prior per topic (their footnote 1); every method uses it
 ALPHA_PER_TOPIC = 0.1
 KAPPA = 0.6
@@ -52,7 +54,7 @@ def lsdask_run(
     estimator: str = "draws",
     quanta: int = 16,
     weights: str = "mean",
-    prune: float = 0.01,
+    prune: float = config.SVI_GIBBS_PRUNE,
     keep_topics: bool = False,
     learn_alpha: bool = False,
 ) -> dict[str, Any]:
@@ -284,7 +286,7 @@ def scaling_run(
     estimator: str = "draws",
     quanta: int = 16,
     weights: str = "mean",
-    prune: float = 0.01,
+    prune: float = config.SVI_GIBBS_PRUNE,
     learn_alpha: bool = False,
 ) -> dict[str, Any]:
     """Documents per second with 1 and 2 LocalCluster workers (and in-process),
@@ -485,9 +487,10 @@ def main(argv: list[str] | None = None) -> None:
         "--only-grid: mean (E[phi], the default), geometric (exp E[log phi], the paper's)",
     )  # fmt: skip
     parser.add_argument(
-        "--prune", type=float, default=0.01,
-        help="lsdask drops entries of N-tilde below PRUNE * eta every 16 steps (default "
-        "0.01; 0 keeps every entry, the paper's update)",
+        "--prune", type=float, default=config.SVI_GIBBS_PRUNE,
+        help="lsdask drops entries of N-tilde below PRUNE * eta every 1,600 documents "
+        f"(default {config.SVI_GIBBS_PRUNE:g}, the library's; 0 keeps every entry, the "
+        "paper's update)",
     )  # fmt: skip
     parser.add_argument(
         "--alpha", default="fixed",
@@ -519,7 +522,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.estimators != "draws":  # e.g. -rao-blackwell-doc16, -draws-rao-blackwell16
         stem += "-" + args.estimators.replace(",", "-") + str(args.quanta)
     stem += "-" + args.weights.replace(",", "-")  # -mean, -geometric, -mean-geometric
-    if args.prune != 0.01:
+    if args.prune != config.SVI_GIBBS_PRUNE:
         stem += f"-prune{args.prune:g}"
     if args.alpha != "fixed":
         stem += "-alpha-" + args.alpha.replace(",", "-")
