@@ -141,6 +141,22 @@ def test_estimator_resume_of_a_finished_fit_equals_one_longer_fit(tmp_path):
         )
 
 
+def test_a_checkpoint_resumes_only_with_its_own_pruning_threshold(tmp_path):
+    """A checkpoint written under another ``gibbs_prune`` (the default was 0.01
+    before it became 0.3) is refused with the default, naming both values, and
+    resumes when given its own."""
+    path = _make(tmp_path, np.random.default_rng(5), n=60)
+    kw = dict(
+        algorithm="svi-gibbs", alpha=1.0, minibatch_size=20, gibbs_burnin=1, gibbs_samples=1,
+        random_state=0, client="sync", checkpoint_dir=str(tmp_path / "ck"),
+    )  # fmt: skip
+    lsdask.LDA(4, n_laps=1, gibbs_prune=0.01, **kw).fit(str(path))
+    with pytest.raises(ValueError, match=r"gibbs_prune: checkpoint 0\.01, asked 0\.3"):
+        lsdask.LDA(4, n_laps=1, resume=True, **kw).fit(str(path))
+    resumed = lsdask.LDA(4, n_laps=1, resume=True, gibbs_prune=0.01, **kw).fit(str(path))
+    assert resumed.n_laps_ == 2
+
+
 @pytest.mark.parametrize("damage", ["cut", "garbage", "negative", "command"])
 def test_a_damaged_checkpoint_is_refused_naming_the_file(tmp_path, damage):
     from lsdask.errors import DataError
