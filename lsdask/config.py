@@ -128,7 +128,7 @@ SVI_GIBBS_WEIGHTS = "mean"
 #: svi-gibbs drops the topic-word entries that decayed below this times eta
 #: (lsdask.models.sparse_topics.SparseTopics.prune): a word whose count in a
 #: topic is under a third of the prior's pseudo-count is one the topic knows
-#: nothing of beyond the prior
+#: little of beyond the prior
 SVI_GIBBS_PRUNE = 0.3
 SVI_GIBBS_CHECKPOINT_EVERY = 50
 
