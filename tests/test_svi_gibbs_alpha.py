@@ -16,9 +16,10 @@ from lsdask.models.collapsed import (
     StreamPrior,
     fit_alpha_to_doc_counts,
 )
-from lsdask.models.sparse_topics import sample_counts_and_doc_topics
+from lsdask.models.sparse_topics import sample_counts
 from tests.test_svi_gibbs import _corpus, svi_gibbs_kw
 from tests.test_svi_gibbs_kernel import _topics
+from tests.test_svi_gibbs_rb import rewrite_checkpoint
 
 
 def _reference_histogram(X, ids, view, burnin, samples, seed) -> dict[tuple[int, int], int]:
@@ -53,7 +54,7 @@ def test_document_topic_counts_match_a_document_by_document_count(rng, estimator
     view = _topics(rng, K, V).view(np.arange(V), np.full(K, 0.3), step=4)
     X = sp.csr_matrix(rng.poisson(0.9, size=(11, V)).astype(float))
     ids = np.arange(50, 61)
-    _, hist = sample_counts_and_doc_topics(X, ids, view, 2, 3, seed=9, estimator=estimator)
+    _, hist = sample_counts(X, ids, view, 2, 3, seed=9, estimator=estimator, doc_topics=True)
     got = {(int(k % K), int(k // K)): int(c) for k, c in zip(hist.keys, hist.counts, strict=True)}
     assert got == _reference_histogram(X, ids, view, 2, 3, 9)
     # every (document, kept sweep) holds all its tokens
@@ -168,18 +169,16 @@ def test_local_cluster_equals_in_process_with_a_learned_prior(tmp_path, dask_cli
 
 def test_a_damaged_learned_prior_is_refused_naming_the_file(tmp_path) -> None:
     from lsdask.errors import DataError
-    from lsdask.persist.svi_gibbs import checkpoint_path
 
     X, _ = _corpus(np.random.default_rng(3))
     ck = tmp_path / "ck"
     kw = svi_gibbs_kw(alpha="auto", n_laps=1)
     lsdask.LDA(5, checkpoint_dir=str(ck), **kw).fit(X)
-    path = checkpoint_path(ck)
-    with np.load(path) as f:
-        arrays = dict(f)
-    arrays["alpha"] = -arrays["alpha"]  # a prior must be positive
-    np.savez(path.with_suffix(".tmp.npz"), **arrays)
-    path.with_suffix(".tmp.npz").replace(path)
+
+    def negate(arrays, meta):
+        arrays["alpha"] = -arrays["alpha"]  # a prior must be positive
+
+    path = rewrite_checkpoint(ck, negate)
     with pytest.raises(DataError, match=f"{path}.*learned prior 'alpha'"):
         lsdask.LDA(5, checkpoint_dir=str(ck), resume=True, **kw).fit(X)
 
@@ -211,24 +210,13 @@ def test_a_model_with_a_learned_prior_saves_and_loads_it(tmp_path) -> None:
 def test_a_checkpoint_from_before_the_alpha_trace_resumes_with_a_fixed_one(tmp_path) -> None:
     """A checkpoint written before the prior could be learned keeps no alpha trace:
     it resumes equal to an uninterrupted fit, its trace the fixed total."""
-    import json
-
-    from lsdask.persist.svi_gibbs import checkpoint_path
-
     X, _ = _corpus(np.random.default_rng(3))
     kw = svi_gibbs_kw(alpha=2.0)
     kw.pop("n_laps")
     straight = lsdask.LDA(5, n_laps=3, **kw).fit(X)
     ck = tmp_path / "ck"
     lsdask.LDA(5, n_laps=2, checkpoint_dir=str(ck), **kw).fit(X)
-    path = checkpoint_path(ck)
-    with np.load(path) as f:
-        arrays = dict(f)
-    meta = json.loads(arrays["meta"].tobytes().decode())
-    del meta["alpha_trace"]
-    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    np.savez(path.with_suffix(".tmp.npz"), **arrays)
-    path.with_suffix(".tmp.npz").replace(path)
+    rewrite_checkpoint(ck, lambda arrays, meta: meta.pop("alpha_trace"))
     again = lsdask.LDA(5, n_laps=1, checkpoint_dir=str(ck), resume=True, **kw).fit(X)
     np.testing.assert_array_equal(straight.components_, again.components_)
     np.testing.assert_array_equal(again.alpha_trace_, [2.0, 2.0, 2.0])

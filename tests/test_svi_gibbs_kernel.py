@@ -147,14 +147,16 @@ def test_draws_do_not_depend_on_how_documents_are_split(rng) -> None:
     X = sp.csr_matrix(rng.poisson(0.8, size=(9, V)).astype(float))
     ids = np.arange(100, 109)
     view = state.view(np.arange(V), np.full(K, 0.1), step=7)
-    whole = sample_counts(X, ids, view, 2, 3, seed=5)
-    parts = sample_counts(X[:4], ids[:4], view, 2, 3, seed=5) + sample_counts(
-        X[4:], ids[4:], view, 2, 3, seed=5
-    )
+
+    def counts(rows, doc_ids, seed=5):
+        return sample_counts(rows, doc_ids, view, 2, 3, seed=seed)[0]
+
+    whole = counts(X, ids)
+    parts = counts(X[:4], ids[:4]) + counts(X[4:], ids[4:])
     np.testing.assert_array_equal(whole.keys, parts.keys)
     np.testing.assert_array_equal(whole.counts, parts.counts)
     assert whole.total == 3 * X.sum()
-    other = sample_counts(X, ids, view, 2, 3, seed=6)
+    other = counts(X, ids, seed=6)
     assert not np.array_equal(other.counts, whole.counts) or not np.array_equal(
         other.keys, whole.keys
     )

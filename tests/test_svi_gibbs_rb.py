@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -153,10 +155,12 @@ def test_rb_counts_do_not_depend_on_how_documents_are_split(rng, estimator) -> N
     X = sp.csr_matrix(rng.poisson(0.8, size=(9, V)).astype(float))
     ids = np.arange(100, 109)
     view = state.view(np.arange(V), np.full(K, 0.1), step=7)
-    whole = sample_counts(X, ids, view, 2, 3, seed=5, estimator=estimator)
-    parts = sample_counts(X[:4], ids[:4], view, 2, 3, seed=5, estimator=estimator) + sample_counts(
-        X[4:], ids[4:], view, 2, 3, seed=5, estimator=estimator
-    )
+
+    def counts(rows, doc_ids):
+        return sample_counts(rows, doc_ids, view, 2, 3, seed=5, estimator=estimator)[0]
+
+    whole = counts(X, ids)
+    parts = counts(X[:4], ids[:4]) + counts(X[4:], ids[4:])
     np.testing.assert_array_equal(whole.keys, parts.keys)
     np.testing.assert_array_equal(whole.counts, parts.counts)
     assert whole.counts.dtype == np.int64
@@ -184,28 +188,36 @@ def test_lda_refuses_an_unknown_estimator(rng) -> None:
         lsdask.LDA(3, algorithm="svi-gibbs", gibbs_estimator="mean", client="sync").fit(X)
 
 
+def rewrite_checkpoint(folder, edit) -> Path:
+    """Rewrite the svi-gibbs checkpoint in ``folder`` after ``edit(arrays, meta)``
+    changed its arrays and its JSON member in place (an old or damaged file)."""
+    import json
+
+    from lsdask.persist.svi_gibbs import checkpoint_path
+
+    path = checkpoint_path(folder)
+    with np.load(path) as f:
+        arrays = dict(f)
+    meta = json.loads(arrays["meta"].tobytes().decode())
+    edit(arrays, meta)
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(path.with_suffix(".tmp.npz"), **arrays)
+    path.with_suffix(".tmp.npz").replace(path)
+    return path
+
+
 def resumes_as_before_the_choice(X, K, kw, setting, asked, tmp_path) -> None:
     """A checkpoint written by ``LDA(K, **kw)`` before ``setting`` existed (the
     setting dropped from its meta) resumes as ``kw[setting]`` (the value the old
     code used), equal to an uninterrupted fit, and is refused naming the
     setting when ``asked`` for another value."""
-    import json
-
     import lsdask
-    from lsdask.persist.svi_gibbs import checkpoint_path
 
     kw = {k: v for k, v in kw.items() if k != "n_laps"}
     straight = lsdask.LDA(K, n_laps=3, **kw).fit(X)
     ck = tmp_path / "ck"
     lsdask.LDA(K, n_laps=2, checkpoint_dir=str(ck), **kw).fit(X)
-    path = checkpoint_path(ck)
-    with np.load(path) as f:
-        arrays = dict(f)
-    meta = json.loads(arrays["meta"].tobytes().decode())
-    del meta["settings"][setting]
-    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    np.savez(path.with_suffix(".tmp.npz"), **arrays)
-    path.with_suffix(".tmp.npz").replace(path)
+    rewrite_checkpoint(ck, lambda arrays, meta: meta["settings"].pop(setting))
     with pytest.raises(ValueError, match=f"{setting}: checkpoint {kw[setting]!r}, asked {asked!r}"):
         lsdask.LDA(K, n_laps=1, checkpoint_dir=str(ck), resume=True,
                    **{**kw, setting: asked}).fit(X)  # fmt: skip

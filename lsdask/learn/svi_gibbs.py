@@ -72,7 +72,7 @@ from lsdask.models.sparse_topics import (
     SparseTopics,
     TopicWordCounts,
     quanta_per_token,
-    sample_counts_and_doc_topics,
+    sample_counts,
     sum_as_matrix,
 )
 
@@ -326,7 +326,7 @@ class GibbsTask:
         view = replica_view(source, base, updates, words, alpha, self.step, self.weights)
         try:
             with _phase("sample"):
-                counts, doc_topics = sample_counts_and_doc_topics(
+                counts, doc_topics = sample_counts(
                     rows,
                     doc_ids,
                     view,

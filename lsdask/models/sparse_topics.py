@@ -308,23 +308,7 @@ def sample_counts(
     seed: int,
     estimator: str = "draws",
     quanta: int = RB_QUANTA,
-) -> TopicWordCounts:
-    """:func:`sample_counts_and_doc_topics`' topic-word counts alone."""
-    return sample_counts_and_doc_topics(
-        rows, doc_ids, view, burnin, samples, seed, estimator, quanta, doc_topics=False
-    )[0]
-
-
-def sample_counts_and_doc_topics(
-    rows: sp.csr_matrix,
-    doc_ids: np.ndarray,
-    view: SamplerView,
-    burnin: int,
-    samples: int,
-    seed: int,
-    estimator: str = "draws",
-    quanta: int = RB_QUANTA,
-    doc_topics: bool = True,
+    doc_topics: bool = False,
 ) -> tuple[TopicWordCounts, TopicWordCounts | None]:
     """The kept sweeps' topic-word counts of documents ``rows`` (CSR of whole
     counts over the vocabulary), summed over the ``samples`` kept sweeps, each

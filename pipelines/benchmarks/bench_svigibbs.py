@@ -94,11 +94,8 @@ def lsdask_run(
             "nonzero_frac": s.topics.n_stored / (K * stream.n_features),
         }
         if score:
-            lam = s.topics.lam()  # dense K x V: made once per epoch
             prior = getattr(s.topics, "prior", None)
-            if prior is not None:
-                row.update(own_prior_heldout(data, lam, prior.alpha))
-            row.update(evaluate(data, lam, eta))
+            row.update(evaluate(data, s.topics.lam(), eta, None if prior is None else prior.alpha))
         epochs_out.append(row)
         log(f"  lsdask K={K} epoch {s.epoch}: {row}")
         last[0] = time.perf_counter()  # scoring is not on the clock
@@ -126,13 +123,17 @@ def load_now() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def evaluate(data: Any, lam: np.ndarray, eta: float) -> dict[str, float]:
+def evaluate(
+    data: Any, lam: np.ndarray, eta: float, learned: np.ndarray | None = None
+) -> dict[str, float]:
     """Heldout document completion and UMass coherence of topics ``lam`` (K, V, the
     Dirichlet parameters: eta plus the topic's counts); UMass also over the *live*
     topics alone, those holding at least half a fair share (``N / (2 K)``) of the
     counts ``lam - eta``: a method's unused topics show whatever its updates
     leave in them (rare words under sklearn's random start, a few
-    smoothing-bucket tokens under SVI-Gibbs) and decide the worst decile."""
+    smoothing-bucket tokens under SVI-Gibbs) and decide the worst decile.
+    Every method is completed under the fixed prior; a ``learned`` one's total,
+    and completion under it, are added where given."""
     from lsdask.evaluate import document_completion, umass_coherence
 
     K = lam.shape[0]
@@ -142,7 +143,14 @@ def evaluate(data: Any, lam: np.ndarray, eta: float) -> dict[str, float]:
     worst = np.sort(coherence)[: max(1, K // 10)]
     mass = lam.sum(axis=1) - eta * lam.shape[1]
     live = coherence[mass >= mass.sum() / (2 * K)]
+    own = {}
+    if learned is not None:
+        own = {
+            "alpha_total": float(np.sum(learned)),
+            "heldout_own_prior": float(document_completion(data.A, data.B, topics, learned)),
+        }
     return {
+        **own,
         "heldout": float(heldout),
         "umass_mean": float(np.mean(coherence)),
         "umass_worst_decile": float(np.mean(worst)),
@@ -151,18 +159,6 @@ def evaluate(data: Any, lam: np.ndarray, eta: float) -> dict[str, float]:
         "umass_live_worst_decile": float(np.mean(np.sort(live)[: max(1, live.size // 10)]))
         if live.size
         else float("nan"),
-    }
-
-
-def own_prior_heldout(data: Any, lam: np.ndarray, alpha: np.ndarray) -> dict[str, float]:
-    """A learned prior's total, and heldout completion of topics ``lam`` under it
-    (:func:`evaluate` completes every method under the fixed prior)."""
-    from lsdask.evaluate import document_completion
-
-    topics = lam / lam.sum(axis=1, keepdims=True)
-    return {
-        "alpha_total": float(np.sum(alpha)),
-        "heldout_own_prior": float(document_completion(data.A, data.B, topics, alpha)),
     }
 
 
@@ -244,11 +240,9 @@ def _peer(
         step(X)
         times.append(time.perf_counter() - t0)
         if score_every and i % score_every == 0:
-            lam = np.asarray(topics())
+            learned = None if prior is None else prior()
             scores.append({"minibatches": i, "seconds": float(np.sum(times)), "load": load_now(),
-                           **evaluate(data, lam, eta)})  # fmt: skip
-            if prior is not None:  # a learned prior: completed under it too
-                scores[-1].update(own_prior_heldout(data, lam, prior()))
+                           **evaluate(data, np.asarray(topics()), eta, learned)})  # fmt: skip
             log(f"  peer after {i} minibatches: {scores[-1]}")
     return {
         "seconds_per_minibatch": float(np.mean(times)),

@@ -31,9 +31,7 @@ def main() -> None:
         tomotopy_train(mdl, sweeps - done, workers=1)
         done = sweeps
         lam = tomotopy_pseudo_counts(mdl, K, X.shape[1], cache, eta)
-        got = bs.evaluate(data, lam, eta)
-        if learned:
-            got.update(bs.own_prior_heldout(data, lam, np.asarray(mdl.alpha)))
+        got = bs.evaluate(data, lam, eta, np.asarray(mdl.alpha) if learned else None)
         scores = {k: round(v, 3) for k, v in got.items()}
         print(f"K={K} eta={eta} sweeps={sweeps} {time.perf_counter() - t0:.0f} s: {scores}")
 
