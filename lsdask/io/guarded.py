@@ -43,9 +43,11 @@ __all__ = [
     "UnsafePath",
     "check_tree",
     "exists",
+    "fsync_dir",
     "is_dir",
     "is_file",
     "listdir",
+    "lstat",
     "makedirs",
     "open_lock_file",
     "open_read",
@@ -71,6 +73,7 @@ LIMITS: dict[str, int] = {
     "vocab": 1024 * _MiB,  # vocab.txt
     "json": 64 * _MiB,  # any other small JSON document
     "text": 64 * _MiB,
+    "document": 256 * _MiB,  # one text file of an input folder, one document
 }
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -306,6 +309,24 @@ def _stat(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> os.stat
             return _lstat(fd, name)
     except (FileNotFoundError, NotADirectoryError):
         return None
+
+
+def lstat(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> os.stat_result | None:
+    """``os.lstat`` of ``path`` below ``root`` (a link's own status, never what
+    it points to); None where it is missing. UnsafePath where the way to it
+    passes a link."""
+    return _stat(root, path)
+
+
+def fsync_dir(root: str | os.PathLike[str], path: str | os.PathLike[str] = ".") -> None:
+    """Force the entries of the folder ``path`` below ``root`` (a rename or a new
+    file in it) to disk."""
+    names = relative(root, path)
+    fd = _walk(Path(root), names, "/".join(names) or ".")
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def exists(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool:

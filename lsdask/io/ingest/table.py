@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lsdask.errors import DataError
+from lsdask.io import guarded
 from lsdask.io.ingest.common import IngestSummary, _Doc, _ingest_texts, _TextSource, document_id
 from lsdask.io.ingest.inputs import (
     check_line_encoding,
@@ -119,14 +120,16 @@ def _csv_docs(
 def _parquet_parts(folder: Path) -> list[Path]:
     """The Parquet files of a dataset folder (as Spark, Dask or pyarrow write
     them, partition subfolders included), in sorted order; names starting with
-    "." or "_" (``_SUCCESS``, ``_metadata``, checksums) are skipped."""
-    return sorted(
-        p
-        for p in folder.rglob("*")
-        if p.suffix in (".parquet", ".pq")
-        and p.is_file()
-        and not any(part.startswith((".", "_")) for part in p.relative_to(folder).parts)
-    )
+    "." or "_" (``_SUCCESS``, ``_metadata``, checksums) are skipped. A link or a
+    special file anywhere in the folder is refused (:func:`lsdask.io.guarded.check_tree`)."""
+    found = []
+    for name in guarded.check_tree(folder):
+        p = folder / name
+        if p.suffix in (".parquet", ".pq") and not any(
+            part.startswith((".", "_")) for part in p.relative_to(folder).parts
+        ):
+            found.append(p)
+    return found
 
 
 def _is_text_type(kind: pa.DataType) -> bool:

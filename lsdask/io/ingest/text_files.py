@@ -12,6 +12,7 @@ import fnmatch
 import json
 import logging
 import os
+import stat
 import tarfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from lsdask.errors import DataError
+from lsdask.io import guarded
 from lsdask.io.ingest.common import IngestSummary, _Doc, _ingest_texts, _TextSource, document_id
 from lsdask.io.ingest.inputs import (
     check_encoding,
@@ -71,17 +73,41 @@ def _is_tar(path: Path) -> bool:
 
 
 def _folder_docs(root: Path, subset: str | None, encoding: str, seen: set[str]) -> Iterator[_Doc]:
-    """Files under ``root`` (recursive, sorted, hidden ones skipped), one document each."""
+    """Regular files under ``root`` (recursive, sorted, hidden ones skipped), one
+    document each. Links (to files or folders) and special files (FIFOs,
+    devices, sockets) are skipped with a warning: nothing outside the folder is
+    read through them, and nothing blocks on a FIFO."""
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        folder = Path(dirpath)
+        kept = []
+        for d in sorted(dirnames):
+            if d.startswith("."):
+                continue
+            if (folder / d).is_symlink():
+                _skip(root, folder / d, "a symbolic link to a folder")
+            else:
+                kept.append(d)
+        dirnames[:] = kept
         for name in sorted(filenames):
-            path = Path(dirpath) / name
+            path = folder / name
             relative = path.relative_to(root).as_posix()
             if len(seen) < 20:
                 seen.add(relative.split("/")[0])
-            if name.startswith(".") or not _selected(relative, subset) or not path.is_file():
+            if name.startswith(".") or not _selected(relative, subset):
                 continue
-            yield relative, _decode(path.read_bytes(), encoding, f"file {str(path)!r}")
+            mode = path.lstat().st_mode
+            if not stat.S_ISREG(mode):
+                _skip(root, path, "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file")
+                continue
+            data = guarded.read_bytes(root, relative, "document")
+            yield relative, _decode(data, encoding, f"file {str(path)!r}")
+
+
+def _skip(root: Path, path: Path, what: str) -> None:
+    logger.warning(
+        "input folder %s: skipped %s, %s (lsdask reads only the regular files in it)",
+        root, path.relative_to(root).as_posix(), what,
+    )  # fmt: skip
 
 
 def _tar_docs(path: Path, subset: str | None, encoding: str, seen: set[str]) -> Iterator[_Doc]:
