@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lsdask import config
+from lsdask.io import guarded
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ class DocumentStream:
             from lsdask.io.corpus.store import Corpus
 
             corpus = X if isinstance(X, Corpus) else Corpus.open(X, rescan=True)
+            corpus.verify()  # each part against its digest, once per process
             self._path = corpus.path
             self.vocab: list[str] | None = corpus.vocab
             self.n_features = corpus.vocab_size
@@ -104,10 +106,10 @@ class DocumentStream:
 
         assert self._path is not None
         try:
-            st = os.stat(os.path.join(self._path, MANIFEST_NAME))
+            st = guarded.lstat(self._path, MANIFEST_NAME)
         except OSError:
             return None
-        return (st.st_mtime_ns, st.st_size)
+        return None if st is None else (st.st_mtime_ns, st.st_size)
 
     def _take(self, corpus: Any) -> int:
         """Append the corpus's row groups not known yet; returns their documents."""
@@ -131,7 +133,9 @@ class DocumentStream:
             return 0
         from lsdask.io.corpus.store import Corpus
 
-        added = self._take(Corpus.open(self._path))
+        corpus = Corpus.open(self._path)
+        corpus.verify()  # the parts not checked yet in this process: the new ones
+        added = self._take(corpus)
         if added:
             logger.info("%s: %d new documents picked up", self.description, added)
         return added

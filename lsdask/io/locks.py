@@ -16,7 +16,10 @@ line's ``--wait SECONDS`` and ``--no-lock``). A file system without locks
 says so, unless locking is turned off.
 
 The lock file is never deleted: deleting it would let two processes lock two
-different files of the same name.
+different files of the same name. It is opened through :mod:`lsdask.io.guarded`:
+a link, FIFO or device in its place is refused (naming the folder), never
+followed, created through or truncated; a lock file with several hard links
+(a snapshot made with ``cp -al``) is locked, but its record is not written.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lsdask.errors import LockError
+from lsdask.errors import DataError, LockError
+from lsdask.io import guarded
 
 logger = logging.getLogger(__name__)
 
@@ -147,9 +151,9 @@ def holder(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
     ``folder``'s lock: ``host``, ``pid``, ``since`` (UTC, ISO 8601) and
     ``command``; None when there is none."""
     try:
-        text = (Path(folder) / LOCK_NAME).read_text(encoding="utf-8")
+        text = guarded.read_text(folder, LOCK_NAME, "lock")
         record = json.loads(text) if text.strip() else None
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # missing, unreadable, not a regular file, not JSON
         return None
     return record if isinstance(record, dict) else None
 
@@ -209,7 +213,9 @@ if hasattr(os, "register_at_fork"):
 
 
 def _lock_path(folder: Path) -> str:
-    return os.path.realpath(folder / LOCK_NAME)
+    """The key of ``folder``'s lock in this process: the folder itself resolved
+    (it may be a link: the user handed it over), the lock file's name as it is."""
+    return os.path.join(os.path.realpath(folder), LOCK_NAME)
 
 
 class FolderLock:
@@ -286,7 +292,7 @@ class FolderLock:
                 held.count += 1
                 self._key = key
                 return True
-        fd = _open_lock_file(key)
+        fd = _open_lock_file(self.folder, self.what)
         try:
             if not self._flock(fd, key, blocking):
                 os.close(fd)
@@ -294,10 +300,11 @@ class FolderLock:
         except BaseException:
             os.close(fd)
             raise
-        with contextlib.suppress(OSError):
-            data = json.dumps(_record()).encode()
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, data, 0)
+        if _own_file(fd):
+            with contextlib.suppress(OSError):
+                data = json.dumps(_record()).encode()
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, data, 0)
         self._key = key
         return True
 
@@ -364,20 +371,35 @@ class FolderLock:
             if held.count > 0:
                 return
             del _HELD[key]
-        with contextlib.suppress(OSError):
-            os.ftruncate(held.fd, 0)
+        if _own_file(held.fd):
+            with contextlib.suppress(OSError):
+                os.ftruncate(held.fd, 0)
         with contextlib.suppress(OSError):
             fcntl.flock(held.fd, fcntl.LOCK_UN)
         os.close(held.fd)
 
 
-def _open_lock_file(path: str) -> int:
-    """The lock file, opened for writing its record (read-only where another
-    user made it: flock needs no write access)."""
+def _open_lock_file(folder: Path, what: str) -> int:
+    """The lock file of ``folder``, opened for writing its record (read-only
+    where another user made it: flock needs no write access); a link or special
+    file in its place is a DataError naming the folder."""
     try:
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    except PermissionError:
-        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        return guarded.open_lock_file(folder, LOCK_NAME)
+    except guarded.UnsafePath as exc:
+        raise DataError(
+            f"{what} {folder}: its lock file {LOCK_NAME} is not a regular file ({exc}). "
+            f"lsdask never opens a lock file through a link; remove {folder / LOCK_NAME} "
+            "(lsdask makes a new one) and run again"
+        ) from exc
+
+
+def _own_file(fd: int) -> bool:
+    """Whether the lock file is a regular file of one name, whose record this
+    process may write (one with other hard links is another file's too)."""
+    try:
+        return os.fstat(fd).st_nlink == 1
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from lsdask.errors import DataError
+from lsdask.io import guarded
 from lsdask.io.sources import missing_here
 
 __all__ = ["COLUMNS", "SCHEMA", "CorpusBatch", "DocBatch"]
@@ -352,7 +353,7 @@ class CorpusBatch:
             If the file is missing, unreadable or truncated, no longer matches
             the manifest, or holds invalid documents (see :meth:`DocBatch.from_arrow`).
         """
-        table = _read_row_group(self.file_path, self.row_group, self.where)
+        table = _read_row_group(self.path, self.file, self.row_group, self.where)
         if table.num_rows != self.n_docs:
             raise DataError(
                 f"{self.where}: holds {table.num_rows} documents but the manifest says "
@@ -370,14 +371,20 @@ class CorpusBatch:
         return batch
 
 
-def _read_row_group(file_path: str, row_group: int, where: str) -> pa.Table:
-    if not os.path.exists(file_path):
-        raise DataError(
-            f"{where}: {missing_here(file_path)}. If the file is gone, reopen the corpus with "
-            "Corpus.open(path, rescan=True) to rebuild the batch list (lsdask fit rescans)."
-        )
+def _read_row_group(root: str, file: str, row_group: int, where: str) -> pa.Table:
+    """Row group ``row_group`` of the part ``file`` of the corpus ``root``, opened
+    through :mod:`lsdask.io.guarded` (no links, no special files) and read with
+    its Parquet page checksums verified (a damaged page is an error, not data)."""
     try:
-        with pq.ParquetFile(file_path) as f:
+        raw = guarded.open_read(root, file)
+    except FileNotFoundError:
+        raise DataError(
+            f"{where}: {missing_here(os.path.join(root, file))}. If the file is gone, reopen "
+            "the corpus with Corpus.open(path, rescan=True) to rebuild the batch list "
+            "(lsdask fit rescans)."
+        ) from None
+    try:
+        with raw, pq.ParquetFile(raw, page_checksum_verification=True) as f:
             problem = _row_group_mismatch(f, row_group)
             table = None if problem else f.read_row_group(row_group, columns=list(COLUMNS))
     except (pa.ArrowException, OSError) as exc:

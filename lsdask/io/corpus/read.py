@@ -16,6 +16,8 @@ import logging
 import math
 import os
 import re
+import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lsdask.errors import DataError
+from lsdask.io import guarded
 from lsdask.io.corpus.batch import COLUMNS, DocBatch
 from lsdask.io.corpus.write import (
+    DIGEST_KEY,
     FORMAT,
     MANIFEST_NAME,
     PARTS_DIR,
@@ -36,20 +40,48 @@ from lsdask.io.corpus.write import (
     _as_number,
     _now,
     _write_json_atomic,
+    file_digest,
 )
 
 logger = logging.getLogger(__name__)
 
 
 _PART_NAME = re.compile(r"^part-(\d+)\.parquet$")
+#: A part file as the manifest names it: ``parts/<plain name>.parquet``.
+_PART_FILE = re.compile(r"^parts/(?![.])[^/\x00\n\r]+\.parquet$")
+#: A transaction id as :func:`lsdask.io.corpus.write.new_txn` makes it.
+_TXN = re.compile(r"^[0-9a-f]{8,64}$")
+
+
+def is_part_file(file: Any) -> bool:
+    """Whether ``file`` is a part file name as lsdask writes it in a manifest:
+    ``parts/<plain name>.parquet`` (no folders, links or odd names)."""
+    return (
+        isinstance(file, str)
+        and bool(_PART_FILE.match(file))
+        and len(file.encode("utf-8", "surrogateescape")) <= 255 + len(PARTS_DIR) + 1
+    )
+
+
+def is_txn(txn: Any) -> bool:
+    """Whether ``txn`` is a transaction id as lsdask makes it (hex digits)."""
+    return isinstance(txn, str) and bool(_TXN.match(txn))
+
+
+def open_part(root: Path, file: str) -> Any:
+    """The part ``file`` of the corpus ``root`` opened for reading (binary),
+    through :mod:`lsdask.io.guarded`: a regular file reached without links."""
+    return guarded.open_read(root, file)
 
 
 # --------------------------------------------------------------------------- reading
 
 
 def _read_vocab(path: Path, corpus: Path) -> list[str]:
+    """The words of ``vocab.txt`` in the corpus folder ``corpus`` (``path`` is
+    that file, named for messages): a regular file of at most the "vocab" limit."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = guarded.read_text(corpus, VOCAB_NAME, "vocab")
     except FileNotFoundError as exc:
         raise DataError(
             f"corpus {corpus}: {VOCAB_NAME} is missing; a corpus needs its vocabulary "
@@ -64,19 +96,48 @@ def _read_vocab(path: Path, corpus: Path) -> list[str]:
 
 
 def _read_manifest(root: Path) -> dict[str, Any]:
+    """``manifest.json`` of the corpus ``root``, read through :mod:`lsdask.io.guarded`
+    (a regular file, at most the "manifest" limit) and checked; the corpus folder's
+    own entries are checked first (:func:`check_layout`)."""
     path = root / MANIFEST_NAME
+    check_layout(root)
     try:
-        with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
+        data = guarded.read_bytes(root, MANIFEST_NAME, "manifest")
     except FileNotFoundError as exc:
         raise DataError(
             f"{root}: not an lsdask corpus (no {MANIFEST_NAME}). Make a corpus with "
             "`lsdask ingest` (in Python lsdask.io.ingest or Corpus.write)."
         ) from exc
+    try:
+        manifest = json.loads(data)
     except ValueError as exc:
         raise DataError(f"{path}: not valid JSON ({exc}); the manifest is corrupt") from exc
     _check_manifest(manifest, path)
     return manifest
+
+
+def check_layout(root: Path) -> None:
+    """Refuse a corpus folder holding a link or a special file (``parts/``,
+    ``quarantine/``, ``manifest.json``, ``vocab.txt`` or anything else that is a
+    symbolic link, a FIFO, a device or a socket): lsdask reads and writes only
+    below the folder it was given, so it never follows a link in it."""
+    if not root.is_dir():
+        return
+    for name in guarded.listdir(root):
+        st = guarded.lstat(root, name)
+        if st is None or stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+            continue
+        kind = (
+            "a symbolic link"
+            if stat.S_ISLNK(st.st_mode)
+            else "a special file (FIFO, device or socket)"
+        )
+        raise guarded.UnsafePath(
+            f"corpus {root}: {name!r} is {kind}. A corpus holds only regular files and "
+            "folders: lsdask never follows a link inside a folder it is given (a linked "
+            f"{PARTS_DIR}/ would let an append write into another corpus). Replace it with "
+            "the real file or folder (a copy), or remove it"
+        )
 
 
 def _check_manifest(manifest: Any, path: Path) -> None:
@@ -107,23 +168,66 @@ def _check_manifest(manifest: Any, path: Path) -> None:
                 f"{path}: batches[{i}] is {b!r}; expected "
                 "{'file': str, 'row_group': int, 'n_docs': int >= 0, 'n_tokens': number >= 0}"
             )
-        parts = Path(b["file"]).parts
-        if len(parts) != 2 or parts[0] != PARTS_DIR or b["file"].startswith("/"):
+        if not is_part_file(b["file"]):
             raise DataError(
                 f"{path}: batches[{i}] names file {b['file']!r}; files must be "
                 f"'{PARTS_DIR}/<name>.parquet' inside the corpus"
             )
+    _check_pending(manifest, path)
+
+
+def _check_pending(manifest: dict[str, Any], path: Path) -> None:
+    """Refuse ``pending`` entries that lsdask did not write: each names a file
+    ``parts/<plain name>.parquet`` and a transaction id of hex digits. Their
+    fields become paths when a stopped append is recovered, so an entry that
+    names anything else (an absolute path, ``..``, another folder) is an error
+    rather than dropped: dropped, the part it stands for would be taken in by the
+    next rescan as if committed."""
+    entries = manifest.get("pending")
+    if entries is None:
+        return
+    if not isinstance(entries, list):
+        raise DataError(
+            f"{path}: 'pending' is a {type(entries).__name__}; expected a list of the appends "
+            "under way. The manifest was edited or damaged: remove the key 'pending' (and "
+            f"any file in {PARTS_DIR}/ that no batch lists) and run again"
+        )
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            field, value = "entry", e
+        elif not is_part_file(e.get("file")):
+            field, value = "file", e.get("file")
+        elif not is_txn(e.get("txn")):
+            field, value = "txn", e.get("txn")
+        else:
+            continue
+        expected = {
+            "entry": "an object {'txn', 'file', 'host', 'pid', 'started'}",
+            "file": f"'{PARTS_DIR}/<plain name>.parquet'",
+            "txn": "a transaction id of hex digits",
+        }[field]
+        raise DataError(
+            f"{path}: pending[{i}] {field} is {str(value)[:200]!r}; expected {expected}. "
+            "lsdask never writes such an entry: the manifest was edited or damaged, and "
+            "nothing was moved. Remove that entry from 'pending' (if the append it stands "
+            f"for was stopped, also its part file in {PARTS_DIR}/, which no batch lists) "
+            "and run again"
+        )
 
 
 def _parquet_files(root: Path) -> list[str]:
-    parts = root / PARTS_DIR
-    if not parts.is_dir():
+    """The part files in ``parts/`` (hidden temporaries left out); a link or
+    special file named ``*.parquet`` there, or ``parts`` itself being one, is
+    refused (:class:`~lsdask.io.guarded.UnsafePath`)."""
+    if not guarded.is_dir(root, PARTS_DIR):
         return []
-    return sorted(
-        f"{PARTS_DIR}/{p.name}"
-        for p in parts.iterdir()
-        if p.suffix == ".parquet" and not p.name.startswith(".") and p.is_file()
-    )
+    files = []
+    for name in guarded.listdir(root, PARTS_DIR):
+        if not name.endswith(".parquet") or name.startswith("."):
+            continue
+        if guarded.is_file(root, f"{PARTS_DIR}/{name}"):
+            files.append(f"{PARTS_DIR}/{name}")
+    return sorted(files)
 
 
 def _file_row_groups(
@@ -137,7 +241,10 @@ def _file_row_groups(
     where = f"corpus {root}, file {file}"
     txn = part_txn(meta)
     try:
-        with pq.ParquetFile(str(root / file), metadata=meta) as f:
+        with (
+            open_part(root, file) as raw,
+            pq.ParquetFile(raw, metadata=meta, page_checksum_verification=True) as f,
+        ):
             names = f.schema_arrow.names
             if any(c not in names for c in COLUMNS):
                 raise DataError(
@@ -154,9 +261,10 @@ def _file_row_groups(
                     {"file": file, "row_group": g, "n_docs": n, "n_tokens": batch.n_tokens}
                     | ({} if txn is None else {"txn": txn})
                 )
-        size = (root / file).stat().st_size
+        size, digest = file_digest(root, file)
+        remember_verified(root, file, digest)
         for e in entries:
-            e["file_bytes"] = size
+            e["file_bytes"], e[DIGEST_KEY] = size, digest
     except (pa.ArrowException, OSError) as exc:
         raise DataError(
             f"{where}: could not read the Parquet file ({type(exc).__name__}: {exc}); it is "
@@ -175,7 +283,8 @@ def _footer_sizes(
     part the manifest lists, that is ``vocab.txt`` changed after it was written)."""
     where = f"corpus {root}, file {file}"
     try:
-        meta = pq.read_metadata(str(root / file))
+        with open_part(root, file) as raw:
+            meta = pq.read_metadata(raw)
     except (pa.ArrowException, OSError) as exc:
         raise DataError(
             f"{where}: could not read the Parquet footer ({type(exc).__name__}: {exc}); the "
@@ -203,9 +312,16 @@ def part_txn(meta: pq.FileMetaData) -> str | None:
 
 def pending(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """The appends under way (or stopped before they committed): entries
-    ``{"txn", "file", "host", "pid", "started"}`` of ``manifest["pending"]``."""
+    ``{"txn", "file", "host", "pid", "started"}`` of ``manifest["pending"]``
+    whose ``file`` is a part file name and ``txn`` a transaction id (a manifest
+    read from disk with others is refused by :func:`_read_manifest`)."""
     entries = manifest.get("pending")
-    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    if not isinstance(entries, list):
+        return []
+    return [
+        e for e in entries
+        if isinstance(e, dict) and is_part_file(e.get("file")) and is_txn(e.get("txn"))
+    ]  # fmt: skip
 
 
 def committed_txns(manifest: dict[str, Any]) -> set[str]:
@@ -222,7 +338,10 @@ def _same_size(root: Path, file: str, listed: list[dict[str, Any]]) -> bool:
     """Whether ``file`` still has the size its manifest entries recorded (entries
     of manifests written before sizes were kept record none: taken as the same)."""
     recorded = {b.get("file_bytes") for b in listed} - {None}
-    return not recorded or recorded == {(root / file).stat().st_size}
+    if not recorded:
+        return True
+    st = guarded.lstat(root, file)
+    return st is not None and recorded == {st.st_size}
 
 
 def _rescan(root: Path, manifest: dict[str, Any], vocab_digest: str) -> dict[str, Any]:
@@ -244,7 +363,7 @@ def _rescan(root: Path, manifest: dict[str, Any], vocab_digest: str) -> dict[str
         try:
             sizes, meta = _footer_sizes(root, file, vocab_digest)
         except DataError:
-            if not old and not (root / file).exists():
+            if not old and not guarded.exists(root, file):
                 continue  # moved away meanwhile (quarantined by an append)
             raise
         if not old and uncommitted.holds(file, part_txn(meta)):
@@ -340,7 +459,8 @@ class _Uncommitted:
 def _doc_id_range(root: Path, file: str) -> tuple[int, int] | None:
     """Smallest and largest doc_id of a part file, from the Parquet row-group
     statistics where present, else the column itself; None when it holds none."""
-    meta = pq.ParquetFile(root / file).metadata
+    with open_part(root, file) as raw:
+        meta = pq.read_metadata(raw)
     col = meta.schema.to_arrow_schema().get_field_index("doc_id")
     lo, hi = None, None
     for rg in range(meta.num_row_groups):
@@ -357,7 +477,9 @@ def _doc_id_range(root: Path, file: str) -> tuple[int, int] | None:
 
 def _doc_ids(root: Path, file: str) -> np.ndarray:
     """The doc_id column of a part file."""
-    return pq.read_table(root / file, columns=["doc_id"]).column(0).to_numpy()
+    with open_part(root, file) as raw:
+        table = pq.read_table(raw, columns=["doc_id"], page_checksum_verification=True)
+    return table.column(0).to_numpy()
 
 
 def _next_doc_id(root: Path, manifest: dict[str, Any]) -> int:
@@ -450,10 +572,85 @@ def _check_new_part(root: Path, manifest: dict[str, Any], name: str) -> Path:
             f"file_name must be a plain file name ending in '.parquet' (no folders, not "
             f"hidden); got {name!r}"
         )
+    guarded.check_name(root, f"{PARTS_DIR}/{name}", name)
     final = root / PARTS_DIR / name
-    if final.exists() or any(Path(b["file"]).name == name for b in manifest["batches"]):
+    guarded.makedirs(root, PARTS_DIR)  # refuses a parts/ that is a link
+    if guarded.exists(root, f"{PARTS_DIR}/{name}") or any(
+        Path(b["file"]).name == name for b in manifest["batches"]
+    ):
         raise FileExistsError(
             f"corpus {root}: {PARTS_DIR}/{name} already exists; choose another file_name"
         )
-    final.parent.mkdir(exist_ok=True)
     return final
+
+
+# --------------------------------------------------------------------------- digests
+
+#: Parts whose digest this process checked, by (corpus, file, size, mtime, inode,
+#: digest): each part is hashed once per process (a command), not per read.
+_VERIFIED: set[tuple[Any, ...]] = set()
+_VERIFIED_LOCK = threading.Lock()
+_told_no_digest: set[str] = set()
+
+
+def _verified_key(root: Path, file: str, digest: str) -> tuple[Any, ...] | None:
+    st = guarded.lstat(root, file)
+    if st is None:
+        return None
+    return (os.path.realpath(root), file, st.st_size, st.st_mtime_ns, st.st_ino, digest)
+
+
+def remember_verified(root: Path, file: str, digest: str) -> None:
+    """Record that ``file`` was just hashed to ``digest`` (it need not be again)."""
+    key = _verified_key(root, file, digest)
+    if key is not None:
+        with _VERIFIED_LOCK:
+            _VERIFIED.add(key)
+
+
+def verify_parts(root: Path, batches: list[dict[str, Any]]) -> None:
+    """Check each part file the manifest ``batches`` list against the size and
+    BLAKE2b digest recorded when it was written, once per part per process (a
+    part changed since, by size, time or inode, is checked again).
+
+    A part of a corpus written before digests were kept is read with its Parquet
+    page checksums only (said at debug level).
+
+    Raises
+    ------
+    DataError
+        Naming the part, the digest recorded and the one found, and the fix.
+    """
+    recorded: dict[str, tuple[Any, Any]] = {}
+    for b in batches:
+        recorded.setdefault(b["file"], (b.get(DIGEST_KEY), b.get("file_bytes")))
+    for file, (expected, size) in recorded.items():
+        if not isinstance(expected, str):
+            if f"{root}/{file}" not in _told_no_digest:
+                _told_no_digest.add(f"{root}/{file}")
+                logger.debug(
+                    "corpus %s, file %s: no digest recorded (written before lsdask kept "
+                    "them); checked by its Parquet page checksums only", root, file,
+                )  # fmt: skip
+            continue
+        key = _verified_key(root, file, expected)
+        with _VERIFIED_LOCK:
+            if key is not None and key in _VERIFIED:
+                continue
+        try:
+            found_size, found = file_digest(root, file)
+        except FileNotFoundError:
+            continue  # gone: reported where the batch is read, or by a rescan
+        if found != expected or (isinstance(size, int) and found_size != size):
+            raise DataError(
+                f"corpus {root}, file {file}: its content is not what was written: BLAKE2b "
+                f"{found} ({found_size:,} bytes) where the manifest recorded {expected}"
+                + (f" ({size:,} bytes)" if isinstance(size, int) else "")
+                + ". The file was damaged (a disk or copy error) or changed after it was "
+                "written, so its documents cannot be trusted. Restore it from a backup, or "
+                "re-ingest its documents (delete the file, rescan with "
+                "Corpus.open(path, rescan=True), and append them again)"
+            )
+        if key is not None:
+            with _VERIFIED_LOCK:
+                _VERIFIED.add(key)

@@ -51,7 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lsdask.errors import DataError
-from lsdask.io import fsops
+from lsdask.io import guarded
 from lsdask.io.atomic import recover_output, remove_tree, replace_dir, temp_sibling
 from lsdask.io.corpus.batch import COLUMNS, SCHEMA, CorpusBatch, DocBatch
 from lsdask.io.corpus.read import (
@@ -65,6 +65,7 @@ from lsdask.io.corpus.read import (
     _read_vocab,
     _rescan,
     _save_rescanned,
+    verify_parts,
 )
 from lsdask.io.corpus.transactions import (
     begin_append,
@@ -252,9 +253,24 @@ class Corpus:
             if rescanned["batches"] != manifest["batches"]:
                 _save_if_unchanged(root, manifest, rescanned)
             manifest = rescanned
+            verify_parts(root, manifest["batches"])  # a reader's open: the parts it reads
         else:
             _check_files(root, manifest)
         return cls(root, vocab, manifest)
+
+    def verify(self) -> None:
+        """Check every part file against the size and digest its manifest recorded
+        (once per part per process; see :func:`lsdask.io.corpus.read.verify_parts`).
+        ``open(..., rescan=True)``, what every command that reads a corpus does,
+        calls it; parts written before digests were kept are checked by their
+        Parquet page checksums only, when read.
+
+        Raises
+        ------
+        DataError
+            Naming a part whose content changed, the digests and the fix.
+        """
+        verify_parts(Path(self._path), self._manifest["batches"])
 
     # ---- write
 
@@ -337,11 +353,11 @@ class Corpus:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = temp_sibling(out)
         try:
-            (tmp / PARTS_DIR).mkdir(parents=True)
-            _write_vocab(tmp / VOCAB_NAME, words)
+            guarded.makedirs(tmp.parent, f"{tmp.name}/{PARTS_DIR}")
+            _write_vocab(tmp, words)
             entries = _write_groups(
                 _doc_groups(docs, len(words), rows, 0),
-                tmp / PARTS_DIR,
+                tmp,
                 lambda i: f"part-{i:05d}.parquet",
                 per_file // rows,
                 vocabulary_digest(words),
@@ -375,6 +391,7 @@ class Corpus:
         *,
         wait: float | None = None,
         lock: bool | None = None,
+        origin: Mapping[str, Any] | None = None,
     ) -> list[CorpusBatch]:
         """Add documents as one new Parquet file (new batches), atomically.
 
@@ -395,6 +412,11 @@ class Corpus:
             False appends without the lock, on a file system without locks
             where no other process writes the corpus (default: lock, or what
             :func:`lsdask.io.locks.lock_settings` set).
+        origin : mapping, optional
+            Recorded (JSON) in each new batch's manifest entry under ``"origin"``
+            in the commit itself: what made the append (``lsdask ingest
+            --append-to`` records its command's key, so that a rerun of a command
+            killed after its commit knows it is done).
 
         Returns
         -------
@@ -421,9 +443,10 @@ class Corpus:
         with corpus_lock(root, wait=wait, enabled=lock):
             manifest = recover_appends(root, _read_manifest(root))
             name = file_name if file_name is not None else _next_part_name(root, manifest)
-            final = _check_new_part(root, manifest, name)
+            _check_new_part(root, manifest, name)
             fault_point("corpus.append.locked")
-            tmp = temp_sibling(root / PARTS_DIR / name)
+            tmp = f"{PARTS_DIR}/{temp_sibling(root / PARTS_DIR / name).name}"
+            final = f"{PARTS_DIR}/{name}"
             rows = int(manifest.get("docs_per_row_group", DEFAULT_DOCS_PER_ROW_GROUP))
             txn = new_txn()
             try:
@@ -431,23 +454,25 @@ class Corpus:
                 first = _next_doc_id(root, manifest) if sp.issparse(docs) else 0
                 groups = _doc_groups(docs, self.vocab_size, rows, first)
                 entries = _write_groups(
-                    groups, root / PARTS_DIR, lambda i: tmp.name, None,
+                    groups, root, lambda i: tmp.split("/")[-1], None,
                     vocabulary_digest(self.vocab), txn,
                 )  # fmt: skip
                 if not entries:
                     logger.info("append to corpus %s: no documents, nothing written", root)
                     return []
-                manifest = begin_append(root, manifest, txn, f"{PARTS_DIR}/{name}")
-                fsops.replace(tmp, final)
+                manifest = begin_append(root, manifest, txn, final)
+                guarded.replace(root, tmp, final)
             finally:
-                fsops.unlink(tmp)
+                guarded.unlink(root, tmp)
             try:
                 fault_point("corpus.append.renamed")
                 for e in entries:
-                    e["file"] = f"{PARTS_DIR}/{name}"
+                    e["file"] = final
+                    if origin:
+                        e["origin"] = dict(origin)
                 new = commit_append(root, manifest, txn, entries)
             except BaseException:  # not committed: the part goes (its entry stays pending)
-                fsops.unlink(final)
+                guarded.unlink(root, final)
                 raise
         self._set_manifest(new)
         logger.info(
@@ -467,13 +492,14 @@ class Corpus:
         file_name: str | None = None,
         wait: float | None = None,
         lock: bool | None = None,
+        origin: Mapping[str, Any] | None = None,
     ) -> list[CorpusBatch]:
         """Add the documents of ``other``, a corpus over this one's vocabulary
         (ingested with ``vocab=`` this corpus), as one new part file, row group
         by row group (bounded memory). They are numbered after this corpus's
         largest doc_id, so that ids stay unique, unless ``keep_ids`` (ids of
-        their own, e.g. ingested with ``id_field``). ``wait`` and ``lock`` as
-        in :meth:`append`, which this is. Returns the new batches.
+        their own, e.g. ingested with ``id_field``). ``wait``, ``lock`` and
+        ``origin`` as in :meth:`append`, which this is. Returns the new batches.
         """
         difference = vocabulary_difference(self.vocab, other.vocab)
         if difference is not None:
@@ -488,9 +514,11 @@ class Corpus:
             if keep_ids:
                 _check_ids_are_new(root, manifest, other)
             first = 0 if keep_ids else _next_doc_id(root, manifest)
+            other.verify()
             return self.append(
-                _documents(other, first, keep_ids), file_name=file_name, wait=wait, lock=lock
-            )
+                _documents(other, first, keep_ids), file_name=file_name, wait=wait, lock=lock,
+                origin=origin,
+            )  # fmt: skip
 
 
 def _documents(
@@ -574,6 +602,7 @@ def read_all(
     """
     if not isinstance(corpus, Corpus):
         corpus = Corpus.open(corpus)
+    corpus.verify()
     loaded = [b.load() for b in corpus.batches]
     if loaded:
         X = sp.vstack([b.to_csr(corpus.vocab_size) for b in loaded], format="csr")

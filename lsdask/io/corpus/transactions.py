@@ -14,6 +14,9 @@ A writer killed between the two leaves a part that no committed manifest
 lists. Rescans leave it out; the next writer (an append, or a rescan that finds
 the corpus unlocked) moves it to ``quarantine/`` with a warning
 (:func:`recover_appends`), so a retried append adds its documents exactly once.
+The fields of ``pending`` entries are checked before they name any file (see
+:func:`lsdask.io.corpus.read._check_pending`), and every file is reached through
+:mod:`lsdask.io.guarded`: nothing outside the corpus is moved or overwritten.
 """
 
 from __future__ import annotations
@@ -21,14 +24,14 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lsdask.io import fsops
-from lsdask.io.corpus.read import committed_txns, part_txn, pending
+from lsdask.io import guarded
+from lsdask.io.corpus.read import committed_txns, open_part, part_txn, pending
 from lsdask.io.corpus.write import MANIFEST_NAME, _as_number, _now, _write_json_atomic
 from lsdask.io.locks import FolderLock
 
@@ -100,26 +103,26 @@ def recover_appends(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     ``quarantine/<name>.<txn>.parquet`` with a warning; the pending entries are
     dropped from the manifest (saved). Returns the manifest.
     """
-    intents = pending(manifest)
+    intents = pending(manifest)  # checked names only: 'parts/<name>.parquet', hex txn
     if not intents:
         return manifest
     committed = committed_txns(manifest)
     for intent in intents:
-        file, txn = intent.get("file"), intent.get("txn")
-        if not isinstance(file, str) or not isinstance(txn, str) or txn in committed:
+        file, txn = intent["file"], intent["txn"]
+        if txn in committed:
             continue
-        path = root / file
-        if not path.is_file():
+        if not guarded.is_file(root, file):
             logger.info("corpus %s: append %s stopped before it wrote %s", root, txn, file)
             continue
         try:
-            meta = pq.read_metadata(str(path))
+            with open_part(root, file) as raw:
+                meta = pq.read_metadata(raw)
             stamp, n_docs = part_txn(meta), meta.num_rows
         except (pa.ArrowException, OSError):
             stamp, n_docs = txn, None  # unreadable where that append wrote: set it aside
         if stamp != txn:
             continue  # another file of that name, dropped in since: a rescan judges it
-        _quarantine(root, path, file, txn, intent, n_docs)
+        _quarantine(root, file, txn, intent, n_docs)
     new = dict(manifest)
     new.pop("pending", None)
     _write_json_atomic(root / MANIFEST_NAME, new)
@@ -127,17 +130,17 @@ def recover_appends(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def _quarantine(
-    root: Path, path: Path, file: str, txn: str, intent: dict[str, Any], n_docs: int | None
+    root: Path, file: str, txn: str, intent: dict[str, Any], n_docs: int | None
 ) -> None:
-    folder = root / QUARANTINE_DIR
-    folder.mkdir(exist_ok=True)
-    target = folder / f"{path.stem}.{txn}{path.suffix}"
-    fsops.replace(path, target)
+    name = PurePosixPath(file).name  # file and txn were checked: plain names
+    target = f"{QUARANTINE_DIR}/{name[: -len('.parquet')]}.{txn}.parquet"
+    guarded.makedirs(root, QUARANTINE_DIR)
+    guarded.replace(root, file, target)
     documents = "its documents" if n_docs is None else f"its {n_docs} documents"
     logger.warning(
         "corpus %s: %s was written by an append that stopped before it committed "
         "(transaction %s, process %s on host %s, started %s), so %s are not in the corpus. "
-        "Moved it to %s/%s. Run that append again to add them (then delete the file).",
+        "Moved it to %s. Run that append again to add them (then delete the file).",
         root, file, txn, intent.get("pid"), intent.get("host"), intent.get("started"),
-        documents, QUARANTINE_DIR, target.name,
+        documents, target,
     )  # fmt: skip

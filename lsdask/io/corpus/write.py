@@ -10,7 +10,9 @@ directory renamed into place).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import hashlib
 import json
 import logging
 import operator
@@ -27,8 +29,8 @@ import scipy.sparse as sp
 
 from lsdask import config
 from lsdask.errors import DataError
-from lsdask.io import fsops
-from lsdask.io.atomic import temp_sibling
+from lsdask.io import fsops, guarded
+from lsdask.io.atomic import sync_parent, temp_sibling
 from lsdask.io.corpus.batch import SCHEMA, DocBatch
 
 logger = logging.getLogger(__name__)
@@ -248,19 +250,42 @@ def new_txn() -> str:
     return uuid.uuid4().hex
 
 
+#: Parquet writer options of every part file: page checksums (CRC-32 of each
+#: page), verified on every read, so a flipped bit in a data page is an error.
+PARQUET_WRITE_OPTIONS: dict[str, Any] = {"write_page_checksum": True}
+#: Manifest key of a batch entry: the part file's BLAKE2b-256 (hex), with
+#: ``file_bytes`` its size, recorded when the part was written.
+DIGEST_KEY = "file_blake2b"
+_CHUNK = 1 << 20
+
+
+def file_digest(root: str | os.PathLike[str], file: str) -> tuple[int, str]:
+    """(size in bytes, BLAKE2b-256 hex) of the part ``file`` below ``root``,
+    read in chunks (bounded memory whatever its size)."""
+    h = hashlib.blake2b(digest_size=32)
+    size = 0
+    with guarded.open_read(root, file) as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return size, h.hexdigest()
+
+
 def _write_groups(
     groups: Iterable[DocBatch],
-    parts_dir: Path,
+    root: Path,
     file_name: Callable[[int], str],
     groups_per_file: int | None,
     vocab_digest: str,
     txn: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Write row groups to Parquet files, ``groups_per_file`` per file (None: one file),
-    each stamped with ``vocab_digest`` and the transaction id ``txn``.
+    """Write row groups to new Parquet files ``parts/<file_name(i)>`` below the
+    corpus folder ``root`` (through :mod:`lsdask.io.guarded`), ``groups_per_file``
+    per file (None: one file), each stamped with ``vocab_digest`` and the
+    transaction id ``txn``, with page checksums, and forced to disk.
 
-    Returns the manifest batch entries (recording ``txn``); ``file_name(i)``
-    names the i-th file.
+    Returns the manifest batch entries (recording ``txn``, the file's size and
+    digest).
     """
     stamps = {VOCAB_DIGEST_KEY: vocab_digest.encode()}
     if txn is not None:
@@ -268,15 +293,29 @@ def _write_groups(
     schema = SCHEMA.with_metadata(stamps)
     entries: list[dict[str, Any]] = []
     writer: pq.ParquetWriter | None = None
+    sink: Any = None
     name, in_file, file_index = "", 0, -1
+
+    def finish() -> None:
+        nonlocal writer, sink
+        if writer is not None:
+            writer.close()
+            writer = None
+        if sink is not None:
+            try:
+                fsops.fsync(sink)
+            finally:
+                sink.close()
+                sink = None
+
     try:
         for group in groups:
             if writer is None or in_file == groups_per_file:
-                if writer is not None:
-                    writer.close()
+                finish()
                 file_index += 1
                 name, in_file = file_name(file_index), 0
-                writer = pq.ParquetWriter(str(parts_dir / name), schema)
+                sink = guarded.open_write(root, f"{PARTS_DIR}/{name}")
+                writer = pq.ParquetWriter(sink, schema, **PARQUET_WRITE_OPTIONS)
             writer.write_table(_group_table(group), row_group_size=max(group.n_docs, 1))
             entries.append(
                 {
@@ -288,11 +327,19 @@ def _write_groups(
                 }
             )
             in_file += 1
-    finally:
+    except BaseException:
         if writer is not None:
-            writer.close()
-    for e in entries:  # the file's size: a rescan tells a replaced file by it
-        e["file_bytes"] = (parts_dir / Path(e["file"]).name).stat().st_size
+            with contextlib.suppress(Exception):
+                writer.close()
+        if sink is not None:
+            sink.close()
+        raise
+    finish()
+    digests: dict[str, tuple[int, str]] = {}
+    for e in entries:  # size and digest: a rescan tells a replaced or damaged file by them
+        if e["file"] not in digests:
+            digests[e["file"]] = file_digest(root, e["file"])
+        e["file_bytes"], e[DIGEST_KEY] = digests[e["file"]]
     return entries
 
 
@@ -311,18 +358,22 @@ def _json_default(x: Any) -> Any:
 
 
 def _write_json_atomic(path: Path, obj: Mapping[str, Any]) -> None:
-    """Write JSON to a temporary file in the same folder, flush to disk, rename."""
+    """Write JSON to a new temporary file in the same folder, force it to disk,
+    rename it over ``path`` (a link there is replaced, never written through),
+    and force the folder to disk; all through :mod:`lsdask.io.guarded`, with the
+    folder as root."""
     text = json.dumps(obj, indent=1, default=_json_default, ensure_ascii=False)
+    path = Path(path)
     tmp = temp_sibling(path)
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with guarded.open_write(path.parent, tmp.name, "w", encoding="utf-8") as f:
             f.write(text + "\n")
-            f.flush()
             fsops.fsync(f)
-        fsops.replace(tmp, path)
+        guarded.replace(path.parent, tmp.name, path.name)
     except BaseException:
-        fsops.unlink(tmp)
+        guarded.unlink(path.parent, tmp.name)
         raise
+    sync_parent(path)
 
 
 def _now() -> str:
@@ -352,8 +403,7 @@ def _make_manifest(
 
 def _is_corpus_dir(path: Path) -> bool:
     try:
-        with open(path / MANIFEST_NAME, encoding="utf-8") as f:
-            return json.load(f).get("format") == FORMAT
+        return guarded.read_json(path, MANIFEST_NAME, "manifest").get("format") == FORMAT
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -398,6 +448,8 @@ def _check_positive(name: str, value: Any) -> int:
     return int(value)
 
 
-def _write_vocab(path: Path, words: list[str]) -> None:
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
+def _write_vocab(root: Path, words: list[str]) -> None:
+    """Write ``vocab.txt`` (a new file) in the corpus folder ``root``, forced to disk."""
+    with guarded.open_write(root, VOCAB_NAME, "w", encoding="utf-8", newline="\n") as f:
         f.write("".join(w + "\n" for w in words))
+        fsops.fsync(f)
