@@ -349,7 +349,8 @@ def _craft(work: Path, outside: Path, field: str, kind: str, names: dict[str, st
                 "newline": "t\n/../../../../outside/target",
             }[kind]
             first = txn.split("/")[0]
-            (work / "c" / "quarantine" / f"vocab.{first}").mkdir(parents=True)
+            if len(first) < 200:
+                (work / "c" / "quarantine" / f"vocab.{first}").mkdir(parents=True)
             doc["pending"] = [{"txn": txn, "file": "vocab.txt", "pid": 1, "host": "elsewhere",
                                "started": "2026-01-01T00:00:00+00:00"}]  # fmt: skip
         path.write_text(json.dumps(doc, indent=1))
