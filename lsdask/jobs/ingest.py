@@ -9,6 +9,8 @@ fraction; ``--vocab`` is a corpus directory or a ``vocab.txt``);
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 from collections.abc import Mapping
@@ -200,7 +202,14 @@ def _append(
     lock: bool | None,
 ) -> AppendSummary:
     """``run_ingest(..., append=True)``: ingest beside the corpus, then append,
-    holding the corpus's lock throughout (a second writer is told at once)."""
+    holding the corpus's lock throughout (a second writer is told at once).
+
+    Every step may be killed: before the commit, the next run appends the
+    documents (the stopped append's part is quarantined, its staging folder
+    removed); after it, while the staging folder is removed, the commit records
+    this command's key and staging folder (``origin`` of its batches), so the
+    next identical command finds its staging folder left by a gone process,
+    knows the documents are in, and only finishes the clean-up."""
     from lsdask.io.atomic import remove_tree, temp_sibling
     from lsdask.io.corpus.store import Corpus
     from lsdask.io.corpus.transactions import corpus_lock
@@ -211,14 +220,23 @@ def _append(
         )
     target = Corpus.open(corpus_dir)
     root = Path(target.path)
+    key = _command_key(function, inputs, kwargs)
     with corpus_lock(root, wait=wait, enabled=lock):
+        finished = _finish_committed(root, key)
+        if finished is not None:
+            return finished
         staging = temp_sibling(root, "append")
         logger.info("ingest %s -> new part of corpus %s", [str(p) for p in inputs], target.path)
         try:
             summary = function(*inputs, staging, progress=progress, vocab=target, **kwargs)
             keep_ids = bool(kwargs.get("id_field") or kwargs.get("id_column"))
+            origin = {
+                "command": key,
+                "staging": staging.name,
+                "summary": {k: summary[k] for k in _SUMMARY_KEYS if k in summary},
+            }
             added = target.append_corpus(
-                Corpus.open(staging), keep_ids=keep_ids, wait=wait, lock=lock
+                Corpus.open(staging), keep_ids=keep_ids, wait=wait, lock=lock, origin=origin
             )
         finally:
             remove_tree(staging)
@@ -227,6 +245,76 @@ def _append(
         appended_part=added[0].file if added else None,
         corpus_docs=target.n_docs,
     )
+
+
+#: The fields of an ingest summary an append records with its commit (``origin``).
+_SUMMARY_KEYS = (
+    "n_docs", "n_tokens", "vocab_size", "n_empty_docs", "oov_tokens", "oov_types",
+    "vocab_imposed",
+)  # fmt: skip
+
+
+def _command_key(function: Any, inputs: list[str | os.PathLike[str]], kwargs: dict) -> str:
+    """A digest of what an append ingests: the ingest function, its options and
+    each input (absolute path, and for a file its size and modification time):
+    equal for a rerun of the same command over the same, unchanged inputs."""
+
+    def identity(path: str | os.PathLike[str]) -> list[Any]:
+        absolute = os.path.abspath(os.fspath(path))
+        try:
+            st = os.stat(absolute)
+        except OSError:
+            return [absolute]
+        return [absolute, st.st_size, st.st_mtime_ns]
+
+    document = {
+        "function": getattr(function, "__name__", repr(function)),
+        "inputs": [identity(p) for p in inputs],
+        "options": {k: repr(v) for k, v in sorted(kwargs.items())},
+    }
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
+
+
+def _finish_committed(root: Path, key: str) -> AppendSummary | None:
+    """If an earlier run of this same command (``key``) committed its append and
+    was stopped while it removed its staging folder (left beside the corpus by
+    a process of this host that is gone), finish that clean-up and return that
+    run's summary: its documents are in, and must not be appended again.
+    None otherwise. Call it holding the corpus's lock."""
+    from lsdask.io.atomic import remove_tree, stale_siblings
+    from lsdask.io.corpus.store import Corpus
+
+    left = {entry.name: (entry, pid) for entry, pid in stale_siblings(root, "append")}
+    if not left:
+        return None
+    corpus = Corpus.open(root)
+    batches = corpus.manifest["batches"]
+    for b in reversed(batches):
+        origin = b.get("origin")
+        if not (isinstance(origin, dict) and origin.get("command") == key):
+            continue
+        if origin.get("staging") not in left:
+            continue
+        entry, pid = left[origin["staging"]]
+        mine = [e for e in batches if e.get("txn") == b.get("txn")]
+        logger.warning(
+            "corpus %s: an earlier run of this command (process %d) appended its documents "
+            "as %s (committed) and was stopped while it removed its staging folder; removed "
+            "%s. Nothing is appended again.",
+            root, pid, b["file"], entry.name,
+        )  # fmt: skip
+        remove_tree(entry)
+        recorded = origin.get("summary") if isinstance(origin.get("summary"), dict) else {}
+        summary = {k: recorded.get(k, 0) for k in _SUMMARY_KEYS}
+        summary["vocab_imposed"] = bool(recorded.get("vocab_imposed", True))
+        return AppendSummary(
+            path=str(corpus.path),
+            n_batches=len(mine),
+            appended_part=b["file"],
+            corpus_docs=corpus.n_docs,
+            **summary,
+        )
+    return None
 
 
 def format_ingest_summary(summary: Mapping[str, Any]) -> str:

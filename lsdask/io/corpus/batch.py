@@ -43,6 +43,13 @@ SCHEMA = pa.schema(
 MAX_COUNT = float(np.finfo(np.float32).max)
 
 
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception's message on one line (pyarrow's may span several), cut at
+    ``limit`` characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def first_bad_count(counts: np.ndarray) -> int | None:
     """Position of the first count that is not finite, >= 0 and <= MAX_COUNT."""
     if counts.size == 0 or (counts.min() >= 0 and counts.max() <= MAX_COUNT):
@@ -389,8 +396,9 @@ def _read_row_group(root: str, file: str, row_group: int, where: str) -> pa.Tabl
             table = None if problem else f.read_row_group(row_group, columns=list(COLUMNS))
     except (pa.ArrowException, OSError) as exc:
         raise DataError(
-            f"{where}: could not read the Parquet file ({type(exc).__name__}: {exc}). It is "
-            "probably truncated or corrupt: re-run the ingestion, or delete the file and "
+            f"{where}: could not read the Parquet file ({type(exc).__name__}: "
+            f"{one_line(exc)}). It is probably truncated or corrupt: re-run the ingestion, "
+            "or delete the file and "
             "reopen the corpus with Corpus.open(path, rescan=True)."
         ) from exc
     if table is None:

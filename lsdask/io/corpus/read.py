@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from lsdask.errors import DataError
 from lsdask.io import guarded
-from lsdask.io.corpus.batch import COLUMNS, DocBatch
+from lsdask.io.corpus.batch import COLUMNS, DocBatch, one_line
 from lsdask.io.corpus.write import (
     DIGEST_KEY,
     FORMAT,
@@ -127,11 +127,14 @@ def check_layout(root: Path) -> None:
         st = guarded.lstat(root, name)
         if st is None or stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
             continue
-        kind = (
-            "a symbolic link"
-            if stat.S_ISLNK(st.st_mode)
-            else "a special file (FIFO, device or socket)"
-        )
+        if stat.S_ISLNK(st.st_mode):
+            kind = "a symbolic link"
+        elif stat.S_ISFIFO(st.st_mode):
+            kind = "a FIFO"
+        elif stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+            kind = "a device"
+        else:
+            kind = "a socket or other special file"
         raise guarded.UnsafePath(
             f"corpus {root}: {name!r} is {kind}. A corpus holds only regular files and "
             "folders: lsdask never follows a link inside a folder it is given (a linked "
@@ -267,8 +270,9 @@ def _file_row_groups(
             e["file_bytes"], e[DIGEST_KEY] = size, digest
     except (pa.ArrowException, OSError) as exc:
         raise DataError(
-            f"{where}: could not read the Parquet file ({type(exc).__name__}: {exc}); it is "
-            "probably truncated or corrupt. Delete or replace it and rescan."
+            f"{where}: could not read the Parquet file ({type(exc).__name__}: "
+            f"{one_line(exc)}); it is probably truncated or corrupt. Delete or replace it "
+            "and rescan."
         ) from exc
     for e in entries:
         e["n_tokens"] = _as_number(e["n_tokens"])
@@ -287,8 +291,9 @@ def _footer_sizes(
             meta = pq.read_metadata(raw)
     except (pa.ArrowException, OSError) as exc:
         raise DataError(
-            f"{where}: could not read the Parquet footer ({type(exc).__name__}: {exc}); the "
-            "file is probably truncated or corrupt. Delete or replace it and rescan."
+            f"{where}: could not read the Parquet footer ({type(exc).__name__}: "
+            f"{one_line(exc)}); the file is probably truncated or corrupt. Delete or replace "
+            "it and rescan."
         ) from exc
     stamp = (meta.metadata or {}).get(VOCAB_DIGEST_KEY)
     if stamp is not None and stamp.decode() != vocab_digest:
