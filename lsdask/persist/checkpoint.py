@@ -28,10 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from lsdask.errors import DataError
-from lsdask.io import fsops
+from lsdask.io import guarded
 from lsdask.io.faults import fault_point
 from lsdask.learn.state import LearnState
 from lsdask.models.stats import SuffStats
+from lsdask.persist.checked_state import check_rng_state
+from lsdask.persist.files import naming, remove_matching, write_text_atomic
 from lsdask.persist.memo_files import DiskMemo, load_stats, save_stats
 
 logger = logging.getLogger(__name__)
@@ -43,20 +45,16 @@ VERSION = 1
 _CHECKPOINT_NAME = re.compile(r"ckpt-\d{5,}-\d{6,}-[0-9a-f]{6}")
 #: what a checkpoint may name as a memo file: a plain name in the memo folder
 _MEMO_NAME = re.compile(r"b\d{6,}-[0-9A-Za-z_-]+\.npz")
-#: the largest state.json read (a checkpoint of millions of batches stays far below)
-_MAX_STATE_BYTES = 1 << 30
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fsops.fsync(fh)
-    fsops.replace(tmp, path)
 
 
 class CheckpointDir:
     """A checkpoint folder: writes checkpoints and finds the latest one.
+
+    Every file below the folder is read, written, renamed and deleted through
+    :mod:`lsdask.io.guarded`: a link or special file in the place of
+    ``LATEST``, ``memo/``, a ``ckpt-*`` folder or a file in them is refused
+    (:class:`~lsdask.io.guarded.UnsafePath`, naming the folder and the entry),
+    never followed; clean-ups remove a link as a link.
 
     Parameters
     ----------
@@ -66,33 +64,47 @@ class CheckpointDir:
 
     def __init__(self, root: str | os.PathLike) -> None:
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        guarded.makedirs(self.root)
 
     @property
     def memo_folder(self) -> Path:
         return self.root / "memo"
 
+    def memo(
+        self,
+        n_batches: int,
+        files: list[str | None] | None = None,
+        limits: dict[str, tuple[int, ...]] | None = None,
+    ) -> DiskMemo:
+        """The memo of this folder (``memo/``), reached from the folder's root."""
+        return DiskMemo(self.memo_folder, n_batches, files, limits, root=self.root)
+
+    def _damaged(self, what: str) -> DataError:
+        return DataError(
+            f"checkpoint folder {self.root}: {what}; the folder was modified by hand. "
+            "Remove LATEST to start over."
+        )
+
     def latest(self) -> Path | None:
         """The newest complete checkpoint, or None if there is none."""
-        pointer = self.root / "LATEST"
-        if not pointer.exists():
-            return None
         try:
-            name = pointer.read_bytes()[:256].decode("utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
+            name = guarded.read_text(self.root, "LATEST", "pointer").strip()
+        except FileNotFoundError:
+            return None
+        except UnicodeDecodeError as exc:
+            raise self._damaged(f"LATEST is not UTF-8 text ({exc})") from exc
+        except guarded.UnsafePath:
+            raise
+        except OSError as exc:
             raise DataError(f"checkpoint folder {self.root}: LATEST is unreadable: {exc}") from exc
         if not _CHECKPOINT_NAME.fullmatch(name):
-            raise DataError(
-                f"checkpoint folder {self.root}: LATEST holds {name[:80]!r}, not the name of a "
-                "checkpoint folder in it (ckpt-LLLLL-PPPPPP-xxxxxx); the folder was modified by "
-                "hand. Remove LATEST to start over."
+            raise self._damaged(
+                f"LATEST holds {name[:80]!r}, not the name of a checkpoint folder in it "
+                "(ckpt-LLLLL-PPPPPP-xxxxxx)"
             )
         path = self.root / name
-        if not (path / "state.json").exists():
-            raise DataError(
-                f"checkpoint folder {self.root}: LATEST names {path.name}, which has no "
-                "state.json; the folder was modified by hand. Remove LATEST to start over."
-            )
+        if not guarded.is_file(self.root, path / "state.json"):
+            raise self._damaged(f"LATEST names {path.name}, which has no state.json")
         return path
 
     def write(
@@ -107,15 +119,14 @@ class CheckpointDir:
         name = f"ckpt-{state.lap:05d}-{state.position:06d}-{uuid.uuid4().hex[:6]}"
         # one writer per folder (the fit holding its lock): temporary folders left are
         # of a writer killed mid-write
-        for stale in self.root.glob(".tmp-ckpt-*"):
-            fsops.rmtree(stale)
-        for stale in self.root.glob(".LATEST.*.tmp"):  # of a writer killed mid-write
-            fsops.unlink(stale)
+        remove_matching(self.root, self.root, ".tmp-ckpt-*")
+        remove_matching(self.root, self.root, ".LATEST.*.tmp")
         tmp = self.root / f".tmp-{name}"
-        tmp.mkdir()
         try:
+            with naming(tmp):
+                guarded.makedirs(self.root, tmp)
             if init_stats is not None:
-                save_stats(tmp / "init.npz", init_stats)
+                save_stats(tmp / "init.npz", init_stats, self.root)
             document = {
                 "format": FORMAT,
                 "version": VERSION,
@@ -126,19 +137,31 @@ class CheckpointDir:
                 "keys": list(keys),  # the batch list that state.order indexes
                 "has_init": init_stats is not None,
             }
-            _write_text_atomic(tmp / "state.json", json.dumps(document, indent=1))
-            fsops.replace(tmp, self.root / name)
+            write_text_atomic(self.root, tmp / "state.json", json.dumps(document, indent=1))
+            with naming(self.root / name):
+                guarded.replace(self.root, tmp, self.root / name)
+                guarded.fsync_dir(self.root)
         except BaseException:
-            fsops.rmtree(tmp)
+            guarded.remove_tree(self.root, tmp)
             raise
-        _write_text_atomic(self.root / "LATEST", name + "\n")
+        write_text_atomic(self.root, self.root / "LATEST", name + "\n")
         memo.commit()
-        for old in self.root.glob("ckpt-*"):
-            if old.name != name:
-                fsops.rmtree(old)
+        remove_matching(
+            self.root, self.root, "ckpt-*",
+            keep=lambda entry: entry == name or not _CHECKPOINT_NAME.fullmatch(entry),
+        )  # fmt: skip
         logger.info("checkpoint written: %s (lap %d, position %d)", name, state.lap, state.position)
         fault_point("checkpoint.written")
         return self.root / name
+
+    def _read_document(self, path: Path) -> Any:
+        """The parsed ``state.json`` of the checkpoint ``path``, or a DataError."""
+        try:
+            return guarded.read_json(self.root, path / "state.json", "state")
+        except guarded.UnsafePath:
+            raise
+        except (OSError, ValueError, RecursionError) as exc:
+            raise DataError(f"checkpoint {path}: state.json is unreadable: {exc}") from exc
 
     def mark_done(self, command_id: str) -> bool:
         """Record in the latest checkpoint that the command ``command_id`` wrote its
@@ -147,14 +170,15 @@ class CheckpointDir:
         path = self.latest()
         if path is None:
             return False
-        document = json.loads((path / "state.json").read_text(encoding="utf-8"))
-        command = document.get("state", {}).get("command")
+        document = self._read_document(path)
+        state = document.get("state") if isinstance(document, dict) else None
+        command = state.get("command") if isinstance(state, dict) else None
         if not isinstance(command, dict) or command.get("id") != command_id:
             return False
         command["done"] = True
-        for stale in path.glob(".state.json.*.tmp"):  # of an earlier mark killed mid-write
-            fsops.unlink(stale)
-        _write_text_atomic(path / "state.json", json.dumps(document, indent=1))
+        # of an earlier mark killed mid-write
+        remove_matching(self.root, path, ".state.json.*.tmp")
+        write_text_atomic(self.root, path / "state.json", json.dumps(document, indent=1))
         return True
 
     def read_state(self) -> LearnState | None:
@@ -164,22 +188,21 @@ class CheckpointDir:
             return None
         return self.read(path, with_init=False)["state"]
 
-    def read(self, path: Path | None = None, *, with_init: bool = True) -> dict[str, Any]:
+    def read(
+        self,
+        path: Path | None = None,
+        *,
+        with_init: bool = True,
+        limits: dict[str, tuple[int, ...]] | None = None,
+    ) -> dict[str, Any]:
         """The latest checkpoint (or ``path``) as a dict with ``state`` a LearnState,
         ``init_stats`` (or None), ``memo`` (key -> file), ``keys`` (the batch list
-        of the run), ``config``."""
+        of the run), ``config``. ``limits`` (the model's largest shape of each
+        statistic) bounds ``init.npz``'s arrays (:func:`read_init`)."""
         path = path or self.latest()
         if path is None:
             raise FileNotFoundError(f"checkpoint folder {self.root}: holds no checkpoint yet")
-        try:
-            file = path / "state.json"
-            if file.stat().st_size > _MAX_STATE_BYTES:
-                raise ValueError(
-                    f"it holds {file.stat().st_size:,} bytes, more than any run writes"
-                )
-            document = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError) as exc:
-            raise DataError(f"checkpoint {path}: state.json is unreadable: {exc}") from exc
+        document = self._read_document(path)
         if not isinstance(document, dict):
             raise DataError(f"checkpoint {path}: state.json is not a JSON object")
         if document.get("format") != FORMAT or document.get("version") != VERSION:
@@ -195,17 +218,25 @@ class CheckpointDir:
             and isinstance(document.get("config"), dict)
         ):
             raise DataError(f"checkpoint {path}: state.json lacks a valid memo, keys or config")
+        if not isinstance(document.get("has_init", False), bool):
+            raise DataError(
+                f"checkpoint {path}: state.json: has_init is {document['has_init']!r}; "
+                "expected true or false"
+            )
         bad = [f for f in memo.values() if not _MEMO_NAME.fullmatch(f)]
         if bad:
             raise DataError(
                 f"checkpoint {path}: state.json names memo file {bad[0][:80]!r}, not a plain "
                 "memo file name (b<batch>-...npz) inside the memo folder; the file was modified"
             )
+        fields = document.get("state")
         try:
-            state = LearnState.from_json(document.get("state"), None if keys is None else len(keys))
+            if isinstance(fields, dict) and fields.get("rng_state") is not None:
+                check_rng_state(fields["rng_state"])
+            state = LearnState.from_json(fields, None if keys is None else len(keys))
         except (TypeError, ValueError) as exc:
             raise DataError(f"checkpoint {path}: state.json: {exc}") from exc
-        missing = [f for f in document["memo"].values() if not (self.memo_folder / f).exists()]
+        missing = [f for f in memo.values() if not guarded.is_file(self.root, self.memo_folder / f)]
         if missing:
             raise DataError(
                 f"checkpoint {path}: {len(missing)} memo files are missing from "
@@ -215,9 +246,16 @@ class CheckpointDir:
             "path": path,
             "config": document["config"],
             "state": state,
-            "memo": document["memo"],
-            "keys": document.get("keys"),  # None in checkpoints before it was kept
+            "memo": memo,
+            "keys": keys,  # None in checkpoints before it was kept
+            "has_init": bool(document.get("has_init")),
             "init_stats": (
-                load_stats(path / "init.npz") if with_init and document.get("has_init") else None
+                self.read_init(path, limits) if with_init and document.get("has_init") else None
             ),
         }
+
+    def read_init(self, path: Path, limits: dict[str, tuple[int, ...]] | None) -> SuffStats:
+        """The statistics of the checkpoint ``path``'s ``init.npz``, each array
+        checked against ``limits`` (the model's largest shapes) before it is read;
+        without limits, no array may hold more than it occupies in the file."""
+        return load_stats(path / "init.npz", limits, self.root)

@@ -31,6 +31,7 @@ import numpy as np
 
 from lsdask.persist.esvi_store import ESVIStore
 from lsdask.persist.model_dir import (
+    PARAMS_NAME,
     check_save_target,
     model_root,
     read_arrays,
@@ -121,10 +122,14 @@ def load_esvi_lda(path: str | os.PathLike[str], *, client: Any = None) -> Any:
     """
     root = model_root(path)
     meta = read_meta(root, FORMAT, VERSION, "LDA (ESVI)")
-    arrays = read_arrays(root)
-    fitted = meta["fitted"]
+    fitted, params = meta.get("fitted"), meta.get("params")
+    if not isinstance(fitted, dict) or not isinstance(params, dict):
+        raise ValueError(f"model {str(root)!r}: {PARAMS_NAME} lacks 'params' or 'fitted'")
+    K = fitted.get("n_components")
+    shapes = {"alpha_": (K,), "eta_": (1,)} if isinstance(K, int) and K >= 1 else {"eta_": (1,)}
+    arrays = read_arrays(root, shapes)
     vocab = read_vocab(root, int(fitted["vocab_size"])) if fitted.get("has_vocabulary") else None
-    est = entry("lda").cls(**meta["params"])
+    est = entry("lda").cls(**params)
     est.set_params(client=client)
     est._load_esvi_blocks(ESVIStore(str(root / BLOCKS)), fitted, arrays, vocab)
     return est

@@ -25,10 +25,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import uuid
-import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +32,9 @@ from typing import Any
 import numpy as np
 
 from lsdask.errors import DataError
-from lsdask.io import fsops
+from lsdask.io import guarded
+from lsdask.persist.checked_npz import read_npz
+from lsdask.persist.files import remove_matching, temp_name, write_atomic
 
 MANIFEST = "MANIFEST.json"
 _ROTATION = re.compile(r"rotation-\d{6}")
@@ -67,42 +65,42 @@ class _Arrays(dict[str, np.ndarray]):
         )
 
 
-def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> int:
-    """``arrays`` to ``path`` atomically; returns the bytes written."""
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
-    with open(tmp, "wb") as f:
-        np.savez(f, **arrays)
-        fsops.fsync(f)
-    size = tmp.stat().st_size
-    fsops.replace(tmp, path)
-    return size
+def _root(folder: str | Path) -> Path:
+    """The folder a store's files are reached from: the one holding the store
+    (a checkpoint or model folder), so that the store's own folder may not be a
+    link either."""
+    return Path(folder).parent
 
 
-def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-        fsops.fsync(f)
-    fsops.replace(tmp, path)
+def _write_npz(path: Path, arrays: dict[str, np.ndarray], folder: str | Path) -> int:
+    """``arrays`` to ``path`` (in the store ``folder``) atomically; returns the bytes written."""
+    return write_atomic(_root(folder), path, lambda f: np.savez(f, **arrays),
+                        tmp=temp_name(path, ".tmp-").with_suffix(""))  # fmt: skip
+
+
+def _write_json(path: Path, obj: Any, folder: str | Path) -> None:
+    write_atomic(_root(folder), path, lambda f: json.dump(obj, f, indent=1), text=True,
+                 tmp=temp_name(path, ".tmp-").with_suffix(""))  # fmt: skip
 
 
 def _read_npz(path: Path, folder: str | Path) -> dict[str, np.ndarray]:
-    """The arrays of ``path``, a file of the checkpoint folder ``folder``, or a DataError."""
+    """The arrays of ``path``, a file of the checkpoint folder ``folder``, or a DataError
+    (:class:`~lsdask.io.guarded.UnsafePath` for a link or special file)."""
     try:
-        loaded = np.load(path, allow_pickle=False)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
-            raise ValueError("not an .npz archive")
-        with loaded as z:
-            return _Arrays({k: z[k] for k in z.files}, path, folder)
+        arrays = read_npz(path, path.name, root=_root(folder))
     except FileNotFoundError as exc:
         raise DataError(
             f"ESVI checkpoint file {path} is missing: the checkpoint in {folder} is "
             f"incomplete. {_fix(folder)}"
         ) from exc
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+    except guarded.UnsafePath:
+        raise
+    except (OSError, ValueError) as exc:
+        cause = type(exc.__cause__ or exc).__name__
         raise DataError(
-            f"ESVI checkpoint file {path} is damaged ({type(exc).__name__}: {exc}). {_fix(folder)}"
+            f"ESVI checkpoint file {path} is damaged ({cause}: {exc}). {_fix(folder)}"
         ) from exc
+    return _Arrays(arrays, path, folder)
 
 
 @dataclass(frozen=True)
@@ -121,41 +119,43 @@ class ESVIStore:
         """Write part ``part``'s shard and the block it holds (on its worker); a
         saved model has no shards (``shard=None``)."""
         where = self._rotation_dir(rotation)
-        where.mkdir(parents=True, exist_ok=True)
+        guarded.makedirs(_root(self.folder), where)
         shard_name = None if shard is None else f"shard-{part}.npz"
-        shard_bytes = 0 if shard is None else _write_npz(where / f"shard-{part}.npz", shard)
-        block_bytes = _write_npz(where / f"block-{block_index}.npz", block)
+        shard_bytes = (
+            0 if shard is None else _write_npz(where / f"shard-{part}.npz", shard, self.folder)
+        )
+        block_bytes = _write_npz(where / f"block-{block_index}.npz", block, self.folder)
         return {
             "part": part, "shard": shard_name, "block": f"block-{block_index}.npz",
             "block_index": block_index, "shard_bytes": shard_bytes, "block_bytes": block_bytes,
         }  # fmt: skip
 
     def write_partition(self, arrays: dict[str, np.ndarray]) -> None:
-        Path(self.folder).mkdir(parents=True, exist_ok=True)
-        _write_npz(Path(self.folder) / "partition.npz", arrays)
+        _write_npz(Path(self.folder) / "partition.npz", arrays, self.folder)
 
     def read_partition(self) -> dict[str, np.ndarray]:
         return _read_npz(Path(self.folder) / "partition.npz", self.folder)
 
     def commit(self, rotation: int, parts: list[dict[str, Any]], meta: dict[str, Any]) -> None:
         """Record rotation ``rotation`` as complete; remove the older ones."""
+        current = self._rotation_dir(rotation).name
         _write_json(
             Path(self.folder) / MANIFEST,
-            {"rotation": rotation, "folder": self._rotation_dir(rotation).name,
-             "parts": parts, **meta},
-        )  # fmt: skip
-        for old in Path(self.folder).glob("rotation-*"):
-            if old.name != self._rotation_dir(rotation).name:
-                shutil.rmtree(old, ignore_errors=True)
+            {"rotation": rotation, "folder": current, "parts": parts, **meta},
+            self.folder,
+        )
+        remove_matching(_root(self.folder), self.folder, "rotation-*", keep=current.__eq__)
 
     def latest(self) -> dict[str, Any] | None:
         """The manifest of the last complete rotation, or None; a DataError when it
         cannot be read or lacks the rotation, its folder or its parts' files."""
         path = Path(self.folder) / MANIFEST
         try:
-            manifest = json.loads(path.read_text(encoding="utf-8"))
+            manifest = guarded.read_json(_root(self.folder), path, "state")
         except FileNotFoundError:
             return None
+        except guarded.UnsafePath:
+            raise
         except (OSError, ValueError, RecursionError) as exc:
             raise DataError(
                 f"ESVI checkpoint manifest {path} is unreadable ({type(exc).__name__}: "
@@ -171,7 +171,7 @@ class ESVIStore:
         return _read_npz(Path(self.folder) / manifest["folder"] / name, self.folder)
 
     def exists(self) -> bool:
-        return os.path.exists(Path(self.folder) / MANIFEST)
+        return guarded.exists(_root(self.folder), Path(self.folder) / MANIFEST)
 
 
 def _manifest_problem(manifest: Any) -> str:

@@ -25,8 +25,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lsdask.persist.model_config import MIXTURE_POSTERIORS
+import numpy as np
+
+from lsdask.io import guarded
+from lsdask.persist.checked_npz import Bound
+from lsdask.persist.model_config import MIXTURE_POSTERIORS, posterior_fields
 from lsdask.persist.model_dir import (
+    ARRAYS_NAME,
     PARAMS_NAME,
     check_save_target,
     drop_not_saved,
@@ -88,7 +93,7 @@ def read_gmm(path: str | os.PathLike[str]) -> ModelState:
     """The state of the Gaussian mixture saved at ``path`` (see :func:`load_gmm`)."""
     root = model_root(path)
     where = f"model {str(root)!r}"
-    if not (root / PARAMS_NAME).is_file():
+    if not guarded.is_file(root, PARAMS_NAME):
         raise FileNotFoundError(
             f"no GaussianMixture model at {str(root)!r}: {PARAMS_NAME} is missing (save one "
             "with lsdask.persist.save_gmm)"
@@ -96,7 +101,7 @@ def read_gmm(path: str | os.PathLike[str]) -> ModelState:
     meta = read_meta(root, FORMAT, VERSION, "GaussianMixture")
     if meta.get("posterior") not in MIXTURE_POSTERIORS:
         raise ValueError(f"{where}: unknown posterior {meta.get('posterior')!r}")
-    arrays = read_arrays(root)
+    arrays = read_arrays(root, _bounds(meta))
     config, params = meta.get("model"), meta.get("params")
     for key, value in (("model", config), ("params", params), ("fitted", meta.get("fitted"))):
         if not isinstance(value, dict):
@@ -109,6 +114,7 @@ def read_gmm(path: str | os.PathLike[str]) -> ModelState:
     n = params.get("n_components") if isinstance(params, dict) else None
     if isinstance(K, int) and isinstance(n, int) and n != K:
         raise ValueError(f"{where}: {PARAMS_NAME} says n_components={n} but the model has K={K}")
+    _check_positive_definite(f"{where}: {ARRAYS_NAME}", arrays)
     return ModelState(
         kind=KIND,
         params=params,
@@ -116,6 +122,59 @@ def read_gmm(path: str | os.PathLike[str]) -> ModelState:
         arrays=arrays,
         info={"model": config, "posterior": meta["posterior"]},
     )
+
+
+def _whole(value: Any) -> int | None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    return value if ok else None
+
+
+def _bounds(meta: dict[str, Any]) -> dict[str, Bound]:
+    """The most entries each array of the mixture may declare, from ``params.json``'s
+    number of components K and of features D (an observation posterior's field
+    holds at most K x D x D numbers; theta and elogpi K); none where those are
+    not whole numbers (the reader refuses the file for that)."""
+    config, fitted = meta.get("model"), meta.get("fitted")
+    K = _whole(config.get("n_components")) if isinstance(config, dict) else None
+    D = _whole(fitted.get("n_features_in_")) if isinstance(fitted, dict) else None
+    if K is None or D is None:
+        return {}
+    names = [f"obs_{name}" for name in posterior_fields(str(meta.get("posterior")))]
+    return {"theta": (K,), "elogpi": (K,), **{name: K * D * max(D, 2) for name in names}}
+
+
+#: the arrays of a mixture's posterior that are stacks of symmetric positive
+#: definite matrices: a scale matrix and the expected precision
+_POSITIVE_DEFINITE = ("obs_B", "obs_E_phi")
+
+
+def _check_positive_definite(where: str, arrays: dict[str, Any]) -> None:
+    """Refuse a scale or precision matrix that is not symmetric positive
+    definite (its Cholesky factor must exist): a model holding one would load
+    and predict densities that are not densities."""
+    for name in _POSITIVE_DEFINITE:
+        stack = arrays.get(name)
+        if stack is None:
+            continue
+        if stack.ndim != 3 or stack.shape[1] != stack.shape[2]:
+            raise ValueError(
+                f"{where}: {name} has shape {stack.shape}; expected (K, D, D) matrices"
+            )
+        for k, matrix in enumerate(stack):
+            scale = max(float(np.abs(matrix).max()), 1e-300)
+            if not np.allclose(matrix, matrix.T, rtol=1e-10, atol=1e-12 * scale):
+                raise ValueError(
+                    f"{where}: {name}[{k}] is not symmetric; expected a symmetric positive "
+                    "definite matrix (the file is damaged or was modified)"
+                )
+            try:
+                np.linalg.cholesky(matrix)
+            except np.linalg.LinAlgError:
+                raise ValueError(
+                    f"{where}: {name}[{k}] is not positive definite (it has no Cholesky "
+                    "factor); expected a symmetric positive definite matrix (the file is "
+                    "damaged or was modified)"
+                ) from None
 
 
 def load_gmm(path: str | os.PathLike[str], *, client: Any = None) -> Any:

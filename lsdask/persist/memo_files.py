@@ -9,6 +9,7 @@ only when no committed checkpoint refers to it.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import uuid
 from collections.abc import Iterator
@@ -16,9 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from lsdask.io import fsops
+from lsdask.io import guarded
 from lsdask.models.stats import SparseBlock, SuffStats
-from lsdask.persist.checked_npz import check_values, read_npz
+from lsdask.persist.checked_npz import Bound, check_values, read_npz
+from lsdask.persist.files import remove_matching, write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -35,9 +37,11 @@ _BLOCK_PARTS = ("rows", "cols", "values", "shape", "width")
 _NOTE = "note."
 
 
-def save_stats(path: Path, stats: SuffStats) -> None:
+def save_stats(path: Path, stats: SuffStats, root: str | os.PathLike[str] | None = None) -> None:
     """Write statistics (and their notes) to ``path`` (.npz) atomically: temporary
-    name, then rename."""
+    name, then rename (:func:`lsdask.persist.files.write_atomic`). ``root`` is the
+    folder it is written in (a checkpoint folder; default: ``path``'s own
+    folder): no step below it may be a link."""
     arrays: dict[str, np.ndarray] = {}
     fields = [*stats.items(), *((_NOTE + k, v) for k, v in stats.notes.items())]
     for name, value in fields:
@@ -48,20 +52,40 @@ def save_stats(path: Path, stats: SuffStats) -> None:
             arrays[f"{name}__shape"] = np.array(value.shape)
         else:
             arrays[name] = value
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-        fsops.fsync(fh)
-    fsops.replace(tmp, path)
+    path = Path(path)
+    write_atomic(path.parent if root is None else root, path, lambda fh: np.savez(fh, **arrays))
 
 
-def load_stats(path: Path, limits: dict[str, tuple[int, ...]] | None = None) -> SuffStats:
+def member_bounds(limits: dict[str, tuple[int, ...]]) -> dict[str, Bound]:
+    """The most each member of a memo file may declare, from the model's largest
+    shape of each field (``limits``): a dense field its shape; a sparse block's
+    entries (rows, cols, values) the field's size, its shape two numbers."""
+    bounds: dict[str, Bound] = {}
+    for name, shape in limits.items():
+        size = math.prod(shape)
+        bounds[name] = tuple(shape)
+        bounds.update({f"{name}__{part}": size for part in ("rows", "cols", "values")})
+        bounds[f"{name}__shape"] = (len(shape),)
+        bounds[f"{name}__width"] = (1,)
+    return bounds
+
+
+def load_stats(
+    path: Path,
+    limits: dict[str, tuple[int, ...]] | None = None,
+    root: str | os.PathLike[str] | None = None,
+) -> SuffStats:
     """Read statistics written by :func:`save_stats` (no pickle), checked
     (:func:`~lsdask.persist.checked_npz.read_npz`; every value finite); with
     ``limits`` (a field's largest shape: the model's), also every field's shape,
-    so that no damaged file can make a sum allocate more than the model holds."""
+    checked in the file's headers before anything is read, so that no damaged
+    file can make the reader or a sum allocate more than the model holds.
+    ``root`` is the folder the file is in (a checkpoint folder; default: its own
+    folder): no step below it may be a link."""
     try:
-        stats = _read_stats(path)
+        stats = _read_stats(Path(path), limits, root)
+    except guarded.UnsafePath:
+        raise
     except (KeyError, ValueError, IndexError, TypeError, OverflowError) as exc:
         raise ValueError(f"memo file {path}: not a valid statistics file ({exc})") from exc
     if limits is not None:
@@ -84,8 +108,11 @@ def _check_limits(path: Path, stats: SuffStats, limits: dict[str, tuple[int, ...
             )
 
 
-def _read_stats(path: Path) -> SuffStats:
-    data = read_npz(path, f"memo file {path}")
+def _read_stats(
+    path: Path, limits: dict[str, tuple[int, ...]] | None, root: str | os.PathLike[str] | None
+) -> SuffStats:
+    shapes = None if limits is None else member_bounds(limits)
+    data = read_npz(path, f"memo file {path}", root=root, shapes=shapes)
     names = sorted(data)
     fields: dict = {}
     for name in names:
@@ -122,6 +149,11 @@ class DiskMemo:
     limits : dict of str to shape, optional
         Each field's largest shape (the model's empty statistics): a file read
         back with a field beyond it is refused (:func:`load_stats`).
+    root : path, optional
+        The folder ``folder`` lies in (the checkpoint folder; default: its
+        parent): every file is reached from it through
+        :mod:`lsdask.io.guarded`, so a ``folder`` (or a file in it) that is a
+        link is refused, never followed.
 
     Temporaries of memo files that an interrupted writer left in ``folder``
     (``.b*.npz.*.tmp``) are deleted when the memo is created.
@@ -133,10 +165,12 @@ class DiskMemo:
         n_batches: int,
         files=None,
         limits: dict[str, tuple[int, ...]] | None = None,
+        root: str | os.PathLike | None = None,
     ) -> None:
         self.folder = Path(folder)
+        self.root = self.folder.parent if root is None else Path(root)
         self.limits = limits
-        self.folder.mkdir(parents=True, exist_ok=True)
+        guarded.makedirs(self.root, self.folder)
         self._files: list[str | None] = list(files) if files is not None else [None] * n_batches
         if len(self._files) != n_batches:
             raise ValueError(f"files lists {len(self._files)} batches; expected {n_batches}")
@@ -147,24 +181,26 @@ class DiskMemo:
 
     def _remove_stale_temporaries(self) -> None:
         """Delete the temporaries of memo files that an earlier writer of this
-        folder left (killed, or a full disk, mid-write). Only the folder's one
-        writer calls this, when it starts: the fit holds the checkpoint
-        folder's lock (:func:`lsdask.persist.resume.checkpoint_lock`)."""
-        stale = [p for p in self.folder.glob(_STALE_TEMPORARIES) if p.is_file()]
-        for path in stale:
-            fsops.unlink(path)
+        folder left (killed, or a full disk, mid-write); a link among them is
+        removed as a link. Only the folder's one writer calls this, when it
+        starts: the fit holds the checkpoint folder's lock
+        (:func:`lsdask.persist.resume.checkpoint_lock`)."""
+        stale = remove_matching(self.root, self.folder, _STALE_TEMPORARIES)
         if stale:
             logger.info(
                 "removed %d unfinished memo file(s) left in %s by an interrupted run (e.g. %s)",
-                len(stale), self.folder, stale[0].name,
+                len(stale), self.folder, stale[0],
             )  # fmt: skip
 
     def __len__(self) -> int:
         return len(self._files)
 
+    def _load(self, name: str) -> SuffStats:
+        return load_stats(self.folder / name, self.limits, self.root)
+
     def get(self, b: int) -> SuffStats | None:
         name = self._files[b]
-        return None if name is None else load_stats(self.folder / name, self.limits)
+        return None if name is None else self._load(name)
 
     def has(self, b: int) -> bool:
         return self._files[b] is not None
@@ -172,22 +208,21 @@ class DiskMemo:
     def put(self, b: int, stats: SuffStats) -> None:
         self._visits += 1
         name = f"b{b:06d}-{self._stamp}-{self._visits:08d}.npz"
-        save_stats(self.folder / name, stats)
+        save_stats(self.folder / name, stats, self.root)
         old, self._files[b] = self._files[b], name
         if old is not None and old not in self._pinned:
-            fsops.unlink(self.folder / old)
+            guarded.unlink(self.root, self.folder / old)
 
     def values(self) -> Iterator[SuffStats]:
-        return (load_stats(self.folder / f, self.limits) for f in self._files if f is not None)
+        return (self._load(f) for f in self._files if f is not None)
 
     def files(self) -> list[str | None]:
         return list(self._files)
 
     def commit(self, still_needed: set[str] | None = None) -> None:
         """Pin the current files (a checkpoint now refers to them) and delete
-        files that neither the current state nor ``still_needed`` refer to."""
+        files that neither the current state nor ``still_needed`` refer to (a
+        link among them is removed as a link)."""
         keep = {f for f in self._files if f is not None} | (still_needed or set())
-        for path in self.folder.glob("b*.npz"):
-            if path.name not in keep:
-                fsops.unlink(path)
+        remove_matching(self.root, self.folder, "b*.npz", keep=keep.__contains__)
         self._pinned = {f for f in self._files if f is not None}

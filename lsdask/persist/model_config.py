@@ -114,6 +114,12 @@ def posterior_to_arrays(posterior: MixtureGlobals) -> tuple[str, dict[str, np.nd
     return type(obs).__name__, arrays
 
 
+def posterior_fields(name: str) -> tuple[str, ...]:
+    """The fields of the observation posterior class ``name`` (none for an unknown name)."""
+    cls = _POSTERIORS.get(name)
+    return () if cls is None else tuple(f.name for f in dataclasses.fields(cls))
+
+
 def posterior_from_arrays(name: str, arrays: dict[str, np.ndarray]) -> MixtureGlobals:
     """Rebuild a posterior written by :func:`posterior_to_arrays`."""
     if name not in _POSTERIORS:

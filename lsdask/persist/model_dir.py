@@ -18,15 +18,16 @@ import json
 import os
 import shutil
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
-from lsdask.io import fsops
+from lsdask.io import fsops, guarded
 from lsdask.io.atomic import recover_output, replace_dir, temp_sibling
-from lsdask.persist.checked_npz import check_values, read_npz
+from lsdask.persist.checked_npz import Bound, check_values, read_npz
+from lsdask.persist.files import naming
 
 PARAMS_NAME = "params.json"
 ARRAYS_NAME = "arrays.npz"
@@ -93,8 +94,9 @@ def model_root(path: str | os.PathLike[str]) -> Path:
 
 
 def is_model_dir(path: Path) -> bool:
-    """Whether ``path`` is a folder holding a ``params.json``."""
-    return path.is_dir() and (path / PARAMS_NAME).is_file()
+    """Whether ``path`` is a folder holding a ``params.json`` (a regular file:
+    an :class:`~lsdask.io.guarded.UnsafePath` where it is a link or special file)."""
+    return path.is_dir() and guarded.is_file(path, PARAMS_NAME)
 
 
 def check_save_target(path: str | os.PathLike[str], overwrite: bool = False) -> None:
@@ -143,6 +145,17 @@ def extra_files(files: dict[str, Path]) -> Iterator[None]:
         _EXTRA_FILES.reset(token)
 
 
+def _write_new(folder: Path, out: Path, name: str, write: Callable[[IO[Any]], None],
+               text: bool = False) -> None:  # fmt: skip
+    """Write the new file ``name`` into the temporary model folder ``folder`` and
+    force it to disk; an ``OSError`` (a full disk) names the file of ``out``."""
+    with naming(out / name):
+        mode = "w" if text else "wb"
+        with guarded.open_write(folder, name, mode, newline="\n" if text else None) as fh:
+            write(fh)
+            fsops.fsync(fh)
+
+
 def write_model_dir(
     out: Path,
     meta: dict[str, Any],
@@ -152,37 +165,44 @@ def write_model_dir(
     fill: Callable[[Path], None] | None = None,
 ) -> None:
     """Write ``params.json`` (``meta``), ``arrays.npz`` and ``texts`` (file name ->
-    UTF-8 text) into a temporary folder beside ``out``, then put it in place of
-    ``out`` (checked again just before): a failed save leaves nothing behind.
-    ``fill(folder)``, where given, writes more into the temporary folder first."""
+    UTF-8 text) into a temporary folder beside ``out``, each file forced to disk
+    and then the folder, and put it in place of ``out`` (checked again just
+    before): a failed save leaves nothing behind and names the file it failed
+    on. ``fill(folder)``, where given, writes more into the temporary folder first."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(out)
     try:
-        tmp.mkdir()
+        with naming(tmp):
+            guarded.makedirs(tmp.parent, tmp)
         if fill is not None:
             fill(tmp)
-        with open(tmp / ARRAYS_NAME, "wb") as f:
-            np.savez(f, **arrays)
+        _write_new(tmp, out, ARRAYS_NAME, lambda f: np.savez(f, **arrays))
         for name, text in (texts or {}).items():
-            with open(tmp / name, "w", encoding="utf-8", newline="\n") as f:
-                f.write(text)
+            _write_new(tmp, out, name, lambda f, text=text: f.write(text), text=True)
         for name, source in _EXTRA_FILES.get():
-            shutil.copyfile(source, tmp / name)
-        with open(tmp / PARAMS_NAME, "w", encoding="utf-8") as f:
-            json.dump(meta, f, indent=2)
-            f.write("\n")
+            with open(source, "rb") as src:  # a file this process made, outside the folder
+                _write_new(tmp, out, name, lambda f, src=src: shutil.copyfileobj(src, f))
+        _write_new(
+            tmp, out, PARAMS_NAME, lambda f: f.write(json.dumps(meta, indent=2) + "\n"), text=True
+        )
+        with naming(tmp):
+            guarded.fsync_dir(tmp)
         check_save_target(out, overwrite)
         replace_dir(tmp, out)
     except BaseException:
-        fsops.rmtree(tmp)
+        guarded.remove_tree(tmp.parent, tmp)
         raise
 
 
 def read_json(root: Path) -> Any:
-    """The parsed ``params.json`` of ``root``, or a ``ValueError`` naming it."""
+    """The parsed ``params.json`` of ``root``, or a ``ValueError`` naming it (an
+    :class:`~lsdask.io.guarded.UnsafePath` for a link, a special file or one
+    over the size such a file may have)."""
     try:
-        return json.loads((root / PARAMS_NAME).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return guarded.read_json(root, PARAMS_NAME, "state")
+    except guarded.UnsafePath:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ValueError(f"model {str(root)!r}: {PARAMS_NAME} is not valid JSON: {exc}") from exc
 
 
@@ -204,14 +224,17 @@ def read_meta(root: Path, fmt: str, version: int, kind: str) -> dict[str, Any]:
     return meta
 
 
-def read_arrays(root: Path) -> dict[str, np.ndarray]:
+def read_arrays(root: Path, shapes: Mapping[str, Bound] | None = None) -> dict[str, np.ndarray]:
     """The arrays of a model folder's ``arrays.npz``, with clear errors when it
-    is missing or corrupt (no pickles are loaded)."""
+    is missing or corrupt (no pickles are loaded). ``shapes`` bounds named
+    arrays by the model's sizes (from ``params.json``), checked in the file's
+    headers before anything is read
+    (:func:`~lsdask.persist.checked_npz.read_npz`)."""
     file = root / ARRAYS_NAME
     where = f"model {str(root)!r}: {ARRAYS_NAME}"
-    if not file.is_file():
+    if not guarded.is_file(root, ARRAYS_NAME):
         raise FileNotFoundError(f"{where} is missing")
-    arrays = read_npz(file, where)
+    arrays = read_npz(file, where, root=root, shapes=shapes)
     for name, values in arrays.items():  # the model's arrays hold finite numbers
         if values.dtype.kind == "f" and not name.endswith("trace_"):  # a trace may hold nan
             check_values(where, name, values)

@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from lsdask.errors import FitInterrupted
+from lsdask.errors import DataError, FitInterrupted
+from lsdask.io import guarded
 from lsdask.io.locks import FolderLock
 from lsdask.persist.checkpoint import CheckpointDir
 from lsdask.persist.memo_files import DiskMemo
@@ -96,13 +97,13 @@ def _foreign(root: Path) -> list[str]:
     """What a folder without a checkpoint holds that checkpoints are not written
     among (a checkpoint folder holds ``memo/``, ``ckpt-*``, ``LATEST`` and hidden
     files); empty for a checkpoint folder."""
-    if (root / "LATEST").exists():
+    if guarded.exists(root, "LATEST"):
         return []
-    return sorted(
-        p.name
-        for p in root.iterdir()
-        if p.name != "memo" and not p.name.startswith(("ckpt-", ".", "LATEST"))
-    )
+    return [
+        name
+        for name in guarded.listdir(root)
+        if name != "memo" and not name.startswith(("ckpt-", ".", "LATEST"))
+    ]
 
 
 def holding_checkpoint_folder(fit: Callable[..., Any]) -> Callable[..., Any]:
@@ -161,8 +162,8 @@ def open_resume(settings: CheckpointSettings, asked: dict[str, Any]) -> dict[str
             "(--resume DIR in place of --checkpoint DIR on the command line) to continue it, "
             "or choose an empty folder"
         )
-    document = folder.read()
-    saved = document["config"]["params"]
+    document = folder.read(with_init=False)
+    saved = _saved_params(document)
     params = settings.params
     if saved["estimator"] != params["estimator"]:
         raise ValueError(
@@ -182,9 +183,39 @@ def open_resume(settings: CheckpointSettings, asked: dict[str, Any]) -> dict[str
                 "resuming with %s=%r where the checkpoint used %r",
                 name, params.get(name), saved.get(name),
             )  # fmt: skip
-    document["model"] = model_from_config(document["config"]["model"])
+    try:
+        document["model"] = model_from_config(document["config"]["model"])
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise DataError(
+            f"checkpoint {document['path']}: state.json: config.model does not make a model "
+            f"({type(exc).__name__}: {exc}); the file was modified. Start a new checkpoint folder"
+        ) from exc
     check_resumed_model(document, asked)
+    if document["has_init"]:  # its arrays bounded by the model's statistics, now checked
+        limits = {name: value.shape for name, value in document["model"].empty_stats().items()}
+        document["init_stats"] = folder.read_init(document["path"], limits)
     return document
+
+
+def _saved_params(document: dict[str, Any]) -> dict[str, Any]:
+    """The fit settings a checkpoint's ``config.params`` records, checked to hold
+    the estimator's name and number of components, with a model beside them."""
+    config = document["config"]
+    saved = config.get("params")
+    n = saved.get("n_components") if isinstance(saved, dict) else None
+    if not (
+        isinstance(saved, dict)
+        and isinstance(saved.get("estimator"), str)
+        and isinstance(n, int)
+        and not isinstance(n, bool)
+        and isinstance(config.get("model"), dict)
+    ):
+        raise DataError(
+            f"checkpoint {document['path']}: state.json: config lacks params.estimator (a "
+            "name), params.n_components (a whole number) or model; the file was modified. "
+            "Start a new checkpoint folder"
+        )
+    return saved
 
 
 def check_resumed_model(resumed: dict[str, Any], asked: dict[str, Any]) -> None:
@@ -234,7 +265,7 @@ def checkpointing(
         )  # fmt: skip
         resumed["state"].rekey(resumed.get("keys"), keys)
     limits = {name: value.shape for name, value in model.empty_stats().items()}
-    memo = DiskMemo(folder.memo_folder, len(keys), files, limits)
+    memo = folder.memo(len(keys), files, limits)
     config = {"model": model_to_config(model), "params": dict(settings.params)}
 
     def write(state, memo_store, init_stats):

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from lsdask.io import guarded
 from lsdask.persist import esvi_model, gmm, hdp, lda
 from lsdask.persist.model_dir import PARAMS_NAME, model_root, read_json
 from lsdask.persist.registry import kind_of
@@ -72,7 +73,7 @@ def load_model(path: str | os.PathLike[str], *, client: Any = None) -> Any:
         corrupt or do not belong together (as the format's load function).
     """
     root = model_root(path)
-    if not (root / PARAMS_NAME).is_file():
+    if not guarded.is_file(root, PARAMS_NAME):
         raise FileNotFoundError(
             f"no lsdask model at {str(root)!r}: {PARAMS_NAME} is missing (save one with "
             "lsdask.persist.save_model)"

@@ -21,11 +21,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from lsdask.io import fsops
+from lsdask.errors import DataError
+from lsdask.io import guarded
 from lsdask.learn.svi_gibbs import StreamState
 from lsdask.models.collapsed import StreamPrior
 from lsdask.models.sparse_topics import SparseTopics
 from lsdask.persist.checked_npz import read_npz
+from lsdask.persist.checked_state import check_rng_state
+from lsdask.persist.files import write_atomic
 
 #: the checkpoint file of an SVI-Gibbs run in its checkpoint folder
 FILE_NAME = "ckpt-svi-gibbs.npz"
@@ -40,7 +43,7 @@ def save_stream_state(
 ) -> Path:
     """Write ``state`` (and the run's ``settings``, checked on resume) atomically."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    guarded.makedirs(folder)
     topics = state.topics
     meta = {
         "format": "lsdask-svi-gibbs-checkpoint",
@@ -78,22 +81,22 @@ def save_stream_state(
     )
     target = checkpoint_path(folder)
     tmp = folder / f".{FILE_NAME}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(buffer.getvalue())
-        fsops.fsync(f)
-    fsops.replace(tmp, target)
+    guarded.unlink(folder, tmp)  # of an earlier process of this id, killed mid-write
+    write_atomic(folder, target, lambda f: f.write(buffer.getvalue()), tmp=tmp)
     return target
 
 
 def load_stream_state(folder: str | os.PathLike[str]) -> tuple[StreamState, dict[str, Any]] | None:
     """The state of the checkpoint in ``folder`` and its settings; None without one."""
     path = checkpoint_path(folder)
-    if not path.exists():
+    if not guarded.exists(folder, FILE_NAME):
         return None
     where = f"checkpoint {path}"
     try:
-        arrays = read_npz(path, where)
+        arrays = read_npz(path, where, root=folder, shapes={"shape": (2,)})
         meta = json.loads(arrays["meta"].tobytes().decode())
+        if not isinstance(meta, dict):
+            raise ValueError("its meta member is not a JSON object")
         if meta.get("format") != "lsdask-svi-gibbs-checkpoint":
             raise ValueError("not an SVI-Gibbs checkpoint")
         shape = tuple(int(x) for x in arrays["shape"])
@@ -138,7 +141,7 @@ def load_stream_state(folder: str | os.PathLike[str]) -> tuple[StreamState, dict
         state = StreamState(
             topics=topics,
             seed=int(meta["seed"]),
-            rng_state=dict(meta["rng_state"]),
+            rng_state=check_rng_state(meta["rng_state"]),
             step=int(meta["step"]),
             epoch=int(meta["epoch"]),
             queue=queue,
@@ -154,9 +157,10 @@ def load_stream_state(folder: str | os.PathLike[str]) -> tuple[StreamState, dict
             command=command,
         )
         return state, dict(meta["settings"])
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError) as exc:
-        from lsdask.errors import DataError
-
+    except guarded.UnsafePath:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OSError,
+            OverflowError, RecursionError) as exc:  # fmt: skip
         raise DataError(
             f"{where} is damaged or not an SVI-Gibbs checkpoint ({exc}); delete it to start "
             "over, or resume from another folder"

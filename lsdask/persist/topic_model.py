@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from lsdask.io import guarded
 from lsdask.persist.checked_npz import check_values
 from lsdask.persist.model_dir import (
     ARRAYS_NAME,
@@ -122,7 +123,7 @@ class TopicFormat:
 
     def read(self, root: Path) -> ModelState:
         """The state of the model in the existing folder ``root``, checked."""
-        if not (root / PARAMS_NAME).is_file():
+        if not guarded.is_file(root, PARAMS_NAME):
             raise FileNotFoundError(
                 f"model {str(root)!r}: {PARAMS_NAME} is missing; this is not an lsdask model "
                 f"directory (save one with {self.save_hint})"
@@ -175,7 +176,11 @@ class TopicFormat:
 
     def _read_arrays(self, root: Path, K: int, V: int) -> dict[str, np.ndarray]:
         where = f"model {str(root)!r}: {ARRAYS_NAME}"
-        arrays = read_arrays(root)
+        # every array of the model bounded by K and V before it is read
+        shapes: dict[str, tuple[int, ...]] = {
+            **self.optional(K), **self.required(K, V), "init": (K, V)
+        }  # fmt: skip
+        arrays = read_arrays(root, shapes)
         for name, shape in self.required(K, V).items():
             if name not in arrays:
                 raise ValueError(f"{where} lacks the array {name!r}; found {sorted(arrays)}")
@@ -244,14 +249,15 @@ def _check_ranges(where: str, arrays: dict[str, np.ndarray]) -> None:
 
 def read_vocab(root: Path, V: int) -> list[str]:
     """The ``V`` words of ``vocab.txt`` in the model folder ``root``."""
-    file = root / VOCAB_NAME
-    if not file.is_file():
+    try:
+        text = guarded.read_text(root, VOCAB_NAME, "vocab")
+    except FileNotFoundError:
         raise FileNotFoundError(
             f"model {str(root)!r}: {VOCAB_NAME} is missing ({PARAMS_NAME} says the model has "
             "a vocabulary)"
-        )
-    try:
-        text = file.read_text(encoding="utf-8")
+        ) from None
+    except guarded.UnsafePath:
+        raise
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"model {str(root)!r}: {VOCAB_NAME} cannot be read: {exc}") from exc
     words = text.split("\n")
