@@ -423,11 +423,12 @@ def _snapshot(top: Path) -> dict[str, tuple]:
 
 
 def _hidden(top: Path) -> set[str]:
-    """Hidden entries (a writer's temporaries) below ``top``, links not followed."""
+    """Hidden entries (a writer's temporaries) below ``top``, links not followed; a
+    folder's lock file (``.lsdask.lock``) stays by design and is not one."""
     found = set()
     for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
         for name in dirnames + filenames:
-            if name.startswith("."):
+            if name.startswith(".") and name != ".lsdask.lock":
                 found.add(str((Path(dirpath) / name).relative_to(top)))
     return found
 

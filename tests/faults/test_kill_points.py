@@ -238,3 +238,86 @@ def test_a_fit_killed_at_random_times_then_rerun_equals_undisturbed(tmp_path: Pa
         assert got.n_laps_ == 3
         np.testing.assert_allclose(got.components_, want.components_, rtol=1e-10)
         assert _leftovers(folder) == []
+
+
+def test_fit_to_out_alone_killed_at_any_step_then_rerun_equals_undisturbed(
+    tmp_path: Path,
+) -> None:
+    """No checkpoint: a rerun trains from the start, or finds the model written
+    (status 2: it exists) where the kill came after its rename."""
+    source = _jsonl(tmp_path / "docs.jsonl", 300, 1)
+    corpus = tmp_path / "corpus"
+    assert run_lsdask("ingest", "jsonl", source, "--out", corpus,
+                      "--docs-per-row-group", "100").returncode == 0  # fmt: skip
+
+    def args(folder: Path) -> list:
+        return ["fit", corpus, "--topics", "3", "--sparsity", "2", "--laps", "2", "--sync",
+                "--seed", "0", "--out", folder / "m"]  # fmt: skip
+
+    def compare(folder: Path, reference: Path) -> None:
+        got, want = load_model(folder / "m"), load_model(reference / "m")
+        assert got.n_laps_ == want.n_laps_ == 2
+        np.testing.assert_allclose(got.components_, want.components_, rtol=1e-10)
+        assert {p.name for p in (folder / "m").iterdir()} == {
+            p.name for p in (reference / "m").iterdir()
+        }
+
+    _check_each_kill(tmp_path, args, compare)
+
+
+def test_fit_with_a_new_checkpoint_killed_at_any_step_then_resumed_equals_undisturbed(
+    tmp_path: Path,
+) -> None:
+    """``--checkpoint DIR`` killed, then run again: where DIR holds a checkpoint the
+    rerun refuses (status 2) and names ``--resume DIR``; that command, run as
+    told, must give the undisturbed model and train no lap more."""
+    source = _jsonl(tmp_path / "docs.jsonl", 300, 1)
+    corpus = tmp_path / "corpus"
+    assert run_lsdask("ingest", "jsonl", source, "--out", corpus,
+                      "--docs-per-row-group", "100").returncode == 0  # fmt: skip
+    fit = ["fit", corpus, "--topics", "3", "--sparsity", "2", "--laps", "2", "--sync",
+           "--seed", "0"]  # fmt: skip
+    reference = tmp_path / "reference"
+    log = tmp_path / "steps.log"
+    n = _steps([*fit, "--checkpoint", reference / "ck", "--out", reference / "m"], log)
+    want = load_model(reference / "m")
+    for k in _kill_steps(n):
+        folder = tmp_path / f"kill{k}"
+        args = [*fit, "--checkpoint", folder / "ck", "--out", folder / "m"]
+        killed = run_lsdask(*args, env=lsdask_env(LSDASK_CRASH_AT_FS=str(k)))
+        assert killed.returncode == -signal.SIGKILL, (k, killed.stderr[-2000:])
+        again = run_lsdask(*args)
+        if again.returncode == 2 and "--resume" in again.stderr:
+            resumed = [*fit, "--resume", folder / "ck", "--out", folder / "m"]
+            if (folder / "m").exists():
+                resumed.append("--overwrite")
+            again = run_lsdask(*resumed)
+        assert again.returncode == 0, (k, again.stderr[-2000:])
+        got = load_model(folder / "m")
+        assert got.n_laps_ == 2, (k, got.n_laps_)
+        np.testing.assert_allclose(got.components_, want.components_, rtol=1e-10)
+        assert _leftovers(folder) == [], (k, _leftovers(folder))
+
+
+def test_an_append_without_ids_killed_at_any_step_keeps_every_document_once(
+    tmp_path: Path,
+) -> None:
+    """Without ``--id`` a rerun cannot be told from a new append by the documents'
+    ids: a kill after the commit (in the staging clean-up) must still leave the
+    documents in the corpus once, and the rerun must not add them again."""
+    first, more = _jsonl(tmp_path / "a.jsonl", 200, 1), _jsonl(tmp_path / "b.jsonl", 150, 2)
+
+    def prepare(folder: Path) -> None:
+        run = run_lsdask("ingest", "jsonl", first, "--out", folder / "c",
+                         "--docs-per-row-group", "100")  # fmt: skip
+        assert run.returncode == 0, run.stderr
+
+    def args(folder: Path) -> list:
+        return ["ingest", "jsonl", more, "--append-to", folder / "c"]
+
+    def compare(folder: Path, reference: Path) -> None:
+        assert Corpus.open(folder / "c").n_docs == 350
+        assert _corpus_docs(folder / "c") == _corpus_docs(reference / "c")
+        assert len(list((folder / "c" / "parts").iterdir())) == 2
+
+    _check_each_kill(tmp_path, args, compare, prepare)
