@@ -19,10 +19,17 @@ the two arrays, which keeps held-out patches from overlapping training ones.
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import hashlib
 import itertools
+import json
 import logging
+import math
 import os
+import stat
 import sys
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +37,8 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from lsdask.errors import DataError
+from lsdask.io import fsops, guarded
 from lsdask.io.atomic import remove_tree, replace_dir, temp_sibling
 
 logger = logging.getLogger(__name__)
@@ -39,10 +48,15 @@ __all__ = [
     "DEFAULT_PATCH_SIZE",
     "DEFAULT_STRIDE",
     "IMAGE_SUFFIXES",
+    "INTEGRITY_ATTR",
     "LUMA_WEIGHTS",
+    "MAX_CHUNK_BYTES",
+    "ZSTD_LEVEL",
     "extract_patches",
     "find_images",
     "load_image",
+    "open_checked_array",
+    "read_rows",
     "sample_images",
     "to_grayscale",
     "write_patch_store",
@@ -191,7 +205,9 @@ def load_image(path: str | os.PathLike[str]) -> np.ndarray:
     Parameters
     ----------
     path : str or os.PathLike
-        Image file in any format pillow understands (JPEG, PNG, ...).
+        Image file in any format pillow understands (JPEG, PNG, ...). It must
+        be a regular file: a FIFO, device or socket is refused without being
+        read (a FIFO would block, a device never end).
 
     Returns
     -------
@@ -203,21 +219,51 @@ def load_image(path: str | os.PathLike[str]) -> np.ndarray:
     Raises
     ------
     ValueError
-        If the file is missing or cannot be decoded as an image.
+        If the file is missing, not a regular file, or cannot be decoded as an
+        image (also one whose header claims more pixels than pillow's
+        decompression-bomb limit).
     """
     from PIL import Image, UnidentifiedImageError
 
     path = Path(path)
     try:
-        with Image.open(path) as img:
+        with _open_regular_file(path) as f, Image.open(f) as img:
             if img.mode not in ("L", "RGB", "RGBA", "I;16"):
                 img = img.convert("RGBA" if "A" in img.getbands() else "RGB")
             return np.asarray(img).copy()
-    except (OSError, UnidentifiedImageError, ValueError, SyntaxError) as err:
+    except (
+        OSError, UnidentifiedImageError, ValueError, SyntaxError, Image.DecompressionBombError
+    ) as err:  # fmt: skip
         raise ValueError(
             f"could not read image file {str(path)!r}: {err}; "
             "check that the file exists and is a valid JPEG or PNG image, or remove it."
         ) from err
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"
+
+
+def _open_regular_file(path: Path) -> Any:
+    """``path`` opened for reading: a regular file only, never blocking on a FIFO."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"it is {_file_kind(mode)}, not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
 
 
 def sample_images() -> list[np.ndarray]:
@@ -245,10 +291,15 @@ def sample_images() -> list[np.ndarray]:
 def find_images(folder: str | os.PathLike[str]) -> list[Path]:
     """List the JPEG and PNG files under a folder, recursively and sorted.
 
+    Only regular files are listed, and the search never follows a link: an
+    entry named like an image that is a link or a special file (a FIFO, a
+    device) is refused, so nothing outside the folder is read and nothing
+    blocks; other links (to folders, say) are skipped with a warning.
+
     Parameters
     ----------
     folder : str or os.PathLike
-        Folder to search; sub-folders are searched too.
+        Folder to search; sub-folders are searched too. It may itself be a link.
 
     Returns
     -------
@@ -259,7 +310,8 @@ def find_images(folder: str | os.PathLike[str]) -> list[Path]:
     Raises
     ------
     ValueError
-        If the folder does not exist, is not a folder, or holds no such images.
+        If the folder does not exist, is not a folder, holds no such images,
+        or holds an image name that is a link or a special file.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -267,15 +319,45 @@ def find_images(folder: str | os.PathLike[str]) -> list[Path]:
             f"image folder {str(folder)!r} does not exist or is not a directory; "
             "pass the path of a folder that contains .jpg, .jpeg or .png files."
         )
-    found = sorted(
-        p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()
-    )
+    found: list[Path] = []
+    refused: list[str] = []
+    skipped: list[str] = []
+    pending = [folder]
+    while pending:  # no recursion: a deep tree cannot exhaust the stack
+        directory = pending.pop()
+        with os.scandir(directory) as entries:
+            listed = list(entries)
+        for entry in listed:
+            mode = entry.stat(follow_symlinks=False).st_mode
+            image = Path(entry.name).suffix.lower() in IMAGE_SUFFIXES
+            if stat.S_ISDIR(mode):
+                pending.append(Path(entry.path))
+            elif stat.S_ISREG(mode):
+                if image:
+                    found.append(Path(entry.path))
+            elif image:
+                refused.append(f"{os.path.relpath(entry.path, folder)!r} ({_file_kind(mode)})")
+            elif stat.S_ISLNK(mode):
+                skipped.append(os.path.relpath(entry.path, folder))
+    if refused:
+        raise ValueError(
+            f"image folder {str(folder)!r} holds {len(refused)} image "
+            f"{'name that is' if len(refused) == 1 else 'names that are'} not a regular file: "
+            f"{', '.join(sorted(refused)[:5])}{', ...' if len(refused) > 5 else ''}. lsdask "
+            "reads images only from regular files in the folder, never through a link or from "
+            "a special file: replace each link with a copy of its image (cp -L), or remove it."
+        )
+    if skipped:
+        logger.warning(
+            "image folder %s: skipped %d links, which are never followed (e.g. %s)",
+            folder, len(skipped), sorted(skipped)[:3],
+        )  # fmt: skip
     if not found:
         raise ValueError(
             f"image folder {str(folder)!r} contains no .jpg, .jpeg or .png files "
             "(searched recursively); check the path or add images to it."
         )
-    return found
+    return sorted(found)
 
 
 def _image_name(item: Any, index: int) -> str:
@@ -376,6 +458,36 @@ def _progress_wrapper(
 STORE_ENTRIES = ("train.zarr", "heldout.zarr")
 
 
+def _check_out_dir(out_dir: Path) -> None:
+    """Refuse an output that is not new, empty or a previous patch store (real
+    folders ``train.zarr`` and ``heldout.zarr``, nothing else): the store is
+    renamed into its place, so a link there would be replaced, not written
+    through, and anything else in it would be deleted."""
+    if out_dir.is_symlink():
+        raise ValueError(
+            f"out_dir {str(out_dir)!r} is a symbolic link; a patch store is built beside it "
+            "and renamed into its place, which would replace the link, not the folder it "
+            f"points to. Pass that folder itself ({os.path.realpath(out_dir)!r}) or a new path."
+        )
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(
+            f"out_dir {str(out_dir)!r} exists and is not a directory; "
+            "choose another output path or remove that file."
+        )
+    entries = guarded.listdir(out_dir) if out_dir.is_dir() else []
+    foreign = [name for name in entries if name not in STORE_ENTRIES]
+    foreign += [
+        name for name in entries if name in STORE_ENTRIES and not guarded.is_dir(out_dir, name)
+    ]
+    if foreign:
+        raise FileExistsError(
+            f"out_dir {str(out_dir)!r} holds {len(foreign)} entries that are not a patch store's "
+            f"(e.g. {foreign[:3]}); refusing to replace it. A patch store holds only the "
+            f"folders {' and '.join(STORE_ENTRIES)}: choose a new or empty folder, or a "
+            "previous store."
+        )
+
+
 def write_patch_store(
     images: Iterable[str | os.PathLike[str] | np.ndarray],
     out_dir: str | os.PathLike[str],
@@ -448,6 +560,7 @@ def write_patch_store(
     ``remove_mean`` (always true), ``n_images`` and ``image_names``.
     """
     import zarr
+    from zarr.codecs import ZstdCodec
 
     patch_size = _check_positive_int("patch_size", patch_size)
     stride = _check_positive_int("stride", stride)
@@ -480,22 +593,7 @@ def write_patch_store(
     is_heldout[rng.permutation(n_images)[:n_held]] = True
 
     out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(
-            f"out_dir {str(out_dir)!r} exists and is not a directory; "
-            "choose another output path or remove that file."
-        )
-    foreign = sorted(
-        p.name
-        for p in (out_dir.iterdir() if out_dir.is_dir() else ())
-        if p.name not in STORE_ENTRIES
-    )
-    if foreign:
-        raise FileExistsError(
-            f"out_dir {str(out_dir)!r} holds {len(foreign)} entries that are not a patch store's "
-            f"(e.g. {foreign[:3]}); refusing to replace it. A patch store holds only "
-            f"{' and '.join(STORE_ENTRIES)}: choose a new or empty folder, or a previous store."
-        )
+    _check_out_dir(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp_dir = temp_sibling(out_dir)
 
@@ -507,12 +605,15 @@ def write_patch_store(
         appenders: dict[str, _RowAppender] = {}
         for split in splits:
             array = zarr.create_array(
-                store=str(tmp_dir / f"{split}.zarr"),
+                store=_store_class()(tmp_dir / f"{split}.zarr"),
                 shape=(0, dim),
                 chunks=(batch_size, dim),
                 dtype="float32",
                 zarr_format=3,
                 fill_value=0.0,
+                compressors=ZstdCodec(level=ZSTD_LEVEL, checksum=True),
+                # every chunk stored, also one of zeros: a missing chunk is then an error
+                config={"write_empty_chunks": True},
             )
             appenders[split] = _RowAppender(array, batch_size)
 
@@ -547,6 +648,7 @@ def write_patch_store(
                     "image_names": split_names[split],
                 }
             )
+            _seal(appender.array, appender.n_rows)
         counts = {split: appenders[split].n_rows for split in splits}
         replace_dir(tmp_dir, out_dir)
     except BaseException:
@@ -570,3 +672,494 @@ def write_patch_store(
         out_dir,
     )
     return summary
+
+
+# --------------------------------------------------------------------------- Zarr, checked
+
+#: zstd level of the chunks :func:`write_patch_store` writes; each chunk also
+#: carries zstd's checksum of its content, verified when it is decoded
+ZSTD_LEVEL = 3
+
+#: the attribute in which :func:`write_patch_store` records what it wrote: the
+#: rows, each chunk file's size and SHA-256, and a SHA-256 of the array's
+#: metadata; readers check every chunk against it
+INTEGRITY_ATTR = "lsdask_integrity"
+
+#: the most bytes one chunk file of an array may decode to (its rows x columns x
+#: item size); an array with larger chunks is refused before any is read
+MAX_CHUNK_BYTES = 1 << 30
+
+_INTEGRITY_FORMAT = 1
+_META_KEYS = frozenset({"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"})
+#: the fields of ``zarr.json`` that decide what its chunks decode to, digested
+#: with the row width (``shape[1:]``): the number of rows may grow by appends
+_DIGESTED = ("zarr_format", "node_type", "data_type", "chunk_grid", "chunk_key_encoding",
+             "fill_value", "codecs", "storage_transformers", "attributes")  # fmt: skip
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_REWRITE = (
+    "Rewrite the store with `lsdask patches` (or restore it from a copy; an array "
+    "written by another program, write again)"
+)
+_SHA_HEX = frozenset("0123456789abcdef")
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's message on one line."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _metadata_digest(doc: dict[str, Any]) -> str:
+    """SHA-256 of what decides an array's content in its ``zarr.json`` ``doc``:
+    the fields of :data:`_DIGESTED` and ``shape[1:]``, with the integrity
+    record less its own ``metadata`` digest."""
+    fields: dict[str, Any] = {name: doc.get(name) for name in _DIGESTED}
+    fields["storage_transformers"] = fields["storage_transformers"] or []
+    shape = doc.get("shape")
+    fields["row_shape"] = shape[1:] if isinstance(shape, list) else shape
+    attrs = fields["attributes"]
+    if isinstance(attrs, dict) and isinstance(attrs.get(INTEGRITY_ATTR), dict):
+        record = {k: v for k, v in attrs[INTEGRITY_ATTR].items() if k != "metadata"}
+        fields["attributes"] = {**attrs, INTEGRITY_ATTR: record}
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+    return _sha256(text.encode("utf-8"))
+
+
+def _zstd_content_size(data: bytes) -> int | None:
+    """The decoded size a zstd frame declares in its header (None: not declared)."""
+    if len(data) < 6 or data[:4] != _ZSTD_MAGIC:
+        return None
+    fhd = data[4]
+    single = (fhd >> 5) & 1
+    pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
+    width = (1 if single else 0, 2, 4, 8)[fhd >> 6]
+    if width == 0 or len(data) < pos + width:
+        return None
+    return int.from_bytes(data[pos : pos + width], "little") + (256 if width == 2 else 0)
+
+
+class _Checks:
+    """What a read of one array's chunk files is checked against."""
+
+    def __init__(self, where: str, array: Any, doc: dict[str, Any] | None) -> None:
+        self.where = where
+        meta = array.metadata
+        if meta.zarr_format == 3:
+            self.file_chunks = tuple(meta.chunk_grid.chunk_shape)
+            encoding = meta.chunk_key_encoding
+            self.separator = encoding.separator
+            self.prefix = "c" + encoding.separator if encoding.name == "default" else ""
+            codecs = doc.get("codecs") if isinstance(doc, dict) else None
+            last = codecs[-1] if isinstance(codecs, list) and codecs else None
+            self.zstd = isinstance(last, dict) and last.get("name") == "zstd"
+        else:
+            self.file_chunks = tuple(meta.chunks)
+            self.separator = meta.dimension_separator or "."
+            self.prefix = ""
+            compressor = getattr(meta, "compressor", None)
+            self.zstd = getattr(compressor, "codec_id", None) == "zstd" and not meta.filters
+        self.shape = tuple(int(n) for n in array.shape)
+        self.chunk_rows = int(self.file_chunks[0]) if self.file_chunks else 1
+        self.raw_bytes = math.prod(self.file_chunks) * array.dtype.itemsize
+        if self.raw_bytes > MAX_CHUNK_BYTES:
+            raise DataError(
+                f"{where}: its chunks {self.file_chunks} of {array.dtype} hold "
+                f"{self.raw_bytes:,} bytes each, more than the {MAX_CHUNK_BYTES:,} lsdask reads "
+                "at once. Rewrite the array with fewer rows per chunk"
+            )
+        # zstd and the other codecs grow incompressible data by well under 1/8
+        self.max_stored = self.raw_bytes + self.raw_bytes // 8 + 65536
+        self.digests: dict[str, tuple[int, str]] = {}
+        self.unchanged_means_damaged: dict[str, tuple[int, str]] = {}
+        self.written_rows: int | None = None
+        attrs = doc.get("attributes") if isinstance(doc, dict) else None
+        if isinstance(attrs, dict) and INTEGRITY_ATTR in attrs:
+            self._arm(doc, attrs[INTEGRITY_ATTR])
+
+    def _arm(self, doc: dict[str, Any], record: Any) -> None:
+        where = self.where
+        _check_record(record, where)
+        if record["metadata"] != _metadata_digest(doc):
+            raise DataError(
+                f"{where}: its metadata (zarr.json) is not what lsdask wrote: the data type, "
+                f"chunk shape, codecs, row width or attributes differ (a damaged file). {_REWRITE}"
+            )
+        written, n_rows = int(record["rows"]), self.shape[0] if self.shape else 0
+        if n_rows < written:
+            raise DataError(
+                f"{where}: holds {n_rows:,} rows, but lsdask wrote {written:,}: its metadata "
+                f"(zarr.json) is damaged, or rows were cut off. {_REWRITE}"
+            )
+        self.written_rows = written
+        self.digests = {key: (int(v[0]), str(v[1])) for key, v in record["chunks"].items()}
+        if n_rows > written:
+            logger.info(
+                "%s: rows %d:%d were appended after lsdask wrote it; they are checked for "
+                "presence only", where, written, n_rows,
+            )  # fmt: skip
+            if written % self.chunk_rows:  # an append rewrote the last, partial chunk
+                last = written // self.chunk_rows
+                for key in [k for k in self.digests if self.chunk_index(k) == last]:
+                    self.unchanged_means_damaged[key] = self.digests.pop(key)
+
+    def chunk_index(self, key: str) -> int | None:
+        """The row index of the chunk file ``key`` in the chunk grid (None: not a chunk key)."""
+        if not key.startswith(self.prefix):
+            return None
+        first = key[len(self.prefix) :].split(self.separator)[0]
+        return int(first) if first.isdigit() else None
+
+    def rows_of(self, index: int | None) -> str:
+        if index is None or not self.shape:
+            return ""
+        start = index * self.chunk_rows
+        return f" (rows {start}:{min(start + self.chunk_rows, self.shape[0])})"
+
+    def chunk_where(self, key: str) -> str:
+        return f"{self.where}, chunk {key!r}{self.rows_of(self.chunk_index(key))}"
+
+    def verify(self, key: str, data: bytes) -> None:
+        """Refuse chunk bytes that differ from what lsdask wrote, or that declare
+        more decoded bytes than the chunk holds."""
+        expected = self.digests.get(key)
+        if expected is not None:
+            got = (len(data), _sha256(data))
+            if got != expected:
+                raise DataError(
+                    f"{self.chunk_where(key)} is not what lsdask wrote ({got[0]:,} bytes, "
+                    f"SHA-256 {got[1][:12]}...; written: {expected[0]:,} bytes, "
+                    f"{expected[1][:12]}...): the file is damaged. {_REWRITE}"
+                )
+        elif key in self.unchanged_means_damaged:
+            if (len(data), _sha256(data)) == self.unchanged_means_damaged[key]:
+                raise DataError(
+                    f"{self.chunk_where(key)}: the array claims {self.shape[0]:,} rows, but this "
+                    f"chunk is as lsdask wrote it with {self.written_rows:,}: the rows past them "
+                    f"were never written and its metadata (zarr.json) is damaged. {_REWRITE}"
+                )
+        if self.zstd:
+            size = _zstd_content_size(data)
+            if size is None or size > self.raw_bytes:
+                found = "does not declare its decoded size" if size is None else (
+                    f"declares {size:,} decoded bytes")  # fmt: skip
+                raise DataError(
+                    f"{self.chunk_where(key)}: its zstd frame {found}, where the chunk holds "
+                    f"{self.raw_bytes:,}: the file is damaged or not written by Zarr. {_REWRITE}"
+                )
+
+
+def _check_record(record: Any, where: str) -> None:
+    """Refuse an integrity record that is not as :func:`write_patch_store` writes it."""
+
+    def bad(what: str) -> DataError:
+        return DataError(
+            f"{where}: lsdask's record of what it wrote ({INTEGRITY_ATTR!r} in zarr.json) is "
+            f"damaged: {what}. {_REWRITE}"
+        )
+
+    if not isinstance(record, dict):
+        raise bad(f"expected a JSON object, found {type(record).__name__}")
+    if record.get("format") != _INTEGRITY_FORMAT:
+        raise bad(f"expected format {_INTEGRITY_FORMAT}, found {record.get('format')!r}")
+    rows, chunks, digest = record.get("rows"), record.get("chunks"), record.get("metadata")
+    if type(rows) is not int or rows < 0:
+        raise bad(f"expected a row count, found {rows!r}")
+    if not (isinstance(digest, str) and len(digest) == 64 and set(digest) <= _SHA_HEX):
+        raise bad("the metadata digest is not a SHA-256")
+    if not isinstance(chunks, dict):
+        raise bad("expected the chunks as a JSON object")
+    for key, entry in chunks.items():
+        if not (
+            isinstance(entry, list) and len(entry) == 2 and type(entry[0]) is int
+            and isinstance(entry[1], str) and len(entry[1]) == 64 and set(entry[1]) <= _SHA_HEX
+        ):  # fmt: skip
+            raise bad(f"the entry of chunk {key!r} is not [size, SHA-256]")
+
+
+def _slice(data: bytes, byte_range: Any) -> bytes:
+    from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
+
+    if isinstance(byte_range, RangeByteRequest):
+        return data[byte_range.start : byte_range.end]
+    if isinstance(byte_range, OffsetByteRequest):
+        return data[byte_range.offset :]
+    if isinstance(byte_range, SuffixByteRequest):
+        return data[max(0, len(data) - byte_range.suffix) :]
+    raise TypeError(f"unexpected byte range {byte_range!r}")
+
+
+@functools.cache
+def _store_class() -> type:
+    """:class:`CheckedStore`, a Zarr ``LocalStore`` (built on first use: Zarr is
+    imported only where it is needed)."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.storage import LocalStore
+
+    class CheckedStore(LocalStore):
+        """A Zarr folder store whose every file operation goes through
+        :mod:`lsdask.io.guarded` (no links, no special files, sizes bounded).
+
+        Read (``read_only``), it serves ``zarr.json`` as it read it once, and
+        every chunk file checked (:class:`_Checks`, set by
+        :func:`open_checked_array`): a missing chunk is an error, never the
+        fill value. Written, it records each chunk's size and SHA-256
+        (``written``) and writes every file under a temporary name, forced to
+        disk and renamed into place.
+        """
+
+        def __init__(self, root: str | os.PathLike[str], *, read_only: bool = False) -> None:
+            super().__init__(Path(os.path.abspath(root)), read_only=read_only)
+            self.checks: _Checks | None = None
+            self.meta_cache: dict[str, bytes | None] = {}
+            self.written: dict[str, tuple[int, str]] = {}
+            self.last_meta: bytes | None = None
+
+        def with_read_only(self, read_only: bool = False) -> Any:
+            other = type(self)(self.root, read_only=read_only)
+            other.checks, other.meta_cache = self.checks, self.meta_cache
+            return other
+
+        # reading ------------------------------------------------------------
+
+        def read_key(self, key: str, byte_range: Any = None) -> bytes | None:
+            data = self._read_meta(key) if key in _META_KEYS else self._read_chunk(key)
+            return data if data is None or byte_range is None else _slice(data, byte_range)
+
+        def _read_meta(self, key: str) -> bytes | None:
+            if self.read_only and key in self.meta_cache:
+                return self.meta_cache[key]
+            try:
+                data: bytes | None = guarded.read_bytes(self.root, key, "json")
+            except (FileNotFoundError, NotADirectoryError):
+                data = None
+            if self.read_only:
+                self.meta_cache[key] = data
+            return data
+
+        def _read_chunk(self, key: str) -> bytes | None:
+            checks = self.checks
+            try:
+                with guarded.open_read(self.root, key) as f:
+                    if checks is None:
+                        return f.read()
+                    size = os.fstat(f.fileno()).st_size
+                    if size > checks.max_stored:
+                        raise DataError(
+                            f"{checks.chunk_where(key)} holds {size:,} bytes, more than a chunk "
+                            f"of {checks.raw_bytes:,} bytes is stored in: the file is damaged "
+                            f"or not the array's. {_REWRITE}"
+                        )
+                    data = f.read(checks.max_stored + 1)
+            except (FileNotFoundError, NotADirectoryError):
+                if checks is None:
+                    return None
+                raise DataError(_missing(f"{checks.chunk_where(key)} is missing")) from None
+            if len(data) > checks.max_stored:
+                raise DataError(f"{checks.chunk_where(key)} grew while it was read. {_REWRITE}")
+            checks.verify(key, data)
+            return data
+
+        async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
+            prototype = prototype or default_buffer_prototype()
+            data = await asyncio.to_thread(self.read_key, key, byte_range)
+            return None if data is None else prototype.buffer.from_bytes(data)
+
+        def get_sync(self, key: str, *, prototype: Any = None, byte_range: Any = None) -> Any:
+            prototype = prototype or default_buffer_prototype()
+            data = self.read_key(key, byte_range)
+            return None if data is None else prototype.buffer.from_bytes(data)
+
+        async def get_partial_values(self, prototype: Any, key_ranges: Any) -> list[Any]:
+            return [await self.get(key, prototype, byte_range) for key, byte_range in key_ranges]
+
+        async def exists(self, key: str) -> bool:
+            return await asyncio.to_thread(guarded.is_file, self.root, key)
+
+        async def getsize(self, key: str) -> int:
+            with guarded.open_read(self.root, key) as f:
+                return os.fstat(f.fileno()).st_size
+
+        async def list(self) -> Any:  # type: ignore[override]
+            for key in guarded.check_tree(self.root):
+                yield key
+
+        async def list_prefix(self, prefix: str) -> Any:  # type: ignore[override]
+            for key in guarded.check_tree(self.root):
+                if key.startswith(prefix):
+                    yield key
+
+        async def list_dir(self, prefix: str) -> Any:  # type: ignore[override]
+            for name in guarded.listdir(self.root, prefix.strip("/") or "."):
+                yield name
+
+        # writing ------------------------------------------------------------
+
+        def write_key(self, key: str, data: bytes) -> None:
+            names = guarded.relative(self.root, key)
+            tmp = "/".join((*names[:-1], f".{names[-1]}.tmp-{uuid.uuid4().hex[:8]}"))
+            try:
+                with guarded.open_write(self.root, tmp) as f:
+                    f.write(data)
+                    fsops.fsync(f)
+                guarded.replace(self.root, tmp, key)
+            except BaseException:
+                guarded.unlink(self.root, tmp)
+                raise
+            if key in _META_KEYS:
+                self.last_meta = data
+            else:
+                self.written[key] = (len(data), _sha256(data))
+
+        async def set(self, key: str, value: Any) -> None:
+            self._check_writable()
+            await asyncio.to_thread(self.write_key, key, value.to_bytes())
+
+        def set_sync(self, key: str, value: Any) -> None:
+            self._check_writable()
+            self.write_key(key, value.to_bytes())
+
+        async def set_if_not_exists(self, key: str, value: Any) -> None:
+            if not await self.exists(key):
+                await self.set(key, value)
+
+        def _delete(self, key: str) -> None:
+            self._check_writable()
+            names = guarded.relative(self.root, key)
+            for name in [key] if names else guarded.listdir(self.root):
+                guarded.remove_tree(self.root, name)
+            for written in [k for k in self.written if k == key or k.startswith(key + "/")]:
+                del self.written[written]
+
+        async def delete(self, key: str) -> None:
+            await asyncio.to_thread(self._delete, key)
+
+        def delete_sync(self, key: str) -> None:
+            self._delete(key)
+
+        async def delete_dir(self, prefix: str) -> None:
+            await asyncio.to_thread(self._delete, prefix.strip("/"))
+
+        async def clear(self) -> None:
+            await asyncio.to_thread(self._delete, "")
+
+    return CheckedStore
+
+
+def _seal(array: Any, n_rows: int) -> None:
+    """Record in ``array``'s attributes what was written to it (:data:`INTEGRITY_ATTR`):
+    its rows, each chunk file's size and SHA-256, and the digest of its metadata;
+    then read it back through :func:`open_checked_array` as a reader will."""
+    store = array.store
+    record: dict[str, Any] = {
+        "format": _INTEGRITY_FORMAT,
+        "rows": int(n_rows),
+        "chunks": {key: list(entry) for key, entry in sorted(store.written.items())},
+    }
+    array.attrs.update({INTEGRITY_ATTR: record})
+    record["metadata"] = _metadata_digest(json.loads(store.last_meta))
+    array.attrs.update({INTEGRITY_ATTR: record})
+    open_checked_array(store.root, whole=True)
+
+
+def open_checked_array(
+    path: str | os.PathLike[str], *, where: str | None = None, whole: bool = False
+) -> Any:
+    """The Zarr array in the folder ``path``, read only through
+    :mod:`lsdask.io.guarded` and checked.
+
+    ``zarr.json`` is bounded in size; every chunk read must be present (a
+    missing one is a :class:`~lsdask.errors.DataError` naming the store, the
+    chunk and its rows, never fill values); a store written by
+    :func:`write_patch_store` has its metadata and every chunk checked against
+    the SHA-256 recorded when it was written; zstd chunks must declare a decoded
+    size no larger than the chunk, and zstd's own checksum, where written, is
+    verified as a chunk is decoded. No file is read through a link, and a FIFO
+    or device in a file's place is refused without blocking.
+
+    With ``whole`` (what a fit does once, before its first batch), the whole
+    folder is checked first: a link or special file anywhere in it is refused
+    before Zarr opens it, and so is a missing chunk file. Without it, only the
+    files read are checked (what each batch's task does).
+    """
+    import zarr
+
+    root = Path(os.path.abspath(path))
+    where = where or f"Zarr array {str(root)!r}"
+    files: list[str] = []
+    if whole:
+        if root.exists() and not root.is_dir():
+            raise DataError(f"{where} is not a readable Zarr array: it is not a folder")
+        files = guarded.check_tree(root)
+    store = _store_class()(root, read_only=True)
+    try:
+        array = zarr.open_array(store=store, mode="r")
+    except DataError:
+        raise
+    except Exception as exc:
+        if not root.exists():
+            raise FileNotFoundError(f"{where}: the folder does not exist") from exc
+        raise DataError(f"{where} is not a readable Zarr array: {_one_line(exc)}") from exc
+    doc: dict[str, Any] | None = None
+    raw = store.meta_cache.get("zarr.json")
+    if raw is not None:
+        try:
+            parsed = json.loads(raw)
+        except ValueError as exc:  # zarr parsed it: unreachable unless zarr's reading changes
+            raise DataError(f"{where}: zarr.json is not valid JSON: {exc}. {_REWRITE}") from exc
+        doc = parsed if isinstance(parsed, dict) else None
+    store.checks = _Checks(where, array, doc)
+    if whole:
+        _check_all_chunks(array, set(files))
+    return array
+
+
+def _missing(where: str) -> str:
+    return (
+        f"{where}: its file was deleted or never written, and lsdask does not read a missing "
+        "chunk as fill values. (Zarr leaves out a chunk that holds only the fill value unless "
+        "the array is written with config={'write_empty_chunks': True}.) " + _REWRITE
+    )
+
+
+def _check_all_chunks(array: Any, files: set[str]) -> None:
+    """Refuse an array whose folder (its regular ``files``) lacks a chunk file."""
+    checks: _Checks = array.store.checks
+    counts = [-(-n // c) if c else 0 for n, c in zip(checks.shape, checks.file_chunks, strict=True)]
+    missing: list[str] = []
+    # stops at the third missing chunk: a crafted shape cannot make this loop long
+    for coords in itertools.product(*(range(c) for c in counts)):
+        key = array.metadata.encode_chunk_key(coords)
+        if key not in files:
+            missing.append(key)
+            if len(missing) == 3:
+                break
+    if missing:
+        others = f" (so are {missing[1:]})" if len(missing) > 1 else ""
+        raise DataError(_missing(f"{checks.chunk_where(missing[0])} is missing{others}"))
+
+
+def read_rows(array: Any, start: int, stop: int) -> np.ndarray:
+    """Rows ``start:stop`` of an array from :func:`open_checked_array`, read
+    chunk by chunk: an error names the chunk, its rows and the store."""
+    checks: _Checks = array.store.checks
+    size = checks.chunk_rows
+    parts = []
+    a = start
+    while a < stop:
+        b = min((a // size + 1) * size, stop)
+        try:
+            parts.append(np.asarray(array[a:b]))
+        except DataError:
+            raise
+        except Exception as exc:
+            raise DataError(
+                f"{checks.where}, chunk {a // size}{checks.rows_of(a // size)}: could not be "
+                f"decoded: {_one_line(exc)}. The chunk file is damaged. {_REWRITE}"
+            ) from exc
+        a = b
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.asarray(array[start:stop])

@@ -94,14 +94,15 @@ class ZarrBatch:
         return self.stop - self.start
 
     def load(self) -> np.ndarray:
-        import zarr
+        from lsdask.io.patches import open_checked_array, read_rows
 
         try:
-            array = zarr.open_array(self.store, mode="r")
-            rows = array[self.start : self.stop]
+            rows = read_rows(open_checked_array(self.store), self.start, self.stop)
         except Exception as exc:
             if not os.path.exists(self.store):  # checked only on failure: no stat per task
                 raise DataError(f"{self.where}: {missing_here(self.store)}") from exc
+            if isinstance(exc, DataError):  # names the store, the chunk and its rows
+                raise
             raise DataError(f"{self.where}: could not read the chunk: {exc}") from exc
         return check_rows(rows, self.where)
 
@@ -215,8 +216,13 @@ def _ranges(n: int, size: int) -> list[tuple[int, int]]:
 
 
 def zarr_source(array_or_path: Any, batch_size: int | None = None) -> BatchSource:
-    """Batches over a Zarr array: by default one chunk of rows per batch."""
-    import zarr
+    """Batches over a Zarr array in a folder: by default one chunk of rows per batch.
+
+    The folder is checked first (:func:`lsdask.io.patches.open_checked_array`
+    with ``whole``): no link or special file anywhere in it, every chunk file
+    present; each batch then reads its chunks checked.
+    """
+    from lsdask.io.patches import open_checked_array
 
     if isinstance(array_or_path, str | os.PathLike):
         path = Path(array_or_path)
@@ -225,22 +231,19 @@ def zarr_source(array_or_path: Any, batch_size: int | None = None) -> BatchSourc
                 f"X: no Zarr array at {str(path)!r} (the path does not exist). "
                 "Make one with datasets/make_patches.py or pass an array."
             )
-        try:
-            array = zarr.open_array(str(path), mode="r")
-        except Exception as exc:
-            raise DataError(f"X: {str(path)!r} is not a readable Zarr array: {exc}") from exc
         store = str(path)
     else:
-        array = array_or_path
-        store = str(array.store.root / array.path) if hasattr(array.store, "root") else None
+        given = array_or_path
+        store = str(given.store.root / given.path) if hasattr(given.store, "root") else None
         if store is None:
             raise DataError(
-                f"X: a Zarr array in a {type(array.store).__name__}, which the batch tasks "
+                f"X: a Zarr array in a {type(given.store).__name__}, which the batch tasks "
                 "cannot open again by path; only arrays in a local folder store are read "
                 "batch by batch. Write it to a folder (zarr.create_array(path, ...)) and pass "
                 "the path, or pass its values (X[:]) if they fit in memory"
             )
     store = os.path.abspath(store)  # a task may run in a worker started in another folder
+    array = open_checked_array(store, where=f"X: Zarr array {store!r}", whole=True)
     _check_shape(array.shape, array.dtype, f"X (Zarr array {store!r})")
     size = batch_size or int(array.chunks[0])
     ranges = _ranges(array.shape[0], size)

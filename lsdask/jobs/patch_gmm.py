@@ -28,6 +28,7 @@ import numpy as np
 
 from lsdask.estimators.gaussian import GaussianMixture
 from lsdask.estimators.params import clone
+from lsdask.io.patches import open_checked_array
 from lsdask.io.sources import as_batch_source
 from lsdask.jobs.cluster import on_shared_client
 from lsdask.jobs.patches import DEMO_BATCH_SIZE, PatchStoreSummary, prepare_patches
@@ -123,9 +124,7 @@ class PatchFitReport:
 def _zarr_patch_size(X: Any) -> int | None:
     """The ``patch_size`` attribute of a Zarr array (or path to one), if any."""
     try:
-        import zarr
-
-        array = zarr.open_array(str(X), mode="r") if isinstance(X, str | os.PathLike) else X
+        array = open_checked_array(X) if isinstance(X, str | os.PathLike) else X
         value = array.attrs.get("patch_size")
     except Exception:  # not a Zarr array, or no attributes: fall back to sqrt(D)
         return None
@@ -297,12 +296,8 @@ def _warm_up(estimator: GaussianMixture, client: Any, n_features: int) -> None:
 def _heldout_shape(X: Any) -> tuple[int, int]:
     """(rows, features) of a Zarr path/array, dask or numpy array, without reading the data."""
     if isinstance(X, str | os.PathLike):
-        import zarr
-
-        try:
-            shape = zarr.open_array(str(X), mode="r").shape
-        except Exception as exc:
-            raise ValueError(f"heldout: {str(X)!r} is not a readable Zarr array: {exc}") from exc
+        # the whole folder checked now, before the fit, not when it is scored after it
+        shape = open_checked_array(X, where=f"heldout: Zarr array {str(X)!r}", whole=True).shape
     else:
         shape = getattr(X, "shape", None)
         if shape is None:
