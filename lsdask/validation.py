@@ -110,3 +110,40 @@ def parse_positive_float(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
+
+
+#: the largest word count a document may hold (what a corpus's int32 counts hold)
+MAX_WORD_COUNT = 2**31 - 1
+
+
+def check_word_count_bound(X: Any, name: str = "X") -> None:
+    """Refuse a matrix of word counts (a NumPy array or scipy sparse matrix) with
+    a count above :data:`MAX_WORD_COUNT`, naming the first such entry: counts that
+    large are not word counts, and sums of them overflow (a document would seem
+    empty, or a sample too small)."""
+    import scipy.sparse as sp
+
+    M = None
+    if sp.issparse(X):
+        M = sp.csr_matrix(X)  # no copy for a CSR matrix
+        values = np.asarray(M.data)
+    elif isinstance(X, np.ndarray) and X.ndim == 2:
+        values = X
+    else:
+        return
+    if values.size == 0 or values.dtype.kind not in "iuf":
+        return
+    big = values > MAX_WORD_COUNT
+    if not big.any():
+        return
+    first = int(np.flatnonzero(big.ravel())[0])
+    if M is None:
+        row, col = divmod(first, X.shape[1])
+    else:
+        row = int(np.searchsorted(M.indptr, first, side="right")) - 1
+        col = int(M.indices[first])
+    raise ValueError(
+        f"{name}: word counts must be at most {MAX_WORD_COUNT:,}; document (row) {row}, word "
+        f"id {col} holds {values.ravel()[first]:.6g}. Counts this large are not word counts "
+        f"(ids, hashes or uninitialized memory in place of counts?): check how {name} was built"
+    )

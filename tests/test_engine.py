@@ -9,6 +9,7 @@ import zarr
 
 import lsdask
 from lsdask.engine import DaskExecutor
+from lsdask.errors import ClusterError
 
 
 def _patches(rng, n=3000, d=6, k=4):
@@ -291,7 +292,8 @@ def test_an_unreachable_scheduler_is_a_clear_error():
         lsdask.GaussianMixture(2, client="bogus").fit(np.zeros((10, 2)))
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
         match = r"client='tcp://127\.0\.0\.1:1': could not connect to a Dask scheduler.*--sync"
-        with pytest.raises(ValueError, match=match):
+        # the environment, not the input: a ClusterError (lsdask exits with status 1)
+        with pytest.raises(ClusterError, match=match):
             lsdask.GaussianMixture(2, client="tcp://127.0.0.1:1").fit(np.zeros((10, 2)))
 
 

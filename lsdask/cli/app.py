@@ -15,6 +15,7 @@ from lsdask.cli.options import local_cluster_from_args
 from lsdask.cli.parser import COMMANDS, build_parser
 from lsdask.engine.dask_executor import one_line
 from lsdask.errors import ClusterError, FitInterrupted, LockError, Terminated
+from lsdask.jobs import commit
 
 __all__ = ["main"]
 
@@ -112,8 +113,36 @@ def _input_failure_message(err: BaseException) -> str:
     )
 
 
-def _terminate(signum: int, frame: Any) -> None:
-    raise Terminated()
+#: what to do when a command runs out of memory: the options it has
+_MEMORY_ADVICE = {
+    "fit": "Use smaller batches (ingest the corpus again with --docs-per-row-group N: "
+    "each row group is one batch), fewer --topics, a smaller --sparsity, or more memory",
+    "transform": "Use smaller batches (ingest the corpus again with --docs-per-row-group N: "
+    "each row group is one batch) or more memory",
+    "fit-gmm": "Use smaller batches (--batch-size N rows), fewer --components or more memory",
+    "patches": "Use smaller Zarr chunks (--batch-size N rows), fewer images (--max-images) or "
+    "more memory",
+    None: "Use smaller inputs or more memory",
+}
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    """SIGTERM raises :class:`Terminated`, SIGINT ``KeyboardInterrupt``, unless the
+    command's work is saved or being saved (:func:`lsdask.jobs.commit.on_signal`)."""
+    if commit.on_signal(signum):
+        return
+    if signum == signal.SIGTERM:
+        raise Terminated()
+    raise KeyboardInterrupt
+
+
+def _done_anyway(what: str) -> int | None:
+    """0, with a warning, where the command's work was saved before ``what``
+    happened; None where it was not (``what`` then decides the status)."""
+    if not commit.is_committed():
+        return None
+    logging.getLogger(__name__).warning("%s after the work was saved; it stands", what)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -127,7 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``-v`` the Dask client's own error records (reconnection tracebacks) are
     dropped, its warnings kept. A folder locked by another process (a corpus
     being appended to, a checkpoint folder under another fit) is one such line
-    with status 1. SIGTERM exits with 143, Ctrl-C with 130.
+    with status 1. SIGTERM exits with 143, Ctrl-C with 130, unless the
+    command's work was saved before (:mod:`lsdask.jobs.commit`): it then
+    ends normally, with status 0.
     """
     args = build_parser().parse_args(argv)
     args.command_line = list(sys.argv[1:] if argv is None else argv)
@@ -149,7 +180,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # client's own log of it with tracebacks (its workers' logs are their own)
     dask_handlers = [] if args.verbose or getattr(args, "sync", True) else _quiet_dask()
     in_main_thread = threading.current_thread() is threading.main_thread()
-    old_sigterm = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
+    commit.begin()
+    old_handlers = (
+        {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        if in_main_thread
+        else {}
+    )
     try:
         with local_cluster_from_args(args):
             return COMMANDS[args.command][1](args)
@@ -166,11 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"lsdask: error: {_os_failure_message(err)}", file=sys.stderr)
         return 1
     except MemoryError:
-        print(
-            "lsdask: error: out of memory. Use smaller batches (--batch-size, or Parquet row "
-            "groups of fewer documents), fewer topics or more memory",
-            file=sys.stderr,
-        )
+        advice = _MEMORY_ADVICE.get(args.command, _MEMORY_ADVICE[None])
+        print(f"lsdask: error: out of memory. {advice}", file=sys.stderr)
         return 1
     except FitInterrupted as stop:
         started = getattr(args, "checkpoint", None)
@@ -188,20 +221,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:
         if not _is_cluster_failure(err):
             raise
+        done = _done_anyway(f"the Dask cluster failed ({type(err).__name__})")
+        if done is not None:
+            return done
         print(f"lsdask: error: {_cluster_failure_message(err)}", file=sys.stderr)
         # the Dask client goes on logging its reconnection attempts until the process
         # exits: the filter stays past this return (it drops only those records)
         dask_handlers = []
         return 1
     except Terminated:
+        done = _done_anyway("SIGTERM")
+        if done is not None:
+            return done
         print("lsdask: terminated (SIGTERM)", file=sys.stderr)
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
+        done = _done_anyway("Ctrl-C (SIGINT)")
+        if done is not None:
+            return done
         print("lsdask: interrupted", file=sys.stderr)
         return 130
     finally:
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, old_sigterm)
+        for sig, old in old_handlers.items():
+            signal.signal(sig, old)
         for h, quiet in dask_handlers:
             h.removeFilter(quiet)
         package_logger.removeHandler(handler)

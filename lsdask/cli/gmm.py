@@ -15,6 +15,7 @@ from lsdask.cli.options import add_fit_options, out_path
 from lsdask.cli.params import add_params, params_from_args, run_params
 from lsdask.estimators.gaussian import GaussianMixture
 from lsdask.estimators.params import GAUSSIAN_PARAMS
+from lsdask.jobs import commit
 from lsdask.jobs.patch_gmm import PATCH_ALPHA, fit_and_report, format_report
 from lsdask.persist import check_save_target, save_gmm
 
@@ -65,7 +66,12 @@ def run(args: argparse.Namespace) -> int:
         heldout=None if args.heldout is None else str(args.heldout),
         compare_dense=False,
     )
+    if args.save is None:
+        commit.committed("the fit")
+    else:
+        with commit.output_step(f"the model in {args.save}"):
+            saved = save_gmm(model, args.save, overwrite=args.overwrite)
     print(format_report(report, title=f"lsdask fit-gmm {args.zarr_path}"))
     if args.save is not None:
-        print(f"model: saved to {save_gmm(model, args.save, overwrite=args.overwrite)}")
+        print(f"model: saved to {saved}")
     return 0

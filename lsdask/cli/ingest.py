@@ -17,6 +17,7 @@ from lsdask.io.corpus.store import Corpus
 from lsdask.io.ingest.common import recorded_tokenizer
 from lsdask.io.ingest.stopwords import ENGLISH_STOPWORDS
 from lsdask.io.ingest.words import DEFAULT_TOKEN_PATTERN, Tokenizer
+from lsdask.jobs import commit
 from lsdask.jobs.ingest import format_ingest_summary, run_ingest
 from lsdask.validation import parse_positive_int
 
@@ -192,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
         args.kind, inputs, args.append_to if appending else args.out, options=options,
         vocab=args.vocab, append=appending, wait=args.wait, lock=not args.no_lock,
     )  # fmt: skip
+    commit.committed(f"the corpus {summary.path}")
     print(format_ingest_summary(summary))
     return 0
 

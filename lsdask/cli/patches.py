@@ -13,6 +13,7 @@ from lsdask.io.patches import (
     DEFAULT_STRIDE,
     find_images,
 )
+from lsdask.jobs import commit
 from lsdask.jobs.patches import format_patches_summary, prepare_patches
 from lsdask.validation import parse_positive_int
 
@@ -71,5 +72,6 @@ def run(args: argparse.Namespace) -> int:
         max_images=args.max_images,
         progress=None,
     )
+    commit.committed(f"the patches in {args.out}")
     print(format_patches_summary(summary))
     return 0

@@ -16,6 +16,10 @@
 - Every task is a pure function of (batch, globals): one that runs twice,
   or again after its worker was lost, returns the same statistics, and each
   result is added exactly once, on the driver, in batch order.
+- The slots a fit groups its batches by (:attr:`DaskExecutor.n_slots`) are
+  those the cluster was set up with, fixed for the executor's life: a worker
+  lost before the first wave, or one still starting, changes neither the
+  waves nor the result.
 - In-memory batches are scattered once per run; Zarr and dask-array loaders
   are small and read their own rows inside the task.
 - A worker lost with scattered data (in-memory batches, the globals), or
@@ -74,9 +78,29 @@ class DaskExecutor:
         self._replaced: dict[str, Future[Any]] = {}
         self._asking_memory: threading.Thread | None = None  # the last memory() question
         self._wait_for_a_worker()  # a scheduler without workers: say so before any work
+        self._slots = self._planned_slots()
 
     @property
     def n_slots(self) -> int:
+        """The tasks the cluster runs at once, as it was set up: a fit groups its
+        batches into waves (updates) of this many, so it is fixed for the
+        executor's life; a worker lost (or not yet started) does not change it,
+        nor, therefore, the result."""
+        return self._slots
+
+    def _planned_slots(self) -> int:
+        """The threads of the workers the cluster is meant to have: a
+        LocalCluster's (any cluster object's with a ``worker_spec``) as specified,
+        whether or not all run now; for a scheduler reached by its address, the
+        threads of the workers it has now."""
+        spec = getattr(getattr(self.client, "cluster", None), "worker_spec", None)
+        if isinstance(spec, dict) and spec:
+            threads = [
+                (s.get("options") or {}).get("nthreads", 1) if isinstance(s, dict) else 1
+                for s in spec.values()
+            ]
+            if all(isinstance(n, int) and n >= 1 for n in threads):
+                return max(1, sum(threads))
         info = self.client.scheduler_info(n_workers=-1)
         return max(1, sum(w.get("nthreads", 1) for w in info["workers"].values()))
 
@@ -453,13 +477,16 @@ def open_client(
 
 
 def connect(address: str) -> Client:
-    """A Client of the scheduler at ``address``, or a ValueError saying what to check."""
+    """A Client of the scheduler at ``address``; a ValueError for what is not an
+    address (bad input), a :class:`~lsdask.errors.ClusterError` for a scheduler
+    that cannot be reached there (the environment: lsdask exits with status 1)."""
     from distributed import Client
 
     try:
         return Client(address)
     except (OSError, TimeoutError, ValueError) as exc:  # ValueError: not an address
-        raise ValueError(
+        error = ValueError if isinstance(exc, ValueError) else ClusterError
+        raise error(
             f"client={address!r}: could not connect to a Dask scheduler at that address "
             f"({type(exc).__name__}: {exc}); check the address and that the scheduler runs, "
             "or start a local cluster (client=None; lsdask: --workers N) or run in this "

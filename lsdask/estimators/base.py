@@ -110,6 +110,21 @@ class MixtureEstimatorBase(VariationalEstimator):
     def _set_fitted(self, model: MixtureModel) -> None:
         """Expose the observation posterior as fitted attributes."""
 
+    #: whether the observation model takes a scipy sparse matrix (word counts do)
+    _takes_sparse = True
+
+    def _batch_source(self, X: Any) -> Any:
+        """X's batches; a scipy sparse matrix is refused, saying what to do, where
+        the observation model needs dense rows."""
+        if not self._takes_sparse and sp.issparse(X):
+            raise ValueError(
+                f"X is a scipy sparse matrix ({type(X).__name__}, shape {X.shape}); "
+                f"{type(self).__name__} does not take sparse input. Convert it with "
+                "X.toarray() if it fits in memory, or write it to a Zarr array (block by "
+                "block) and pass its path: lsdask reads a Zarr array chunk by chunk"
+            )
+        return as_batch_source(X, self.batch_size)
+
     # fitting -----------------------------------------------------------------
     @holding_checkpoint_folder
     def fit(self, X: Any, y: Any = None, *, callback: Any = None) -> MixtureEstimatorBase:
@@ -130,7 +145,7 @@ class MixtureEstimatorBase(VariationalEstimator):
         """
         self.check_params()
         rng = np.random.default_rng(self.random_state)
-        source = as_batch_source(X, self.batch_size)
+        source = self._batch_source(X)
         observation = self._make_observation()
         if self.algorithm == "esvi":
             from lsdask.estimators.mixture_esvi import fit_mixture_esvi
@@ -166,7 +181,7 @@ class MixtureEstimatorBase(VariationalEstimator):
     # inference -----------------------------------------------------------------
     def _blocks(self, X: Any):
         self._check_fitted()
-        source = as_batch_source(X, self.batch_size)
+        source = self._batch_source(X)
         if source.n_features != self.n_features_in_:
             raise ValueError(
                 f"X has {source.n_features} features, but this model was fitted with "

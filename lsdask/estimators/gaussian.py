@@ -74,6 +74,8 @@ class GaussianMixture(MixtureEstimatorBase):
     ) -> None:
         self._store(locals())
 
+    _takes_sparse = False  # Gaussian observations need dense rows
+
     def _make_observation(self):
         if self.covariance_type == "zero-mean":
             return ZeroMeanGaussian(nu=self.nu, prior_scale=self.prior_scale)

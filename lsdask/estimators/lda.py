@@ -35,7 +35,7 @@ from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
 from lsdask.models.collapsed import DocTopicCounts, posterior_prior_stats
 from lsdask.models.lda import LDAGlobals, LDAModel, LocalStepOptions, as_csr_batch
 from lsdask.persist.resume import holding_checkpoint_folder, open_resume
-from lsdask.validation import check_int, check_sparsity
+from lsdask.validation import check_int, check_sparsity, check_word_count_bound
 
 logger = logging.getLogger(__name__)
 
@@ -403,6 +403,7 @@ class LDA(VariationalEstimator):
                     "which differ; a corpus needs no vocabulary argument"
                 )
             return source, words
+        check_word_count_bound(X)  # before sums of such counts overflow
         source = as_batch_source(X, self.batch_size)
         if vocabulary is None:
             return source, None

@@ -191,6 +191,9 @@ def fit_svi_gibbs(
         if command_id is None
         else {"id": command_id, "target": learner.n_epochs, "done": False}
     )
+    data = getattr(est, "_command_data", None)  # what the command trains on
+    if state.command is not None and data is not None:
+        state.command["data"] = data
 
     def model_of(s: StreamState) -> LDAModel:
         prior = s.topics.prior
@@ -218,12 +221,14 @@ def fit_svi_gibbs(
                 stream, executor, state, on_epoch=on_epoch, checkpoint=write,
                 stop_requested=stop_requested,
             )  # fmt: skip
+            if not state.finished:  # a stop was asked: the checkpoint (if any) is written
+                # raised inside the block, which records the signal's number (for the
+                # exit status: 143 for SIGTERM, 130 for Ctrl-C)
+                raise FitInterrupted(est.checkpoint_dir)
     finally:
         if executor is not est.client:
             executor.close()
         package_logger.setLevel(previous_level)
-    if not state.finished:  # a stop was asked: the checkpoint (if any) is written
-        raise FitInterrupted(est.checkpoint_dir)
     stats = _stats(state, V)
     model = model_of(state)
     glob = model.global_step(stats)

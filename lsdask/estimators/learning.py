@@ -160,6 +160,9 @@ class VariationalEstimator(Parameters):
             )  # fmt: skip
         if command_id is not None:
             learner.command = {"id": command_id, "target": learner.n_laps, "done": False}
+            data = getattr(self, "_command_data", None)  # what the command trains on
+            if data is not None:
+                learner.command["data"] = data
         memo, write = checkpointing(checkpoint_settings(self), model, source.batches, resumed)
         with stop_on_signals(True) as stop_requested:
             return learner.run(

@@ -13,9 +13,10 @@ corpus jobs: :mod:`lsdask.jobs.topics`, :mod:`lsdask.jobs.transform`,
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,13 +28,15 @@ from lsdask.estimators.hdp import HDP
 from lsdask.estimators.lda import LDA
 from lsdask.estimators.params import LDA_INIT_METHODS, clone, lda_init_names
 from lsdask.evaluate import document_completion, split_documents
+from lsdask.io import guarded
 from lsdask.io.atomic import temp_sibling
 from lsdask.io.corpus.store import Corpus, read_all
 from lsdask.io.faults import fault_point
+from lsdask.jobs import commit
 from lsdask.jobs.cluster import on_shared_client
 from lsdask.jobs.inputs import check_same_vocab, open_corpus
 from lsdask.learn.base import padded_trace
-from lsdask.persist import check_save_target, load_lda, save_model
+from lsdask.persist import check_save_target, load_lda, load_model, save_model
 from lsdask.persist import svi_gibbs as svi_gibbs_checkpoint
 from lsdask.persist.checkpoint import CheckpointDir
 from lsdask.persist.model_dir import extra_files
@@ -85,6 +88,10 @@ class CorpusFitReport:
     k_elbo_plot : str or None
         An HDP's K and surrogate ELBO by lap (``k_elbo.png``; None without
         ``out_dir`` or for LDA).
+    done_before : bool
+        The same command had already done this work (its checkpoint records it
+        done, over the same batches, and its model is in ``model_dir``):
+        nothing was trained or written, ``model`` is the saved one.
     """
 
     model: LDA
@@ -112,6 +119,7 @@ class CorpusFitReport:
     max_components: int | None = None
     topic_weights: list[float] | None = None
     k_elbo_plot: str | None = None
+    done_before: bool = False
 
 
 def _laps_in_checkpoint(checkpoint_dir: Any) -> int:
@@ -146,14 +154,9 @@ def _initial_topics(init: Any, train: Corpus, n_components: int) -> Any:
             f"init must be {lda_init_names()}, an array, a .npy file or a saved model's directory; "
             f"{str(init)!r} is none of these (no such file or directory)"
         )
-    if Path(init).is_file():
-        try:
-            return np.load(init, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as exc:
-            raise ValueError(
-                f"init file {str(init)!r} cannot be read as a .npy array of topic-word counts "
-                f"({type(exc).__name__}: {exc}); write it with numpy.save"
-            ) from None
+    if not Path(init).is_dir():
+        # the file named (a link the user gave is theirs to give), read as a regular file
+        return _read_init_file(Path(os.path.realpath(init)), (n_components, train.vocab_size))
     source = load_lda(init)
     # (without a vocabulary, the estimator checks the number of words)
     check_same_vocab(source.vocabulary_, train, "corpus", f"the --init model {init}")
@@ -163,6 +166,87 @@ def _initial_topics(init: Any, train: Corpus, n_components: int) -> Any:
             f"{n_components} (use the same K to start from its topics)"
         )
     return np.maximum(source.components_ - source.eta_, 0.0)
+
+
+def _read_init_file(path: Path, shape: tuple[int, int]) -> np.ndarray:
+    """The (K, V) array of topic-word counts in the ``.npy`` file ``path``: a
+    regular file (:mod:`lsdask.io.guarded`: no FIFO or device), whose header is
+    checked against ``shape`` before its data is read."""
+    try:
+        with guarded.open_read(path.parent, path.name) as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                found = np.lib.format.read_array_header_1_0(f)[0]
+            else:
+                found = np.lib.format.read_array_header_2_0(f)[0]
+            if tuple(found) != shape:
+                raise ValueError(
+                    f"it holds an array of shape {tuple(found)}; --init needs ({shape[0]}, "
+                    f"{shape[1]}): --topics by the corpus's vocabulary size"
+                )
+            f.seek(0)
+            return np.load(f, allow_pickle=False)
+    except guarded.UnsafePath:
+        raise
+    except (OSError, ValueError, EOFError, TypeError) as exc:
+        raise ValueError(
+            f"init file {str(path)!r} cannot be read as a .npy array of topic-word counts "
+            f"({type(exc).__name__}: {exc}); write it with numpy.save"
+        ) from None
+
+
+def _data_stamp(corpus: Corpus) -> str:
+    """A digest of what a fit on ``corpus`` trains on: every row group's part file,
+    place, documents and tokens, and the part file's size and hash where its
+    manifest records them. A rewritten or appended corpus gets another."""
+    fields = ("file", "row_group", "n_docs", "n_tokens", "file_bytes", "file_blake2b")
+    entries = [[b.get(f) for f in fields] for b in corpus.manifest.get("batches", [])]
+    text = json.dumps([corpus.vocab_size, entries], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _done_command(checkpoint_dir: Any, command_id: str, data: str) -> int | None:
+    """The laps of the run in ``checkpoint_dir`` where its latest checkpoint records
+    the command ``command_id`` done (its output was written) over the data
+    ``data`` (:func:`_data_stamp`); None otherwise. The caller holds the folder's
+    lock."""
+    stream = svi_gibbs_checkpoint.load_stream_state(checkpoint_dir)
+    if stream is not None:
+        command, laps = stream[0].command, stream[0].epoch
+    else:
+        state = CheckpointDir(checkpoint_dir).read_state()
+        if state is None:
+            return None
+        command, laps = state.command, int(state.lap)
+    if not (
+        isinstance(command, dict)
+        and command.get("id") == command_id
+        and command.get("done") is True
+        and command.get("data") == data
+    ):
+        return None
+    return laps
+
+
+def _done_before(model: LDA, train: Corpus, out_dir: Any, command_id: str | None) -> LDA | None:
+    """The model this very command saved, where it ran to its end before over the
+    same batches (a rerun after a signal, or by a retry loop): its checkpoint
+    records it done, over the corpus's batches as they are now, and ``out_dir``
+    holds a model of as many laps. None where there is work to do."""
+    folder = model.checkpoint_dir
+    if command_id is None or folder is None or out_dir is None or not Path(folder).is_dir():
+        return None
+    with checkpoint_lock(folder):
+        laps = _done_command(folder, command_id, _data_stamp(train))
+    if laps is None:
+        return None
+    if not guarded.is_file(out_dir, "params.json"):
+        logger.info("the command's checkpoint is done but %s holds no model: writing it", out_dir)
+        return None
+    saved = load_model(out_dir, client=model.client)
+    if type(saved) is not type(model) or int(saved.n_laps_) != laps:
+        return None
+    return saved
 
 
 def fit_corpus_lda(
@@ -232,10 +316,14 @@ def fit_corpus_lda(
     held = None if heldout is None else open_corpus(heldout, "heldout")
     if held is not None:
         check_same_vocab(train.vocab, held, "heldout corpus", f"the training corpus {train.path}")
+    model = clone(estimator)
+    saved = _done_before(model, train, out_dir, command_id)
+    if saved is not None:
+        return _report_done(saved, train, held, out_dir, n_top_words, n_show_topics)
     if out_dir is not None:
         check_save_target(out_dir, overwrite)
-    model = clone(estimator)
     model._command_id = command_id if model.checkpoint_dir is not None else None
+    model._command_data = _data_stamp(train)
     init = _initial_topics(model.init, train, model.n_components)
     if init is not model.init:
         model.set_params(init=init)
@@ -282,13 +370,60 @@ def fit_corpus_lda(
         "%s: %d laps in all, %d in %.1f s this run; final ELBO %.6g, heldout %s",
         name, report.laps, report.laps_this_run, seconds, report.elbo_final, report.heldout_score,
     )  # fmt: skip
-    fault_point("fit.output")
-    if out_dir is not None:
-        _save_with_pictures(report, trace, Path(out_dir), overwrite)
-    if model._command_id is not None:  # its output is written: a rerun is a new command
-        with checkpoint_lock(model.checkpoint_dir):
-            CheckpointDir(model.checkpoint_dir).mark_done(model._command_id)
-            svi_gibbs_checkpoint.mark_command_done(model.checkpoint_dir, model._command_id)
+    what = "the model" if out_dir is None else f"the model in {out_dir}"
+    with commit.output_step(what):  # a signal from here on: the output is written first
+        fault_point("fit.output")
+        if out_dir is not None:
+            _save_with_pictures(report, trace, Path(out_dir), overwrite)
+        if model._command_id is not None:  # its output is written: the command is done
+            with checkpoint_lock(model.checkpoint_dir):
+                CheckpointDir(model.checkpoint_dir).mark_done(model._command_id)
+                svi_gibbs_checkpoint.mark_command_done(model.checkpoint_dir, model._command_id)
+    return report
+
+
+def _report_done(
+    model: LDA,
+    train: Corpus,
+    held: Corpus | None,
+    out_dir: Any,
+    n_top_words: int,
+    n_show_topics: int,
+) -> CorpusFitReport:
+    """The report of a command whose work was done before (:func:`_done_before`):
+    the saved model's, with no lap this run."""
+    logger.warning(
+        "this command ran to its end before (its checkpoint %s records it done, over the "
+        "same %d batches; its model is in %s): nothing to train or write",
+        model.checkpoint_dir, len(train.batches), out_dir,
+    )  # fmt: skip
+    name = "HDP" if isinstance(model, HDP) else "LDA"
+    report = CorpusFitReport(
+        model=model,
+        corpus=train.path,
+        n_docs=train.n_docs,
+        n_tokens=train.n_tokens,
+        vocab_size=train.vocab_size,
+        K=int(model.n_components),
+        L=model.sparsity,
+        algorithm=model.algorithm,
+        laps=int(model.n_laps_),
+        laps_this_run=0,
+        converged=bool(model.converged_),
+        seconds=0.0,
+        elbo_final=float(model.elbo_trace_[-1]),
+        heldout=None if held is None else held.path,
+        n_heldout_docs=0 if held is None else held.n_docs,
+        heldout_score=model.score(held) if held is not None and held.n_docs else None,
+        top_words=model.top_words(n_top_words)[:n_show_topics],
+        model_dir=str(out_dir),
+        model_name=name,
+        done_before=True,
+    )
+    if isinstance(model, HDP):
+        report.K, report.max_components = int(model.n_components_), int(model.n_components)
+        report.topic_weights = [float(w) for w in model.topic_weights_[: len(report.top_words)]]
+    commit.committed(f"the model in {out_dir}, written before")
     return report
 
 
@@ -300,13 +435,14 @@ def _save_with_pictures(
     cannot be drawn leaves no model, and a saved model always has its pictures."""
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = temp_sibling(out, "pictures")  # a killed writer's is removed by the next one
-    staging.mkdir()
+    guarded.makedirs(out.parent, staging.name)
     try:
         _draw(report, trace, staging)
-        with extra_files({p.name: p for p in staging.iterdir() if p.is_file()}):
+        pictures = guarded.listdir(out.parent, staging.name)
+        with extra_files({n: staging / n for n in pictures if guarded.is_file(staging, n)}):
             report.model_dir = str(save_model(report.model, out, overwrite=overwrite))
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        guarded.remove_tree(out.parent, staging.name)
 
     def moved(path: str | None) -> str | None:
         return None if path is None else str(out / Path(path).name)
@@ -405,6 +541,11 @@ def format_fit_report(report: CorpusFitReport, *, title: str | None = None) -> s
     lines.append(
         f"laps: {report.laps}{resumed} ({'converged' if report.converged else 'not converged'})"
     )
+    if report.done_before:
+        lines.append(
+            "nothing to do: this command ran to its end before (its checkpoint records it "
+            "done, over the same batches); the model is the one it saved"
+        )
     lines.append(f"seconds: {report.seconds:.1f}")
     if np.isfinite(report.elbo_final):
         lines.append(

@@ -20,8 +20,10 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from lsdask.engine import make_executor
-from lsdask.io import fsops
+from lsdask.io import guarded
 from lsdask.io.atomic import temp_sibling
+from lsdask.io.faults import fault_point
+from lsdask.jobs import commit
 from lsdask.jobs.cluster import dask_client
 from lsdask.jobs.inputs import check_same_vocab, loaded_topic_model, open_corpus
 from lsdask.jobs.wording import plural
@@ -141,20 +143,26 @@ def transform_corpus(
             f"{str(out)!r} exists; remove it or pass overwrite=True (lsdask: --overwrite)"
         )
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_sibling(out)
+    folder, tmp = out.parent, temp_sibling(out)
     start = time.perf_counter()
     n_docs = 0
     task = lda.transform_task()
     if client is None and len(docs.batches) <= 1:
         client = "sync"  # a cluster's start would cost more than one task
     try:
-        with dask_client(client, n_workers) as where, pq.ParquetWriter(tmp, WEIGHTS_SCHEMA) as w:
+        with (
+            dask_client(client, n_workers) as where,
+            guarded.open_write(folder, tmp.name) as f,
+            pq.ParquetWriter(f, WEIGHTS_SCHEMA) as w,
+        ):
             for doc_ids, weights in _in_waves(make_executor(where), task, docs.batches, lda):
                 w.write_table(_weights_table(doc_ids, weights))
                 n_docs += len(doc_ids)
-        fsops.replace(tmp, out)
+        with commit.output_step(f"the weights in {out}"):  # a signal now: renamed in first
+            fault_point("transform.output")
+            guarded.replace(folder, tmp.name, out.name)
     except BaseException:
-        fsops.unlink(tmp)
+        guarded.unlink(folder, tmp.name)
         raise
     summary = TransformSummary(
         path=str(out),
