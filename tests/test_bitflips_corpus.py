@@ -91,8 +91,9 @@ def child(pristine: Path, work: Path, n: int, seed: int, target: str) -> int:
         rel = file.relative_to(pristine)
         byte, bit = rng.randrange(file.stat().st_size), rng.randrange(8)
         print(f"flip {seed}-{i}: {rel} byte {byte} bit {bit}", flush=True)
-        copy = work / "flip"
-        shutil.rmtree(copy, ignore_errors=True)
+        # a folder of its own per flip: each read is a command's first sight of its
+        # corpus (a process remembers the parts it verified, by path, size, time and inode)
+        copy = work / f"flip{i}"
         shutil.copytree(pristine, copy)
         raw = bytearray((copy / rel).read_bytes())
         raw[byte] ^= 1 << bit
@@ -110,6 +111,7 @@ def child(pristine: Path, work: Path, n: int, seed: int, target: str) -> int:
             kind = "identical" if got == want else "silent"
             print(f"  {kind}", flush=True)
         counts[kind] += 1
+        shutil.rmtree(copy)
     print("counts: " + " ".join(f"{k}={v}" for k, v in counts.items()), flush=True)
     return 0
 
