@@ -398,3 +398,28 @@ def test_an_output_path_that_is_a_link_is_replaced_not_followed(tmp_path):
     assert not out.is_symlink() and Corpus.open(out).n_docs == 30
     assert _tree_hash(outside) == before
     assert Corpus.open(outside / "other").n_docs == 80
+
+
+def test_an_output_is_forced_to_disk_before_and_after_it_is_swapped_in(tmp_path, monkeypatch):
+    """Model and corpus files were renamed into place without an fsync: a crash
+    soon after could leave the new name holding empty files."""
+    from lsdask.io.atomic import replace_dir, temp_sibling
+
+    out = tmp_path / "model"
+    new = temp_sibling(out)
+    (new / "sub").mkdir(parents=True)
+    (new / "arrays.npz").write_bytes(b"x" * 100)
+    (new / "sub" / "params.json").write_text("{}")
+    files = {p.stat().st_ino for p in new.rglob("*") if p.is_file()}
+    synced: list[int] = []
+    fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        synced.append(os.fstat(fd).st_ino)
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    replace_dir(new, out)
+    assert files <= set(synced)  # every file of the new output
+    assert tmp_path.stat().st_ino in synced  # and the folder the rename changed
+    assert (out / "sub" / "params.json").read_text() == "{}"

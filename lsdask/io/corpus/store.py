@@ -36,6 +36,15 @@ temporary file and renamed): see :mod:`lsdask.io.corpus.transactions`. New
 Parquet files dropped into ``parts/`` by another job become new batches with
 ``Corpus.open(path, rescan=True)``; the part of an append that has not
 committed never does.
+
+Nothing in a corpus folder is trusted: every file is opened, written, renamed
+and deleted through :mod:`lsdask.io.guarded` (a link or special file anywhere in
+the folder is refused, ``manifest.json`` and ``vocab.txt`` are read up to a size
+limit, ``pending`` entries are checked before they name a file). Part files are
+written with Parquet page checksums, verified on every read, and each batch
+entry records its file's size and BLAKE2b digest (``file_bytes``,
+``file_blake2b``), checked once per part per process by every command that reads
+the corpus (:meth:`Corpus.verify`).
 """
 
 from __future__ import annotations
