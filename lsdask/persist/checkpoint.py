@@ -123,6 +123,9 @@ class CheckpointDir:
         remove_matching(self.root, self.root, ".LATEST.*.tmp")
         tmp = self.root / f".tmp-{name}"
         try:
+            with naming(self.memo_folder):  # the memo files the checkpoint names, on disk
+                if guarded.is_dir(self.root, self.memo_folder):
+                    guarded.fsync_dir(self.root, self.memo_folder)
             with naming(tmp):
                 guarded.makedirs(self.root, tmp)
             if init_stats is not None:

@@ -47,17 +47,19 @@ def naming(path: str | os.PathLike[str]) -> Iterator[None]:
 def write_atomic(
     root: str | os.PathLike[str],
     path: str | os.PathLike[str],
-    write: Callable[[IO[Any]], None],
+    write: Callable[[IO[Any]], object],
     *,
     text: bool = False,
     tmp: Path | None = None,
+    sync_folder: bool = True,
 ) -> int:
     """Write the file ``path`` below the folder ``root`` with ``write(handle)``:
     into a temporary beside it (``tmp``, default :func:`temp_name`), forced to
-    disk, renamed over ``path``, the folder forced to disk. Returns the bytes
-    written. On failure the temporary is removed and an ``OSError`` names
-    ``path``; a link or special file on the way is an
-    :class:`~lsdask.io.guarded.UnsafePath`."""
+    disk, renamed over ``path``, the folder forced to disk (unless
+    ``sync_folder`` is off: a writer of many files that syncs their folder once,
+    before anything refers to them). Returns the bytes written. On failure the
+    temporary is removed and an ``OSError`` names ``path``; a link or special
+    file on the way is an :class:`~lsdask.io.guarded.UnsafePath`."""
     target = Path(root).joinpath(*guarded.relative(root, path))
     tmp = tmp if tmp is not None else temp_name(target)
     with naming(target):
@@ -72,7 +74,8 @@ def write_atomic(
             with contextlib.suppress(OSError, ValueError):
                 guarded.unlink(root, tmp)
             raise
-        guarded.fsync_dir(root, target.parent)
+        if sync_folder:
+            guarded.fsync_dir(root, target.parent)
     return size
 
 

@@ -37,9 +37,15 @@ _BLOCK_PARTS = ("rows", "cols", "values", "shape", "width")
 _NOTE = "note."
 
 
-def save_stats(path: Path, stats: SuffStats, root: str | os.PathLike[str] | None = None) -> None:
+def save_stats(
+    path: Path,
+    stats: SuffStats,
+    root: str | os.PathLike[str] | None = None,
+    sync_folder: bool = True,
+) -> None:
     """Write statistics (and their notes) to ``path`` (.npz) atomically: temporary
-    name, then rename (:func:`lsdask.persist.files.write_atomic`). ``root`` is the
+    name, then rename (:func:`lsdask.persist.files.write_atomic`; ``sync_folder``
+    off leaves forcing the folder to disk to the caller). ``root`` is the
     folder it is written in (a checkpoint folder; default: ``path``'s own
     folder): no step below it may be a link."""
     arrays: dict[str, np.ndarray] = {}
@@ -53,7 +59,10 @@ def save_stats(path: Path, stats: SuffStats, root: str | os.PathLike[str] | None
         else:
             arrays[name] = value
     path = Path(path)
-    write_atomic(path.parent if root is None else root, path, lambda fh: np.savez(fh, **arrays))
+    write_atomic(
+        path.parent if root is None else root, path, lambda fh: np.savez(fh, **arrays),
+        sync_folder=sync_folder,
+    )  # fmt: skip
 
 
 def member_bounds(limits: dict[str, tuple[int, ...]]) -> dict[str, Bound]:
@@ -208,7 +217,8 @@ class DiskMemo:
     def put(self, b: int, stats: SuffStats) -> None:
         self._visits += 1
         name = f"b{b:06d}-{self._stamp}-{self._visits:08d}.npz"
-        save_stats(self.folder / name, stats, self.root)
+        # the folder is forced to disk once per checkpoint, before it names the file
+        save_stats(self.folder / name, stats, self.root, sync_folder=False)
         old, self._files[b] = self._files[b], name
         if old is not None and old not in self._pinned:
             guarded.unlink(self.root, self.folder / old)

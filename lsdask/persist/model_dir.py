@@ -145,7 +145,7 @@ def extra_files(files: dict[str, Path]) -> Iterator[None]:
         _EXTRA_FILES.reset(token)
 
 
-def _write_new(folder: Path, out: Path, name: str, write: Callable[[IO[Any]], None],
+def _write_new(folder: Path, out: Path, name: str, write: Callable[[IO[Any]], object],
                text: bool = False) -> None:  # fmt: skip
     """Write the new file ``name`` into the temporary model folder ``folder`` and
     force it to disk; an ``OSError`` (a full disk) names the file of ``out``."""
