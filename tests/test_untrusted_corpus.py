@@ -351,12 +351,12 @@ def test_an_append_killed_while_it_cleans_up_after_its_commit_is_not_appended_ag
         assert killed.returncode == -9, killed.stderr[-2000:]
         again = run_lsdask("ingest", "jsonl", more, "--append-to", corpus)
         assert again.returncode == 0, again.stderr[-2000:]
-        assert "Nothing is appended again" in again.stderr
-        assert "as parts/part-00001.parquet" in again.stdout
         X, ids = read_all(Corpus.open(corpus, rescan=True), return_doc_ids=True)
         reference = read_all(Corpus.open(tmp_path / "ref", rescan=True))
         assert X.shape[0] == 100 and abs(X - reference).max() == 0  # each document once
         assert len(set(ids.tolist())) == 100
+        assert "Nothing is appended again" in again.stderr
+        assert "as parts/part-00001.parquet" in again.stdout
         assert sorted(p.name for p in tmp_path.glob(".c.*")) == []  # the staging folder went
     assert _tree_hash(outside) == before
 
