@@ -152,27 +152,6 @@ def test_a_signal_after_an_append_is_committed_exits_0(tmp_path: Path, sig: int,
     assert Corpus.open(corpus).n_docs == 50
 
 
-def test_a_signal_before_the_output_step_still_stops_the_command(
-    bars: Path, tmp_path: Path
-) -> None:
-    """Before its output step a command stops as before: status 143, no output, a
-    checkpoint to resume; the rerun trains only what is left."""
-    ckpt, out = tmp_path / "ckpt", tmp_path / "model"
-    args = ["fit", bars, "--topics", "4", "--sparsity", "2", "--laps", "2", "--sync",
-            "--seed", "0", "--out", out, "--resume", ckpt]  # fmt: skip
-    pause = tmp_path / "pause"
-    proc = start_lsdask(*args, env=paused_env(pause, "checkpoint.written"))
-    wait_reached(pause, proc)
-    proc.send_signal(signal.SIGTERM)
-    pause.touch()
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 143, err
-    assert not out.exists()
-    again = run_lsdask(*args)
-    assert again.returncode == 0, again.stderr
-    assert load_model(out).n_laps_ == 2
-
-
 # ---- finding 10: a worker lost before the first wave
 
 

@@ -8,11 +8,13 @@ tokenizer of the corpus appended to or whose vocabulary is imposed.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
 from lsdask import config
 from lsdask.cli.options import add_verbose, out_path
+from lsdask.io import guarded
 from lsdask.io.corpus.store import Corpus
 from lsdask.io.ingest.common import recorded_tokenizer
 from lsdask.io.ingest.stopwords import ENGLISH_STOPWORDS
@@ -260,7 +262,10 @@ def _read_stopwords(path: Path) -> set[str]:
             f"--stopwords: {str(path)!r} is not a file; expected english, none, or a file of "
             "one word a line"
         )
+    real = Path(os.path.realpath(path))  # a link the user gave is theirs to give
     try:
-        return {w.strip() for w in path.read_text(encoding="utf-8").splitlines() if w.strip()}
+        # a regular file (no FIFO or device) of at most guarded.LIMITS["text"] bytes
+        text = guarded.read_text(real.parent, real.name, "text")
+        return {w.strip() for w in text.splitlines() if w.strip()}
     except UnicodeDecodeError as exc:
         raise ValueError(f"--stopwords: {str(path)!r} is not UTF-8 text: {exc}") from exc

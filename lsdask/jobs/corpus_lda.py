@@ -176,16 +176,12 @@ def _read_init_file(path: Path, shape: tuple[int, int]) -> np.ndarray:
         with guarded.open_read(path.parent, path.name) as f:
             version = np.lib.format.read_magic(f)
             if version == (1, 0):
-                found = np.lib.format.read_array_header_1_0(f)[0]
+                found = tuple(np.lib.format.read_array_header_1_0(f)[0])
             else:
-                found = np.lib.format.read_array_header_2_0(f)[0]
-            if tuple(found) != shape:
-                raise ValueError(
-                    f"it holds an array of shape {tuple(found)}; --init needs ({shape[0]}, "
-                    f"{shape[1]}): --topics by the corpus's vocabulary size"
-                )
-            f.seek(0)
-            return np.load(f, allow_pickle=False)
+                found = tuple(np.lib.format.read_array_header_2_0(f)[0])
+            if found == shape:
+                f.seek(0)
+                return np.load(f, allow_pickle=False)
     except guarded.UnsafePath:
         raise
     except (OSError, ValueError, EOFError, TypeError) as exc:
@@ -193,6 +189,10 @@ def _read_init_file(path: Path, shape: tuple[int, int]) -> np.ndarray:
             f"init file {str(path)!r} cannot be read as a .npy array of topic-word counts "
             f"({type(exc).__name__}: {exc}); write it with numpy.save"
         ) from None
+    raise ValueError(
+        f"init: expected topic-word counts of shape (n_components, V) = {shape}; got shape "
+        f"{found} in {str(path)!r} (--topics by the corpus's vocabulary size)"
+    )
 
 
 def _data_stamp(corpus: Corpus) -> str:
