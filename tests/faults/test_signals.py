@@ -3,12 +3,13 @@ command again: it finishes what was asked, and trains nothing more where the wor
 was committed.
 
 The signal lands at an exact step without a knob in :mod:`lsdask.io.faults`: the
-command's step log (``LSDASK_FS_LOG``) is a FIFO, which the command opens for
-each step (:func:`lsdask.io.faults.fs_point`) and blocks in until this test opens
-it to read. While the command waits there (its ``wchan`` reads
-``wait_for_partner``) the steps before have been done and the next has not begun;
-the signal is sent then, with ``k`` steps done (``k`` from 0 to n - 1; after the
-last step nothing waits, so "after it" is not reached this way).
+command's step log (``LSDASK_FS_LOG``) is a FIFO that this test keeps full
+(:class:`StepPipe`), so the command blocks writing each step's line in
+:func:`lsdask.io.faults.fs_point`, which runs before the step. While it waits there
+(its ``wchan`` says it waits on a pipe) the steps before are done and the next has
+not begun; the signal is sent then, with ``k`` steps done (``k`` from 0 to n - 1;
+after the last step nothing waits, so "after it" is not reached this way: the
+commit steps of each command are followed by clean-up steps, which are).
 
 The signalled command ends with status 0, or as a stopped command does (143 or
 130, or killed by the signal); the rerun must then end with status 0 and its
@@ -21,12 +22,15 @@ every step.
 
 from __future__ import annotations
 
+import array
+import contextlib
+import fcntl
 import os
 import re
-import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,8 +46,13 @@ FULL = os.environ.get("LSDASK_FAULTS_FULL") == "1"
 DEADLINE = 300  # seconds for one signalled command
 
 
-def _waiting(pid: int) -> bool:
-    """Whether a thread of ``pid`` is blocked opening a FIFO no reader has opened."""
+#: what /proc/PID/wchan says of a thread blocked writing to a full pipe (by kernel version)
+PIPE_WAITS = ("pipe_write", "anon_pipe_write", "pipe_wait_writable", "pipe_wait")
+
+
+def _writing(pid: int) -> bool:
+    """Whether a thread of ``pid`` is blocked writing to a full pipe (the step FIFO: the
+    command's other output goes to files)."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except FileNotFoundError:
@@ -51,75 +60,109 @@ def _waiting(pid: int) -> bool:
     for tid in tasks:
         try:
             with open(f"/proc/{pid}/task/{tid}/wchan") as f:
-                if f.read().strip() == "wait_for_partner":
+                if f.read().strip() in PIPE_WAITS:
                     return True
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue
     return False
 
 
-def _wait_blocked_or_ended(proc: subprocess.Popen, deadline: float) -> bool:
-    """Wait until ``proc`` waits at the FIFO (True) or has ended (False)."""
-    while proc.poll() is None:
-        if _waiting(proc.pid):
-            return True
-        assert time.monotonic() < deadline, "the command neither ended nor reached a step"
-        time.sleep(0.005)
-    return False
+class StepPipe:
+    """The command's step log: a FIFO kept full of NUL bytes, so that the command blocks
+    writing each step's line (before that step) until this process makes room.
 
-
-def _read_step(fifo: Path, deadline: float) -> int:
-    """Open the FIFO (the waiting command goes on), read its step line and close the FIFO
-    at once, so that the command waits at its next step; the number of that step.
-
-    Should the command have opened the FIFO again before it was closed (it went on
-    to its next step faster than this process closed the FIFO), that step's line
-    may be lost; the step numbers in the lines say how many were done all the same.
+    This process holds both ends open the whole time, so the command's ``open`` never
+    blocks and its write never meets a closed pipe.
     """
-    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    data = b""
-    try:
-        while b"\n" not in data:
-            ready, _, _ = select.select([fd], [], [], 1.0)
-            assert time.monotonic() < deadline, "the step line never came"
-            if ready:
-                chunk = os.read(fd, 65536)
-                assert chunk, f"the FIFO closed before a whole step line: {data!r}"
-                data += chunk
-    finally:
-        os.close(fd)
-    return max(int(line.split()[0]) for line in data.decode().splitlines() if line)
+
+    def __init__(self, path: Path):
+        os.mkfifo(path)
+        self.path = path
+        self.r = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self.w = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        with contextlib.suppress(OSError):  # the smallest pipe: a page
+            fcntl.fcntl(self.w, fcntl.F_SETPIPE_SZ, 4096)
+        self.text = b""
+        self.fill()
+
+    def fill(self) -> None:
+        for size in (512, 1):
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    os.write(self.w, b"\0" * size)
+
+    def queued(self) -> int:
+        buf = array.array("i", [0])
+        fcntl.ioctl(self.r, termios.FIONREAD, buf)
+        return buf[0]
+
+    def drain(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                data = os.read(self.r, 65536)
+                if not data:
+                    return
+                self.text += data.replace(b"\0", b"")
+
+    def done(self) -> int:
+        """Steps whose lines came (every op before the one the command now waits at)."""
+        lines = [line for line in self.text.decode().split("\n")[:-1] if line]
+        return max((int(line.split()[0]) for line in lines), default=0)
+
+    def let_go(self, proc: subprocess.Popen, deadline: float) -> None:
+        """Make room for the waiting line, wait until it came (or the command ended), fill
+        the pipe again. Should the command write a second line before the pipe is full,
+        it passes that step without waiting: the step numbers still count right."""
+        self.drain()
+        while self.queued() == 0 and proc.poll() is None:
+            assert time.monotonic() < deadline, "the command did not go on"
+            time.sleep(0.0005)
+        self.fill()
+
+    def close(self) -> None:
+        self.drain()
+        os.close(self.r)
+        os.close(self.w)
+        self.path.unlink()
 
 
 def run_signalled(args: list, tmp: Path, k: int, sig: int) -> tuple[int, int]:
-    """Run ``lsdask ARGS`` and send ``sig`` once ``k`` file-system steps are done (or, where
-    the command went on past a step before it could wait, the first step after); its
-    status and the steps done when the signal was sent."""
-    fifo = tmp / f"steps-{k}-{sig}.fifo"
-    os.mkfifo(fifo)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lsdask", *map(str, args)],
-        env=lsdask_env(LSDASK_FS_LOG=str(fifo)), stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    """Run ``lsdask ARGS`` and send ``sig`` while it waits before file-system step ``k + 1``
+    (``k`` steps done; where the command went on past a step before it could wait,
+    the first wait after); its status and the steps done when the signal was sent."""
+    pipe = StepPipe(tmp / f"steps-{k}-{sig}.fifo")
+    err_file = tmp / f"stderr-{k}-{sig}.txt"
+    with open(err_file, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "lsdask", *map(str, args)],
+            env=lsdask_env(LSDASK_FS_LOG=str(pipe.path)), stdout=subprocess.DEVNULL,
+            stderr=err,
+        )  # fmt: skip
     deadline = time.monotonic() + DEADLINE
-    done, sent_at = 0, None
+    sent_at = None
     try:
-        while _wait_blocked_or_ended(proc, deadline):
-            if done >= k and sent_at is None:
+        while True:
+            while proc.poll() is None and not _writing(proc.pid):
+                assert time.monotonic() < deadline, "the command neither ended nor logged"
+                time.sleep(0.002)
+            if proc.poll() is not None:
+                break
+            if pipe.done() >= k and sent_at is None:
                 proc.send_signal(sig)
-                sent_at = done
-                continue  # it may stop, or wait at this step again
-            done = _read_step(fifo, deadline)
-        _, err = proc.communicate(timeout=60)
+                sent_at = pipe.done()
+                time.sleep(0.05)  # let it take the signal before it may go on
+                continue
+            pipe.let_go(proc, deadline)
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        fifo.unlink()
-    assert sent_at is not None, f"the command ended after {done} steps, before step {k}"
+        pipe.close()
+    stderr = err_file.read_text()
+    assert sent_at is not None, f"ended after {pipe.done()} steps, before {k}: {stderr[-2000:]}"
     stopped = {0, 128 + sig, -sig}
-    assert proc.returncode in stopped, (k, proc.returncode, err[-2000:])
+    assert proc.returncode in stopped, (k, proc.returncode, stderr[-2000:])
     return proc.returncode, sent_at
 
 
