@@ -304,7 +304,9 @@ def _finish_committed(root: Path, key: str) -> AppendSummary | None:
             root, pid, b["file"], entry.name,
         )  # fmt: skip
         remove_tree(entry)
-        recorded = origin.get("summary") if isinstance(origin.get("summary"), dict) else {}
+        recorded = origin.get("summary")
+        if not isinstance(recorded, dict):
+            recorded = {}
         summary = {k: recorded.get(k, 0) for k in _SUMMARY_KEYS}
         summary["vocab_imposed"] = bool(recorded.get("vocab_imposed", True))
         return AppendSummary(
