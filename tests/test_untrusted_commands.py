@@ -152,6 +152,63 @@ def test_a_signal_after_an_append_is_committed_exits_0(tmp_path: Path, sig: int,
     assert Corpus.open(corpus).n_docs == 50
 
 
+def test_a_signal_after_patches_and_fit_gmm_saved_their_output_exits_0(tmp_path: Path) -> None:
+    """``patches`` (its Zarr stores written) and ``fit-gmm --save`` (its model
+    folder renamed in): SIGTERM, then SIGINT, after the work was saved."""
+    from PIL import Image
+
+    from lsdask.persist import load_gmm
+
+    images = tmp_path / "images"
+    images.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(4):
+        Image.fromarray((rng.random((40, 48)) * 255).astype(np.uint8)).save(images / f"i{i}.png")
+    args = ["patches", images, "--out", tmp_path / "p", "--patch-size", "8", "--seed", "0"]
+    done = _signalled_at("command.committed", signal.SIGTERM, args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "SIGTERM came after the work was saved" in done.stderr
+    train = tmp_path / "p" / "train.zarr"
+    assert train.is_dir()
+    args = ["fit-gmm", train, "--components", "3", "--laps", "2", "--sync", "--save",
+            tmp_path / "gmm"]  # fmt: skip
+    done = _signalled_at("command.committed", signal.SIGINT, args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "SIGINT came after the work was saved" in done.stderr
+    assert load_gmm(tmp_path / "gmm").n_laps_ == 2
+
+
+def test_a_finished_svi_gibbs_command_rerun_over_the_same_corpus_trains_nothing(
+    tmp_path: Path,
+) -> None:
+    """The rule of ``lsdask fit`` for ``--algorithm svi-gibbs`` (its own checkpoint
+    file), through the job as the command runs it."""
+    from lsdask.jobs import corpus_lda
+
+    rng = np.random.default_rng(2)
+    X = sp.csr_matrix(rng.poisson(0.6, size=(300, 30)).astype(float))
+    corpus, ckpt, out = tmp_path / "c", tmp_path / "ck", tmp_path / "m"
+    Corpus.write(corpus, X, [f"w{i}" for i in range(30)], docs_per_row_group=100)
+
+    def fit():
+        model = lsdask.LDA(
+            4, algorithm="svi-gibbs", alpha=1.0, eta=0.3, n_laps=2, minibatch_size=60,
+            gibbs_burnin=1, gibbs_samples=1, random_state=0, client="sync",
+            checkpoint_dir=str(ckpt), resume=True,
+        )  # fmt: skip
+        return corpus_lda.fit_corpus_lda(model, str(corpus), out_dir=out, overwrite=True,
+                                         command_id="A")  # fmt: skip
+
+    first = fit()
+    assert (first.laps, first.laps_this_run, first.done_before) == (2, 2, False)
+    again = fit()
+    assert (again.laps, again.laps_this_run, again.done_before) == (2, 0, True)
+    assert "nothing to do" in corpus_lda.format_fit_report(again)
+    Corpus.open(corpus).append(sp.csr_matrix(rng.poisson(0.6, size=(60, 30)).astype(float)))
+    more = fit()
+    assert (more.laps, more.laps_this_run, more.done_before) == (4, 2, False)
+
+
 # ---- finding 10: a worker lost before the first wave
 
 
