@@ -93,7 +93,8 @@ def add_fit(sub: Any) -> None:
     add_fit_options(
         fit,
         "a finished run gets --laps more laps over the corpus as it is now (part files added "
-        "to or removed from it are taken in); replaces the model in --out",
+        "to or removed from it are taken in), none where the same command finished over the "
+        "same corpus; replaces the model in --out",
     )
     add_lock_options(fit, "with --checkpoint/--resume: ")
 
