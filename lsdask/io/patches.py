@@ -697,8 +697,8 @@ _DIGESTED = ("zarr_format", "node_type", "data_type", "chunk_grid", "chunk_key_e
              "fill_value", "codecs", "storage_transformers", "attributes")  # fmt: skip
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _REWRITE = (
-    "Rewrite the store with `lsdask patches` (or restore it from a copy; an array "
-    "written by another program, write again)"
+    "To fix, rewrite the store with `lsdask patches` (an array another program wrote: "
+    "write it again), or restore it from a copy"
 )
 _SHA_HEX = frozenset("0123456789abcdef")
 
@@ -1155,9 +1155,16 @@ def read_rows(array: Any, start: int, stop: int) -> np.ndarray:
         except DataError:
             raise
         except Exception as exc:
+            index = a // size
+            if math.prod(checks.file_chunks[1:]) >= math.prod(checks.shape[1:]):
+                where = checks.chunk_where(
+                    array.metadata.encode_chunk_key((index,) + (0,) * (len(checks.shape) - 1))
+                )
+            else:
+                where = f"{checks.where}, the chunks{checks.rows_of(index)}"
             raise DataError(
-                f"{checks.where}, chunk {a // size}{checks.rows_of(a // size)}: could not be "
-                f"decoded: {_one_line(exc)}. The chunk file is damaged. {_REWRITE}"
+                f"{where}: could not be decoded: {_one_line(exc)}. The chunk file is damaged. "
+                + _REWRITE
             ) from exc
         a = b
     if len(parts) == 1:
