@@ -367,6 +367,22 @@ def test_a_checkpoint_config_of_the_wrong_type_is_refused(pristine, corpus, tmp_
         shutil.copytree(pristine / "checkpoint", folder)
 
 
+def test_a_checkpoint_carrying_more_sticks_than_its_model_is_refused(corpus, tmp_path):
+    """An HDP checkpoint's carried sticks size the resumed model: a crafted list of
+    a million sticks would make it allocate a million topics."""
+    folder = tmp_path / "checkpoint"
+    kw = {**KW, "n_laps": 1, "checkpoint_dir": str(folder)}
+    lsdask.HDP(8, **kw).fit(corpus)
+    state = _latest(folder) / "state.json"
+    doc = json.loads(state.read_text())
+    assert len(doc["state"]["carried"]["rho"]) <= 8
+    doc["state"]["carried"]["rho"] = [0.5] * 10**6
+    state.write_text(json.dumps(doc))
+    where = re.escape(f"checkpoint {_latest(folder)}: state.json: carried.rho and carried.omega")
+    with pytest.raises(DataError, match=rf"^{where} hold 1000000 and \d+ sticks; expected as"):
+        lsdask.HDP(8, resume=True, **kw).fit(corpus)
+
+
 @pytest.fixture
 def full_disk(monkeypatch):
     """Make ``os.fsync`` of a file whose path matches a pattern fail as on a full disk."""

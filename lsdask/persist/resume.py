@@ -191,10 +191,29 @@ def open_resume(settings: CheckpointSettings, asked: dict[str, Any]) -> dict[str
             f"({type(exc).__name__}: {exc}); the file was modified. Start a new checkpoint folder"
         ) from exc
     check_resumed_model(document, asked)
+    _check_carried(document)
     if document["has_init"]:  # its arrays bounded by the model's statistics, now checked
         limits = {name: value.shape for name, value in document["model"].empty_stats().items()}
         document["init_stats"] = folder.read_init(document["path"], limits)
     return document
+
+
+def _check_carried(document: dict[str, Any]) -> None:
+    """Refuse sticks carried by a checkpoint (``state.carried``: ``rho``,
+    ``omega``) beyond its model's number of components: moves only ever lower
+    it, and the resumed model is sized by them."""
+    carried = document["state"].carried
+    if not isinstance(carried, dict) or "rho" not in carried:
+        return
+    K = getattr(document["model"], "n_components", None)
+    n = len(carried["rho"])
+    if not (isinstance(K, int) and 1 <= n <= K and len(carried.get("omega", [])) == n):
+        raise DataError(
+            f"checkpoint {document['path']}: state.json: carried.rho and carried.omega hold "
+            f"{n} and {len(carried.get('omega', []))} sticks; expected as many, between 1 and "
+            f"the model's n_components ({K}); the file was modified. Start a new checkpoint "
+            "folder"
+        )
 
 
 def _saved_params(document: dict[str, Any]) -> dict[str, Any]:
