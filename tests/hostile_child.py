@@ -4,7 +4,8 @@ PRISTINE WORK N SEED``.
 Each case copies the pristine saved model (or checkpoint) folder ``PRISTINE`` of
 ``KIND`` (lda, hdp, gmm, checkpoint, corpus) into ``WORK``, damages one file as a
 hypothesis strategy draws it (an array cut, retyped, filled with NaN, infinity,
-negative or huge values, a shape declared larger than the data; a JSON value
+negative or huge values, a shape declared larger than the data, the archive
+compressed; a JSON value
 replaced by a wrong type, a negative or huge number, a path; a Parquet part cut
 short or with a byte flipped), then loads it and,
 where it loads, uses it. Before each case its id and damage are printed (and
@@ -31,7 +32,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-ARRAY_DAMAGE = ("cut", "complex", "string", "nan", "inf", "negative", "huge", "scalar", "header")
+ARRAY_DAMAGE = (
+    "cut", "complex", "string", "nan", "inf", "negative", "huge", "scalar", "header", "deflated",
+)  # fmt: skip
 JSON_VALUES = (-3, 10**18, 1e308, "x", [], {}, None, True, "/etc/passwd", "../../x", [[[[1]]]])
 
 
@@ -60,8 +63,12 @@ def _damage_array(arr: np.ndarray, how: str) -> np.ndarray:
     return out
 
 
-def _write_npz(file: Path, arrays: dict[str, np.ndarray], huge_header: str | None) -> None:
-    np.savez(file, **arrays)
+def _write_npz(
+    file: Path, arrays: dict[str, np.ndarray], huge_header: str | None, deflated: bool = False
+) -> None:
+    # deflated: the same arrays, compressed (lsdask writes them stored: what it reads
+    # back may hold no more than it occupies in the file)
+    (np.savez_compressed if deflated else np.savez)(file, **arrays)
     if huge_header is None:
         return
     # rewrite one member's header to claim a (10, 10**9) float64 array
@@ -110,9 +117,9 @@ def _damage(root: Path, data: st.DataObject) -> str:
         arrays = {k: z[k] for k in z.files}
     name = data.draw(st.sampled_from(sorted(arrays)))
     how = data.draw(st.sampled_from(ARRAY_DAMAGE))
-    if how != "header":
+    if how not in ("header", "deflated"):
         arrays[name] = _damage_array(arrays[name], how)
-    _write_npz(file, arrays, name if how == "header" else None)
+    _write_npz(file, arrays, name if how == "header" else None, how == "deflated")
     return f"{file.relative_to(root)}: {name} {how}"
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ import numpy as np
 
 from lsdask.errors import DataError
 from lsdask.io import guarded
-from lsdask.persist.checked_npz import read_npz
+from lsdask.persist.checked_npz import Bound, read_npz
 from lsdask.persist.files import remove_matching, temp_name, write_atomic
 
 MANIFEST = "MANIFEST.json"
@@ -83,11 +84,13 @@ def _write_json(path: Path, obj: Any, folder: str | Path) -> None:
                  tmp=temp_name(path, ".tmp-").with_suffix(""))  # fmt: skip
 
 
-def _read_npz(path: Path, folder: str | Path) -> dict[str, np.ndarray]:
+def _read_npz(
+    path: Path, folder: str | Path, shapes: Mapping[str, Bound] | None = None
+) -> dict[str, np.ndarray]:
     """The arrays of ``path``, a file of the checkpoint folder ``folder``, or a DataError
     (:class:`~lsdask.io.guarded.UnsafePath` for a link or special file)."""
     try:
-        arrays = read_npz(path, path.name, root=_root(folder))
+        arrays = read_npz(path, path.name, root=_root(folder), shapes=shapes)
     except FileNotFoundError as exc:
         raise DataError(
             f"ESVI checkpoint file {path} is missing: the checkpoint in {folder} is "
@@ -133,8 +136,9 @@ class ESVIStore:
     def write_partition(self, arrays: dict[str, np.ndarray]) -> None:
         _write_npz(Path(self.folder) / "partition.npz", arrays, self.folder)
 
-    def read_partition(self) -> dict[str, np.ndarray]:
-        return _read_npz(Path(self.folder) / "partition.npz", self.folder)
+    def read_partition(self, shapes: Mapping[str, Bound] | None = None) -> dict[str, np.ndarray]:
+        """The vocabulary partition; ``shapes`` bounds its arrays (as :meth:`read`)."""
+        return _read_npz(Path(self.folder) / "partition.npz", self.folder, shapes)
 
     def commit(self, rotation: int, parts: list[dict[str, Any]], meta: dict[str, Any]) -> None:
         """Record rotation ``rotation`` as complete; remove the older ones."""
@@ -166,9 +170,14 @@ class ESVIStore:
             raise DataError(f"ESVI checkpoint manifest {path} {problem}. {_fix(self.folder)}")
         return dict(manifest)
 
-    def read(self, manifest: dict[str, Any], name: str) -> dict[str, np.ndarray]:
-        """One file of the manifest's rotation (on the worker that loads it)."""
-        return _read_npz(Path(self.folder) / manifest["folder"] / name, self.folder)
+    def read(
+        self, manifest: dict[str, Any], name: str, shapes: Mapping[str, Bound] | None = None
+    ) -> dict[str, np.ndarray]:
+        """One file of the manifest's rotation (on the worker that loads it).
+        ``shapes`` (the model's largest shape, or most entries, of named arrays)
+        refuses a larger array from its header, before it is read; every array is
+        bounded by the file's size in any case."""
+        return _read_npz(Path(self.folder) / manifest["folder"] / name, self.folder, shapes)
 
     def exists(self) -> bool:
         return guarded.exists(_root(self.folder), Path(self.folder) / MANIFEST)
