@@ -88,23 +88,34 @@ def test_a_signal_at_the_fit_output_step_exits_0_and_the_rerun_trains_nothing(
 
 
 def test_the_same_fit_over_changed_data_trains_its_laps_again(bars: Path, tmp_path: Path) -> None:
-    """A finished command run again over a corpus that documents were appended to
-    is new work (scheduled retraining): ``--laps`` more laps over the corpus as it
-    is now; over the same corpus, none."""
+    """A finished command run again over the same corpus trains nothing; over a
+    corpus that documents were appended to, it is new work (scheduled
+    retraining): ``n_laps`` more laps over the corpus as it is now. Through the
+    job, as ``lsdask fit --resume`` runs it (``command_id``: its arguments' hash)."""
     import shutil
+
+    from lsdask.jobs import corpus_lda
 
     corpus, ckpt, out = tmp_path / "corpus", tmp_path / "ckpt", tmp_path / "model"
     shutil.copytree(bars, corpus)
-    args = ["fit", corpus, "--topics", "4", "--sparsity", "2", "--laps", "2", "--sync",
-            "--seed", "0", "--out", out, "--resume", ckpt]  # fmt: skip
-    assert run_lsdask(*args).returncode == 0
+
+    def fit():
+        model = lsdask.LDA(4, sparsity=2, n_laps=2, random_state=0, client="sync",
+                           checkpoint_dir=str(ckpt), resume=True)  # fmt: skip
+        return corpus_lda.fit_corpus_lda(model, str(corpus), out_dir=out, overwrite=True,
+                                         command_id="nightly")  # fmt: skip
+
+    first = fit()
+    assert (first.laps, first.laps_this_run) == (2, 2)
+    again = fit()  # the same command over the same corpus: nothing to do
+    assert (again.laps, again.laps_this_run) == (2, 0)
     X, _ = make_bars_corpus(100, doc_topic_prior=0.1, random_state=2)
     Corpus.open(corpus).append(X)
-    more = run_lsdask(*args)
-    assert more.returncode == 0, more.stderr
-    assert _laps(more.stdout).startswith("laps: 4, 2 this run"), more.stdout
-    same = run_lsdask(*args)
-    assert _laps(same.stdout).startswith("laps: 4, 0 this run"), same.stdout
+    more = fit()
+    assert (more.laps, more.laps_this_run) == (4, 2)
+    same = fit()
+    assert (same.laps, same.laps_this_run, same.done_before) == (4, 0, True)
+    assert load_model(out).n_laps_ == 4
 
 
 @pytest.fixture(scope="module")

@@ -90,7 +90,7 @@ class CorpusFitReport:
         ``out_dir`` or for LDA).
     done_before : bool
         The same command had already done this work (its checkpoint records it
-        done, over the same batches, and its model is in ``model_dir``):
+        done, over the same data, and its model is in ``model_dir``):
         nothing was trained or written, ``model`` is the saved one.
     """
 
@@ -230,8 +230,8 @@ def _done_command(checkpoint_dir: Any, command_id: str, data: str) -> int | None
 
 def _done_before(model: LDA, train: Corpus, out_dir: Any, command_id: str | None) -> LDA | None:
     """The model this very command saved, where it ran to its end before over the
-    same batches (a rerun after a signal, or by a retry loop): its checkpoint
-    records it done, over the corpus's batches as they are now, and ``out_dir``
+    same data (a rerun after a signal, or by a retry loop): its checkpoint records
+    it done, over the corpus as it is now (:func:`_data_stamp`), and ``out_dir``
     holds a model of as many laps. None where there is work to do."""
     folder = model.checkpoint_dir
     if command_id is None or folder is None or out_dir is None or not Path(folder).is_dir():
@@ -296,7 +296,10 @@ def fit_corpus_lda(
         checkpoint with the laps in all it asks for: when the same command is
         rerun after being interrupted (before its output was written), it trains
         exactly to those laps (none if they were made) and writes its output,
-        after which the checkpoint records it done.
+        after which the checkpoint records it done, with a digest of the corpus.
+        The same command run again over the same corpus then trains and writes
+        nothing (the report's ``done_before``); over a corpus that changed, it
+        is new work (``n_laps`` more laps).
 
     Returns
     -------
@@ -394,7 +397,7 @@ def _report_done(
     the saved model's, with no lap this run."""
     logger.warning(
         "this command ran to its end before (its checkpoint %s records it done, over the "
-        "same %d batches; its model is in %s): nothing to train or write",
+        "same %d row groups; its model is in %s): nothing to train or write",
         model.checkpoint_dir, len(train.batches), out_dir,
     )  # fmt: skip
     name = "HDP" if isinstance(model, HDP) else "LDA"
