@@ -150,17 +150,17 @@ def transform_corpus(
     if client is None and len(docs.batches) <= 1:
         client = "sync"  # a cluster's start would cost more than one task
     try:
-        with (
-            dask_client(client, n_workers) as where,
-            guarded.open_write(folder, tmp.name) as f,
-            pq.ParquetWriter(f, WEIGHTS_SCHEMA) as w,
-        ):
-            for doc_ids, weights in _in_waves(make_executor(where), task, docs.batches, lda):
-                w.write_table(_weights_table(doc_ids, weights))
-                n_docs += len(doc_ids)
+        with dask_client(client, n_workers) as where, guarded.open_write(folder, tmp.name) as f:
+            with pq.ParquetWriter(f, WEIGHTS_SCHEMA) as w:
+                for doc_ids, weights in _in_waves(make_executor(where), task, docs.batches, lda):
+                    w.write_table(_weights_table(doc_ids, weights))
+                    n_docs += len(doc_ids)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before it is renamed in: a saved output is whole
         with commit.output_step(f"the weights in {out}"):  # a signal now: renamed in first
             fault_point("transform.output")
             guarded.replace(folder, tmp.name, out.name)
+            guarded.fsync_dir(folder)
     except BaseException:
         guarded.unlink(folder, tmp.name)
         raise
