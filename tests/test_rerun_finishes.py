@@ -2,7 +2,8 @@
 
 A fit killed after its last checkpoint but before its output folder is written,
 rerun as the same command, trains no more laps and writes the output once; the
-same command rerun after it completed is a new one (scheduled retraining: N more
+same command rerun after it completed trains nothing over the same corpus, and
+is a new one over a corpus documents were added to (the nightly job: N more
 laps); ``--laps 0`` exports a checkpoint without training.
 """
 
@@ -44,7 +45,14 @@ def test_an_interrupted_command_rerun_finishes_exactly_what_it_asked(tmp_path: P
     assert _laps(again.stdout).startswith("laps: 2, 0 this run"), again.stdout
     first = load_model(out)
     assert first.n_laps_ == 2 and CheckpointDir(ckpt).read_state().command["done"] is True
-    # run once more, the same command is a new one: 2 more laps (scheduled retraining)
+    # run once more over the same corpus, the same command finds its work done
+    retried = run_lsdask(*args, "--resume", ckpt)
+    assert retried.returncode == 0, retried.stderr
+    assert _laps(retried.stdout).startswith("laps: 2, 0 this run"), retried.stdout
+    assert load_model(out).n_laps_ == 2
+    # over a corpus documents were added to, it is a new one: 2 more laps (the nightly job)
+    more, _ = make_bars_corpus(100, doc_topic_prior=0.1, random_state=2)
+    Corpus.open(corpus).append(more)
     nightly = run_lsdask(*args, "--resume", ckpt)
     assert nightly.returncode == 0, nightly.stderr
     assert load_model(out).n_laps_ == 4
