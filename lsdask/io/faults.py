@@ -39,6 +39,12 @@ dictionary look-ups.
 ``fit.output``
     ``lsdask fit`` has trained (its last checkpoint is written) and not yet
     written its output folder.
+``transform.output``
+    ``lsdask transform`` has written its weights file under a temporary name
+    and not yet renamed it into place.
+``command.committed``
+    A command's work is saved (its output in place, its corpus appended to):
+    a signal from here on changes nothing (:mod:`lsdask.jobs.commit`).
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ POINTS = (
     "replace_dir.swapping",
     "checkpoint.written",
     "fit.output",
+    "transform.output",
+    "command.committed",
 )
 
 
