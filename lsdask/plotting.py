@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from lsdask.io import guarded
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +40,21 @@ def _new_figure(width: float, height: float) -> Any:
 
 
 def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
-    """Save ``fig`` as a PNG at ``path``, creating the parent folder."""
+    """Save ``fig`` as a PNG at ``path``, creating the parent folder. The
+    picture is written under a fresh name in that folder and renamed into
+    place (:mod:`lsdask.io.guarded`), so a link or a FIFO planted at ``path``
+    is replaced, never written through."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
+    folder = path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        with guarded.open_write(folder, tmp) as f:
+            fig.savefig(f, format="png")
+        guarded.replace(folder, tmp, path.name)
+    except BaseException:
+        guarded.unlink(folder, tmp)
+        raise
     logger.info("saved %s", path)
     return path
 
