@@ -122,6 +122,9 @@ class StepPipe:
         """Empty the pipe, wait for the waiting line (or the command's end), read it and
         fill the pipe again."""
         self.drain()
+        spin = time.monotonic() + 0.02  # a step's line usually comes at once: look hard
+        while not self.queued() and time.monotonic() < spin:
+            pass
         while proc.poll() is None and not self.queued():
             select.select([self.r], [], [], 0.05)
             assert time.monotonic() < deadline, "the command did not go on"
@@ -145,7 +148,7 @@ def run_signalled(args: list, tmp: Path, k: int, sig: int) -> tuple[int, int | N
         proc = subprocess.Popen(
             [sys.executable, "-m", "lsdask", *map(str, args)],
             env=lsdask_env(LSDASK_FS_LOG=str(pipe.path)), stdout=subprocess.DEVNULL,
-            stderr=err,
+            stderr=err, preexec_fn=lambda: os.nice(19),  # this test refills first
         )  # fmt: skip
     deadline = time.monotonic() + DEADLINE
     sent_at = None
