@@ -16,8 +16,9 @@ dictionary look-ups.
     machine or the out-of-memory killer would: no ``finally`` block runs.
 
 ``LSDASK_CRASH_AT_FS=N``
-    At the ``N``-th file-system step of the process (:mod:`lsdask.io.fsops`: an
-    fsync, a rename, a removal; counted from 1) the process kills itself with
+    At the ``N``-th file-system step of the process (an fsync of
+    :mod:`lsdask.io.fsops`, a rename or removal of :mod:`lsdask.io.guarded`;
+    counted from 1) the process kills itself with
     SIGKILL. ``LSDASK_FS_LOG=PATH`` appends each step (``<n> <op> <path>``) to
     ``PATH``: how a test learns a command's steps.
 

@@ -1,9 +1,9 @@
-"""The file-system steps of lsdask's writers, each a crash point.
+"""Forcing a writer's data to disk, a crash point of the fault-injection tests.
 
-Every write that must survive a crash ends in these steps: the data forced to
-disk (:func:`fsync`), a temporary renamed into place (:func:`replace`,
-:func:`rename`), an old file or folder removed (:func:`unlink`, :func:`rmtree`).
-Each first passes :func:`lsdask.io.faults.fs_point`, so the fault-injection
+Every write that must survive a crash forces its data to disk (:func:`fsync`)
+before the file is renamed into place. The renames and removals themselves go
+through :mod:`lsdask.io.guarded`, which never follows a link. Each of these
+steps first passes :func:`lsdask.io.faults.fs_point`, so the fault-injection
 tests (``tests/faults``) can count a command's steps and kill it at any one of
 them; unarmed, a step costs a dictionary look-up.
 """
@@ -11,8 +11,6 @@ them; unarmed, a step costs a dictionary look-up.
 from __future__ import annotations
 
 import os
-import shutil
-from pathlib import Path
 from typing import IO, Any
 
 from lsdask.io.faults import fs_point
@@ -23,27 +21,3 @@ def fsync(f: IO[Any]) -> None:
     fs_point("fsync", getattr(f, "name", ""))
     f.flush()
     os.fsync(f.fileno())
-
-
-def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-    """``os.replace``: ``src`` takes the place of ``dst`` (atomic on one file system)."""
-    fs_point("replace", dst)
-    os.replace(src, dst)
-
-
-def rename(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-    """``os.rename``."""
-    fs_point("rename", dst)
-    os.rename(src, dst)
-
-
-def unlink(path: str | os.PathLike[str]) -> None:
-    """Remove the file ``path`` if it exists."""
-    fs_point("unlink", path)
-    Path(path).unlink(missing_ok=True)
-
-
-def rmtree(path: str | os.PathLike[str]) -> None:
-    """Remove the folder ``path`` and what it holds, if it exists (errors ignored)."""
-    fs_point("rmtree", path)
-    shutil.rmtree(path, ignore_errors=True)
