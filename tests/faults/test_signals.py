@@ -19,9 +19,8 @@ The signalled command ends with status 0, or as a stopped command does (143 or
 130, or killed by the signal); the rerun must then end with status 0 and its
 outputs must equal an undisturbed run's (the same model, the laps asked for and
 no more; every document once; the same patches), with no temporary left. CI
-sends SIGTERM after the step that commits each command's output and one signal of
-each kind between earlier steps; ``LSDASK_FAULTS_FULL=1`` sends both signals at
-every step.
+sends SIGTERM after the step that commits each command's output and SIGINT halfway
+to it; ``LSDASK_FAULTS_FULL=1`` sends both signals at every step.
 """
 
 from __future__ import annotations
@@ -207,8 +206,9 @@ def _check_signals(
     seen: list[str] = []
     points = _points(lines, commit)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        # CI: SIGTERM at every chosen point, SIGINT at the first
-        for k in points if (FULL or sig == signal.SIGTERM) else points[:1]:
+        # CI: SIGTERM after the commit (the last point), SIGINT before it (the first)
+        chosen = points if FULL else points[-1:] if sig == signal.SIGTERM else points[:1]
+        for k in chosen:
             folder = tmp / f"{sig.name}-{k}"
             folder.mkdir()
             if prepare:
