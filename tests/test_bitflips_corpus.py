@@ -177,7 +177,9 @@ def test_the_reader_of_this_suite_sees_a_changed_document(tmp_path: Path) -> Non
     rng = np.random.default_rng(0)
     X = sp.random(400, 60, density=0.15, random_state=rng, format="csr")
     X.data = np.ceil(X.data * 5)
+    X = X.tolil()
     X[3, 7] = X[3, 7] + 1
+    X = X.tocsr()
     vocab = [f"word{i:02d}" for i in range(60)]
     Corpus.write(tmp_path / "b", X, vocab, docs_per_row_group=50, docs_per_file=200)
     assert read_everything(tmp_path / "b") != want
