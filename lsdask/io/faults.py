@@ -3,7 +3,7 @@
 Concurrency and crash tests drive real processes to an exact step of a write
 (a part file renamed in, its manifest not yet written) instead of guessing with
 timings. A writer calls :func:`fault_point` at such a step; unarmed (the
-environment variables below unset, as always outside tests) it costs two
+environment variables below unset, as always outside tests) it costs a few
 dictionary look-ups.
 
 ``LSDASK_PAUSE_AT=NAME`` with ``LSDASK_PAUSE_FILE=PATH``
@@ -21,6 +21,13 @@ dictionary look-ups.
     counted from 1) the process kills itself with
     SIGKILL. ``LSDASK_FS_LOG=PATH`` appends each step (``<n> <op> <path>``) to
     ``PATH``: how a test learns a command's steps.
+
+``LSDASK_SIGNAL_AT_FS=N:SIG``
+    At the ``N``-th file-system step, before the step, the process sends
+    itself the signal ``SIG`` (``TERM`` or ``INT``) and goes on: the signal is
+    handled as one from outside would be, between that step and the next.
+``LSDASK_SIGNAL_AT=NAME:SIG``
+    The same at the named point ``NAME`` (below).
 
 ``NAME`` may list several points, separated by commas. The points:
 
@@ -82,6 +89,23 @@ def fault_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if _armed("LSDASK_PAUSE_AT", name):
         _pause(name)
+    _signal_at("LSDASK_SIGNAL_AT", name)
+
+
+_SIGNALS = {"TERM": signal.SIGTERM, "INT": signal.SIGINT}
+
+
+def _signal_at(variable: str, here: str) -> None:
+    """Send this process the signal that ``variable`` (``WHERE:SIG``) asks for at
+    ``here``; a setting that names no known signal is an error, not ignored."""
+    value = os.environ.get(variable)
+    if value is None:
+        return
+    where, _, name = value.rpartition(":")
+    if name not in _SIGNALS or not where:
+        raise RuntimeError(f"{variable}={value!r}: expected WHERE:TERM or WHERE:INT")
+    if where == here:
+        os.kill(os.getpid(), _SIGNALS[name])
 
 
 _fs_steps = 0  # file-system steps of this process (see fs_point)
@@ -93,7 +117,7 @@ def fs_point(op: str, path: object) -> None:
     documentation); otherwise nothing."""
     global _fs_steps
     log, crash = os.environ.get("LSDASK_FS_LOG"), os.environ.get("LSDASK_CRASH_AT_FS")
-    if log is None and crash is None:
+    if log is None and crash is None and "LSDASK_SIGNAL_AT_FS" not in os.environ:
         return
     _fs_steps += 1
     if log is not None:
@@ -101,6 +125,7 @@ def fs_point(op: str, path: object) -> None:
             f.write(f"{_fs_steps} {op} {path}\n")
     if crash is not None and _fs_steps == int(crash):
         os.kill(os.getpid(), signal.SIGKILL)
+    _signal_at("LSDASK_SIGNAL_AT_FS", str(_fs_steps))
 
 
 def _pause(name: str) -> None:
