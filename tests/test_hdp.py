@@ -242,11 +242,21 @@ def test_resume_equals_uninterrupted(bars, tmp_path):
     assert len(saved["state"].carried["rho"]) == K  # the sticks, through JSON
     np.testing.assert_allclose(rest.elbo_trace, uninterrupted.elbo_trace, rtol=1e-10)
     # a resumed run re-sums S from the memo (the other updated it in place): from S
-    # equal to rounding, the sticks' search stops within its tolerance, where the
-    # objective is flat (in omega most)
-    np.testing.assert_allclose(rest.globals.rho, uninterrupted.globals.rho, rtol=1e-8)
+    # equal to rounding, the sticks' search (L-BFGS-B, gtol 1e-9) stops within its
+    # tolerance, where the objective is flat (in omega most, in some rho too): both
+    # sticks are the optimum of the same objective to that tolerance, and close
+    stats = uninterrupted.stats
+    D, S = model.row_count(stats), stats.array("S")
+    W, Cdir = float(stats.array("W")[0]), float(stats.array("Cdir")[0])
+    at_rest = model.allocation_value(rest.globals.rho, rest.globals.omega, S, D, W, Cdir)
+    at_whole = model.allocation_value(
+        uninterrupted.globals.rho, uninterrupted.globals.omega, S, D, W, Cdir
+    )
+    assert abs(at_rest - at_whole) <= 1e-12 * abs(at_whole)
+    np.testing.assert_allclose(rest.globals.rho, uninterrupted.globals.rho, rtol=1e-7)
     np.testing.assert_allclose(rest.globals.omega, uninterrupted.globals.omega, rtol=1e-5)
-    assert rest.stats.allclose(uninterrupted.stats, rtol=1e-8, atol=1e-10)  # S: psi(a_k)
+    # the lap after it starts from those sticks: S (sums of psi(a_k)) follows them
+    assert rest.stats.allclose(uninterrupted.stats, rtol=1e-7, atol=1e-10)
 
 
 def test_save_load_round_trip_is_exact(bars, fitted, tmp_path):
