@@ -173,14 +173,14 @@ class CheckpointDir:
         path = self.latest()
         if path is None:
             return False
+        # of an earlier mark killed mid-write (whatever command it was for)
+        remove_matching(self.root, path, ".state.json.*.tmp")
         document = self._read_document(path)
         state = document.get("state") if isinstance(document, dict) else None
         command = state.get("command") if isinstance(state, dict) else None
         if not isinstance(command, dict) or command.get("id") != command_id:
             return False
         command["done"] = True
-        # of an earlier mark killed mid-write
-        remove_matching(self.root, path, ".state.json.*.tmp")
         write_text_atomic(self.root, path / "state.json", json.dumps(document, indent=1))
         return True
 
