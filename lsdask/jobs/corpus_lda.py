@@ -322,7 +322,9 @@ def fit_corpus_lda(
     model = clone(estimator)
     saved = _done_before(model, train, out_dir, command_id)
     if saved is not None:
-        return _report_done(saved, train, held, out_dir, n_top_words, n_show_topics)
+        return _report_done(
+            saved, model.checkpoint_dir, train, held, out_dir, n_top_words, n_show_topics
+        )
     if out_dir is not None:
         check_save_target(out_dir, overwrite)
     model._command_id = command_id if model.checkpoint_dir is not None else None
@@ -387,6 +389,7 @@ def fit_corpus_lda(
 
 def _report_done(
     model: LDA,
+    checkpoint_dir: Any,
     train: Corpus,
     held: Corpus | None,
     out_dir: Any,
@@ -398,7 +401,7 @@ def _report_done(
     logger.warning(
         "this command ran to its end before (its checkpoint %s records it done, over the "
         "same %d row groups; its model is in %s): nothing to train or write",
-        model.checkpoint_dir, len(train.batches), out_dir,
+        checkpoint_dir, len(train.batches), out_dir,
     )  # fmt: skip
     name = "HDP" if isinstance(model, HDP) else "LDA"
     report = CorpusFitReport(
