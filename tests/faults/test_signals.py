@@ -17,9 +17,9 @@ files changed (a checkpointed fit trains and writes nothing; a fit to a new
 ``--out`` refuses the existing model; ``--overwrite`` rewrites an equal output; an
 append without ``--id`` is a new append). No temporary may be left.
 
-CI sends SIGTERM at the step that commits each command's output, SIGINT halfway to
-it, and both at ``command.committed``; ``LSDASK_FAULTS_FULL=1`` sends both at every
-step.
+CI sends SIGTERM a quarter of the way to the step that commits each command's
+output and at it, SIGINT halfway to it, and both at ``command.committed``;
+``LSDASK_FAULTS_FULL=1`` sends both at every step.
 """
 
 from __future__ import annotations
@@ -76,16 +76,16 @@ class Rerun:
 
 def _points(lines: list[str], commit: str) -> dict[signal.Signals, list[str]]:
     """Where each signal is sent: ``N`` (before the N-th step) or ``COMMITTED``. CI:
-    SIGTERM at the step that commits the output, SIGINT halfway to it; the full run:
-    every step."""
+    SIGTERM a quarter of the way to the step that commits the output and at it, SIGINT
+    halfway to it; the full run: every step."""
     matching = [i + 1 for i, line in enumerate(lines) if re.search(commit, line)]
     assert matching, f"no step matches {commit!r}: {lines}"
     if FULL:
         steps = [str(n) for n in range(1, len(lines) + 1)]
         return {signal.SIGTERM: [*steps, COMMITTED], signal.SIGINT: [*steps, COMMITTED]}
     k = matching[-1]
-    return {
-        signal.SIGTERM: [str(k), COMMITTED],
+    return {  # a quarter of the way: a fit with a checkpoint is still in its first lap
+        signal.SIGTERM: [*sorted({str(max(k // 4, 1)), str(k)}), COMMITTED],
         signal.SIGINT: [str(max(k // 2, 1)), COMMITTED],
     }
 
