@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -282,9 +283,9 @@ OFFLINE_BUILD_PROBE = textwrap.dedent(
 def test_install_run_uninstall_leaves_nothing(tmp_path: Path) -> None:
     """Non-editable install, run a kernel, uninstall, then an editable install.
 
-    The venv sees the system site-packages (numpy, numba, dask, and pip
-    itself: nothing is installed but lsdask), where an editable lsdask may
-    already be installed; each step checks that the venv's own install is the
+    The venv sees the site-packages of the environment running the tests
+    (numpy, numba, dask, and pip itself: nothing is installed but lsdask), where
+    an editable lsdask may already be installed; each step checks that the venv's own install is the
     one imported. Both builds run offline (``--no-build-isolation``); where
     the installed setuptools cannot build wheels by itself, a recent one is
     first installed into the venv from the package index.
@@ -298,13 +299,12 @@ def test_install_run_uninstall_leaves_nothing(tmp_path: Path) -> None:
     cache_root = tmp_path / "cache"
     env = _clean_env(cache_root)
 
-    # --without-pip: the system's pip and setuptools are used through the
-    # system site-packages (a venv's own bundled setuptools may be too old)
-    _run(
-        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
-        tmp_path,
-        env,
-    )
+    # --without-pip: this interpreter's pip and setuptools are used through its
+    # site-packages (a venv's own bundled setuptools may be too old), which a .pth
+    # file puts on the new venv's path: the packages of the environment running the
+    # tests, a virtualenv or not (--system-site-packages would see the base
+    # interpreter's instead)
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path, env)
     bindir = venv / ("Scripts" if os.name == "nt" else "bin")
     python = str(bindir / ("python.exe" if os.name == "nt" else "python"))
     site = Path(
@@ -313,6 +313,10 @@ def test_install_run_uninstall_leaves_nothing(tmp_path: Path) -> None:
             elsewhere,
             env,
         ).strip()
+    )
+    ours = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+    (site / "_outer_site.pth").write_text(
+        "".join(f"import site; site.addsitedir({path!r})\n" for path in ours)
     )
     if _run([python, "-c", OFFLINE_BUILD_PROBE], elsewhere, env).strip() != "1":
         # once into the venv, instead of an isolated build environment per build
