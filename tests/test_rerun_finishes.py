@@ -10,6 +10,7 @@ laps); ``--laps 0`` exports a checkpoint without training.
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 from pathlib import Path
 
@@ -69,3 +70,41 @@ def test_an_interrupted_command_rerun_finishes_exactly_what_it_asked(tmp_path: P
     refused = run_lsdask("fit", corpus, "--topics", "4", "--laps", "0", "--sync", "--out",
                          tmp_path / "none")  # fmt: skip
     assert refused.returncode == 2 and "n_laps=0 trains nothing" in refused.stderr
+
+
+def test_a_command_killed_after_its_output_before_its_mark_finishes_on_rerun(
+    tmp_path: Path,
+) -> None:
+    """Killed between writing its model and recording itself done in the
+    checkpoint (the mark's own temporary left behind): the same command again
+    recognises its model (``command.json`` in it), records the mark, trains and
+    writes nothing, exits 0 and leaves no temporary."""
+    X, _ = make_bars_corpus(300, doc_topic_prior=0.1, random_state=1)
+    corpus = tmp_path / "corpus"
+    Corpus.write(corpus, X, [f"p{i}" for i in range(25)], docs_per_row_group=100)
+    ckpt, out = tmp_path / "ckpt", tmp_path / "model"
+    args = ["fit", corpus, "--topics", "4", "--sparsity", "2", "--laps", "2", "--sync",
+            "--out", out, "--resume", ckpt]  # fmt: skip
+    log = tmp_path / "steps.log"
+    assert run_lsdask(*args, env=lsdask_env(LSDASK_FS_LOG=str(log))).returncode == 0
+    steps = log.read_text().splitlines()
+    # the last step: the mark's state.json replaced into place (killed just before it)
+    mark = next(
+        int(line.split()[0])
+        for line in reversed(steps)
+        if line.split()[1] == "replace" and line.endswith("/state.json")
+    )
+    assert mark == len(steps), steps[-3:]
+    for path in (ckpt, out):
+        shutil.rmtree(path)
+    killed = run_lsdask(*args, env=lsdask_env(LSDASK_CRASH_AT_FS=str(mark)))
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert json.loads((out / "command.json").read_text())["laps"] == 2
+    assert CheckpointDir(ckpt).read_state().command["done"] is False
+    written = (out / "arrays.npz").stat().st_mtime_ns
+    again = run_lsdask(*args)
+    assert again.returncode == 0, again.stderr
+    assert _laps(again.stdout).startswith("laps: 2, 0 this run"), again.stdout
+    assert CheckpointDir(ckpt).read_state().command["done"] is True
+    assert (out / "arrays.npz").stat().st_mtime_ns == written
+    assert sorted(p.name for p in ckpt.rglob(".*") if p.name != ".lsdask.lock") == []

@@ -205,11 +205,21 @@ def _data_stamp(corpus: Corpus) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _done_command(checkpoint_dir: Any, command_id: str, data: str) -> int | None:
-    """The laps of the run in ``checkpoint_dir`` where its latest checkpoint records
-    the command ``command_id`` done (its output was written) over the data
-    ``data`` (:func:`_data_stamp`); None otherwise. The caller holds the folder's
-    lock."""
+#: In a model folder written by ``lsdask fit`` with a checkpoint: the command that
+#: wrote it, the data it trained on and its laps (what a rerun matches).
+COMMAND_FILE = "command.json"
+
+
+def _done_command(
+    checkpoint_dir: Any, command_id: str, data: str, out_dir: Any
+) -> tuple[int, bool] | None:
+    """``(laps, marked)`` where the latest checkpoint in ``checkpoint_dir`` shows
+    the command ``command_id`` ran to its end over the data ``data``
+    (:func:`_data_stamp`): ``marked`` where it records the command done; not
+    ``marked`` where the command made every lap it asked for and ``out_dir``
+    holds the model it wrote (its :data:`COMMAND_FILE` names the command, the data
+    and the laps) but was stopped before it could record that. None otherwise.
+    The caller holds the folder's lock."""
     stream = svi_gibbs_checkpoint.load_stream_state(checkpoint_dir)
     if stream is not None:
         command, laps = stream[0].command, stream[0].epoch
@@ -221,31 +231,49 @@ def _done_command(checkpoint_dir: Any, command_id: str, data: str) -> int | None
     if not (
         isinstance(command, dict)
         and command.get("id") == command_id
-        and command.get("done") is True
         and command.get("data") == data
     ):
         return None
-    return laps
+    if command.get("done") is True:
+        return laps, True
+    if command.get("target") != laps:
+        return None
+    try:
+        written = guarded.read_json(out_dir, COMMAND_FILE)
+    except (FileNotFoundError, ValueError, OSError):
+        return None
+    if written != {"id": command_id, "data": data, "laps": laps}:
+        return None
+    return laps, False
 
 
 def _done_before(model: LDA, train: Corpus, out_dir: Any, command_id: str | None) -> LDA | None:
     """The model this very command saved, where it ran to its end before over the
     same data (a rerun after a signal, or by a retry loop): its checkpoint records
     it done, over the corpus as it is now (:func:`_data_stamp`), and ``out_dir``
-    holds a model of as many laps. None where there is work to do."""
+    holds a model of as many laps. A command stopped after it wrote its model and
+    before it recorded itself done is recorded done now. None where there is work
+    to do."""
     folder = model.checkpoint_dir
     if command_id is None or folder is None or out_dir is None or not Path(folder).is_dir():
         return None
     with checkpoint_lock(folder):
-        laps = _done_command(folder, command_id, _data_stamp(train))
-    if laps is None:
-        return None
-    if not guarded.is_file(out_dir, "params.json"):
-        logger.info("the command's checkpoint is done but %s holds no model: writing it", out_dir)
-        return None
-    saved = load_model(out_dir, client=model.client)
-    if type(saved) is not type(model) or int(saved.n_laps_) != laps:
-        return None
+        found = _done_command(folder, command_id, _data_stamp(train), out_dir)
+        if found is None:
+            return None
+        laps, marked = found
+        if not guarded.is_file(out_dir, "params.json"):
+            logger.info(
+                "the command's checkpoint is done but %s holds no model: writing it", out_dir
+            )
+            return None
+        saved = load_model(out_dir, client=model.client)
+        if type(saved) is not type(model) or int(saved.n_laps_) != laps:
+            return None
+        if not marked:
+            logger.info("the command wrote %s before it was stopped: recording it done", out_dir)
+            CheckpointDir(folder).mark_done(command_id)
+            svi_gibbs_checkpoint.mark_command_done(folder, command_id)
     return saved
 
 
@@ -444,6 +472,12 @@ def _save_with_pictures(
     guarded.makedirs(out.parent, staging.name)
     try:
         _draw(report, trace, staging)
+        model = report.model
+        if model._command_id is not None:  # what a rerun of this command matches
+            laps = int(model.n_laps_)
+            record = {"id": model._command_id, "data": model._command_data, "laps": laps}
+            with guarded.open_write(staging, COMMAND_FILE, "w") as f:
+                json.dump(record, f)
         pictures = guarded.listdir(out.parent, staging.name)
         with extra_files({n: staging / n for n in pictures if guarded.is_file(staging, n)}):
             report.model_dir = str(save_model(report.model, out, overwrite=overwrite))
