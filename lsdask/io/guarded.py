@@ -46,6 +46,7 @@ __all__ = [
     "fsync_dir",
     "is_dir",
     "is_file",
+    "kind_of",
     "listdir",
     "lstat",
     "makedirs",
@@ -131,7 +132,8 @@ def check_name(root: Path, rel: str, name: str) -> None:
                     "Names must be at most 255 bytes")  # fmt: skip
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file of the mode ``mode`` is, for messages ("a FIFO", ...)."""
     if stat.S_ISLNK(mode):
         return "a symbolic link"
     if stat.S_ISFIFO(mode):
@@ -176,7 +178,9 @@ def _walk(root: Path, names: tuple[str, ...], rel: str, *, create: bool = False)
                     raise
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                    raise _fail(root, rel, f"passes through {name!r}, {_kind(st.st_mode)}") from exc
+                    raise _fail(
+                        root, rel, f"passes through {name!r}, {kind_of(st.st_mode)}"
+                    ) from exc
                 raise
             os.close(fd)
             fd = nxt
@@ -220,12 +224,12 @@ def _open_regular(fd: int, name: str, root: Path, rel: str, flags: int) -> int:
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EMLINK):
             st = _lstat(fd, name)
-            raise _fail(root, rel, f"is {_kind(st.st_mode) if st else 'not a file'}") from exc
+            raise _fail(root, rel, f"is {kind_of(st.st_mode) if st else 'not a file'}") from exc
         raise
     try:
         st = os.fstat(handle)
         if not stat.S_ISREG(st.st_mode):
-            raise _fail(root, rel, f"is {_kind(st.st_mode)}")
+            raise _fail(root, rel, f"is {kind_of(st.st_mode)}")
         os.set_blocking(handle, True)
     except BaseException:
         os.close(handle)
@@ -344,7 +348,7 @@ def is_file(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool:
     if not stat.S_ISREG(st.st_mode):
         if stat.S_ISDIR(st.st_mode):
             return False
-        raise _fail(Path(root), "/".join(relative(root, path)), f"is {_kind(st.st_mode)}")
+        raise _fail(Path(root), "/".join(relative(root, path)), f"is {kind_of(st.st_mode)}")
     return True
 
 
@@ -361,7 +365,7 @@ def is_dir(root: str | os.PathLike[str], path: str | os.PathLike[str] = ".") -> 
         return True
     if stat.S_ISREG(st.st_mode):
         return False
-    raise _fail(Path(root), "/".join(names), f"is {_kind(st.st_mode)}")
+    raise _fail(Path(root), "/".join(names), f"is {kind_of(st.st_mode)}")
 
 
 def listdir(root: str | os.PathLike[str], path: str | os.PathLike[str] = ".") -> list[str]:
@@ -474,7 +478,7 @@ def check_tree(root: str | os.PathLike[str], path: str | os.PathLike[str] = ".")
             elif stat.S_ISREG(st.st_mode):
                 files.append(rel)
             else:
-                raise _fail(root_p, rel, f"is {_kind(st.st_mode)}")
+                raise _fail(root_p, rel, f"is {kind_of(st.st_mode)}")
 
     top = _walk(root_p, names, "/".join(names) or ".")
     try:

@@ -240,25 +240,13 @@ def load_image(path: str | os.PathLike[str]) -> np.ndarray:
         ) from err
 
 
-def _file_kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a special file"
-
-
 def _open_regular_file(path: Path) -> Any:
     """``path`` opened for reading: a regular file only, never blocking on a FIFO."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise ValueError(f"it is {_file_kind(mode)}, not a regular file")
+            raise ValueError(f"it is {guarded.kind_of(mode)}, not a regular file")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
@@ -336,7 +324,7 @@ def find_images(folder: str | os.PathLike[str]) -> list[Path]:
                 if image:
                     found.append(Path(entry.path))
             elif image:
-                refused.append(f"{os.path.relpath(entry.path, folder)!r} ({_file_kind(mode)})")
+                refused.append(f"{os.path.relpath(entry.path, folder)!r} ({guarded.kind_of(mode)})")
             elif stat.S_ISLNK(mode):
                 skipped.append(os.path.relpath(entry.path, folder))
     if refused:
