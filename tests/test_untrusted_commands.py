@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -161,6 +162,27 @@ def test_a_signal_after_an_append_is_committed_exits_0(tmp_path: Path, sig: int,
     assert done.returncode == 0, done.stderr
     assert name in done.stderr and "after the work was saved" in done.stderr
     assert Corpus.open(corpus).n_docs == 50
+
+    # the same signal while the committed append removes its staging folder: the
+    # documents are in, so the command ends 0 and its clean-up is finished
+    again = tmp_path / "again"
+    assert run_lsdask("ingest", "jsonl", docs, "--id", "id", "--out", again, "--min-df", "1",
+                      "--max-df", "1.0").returncode == 0  # fmt: skip
+    shutil.copytree(again, tmp_path / "probe")
+    log = tmp_path / "steps.log"
+    probe = ["ingest", "jsonl", more, "--id", "id", "--append-to", tmp_path / "probe"]
+    assert run_lsdask(*probe, env=lsdask_env(LSDASK_FS_LOG=str(log))).returncode == 0
+    clean_up = next(
+        int(line.split()[0])
+        for line in log.read_text().splitlines()
+        if line.split()[1] == "rmtree" and ".probe.append-" in line
+    )
+    args = ["ingest", "jsonl", more, "--id", "id", "--append-to", again]
+    stopped = run_lsdask(*args, env=lsdask_env(LSDASK_SIGNAL_AT_FS=f"{clean_up}:{name[3:]}"))
+    assert stopped.returncode == 0, stopped.stderr
+    assert "after the work was saved" in stopped.stderr
+    assert Corpus.open(again).n_docs == 50
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".again.")] == []
 
 
 def test_a_signal_after_patches_and_fit_gmm_saved_their_output_exits_0(tmp_path: Path) -> None:

@@ -65,7 +65,10 @@ def is_committed() -> bool:
 
 
 def committed(what: str) -> None:
-    """Record that the command's work is saved (``what``: the output, in words)."""
+    """Record that the command's work is saved (``what``: the output, in words);
+    the first record stands, later ones do nothing."""
+    if _command.saved is not None:
+        return
     _command.saved = what
     if _command.held:
         logger.warning(

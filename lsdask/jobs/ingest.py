@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lsdask.io.ingest.common import IngestSummary
+from lsdask.jobs import commit
 from lsdask.jobs.wording import plural
 
 logger = logging.getLogger(__name__)
@@ -224,6 +225,7 @@ def _append(
     with corpus_lock(root, wait=wait, enabled=lock):
         finished = _finish_committed(root, key)
         if finished is not None:
+            commit.committed(f"the corpus {target.path}")
             return finished
         staging = temp_sibling(root, "append")
         logger.info("ingest %s -> new part of corpus %s", [str(p) for p in inputs], target.path)
@@ -238,6 +240,8 @@ def _append(
             added = target.append_corpus(
                 Corpus.open(staging), keep_ids=keep_ids, wait=wait, lock=lock, origin=origin
             )
+            # the documents are in: a signal from here on (the clean-up) stops nothing
+            commit.committed(f"the corpus {target.path}")
         finally:
             remove_tree(staging)
     return AppendSummary(
