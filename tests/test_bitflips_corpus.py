@@ -10,8 +10,8 @@ each batch's ``load``). Each flip is classified:
     everything read back equals the original (a flip in padding or in statistics
     nothing uses);
 ``refused``
-    a ``ValueError`` (:class:`lsdask.errors.DataError` among them) with a
-    one-line message;
+    a :class:`lsdask.errors.DataError` with a one-line message (any other
+    exception counts as ``other``);
 ``silent``
     it loaded, and some document, word id, count or vocabulary word differs
     from what was written: a fit would train on data nobody wrote (target: 0);
@@ -37,6 +37,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+
+from lsdask.errors import DataError
 
 ROOT = Path(__file__).resolve().parents[1]
 FLIPS = int(os.environ.get("LSDASK_BITFLIPS", "100"))
@@ -100,7 +102,7 @@ def child(pristine: Path, work: Path, n: int, seed: int, target: str) -> int:
         (copy / rel).write_bytes(bytes(raw))
         try:
             got = read_everything(copy)
-        except ValueError as exc:
+        except DataError as exc:  # lsdask's own error: it names the file
             message = str(exc)
             kind = "refused" if message and "\n" not in message.strip() else "other"
             print(f"  {kind} {type(exc).__name__}: {message[:200]!r}", flush=True)

@@ -34,7 +34,8 @@ def _fit(corpus, ckpt, out, laps, command, resume):
 def _command(ckpt):
     loaded = load_stream_state(ckpt)
     assert loaded is not None
-    command = {k: v for k, v in loaded[0].command.items() if k != "data"}  # the corpus stamp
+    assert isinstance(loaded[0].command.get("data"), str)  # the corpus stamp, recorded
+    command = {k: v for k, v in loaded[0].command.items() if k != "data"}
     return loaded[0].epoch, command
 
 
