@@ -10,6 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception's message on one line (a library's may span several), cut to
+    ``limit`` characters; its type's name where it has no message."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class DataError(ValueError):
     """Input data that cannot be learned from; the message names where it is."""
 
@@ -53,4 +60,5 @@ __all__ = [
     "LockError",
     "NotFittedError",
     "Terminated",
+    "one_line",
 ]

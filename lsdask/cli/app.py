@@ -13,8 +13,7 @@ from typing import Any
 
 from lsdask.cli.options import local_cluster_from_args
 from lsdask.cli.parser import COMMANDS, build_parser
-from lsdask.engine.dask_executor import one_line
-from lsdask.errors import ClusterError, FitInterrupted, LockError, Terminated
+from lsdask.errors import ClusterError, FitInterrupted, LockError, Terminated, one_line
 from lsdask.jobs import commit
 
 __all__ = ["main"]

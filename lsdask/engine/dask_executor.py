@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast
 
 from lsdask import config
 from lsdask.config import NOTICE
-from lsdask.errors import ClusterError
+from lsdask.errors import ClusterError, one_line
 from lsdask.learn.protocols import A, Batch, Executor, Handle, Pending, Task
 
 if TYPE_CHECKING:  # distributed itself is imported only when a cluster is used
@@ -402,12 +402,6 @@ class DaskExecutor:
 
     def __repr__(self) -> str:
         return f"DaskExecutor({self.client!r})"
-
-
-def one_line(exc: BaseException, limit: int = 200) -> str:
-    """An exception's text on one line, cut to ``limit`` characters."""
-    text = " ".join(str(exc).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 #: seconds :meth:`DaskExecutor.memory` waits for the workers' answers

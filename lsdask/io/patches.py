@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from lsdask.errors import DataError
+from lsdask.errors import DataError, one_line
 from lsdask.io import fsops, guarded
 from lsdask.io.atomic import remove_tree, replace_dir, temp_sibling
 
@@ -691,11 +691,6 @@ _REWRITE = (
 _SHA_HEX = frozenset("0123456789abcdef")
 
 
-def _one_line(exc: BaseException) -> str:
-    """An exception's message on one line."""
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -1089,7 +1084,7 @@ def open_checked_array(
     except Exception as exc:
         if not root.exists():
             raise FileNotFoundError(f"{where}: the folder does not exist") from exc
-        raise DataError(f"{where} is not a readable Zarr array: {_one_line(exc)}") from exc
+        raise DataError(f"{where} is not a readable Zarr array: {one_line(exc, 300)}") from exc
     doc: dict[str, Any] | None = None
     raw = store.meta_cache.get("zarr.json")
     if raw is not None:
@@ -1151,7 +1146,7 @@ def read_rows(array: Any, start: int, stop: int) -> np.ndarray:
             else:
                 where = f"{checks.where}, the chunks{checks.rows_of(index)}"
             raise DataError(
-                f"{where}: could not be decoded: {_one_line(exc)}. The chunk file is damaged. "
+                f"{where}: could not be decoded: {one_line(exc, 300)}. The chunk file is damaged. "
                 + _REWRITE
             ) from exc
         a = b

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from lsdask.errors import DataError
+from lsdask.errors import DataError, one_line
 from lsdask.io import guarded
 from lsdask.io.sources import missing_here
 
@@ -41,13 +41,6 @@ SCHEMA = pa.schema(
 #: The largest count a corpus holds: counts are stored as float32 (a float64
 #: column of another tool is read as it is, within the same bound).
 MAX_COUNT = float(np.finfo(np.float32).max)
-
-
-def one_line(exc: BaseException, limit: int = 300) -> str:
-    """An exception's message on one line (pyarrow's may span several), cut at
-    ``limit`` characters."""
-    text = " ".join(str(exc).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def first_bad_count(counts: np.ndarray) -> int | None:
@@ -397,7 +390,7 @@ def _read_row_group(root: str, file: str, row_group: int, where: str) -> pa.Tabl
     except (pa.ArrowException, OSError) as exc:
         raise DataError(
             f"{where}: could not read the Parquet file ({type(exc).__name__}: "
-            f"{one_line(exc)}). It is probably truncated or corrupt: re-run the ingestion, "
+            f"{one_line(exc, 300)}). It is probably truncated or corrupt: re-run the ingestion, "
             "or delete the file and "
             "reopen the corpus with Corpus.open(path, rescan=True)."
         ) from exc

@@ -25,9 +25,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lsdask.errors import DataError
+from lsdask.errors import DataError, one_line
 from lsdask.io import guarded
-from lsdask.io.corpus.batch import COLUMNS, DocBatch, one_line
+from lsdask.io.corpus.batch import COLUMNS, DocBatch
 from lsdask.io.corpus.write import (
     DIGEST_KEY,
     FORMAT,
@@ -271,7 +271,7 @@ def _file_row_groups(
     except (pa.ArrowException, OSError) as exc:
         raise DataError(
             f"{where}: could not read the Parquet file ({type(exc).__name__}: "
-            f"{one_line(exc)}); it is probably truncated or corrupt. Delete or replace it "
+            f"{one_line(exc, 300)}); it is probably truncated or corrupt. Delete or replace it "
             "and rescan."
         ) from exc
     for e in entries:
@@ -292,7 +292,7 @@ def _footer_sizes(
     except (pa.ArrowException, OSError) as exc:
         raise DataError(
             f"{where}: could not read the Parquet footer ({type(exc).__name__}: "
-            f"{one_line(exc)}); the file is probably truncated or corrupt. Delete or replace "
+            f"{one_line(exc, 300)}); the file is probably truncated or corrupt. Delete or replace "
             "it and rescan."
         ) from exc
     stamp = (meta.metadata or {}).get(VOCAB_DIGEST_KEY)
