@@ -71,8 +71,11 @@ class DocumentStream:
         if isinstance(X, str | os.PathLike) or type(X).__name__ == "Corpus":
             from lsdask.io.corpus.store import Corpus
 
-            corpus = X if isinstance(X, Corpus) else Corpus.open(X, rescan=True)
-            corpus.verify()  # each part against its digest, once per process
+            if isinstance(X, Corpus):
+                corpus = X
+                corpus.verify()  # each part against its digest, once per process
+            else:
+                corpus = Corpus.open(X, rescan=True)  # verifies the parts
             self._path = corpus.path
             self.vocab: list[str] | None = corpus.vocab
             self.n_features = corpus.vocab_size

@@ -247,7 +247,7 @@ def _done_command(
     return laps, False
 
 
-def _done_before(model: LDA, train: Corpus, out_dir: Any, command_id: str | None) -> LDA | None:
+def _done_before(model: LDA, data: str, out_dir: Any, command_id: str | None) -> LDA | None:
     """The model this very command saved, where it ran to its end before over the
     same data (a rerun after a signal, or by a retry loop): its checkpoint records
     it done, over the corpus as it is now (:func:`_data_stamp`), and ``out_dir``
@@ -258,7 +258,7 @@ def _done_before(model: LDA, train: Corpus, out_dir: Any, command_id: str | None
     if command_id is None or folder is None or out_dir is None or not Path(folder).is_dir():
         return None
     with checkpoint_lock(folder):
-        found = _done_command(folder, command_id, _data_stamp(train), out_dir)
+        found = _done_command(folder, command_id, data, out_dir)
         if found is None:
             return None
         laps, marked = found
@@ -348,7 +348,8 @@ def fit_corpus_lda(
     if held is not None:
         check_same_vocab(train.vocab, held, "heldout corpus", f"the training corpus {train.path}")
     model = clone(estimator)
-    saved = _done_before(model, train, out_dir, command_id)
+    data = _data_stamp(train)
+    saved = _done_before(model, data, out_dir, command_id)
     if saved is not None:
         return _report_done(
             saved, model.checkpoint_dir, train, held, out_dir, n_top_words, n_show_topics
@@ -356,7 +357,7 @@ def fit_corpus_lda(
     if out_dir is not None:
         check_save_target(out_dir, overwrite)
     model._command_id = command_id if model.checkpoint_dir is not None else None
-    model._command_data = _data_stamp(train)
+    model._command_data = data
     init = _initial_topics(model.init, train, model.n_components)
     if init is not model.init:
         model.set_params(init=init)
