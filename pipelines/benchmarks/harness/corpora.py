@@ -1,11 +1,13 @@
-"""The AP and 20 Newsgroups corpora of the topic-model benchmarks, and their heldout split.
+"""The AP, 20 Newsgroups and IMDB corpora of the topic-model benchmarks, and their heldout split.
 
-Both are lsdask Parquet corpora made from the shared data by
-``datasets/ingest_corpora.py`` (``ap``, ``20news``, ``20news-test``).
+All are lsdask Parquet corpora made from the shared data by
+``datasets/ingest_corpora.py`` (``ap``, ``20news``, ``20news-test``, ``imdb``).
 
 - AP: a seeded choice of ``n_test`` documents is held out; the others are
   written as their own corpus (``ap_docs_per_batch`` documents per row group
   = memoized batch) under the work folder.
+- IMDB (95,000 movie reviews): held out as AP, the training corpus written
+  with the ingested corpus's 1,000 documents per row group.
 - 20 Newsgroups: training on ``20news``; heldout a seeded choice of
   ``n_test`` documents of ``20news-test`` (the same vocabulary).
 
@@ -28,9 +30,9 @@ import scipy.sparse as sp
 from harness import REPO, SHARED_DATA
 from harness.run import log
 
-CORPORA = ("ap", "20news")
+CORPORA = ("ap", "20news", "imdb")
 #: the corpora ``datasets/ingest_corpora.py`` writes
-INGESTED = ("ap", "20news", "20news-test")
+INGESTED = ("ap", "20news", "20news-test", "imdb")
 #: where the benchmarks look for them and keep what they make from them
 CORPORA_DIR = REPO / "data" / "corpora"
 WORK_DIR = REPO / "data" / "lda_bench"
@@ -55,7 +57,7 @@ class CorpusData:
 
 
 def ensure_corpora(corpora_dir: Path) -> None:
-    """Ingest the shared AP and 20 Newsgroups data into ``corpora_dir`` if missing."""
+    """Ingest the shared AP, 20 Newsgroups and IMDB data into ``corpora_dir`` if missing."""
     if all((corpora_dir / c / "manifest.json").exists() for c in INGESTED):
         return
     log(f"corpora missing under {corpora_dir}: running datasets/ingest_corpora.py")
@@ -82,31 +84,32 @@ def prepare_corpus(
     seed: int = 0,
     ap_docs_per_batch: int = 250,
 ) -> CorpusData:
-    """The training documents and the heldout split of ``name`` ("ap" or "20news")."""
+    """The training documents and the heldout split of ``name`` ("ap", "20news", "imdb")."""
     from lsdask.evaluate import split_documents
     from lsdask.io.corpus import Corpus, read_all
 
     work_dir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    if name == "ap":
-        src = Corpus.open(corpora_dir / "ap")
+    if name in ("ap", "imdb"):
+        src = Corpus.open(corpora_dir / name)
+        per_batch = ap_docs_per_batch if name == "ap" else src.docs_per_row_group
         X = read_all(src).tocsr().astype(np.float64)
         test = np.sort(rng.choice(X.shape[0], n_test, replace=False))
         train = np.setdiff1d(np.arange(X.shape[0]), test)
         X_train, X_test = X[train], X[test]
-        out = work_dir / f"ap-train-{n_test}-seed{seed}"
+        out = work_dir / f"{name}-train-{n_test}-seed{seed}"
         ok = False
         if (out / "manifest.json").exists():
             c = Corpus.open(out)
-            ok = c.n_docs == X_train.shape[0] and c.docs_per_row_group == ap_docs_per_batch
+            ok = c.n_docs == X_train.shape[0] and c.docs_per_row_group == per_batch
         if not ok:
             Corpus.write(
                 out,
                 X_train,
                 src.vocab,
-                docs_per_row_group=ap_docs_per_batch,
+                docs_per_row_group=per_batch,
                 ingest_info={
-                    "from": str(corpora_dir / "ap"),
+                    "from": str(corpora_dir / name),
                     "heldout_docs": test.tolist(),
                     "seed": seed,
                 },
