@@ -73,6 +73,15 @@ GIBBS_LEARNED_ALPHA_START = 0.1
 GIBBS_SAMPLE_TOKENS = 4_000_000
 GIBBS_SAMPLE_DOCS = 50_000
 
+#: Early stopping of topic models (``LDA(early_stopping=)``): the share of the
+#: batches held out as validation documents (at least one), the laps without a
+#: better validation score after which a fit ends, and the fewest batches on
+#: which ``early_stopping="auto"`` holds any out (on fewer, a held-out batch is
+#: too large a share of the data).
+VALIDATION_FRACTION = 0.02
+EARLY_STOPPING_PATIENCE = 3
+EARLY_STOPPING_MIN_BATCHES = 20
+
 #: Default SVI learning-rate schedule rho_t = (delay + t) ** (-kappa).
 SVI_DELAY = 1.0
 SVI_KAPPA = 0.6

@@ -55,9 +55,10 @@ class HDP(LDA):
     algorithm : {"memo", "vb"}
         Memoized VI or full-batch VB. SVI is refused: the sticks are fitted to
         the whole corpus's statistics.
-    n_laps, tol, batch_size, batches_per_update, restarts, max_local_iters,
-    local_conv_thresh, init, gibbs_sweeps, gibbs_tol, gibbs_tokens, n_init, random_state,
-    client, n_workers, verbose, progress, checkpoint_dir, resume
+    n_laps, tol, early_stopping, validation_fraction, n_iter_no_change, batch_size,
+    batches_per_update, restarts, max_local_iters, local_conv_thresh, init, gibbs_sweeps,
+    gibbs_tol, gibbs_tokens, n_init, random_state, client, n_workers, verbose, progress,
+    checkpoint_dir, resume
         As for :class:`lsdask.LDA`.
 
     Attributes
@@ -73,7 +74,8 @@ class HDP(LDA):
     n_components_ : int, K at the end of the fit
     n_components_trace_ : (n_laps_,) K after every lap
     alpha_trace_ : (n_laps_,) ``sum_k alpha E[beta_k]`` after every lap
-    eta_, vocabulary_, elbo_trace_ (the surrogate ELBO), n_laps_, converged_
+    eta_, vocabulary_, elbo_trace_ (the surrogate ELBO), n_laps_, converged_,
+    validation_trace_, best_lap_
         As for :class:`lsdask.LDA`.
 
     The order of the fitted attributes is for display only: the model
@@ -97,6 +99,9 @@ class HDP(LDA):
         algorithm: str = "memo",
         n_laps: int = 10,
         tol: float = config.DEFAULT_TOL,
+        early_stopping: bool | str = "auto",
+        validation_fraction: float = config.VALIDATION_FRACTION,
+        n_iter_no_change: int = config.EARLY_STOPPING_PATIENCE,
         batch_size: int | None = None,
         batches_per_update: int | None = None,
         restarts: bool = True,

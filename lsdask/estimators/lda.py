@@ -19,6 +19,12 @@ from lsdask.errors import DataError
 from lsdask.estimators.learning import VariationalEstimator
 from lsdask.estimators.params import AUTO, LDA_PARAMS, lda_init_names, read_only
 from lsdask.estimators.state import checkpoint_settings
+from lsdask.estimators.validation_split import (
+    hold_out,
+    scorer_of,
+    uses_early_stopping,
+    validation_positions,
+)
 from lsdask.evaluate import (
     completion_score,
     document_completion_sums,
@@ -29,6 +35,7 @@ from lsdask.evaluate import (
 from lsdask.io.sources import BatchSource, as_batch_source, rows_at_most
 from lsdask.learn import initial_stats
 from lsdask.learn.base import padded_trace
+from lsdask.learn.early_stopping import EarlyStopping
 from lsdask.learn.gibbs_start import gibbs_refusal, gibbs_sample, within_tokens
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
@@ -194,6 +201,23 @@ class LDA(VariationalEstimator):
     svi_kappa, random_state, client, n_workers, verbose, progress
         As for :class:`lsdask.GaussianMixture`. ``batch_size`` applies to
         in-memory inputs; a Parquet corpus's row groups are its batches.
+    early_stopping : bool or "auto"
+        Memoized VI: hold out ``validation_fraction`` of the batches (at least one,
+        evenly spaced), score the topics on them after every lap by document
+        completion under the model's own prior (``validation_trace_``), keep the
+        best lap's topics and priors (``best_lap_``) and end the fit after
+        ``n_iter_no_change`` laps without a better score. On some corpora the
+        topics memoized VI climbs to predict new documents worse than those of
+        its first laps (docs/math.md, "Why heldout can fall while the ELBO
+        rises"). ``"auto"`` (default): on where the data has at least 20
+        batches (``lsdask.config.EARLY_STOPPING_MIN_BATCHES``), below which a
+        held-out batch is too large a share of the data. Off for the other
+        algorithms.
+    validation_fraction : float
+        Share of the batches held out by early stopping (default 0.02).
+    n_iter_no_change : int
+        Laps without a better validation score after which early stopping ends
+        the fit (default 3).
     gibbs_sweeps : int
         Sweeps of ``init="gibbs"`` (default 1,000, ``lsdask.config.GIBBS_SWEEPS``),
         paid once per fit (per start with ``n_init`` > 1): the sampled topics
@@ -298,6 +322,10 @@ class LDA(VariationalEstimator):
         laps made before a resumed fit started)
     vocabulary_ : list of str or None
     elbo_trace_, n_laps_, converged_
+    validation_trace_ : (n_laps_,) the validation score (nats per token) after every
+        lap, empty without early stopping
+    best_lap_ : int or None, the lap whose topics the model keeps (None without
+        early stopping)
     nonzero_trace_, n_steps_, driver_share_
         ``algorithm="svi-gibbs"`` only: stored entries of the topics after each epoch,
         minibatches made, and the share of the run's time spent in the driver.
@@ -315,6 +343,9 @@ class LDA(VariationalEstimator):
         algorithm: str = "memo",
         n_laps: int = 10,
         tol: float = config.DEFAULT_TOL,
+        early_stopping: bool | str = "auto",
+        validation_fraction: float = config.VALIDATION_FRACTION,
+        n_iter_no_change: int = config.EARLY_STOPPING_PATIENCE,
         batch_size: int | None = None,
         batches_per_update: int | None = None,
         restarts: bool = True,
@@ -477,6 +508,21 @@ class LDA(VariationalEstimator):
             **prior,
         )
 
+    def _hold_out_validation(self, source: BatchSource) -> BatchSource:
+        """``source`` less the validation batches of early stopping, whose
+        documents the scorer of :meth:`_early_stopping` keeps (none without it)."""
+        self._validation = None
+        if not uses_early_stopping(self.early_stopping, self.algorithm, source.n_batches):
+            return source
+        positions = validation_positions(source.n_batches, self.validation_fraction)
+        source, held = hold_out(source, positions)
+        self._validation = scorer_of(held)
+        return source
+
+    def _early_stopping(self) -> EarlyStopping | None:
+        scorer = getattr(self, "_validation", None)
+        return None if scorer is None else EarlyStopping(scorer, self.n_iter_no_change)
+
     def _gibbs_tol(self, model: LDAModel) -> float:
         """``gibbs_tol``, or its default for the model's prior (see the class docstring)."""
         if self.gibbs_tol is not None:
@@ -536,6 +582,7 @@ class LDA(VariationalEstimator):
         asked = {"vocab_size": source.n_features, **self._priors()}
         self._vocabulary_sha256 = None if vocab is None else vocabulary_digest(vocab)
         resumed = open_resume(checkpoint_settings(self), asked)
+        source = self._hold_out_validation(source)
         if resumed is not None:
             _check_resumed_vocabulary(resumed, self._vocabulary_sha256, source)
             model, sample, counts = resumed["model"], None, None
@@ -543,14 +590,17 @@ class LDA(VariationalEstimator):
             model = self._model(source.n_features)
             sample, counts = self._init_inputs(model, source, rng)
         alpha_totals = _AlphaTotals(callback)
-        result = self._learn(
-            model,
-            source,
-            lambda r: self._initial_stats(model, sample, r, counts, source.n_rows),
-            rng,
-            resumed,
-            alpha_totals,
-        )
+        try:
+            result = self._learn(
+                model,
+                source,
+                lambda r: self._initial_stats(model, sample, r, counts, source.n_rows),
+                rng,
+                resumed,
+                alpha_totals,
+            )
+        finally:
+            self._validation = None  # the held-out documents are not part of the model
         model = result.model if result.model is not None else model  # resized by moves
         self._components_trace = list(result.components_trace)
         self._set_fitted(model, result.globals, result.stats, vocab)

@@ -21,6 +21,7 @@ from lsdask.estimators.params import Parameters, ParamTable
 from lsdask.estimators.state import checkpoint_settings
 from lsdask.learn import MemoizedVI, StochasticVI
 from lsdask.learn.base import LearnResult
+from lsdask.learn.early_stopping import EarlyStopping
 from lsdask.learn.vb import FullBatchVB
 from lsdask.models.stats import SuffStats
 from lsdask.persist.resume import checkpointing, is_rerun, stop_on_signals
@@ -47,8 +48,9 @@ class VariationalEstimator(Parameters):
     def _learner(self, model: Any, n_rows: int, init_stats: SuffStats) -> Any:
         if self.algorithm == "memo":
             return MemoizedVI(
-                self.n_laps, self.tol, self.batches_per_update, progress=self.progress
-            )
+                self.n_laps, self.tol, self.batches_per_update, progress=self.progress,
+                early_stopping=self._early_stopping(),
+            )  # fmt: skip
         if self.algorithm == "vb":
             return FullBatchVB(self.n_laps, self.tol, progress=self.progress)
         n_init_rows = max(model.row_count(init_stats), 1.0)
@@ -114,8 +116,15 @@ class VariationalEstimator(Parameters):
         self.size_trace_ = np.asarray(best.size_trace, dtype=np.float64)
         self.n_laps_ = best.n_laps
         self.converged_ = best.converged
+        self.validation_trace_ = np.asarray(best.validation_trace, dtype=np.float64)
+        self.best_lap_ = best.best_lap
         self.n_features_in_ = source.n_features
         return best
+
+    def _early_stopping(self) -> EarlyStopping | None:
+        """A fresh early stopping for one run of memoized VI, or None (the
+        estimators without validation documents)."""
+        return None
 
     def _executor(self, source) -> Any:
         """Where the batch tasks of ``source`` run: ``client``'s executor; with
@@ -132,7 +141,10 @@ class VariationalEstimator(Parameters):
         if self.checkpoint_dir is None:
             learner = self._learner(model, source.n_rows, init_stats)
             return learner.run(model, executor, source.batches, glob, rng, self.sparsity, callback)
-        learner = MemoizedVI(self.n_laps, self.tol, self.batches_per_update, progress=self.progress)
+        learner = MemoizedVI(
+            self.n_laps, self.tol, self.batches_per_update, progress=self.progress,
+            early_stopping=self._early_stopping(),
+        )  # fmt: skip
         state = None if resumed is None else resumed["state"]
         command_id = getattr(self, "_command_id", None)
         if self.n_laps == 0 and state is None:
@@ -169,6 +181,8 @@ class VariationalEstimator(Parameters):
                 model, executor, source.batches, glob, rng, self.sparsity, callback, memo=memo,
                 state=state, init_stats=init_stats, checkpoint=write,
                 stop_requested=stop_requested,
+                best_model=None if resumed is None else resumed.get("best_model"),
+                best_stats=None if resumed is None else resumed.get("best_stats"),
             )  # fmt: skip
 
     def _record_fit_params(self) -> None:

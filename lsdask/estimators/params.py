@@ -258,6 +258,31 @@ TOL = Param(
     "tol", config.DEFAULT_TOL, positive(zero=True, hint="0 never stops before n_laps."),
     "relative ELBO change between laps below which memo and vb stop (0: never)",
 )  # fmt: skip
+
+
+def bool_or_auto(name: str, value: Any, estimator: Any) -> None:
+    """True, False or ``"auto"``."""
+    if not (isinstance(value, str) and value == AUTO) and not isinstance(value, bool | np.bool_):
+        raise ValueError(f'{name} must be True, False or "auto"; got {value!r}')
+
+
+EARLY_STOPPING = Param(
+    "early_stopping", AUTO, bool_or_auto,
+    "memo: hold out validation batches, keep the lap whose topics predict them best and "
+    f"stop after n_iter_no_change laps without a better one (auto: on data of at least "
+    f"{config.EARLY_STOPPING_MIN_BATCHES} batches)",
+    Option("--no-early-stopping", off=True),
+)  # fmt: skip
+VALIDATION_FRACTION = Param(
+    "validation_fraction", config.VALIDATION_FRACTION, positive(at_most=0.5),
+    "share of the batches held out for early stopping, at least one (default {default})",
+)  # fmt: skip
+N_ITER_NO_CHANGE = Param(
+    "n_iter_no_change", config.EARLY_STOPPING_PATIENCE, integer(1),
+    "laps without a better validation score after which early stopping ends the fit",
+)  # fmt: skip
+#: early stopping's parameters, after ``tol``
+EARLY_STOPPING_PARAMS = (EARLY_STOPPING, VALIDATION_FRACTION, N_ITER_NO_CHANGE)
 BATCH_SIZE = Param(
     "batch_size", None, integer(1, hint="Use None for the store's chunks.", none=True),
     "rows per batch (default chunks)", Option("--batch-size", parse_positive_int),
@@ -524,7 +549,8 @@ ESVI_DTYPE = Param(
 
 #: :class:`lsdask.LDA`
 LDA_PARAMS = ParamTable(
-    (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, LDA_ALGORITHM, N_LAPS, TOL, BATCH_SIZE,
+    (TOPICS, TOPIC_SPARSITY, DOC_ALPHA, ETA, LDA_ALGORITHM, N_LAPS, TOL, *EARLY_STOPPING_PARAMS,
+     BATCH_SIZE,
      BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT, GIBBS_SWEEPS,
      GIBBS_TOL, GIBBS_TOKENS, GIBBS_BURNIN, GIBBS_SAMPLES, GIBBS_ESTIMATOR, GIBBS_WEIGHTS,
      GIBBS_PRUNE, MINIBATCH_SIZE, N_BLOCKS, TOPK, TOPK_RULE, PI_SYNC, SCHEDULE, ESVI_ITERS,
@@ -601,8 +627,9 @@ HDP_ALGORITHM = replace(
 #: :class:`lsdask.HDP` (SVI is refused, so without its learning rate)
 HDP_PARAMS = ParamTable(
     (MAX_TOPICS, TOPIC_SPARSITY, HDP_ALPHA, GAMMA, ETA, MOVES, HDP_ALGORITHM, N_LAPS, TOL,
-     BATCH_SIZE, BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS, LOCAL_CONV_THRESH, TOPIC_INIT,
-     GIBBS_SWEEPS, GIBBS_TOL, GIBBS_TOKENS, *(p for p in RUN if p not in (SVI_DELAY, SVI_KAPPA)))
+     *EARLY_STOPPING_PARAMS, BATCH_SIZE, BATCHES_PER_UPDATE, RESTARTS, MAX_LOCAL_ITERS,
+     LOCAL_CONV_THRESH, TOPIC_INIT, GIBBS_SWEEPS, GIBBS_TOL, GIBBS_TOKENS,
+     *(p for p in RUN if p not in (SVI_DELAY, SVI_KAPPA)))
 )  # fmt: skip
 
 

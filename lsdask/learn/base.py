@@ -39,6 +39,10 @@ class LearnResult(Generic[G]):
     one the run ended with and ``components_trace`` its size after every lap.
     ``memo_store`` is the run's memo as the loop reads it (with the moves it
     still owes applied on reading, :mod:`lsdask.learn.pending_maps`).
+    With early stopping (:mod:`lsdask.learn.early_stopping`), ``validation_trace``
+    holds the validation score after every lap, ``best_lap`` the lap that scored
+    best so far and ``best_globals`` its globals; at the end ``globals``,
+    ``stats`` and ``model`` are those of ``best_lap``.
     """
 
     globals: G
@@ -53,6 +57,9 @@ class LearnResult(Generic[G]):
     model: Any = None
     components_trace: list[float] = field(default_factory=list)
     memo_store: Any = None
+    validation_trace: list[float] = field(default_factory=list)
+    best_lap: int | None = None
+    best_globals: Any = None
 
 
 def carried_of(model: Model[G], glob: G) -> dict[str, list[float]] | None:

@@ -54,6 +54,7 @@ from lsdask.learn.base import (
     resumed_globals,
     waves,
 )
+from lsdask.learn.early_stopping import Best, EarlyStopping
 from lsdask.learn.memo_store import MemoryMemo
 from lsdask.learn.pending_maps import PendingMaps
 from lsdask.learn.protocols import (
@@ -73,8 +74,9 @@ from lsdask.models.stats import SuffStats, sum_stats
 
 logger = logging.getLogger(__name__)
 
-#: called with (state, memo, init_stats or None) to write a checkpoint; returns its path
-Checkpointer = Callable[[LearnState, MemoStore, SuffStats | None], Path]
+#: called with (state, memo, init_stats or None) to write a checkpoint, and the
+#: keyword ``best_stats`` where early stopping keeps an earlier lap; returns its path
+Checkpointer = Callable[..., Path]
 
 
 @dataclass
@@ -146,6 +148,9 @@ class MemoizedVI:
     command : dict or None
         The command running the fit, kept in every checkpoint
         (:attr:`lsdask.learn.state.LearnState.command`).
+    early_stopping : EarlyStopping or None
+        Scores every lap's globals on validation documents; the run returns the
+        best lap's and ends once its patience runs out.
     """
 
     n_laps: int = 10
@@ -154,6 +159,7 @@ class MemoizedVI:
     shuffle: bool = True
     progress: bool | None = None
     command: dict[str, Any] | None = None  # recorded in every checkpoint (LearnState.command)
+    early_stopping: EarlyStopping | None = None
 
     def run(
         self,
@@ -170,6 +176,8 @@ class MemoizedVI:
         init_stats: SuffStats | None = None,
         checkpoint: Checkpointer | None = None,
         stop_requested: Callable[[], bool] | None = None,
+        best_model: Model[G] | None = None,
+        best_stats: SuffStats | None = None,
     ) -> LearnResult[G]:
         """Run (or continue) memoized VI.
 
@@ -201,6 +209,9 @@ class MemoizedVI:
         stop_requested
             Asked after every wave and lap; when true the run writes a
             checkpoint and raises :class:`lsdask.errors.FitInterrupted`.
+        best_model, best_stats
+            A resumed run's early-stopping best lap, where the checkpoint kept it
+            apart from the memo (``state.best`` names it).
 
         Returns
         -------
@@ -211,12 +222,20 @@ class MemoizedVI:
             model=model, executor=executor, batches=batches, glob=glob, rng=rng,
             sparsity=sparsity, callback=callback, memo=memo, state=state or LearnState(),
             init_stats=init_stats, checkpoint=checkpoint, stop_requested=stop_requested,
+            best_model=best_model, best_stats=best_stats,
         )  # fmt: skip
         for number in range(run.resumed.lap + 1, self.n_laps + 1):
             if run.result.converged:
                 break
             self._lap(run, number)
         run.result.globals, run.result.stats = run.glob, run.total
+        best = None if self.early_stopping is None else self.early_stopping.best
+        if best is not None:
+            run.result.best_lap = best.lap
+            if best.lap != run.result.n_laps:
+                logger.info("keeping lap %d, the best on the validation documents", best.lap)
+                run.result.globals, run.result.stats = best.glob, best.stats
+                run.result.model = best.model
         if isinstance(getattr(run.memo, "inner", run.memo), InMemoryMemo):
             run.result.memo = run.memo.as_list()  # type: ignore[attr-defined]
         return run.result
@@ -238,6 +257,8 @@ class MemoizedVI:
         init_stats: SuffStats | None,
         checkpoint: Checkpointer | None,
         stop_requested: Callable[[], bool] | None,
+        best_model: Model[G] | None,
+        best_stats: SuffStats | None,
     ) -> _Run[G]:
         """Register the batches and set ``S`` and the globals: from the memo when
         it holds a finished lap, else the initial globals (of ``init_stats``
@@ -277,6 +298,12 @@ class MemoizedVI:
         result.model, result.components_trace = model, list(state.components_trace)
         t0 = time.perf_counter() - (state.time_trace[-1] if state.time_trace else 0.0)
         result.n_laps, result.converged = state.lap, state.converged
+        if self.early_stopping is not None:
+            best = _resumed_best(model, glob, total, state, best_model, best_stats)
+            self.early_stopping.restore(state.validation_trace, best)
+            result.validation_trace = list(state.validation_trace)
+            if best is not None:
+                result.best_lap, result.best_globals = best.lap, best.glob
         return _Run(
             model=model, executor=executor, task=task, handles=handles, costs=costs,
             wave_size=P, memo=memo, rng=rng, resumed=state, init_stats=init_stats,
@@ -363,6 +390,15 @@ class MemoizedVI:
         if isinstance(run.model, HasMoves):
             result.components_trace.append(float(run.model.n_components))
         done, change = check_lap_converged(run.lap_elbos, self.tol, lap.number, min_laps=2)
+        early = self.early_stopping
+        if early is not None:
+            stale = early.after_lap(lap.number, run.model, run.glob, run.total)
+            result.validation_trace = list(early.trace)
+            assert early.best is not None
+            result.best_lap, result.best_globals = early.best.lap, early.best.glob
+            if stale and not done:
+                logger.info("early stop: %d laps without a better validation score", early.patience)
+                done = True
         result.converged = done
         B = run.n_batches
         log_lap(logger, lap.number, run.lap_elbos[-1], change, time.perf_counter() - lap.started,
@@ -432,10 +468,13 @@ class MemoizedVI:
         checkpointer. Before the memo is filled it keeps ``init_stats``."""
         if run.checkpoint is None:
             return None
+        best = None if self.early_stopping is None else self.early_stopping.best
+        kept = best is not None and (best.lap != lap_done or position > 0)
         return run.checkpoint(
             self._snapshot(run, lap_done, position, order),
             run.memo,
             run.init_stats if run.filling else None,
+            **({"best_stats": best.stats} if kept else {}),
         )
 
     def _snapshot(
@@ -456,9 +495,46 @@ class MemoizedVI:
             lap_elbos=list(run.lap_elbos), converged=result.converged,
             target_laps=self.n_laps, carried=carried_of(run.model, run.glob),
             components_trace=list(result.components_trace),
+            validation_trace=list(result.validation_trace), best=self._best_record(),
             pending=run.memo.pending() if isinstance(run.memo, PendingMaps) else [],
             command=None if self.command is None else dict(self.command),
         )  # fmt: skip
+
+    def _best_record(self) -> dict[str, Any] | None:
+        """Early stopping's best lap as a checkpoint records it (None without one)."""
+        best = None if self.early_stopping is None else self.early_stopping.best
+        if best is None:
+            return None
+        return {
+            "lap": best.lap, "score": best.score, "n_components": best.model.n_components,
+            "carried": carried_of(best.model, best.glob),
+        }  # fmt: skip
+
+
+def _resumed_best(
+    model: Model[G],
+    glob: G,
+    total: SuffStats,
+    state: LearnState,
+    best_model: Model[G] | None,
+    best_stats: SuffStats | None,
+) -> Best | None:
+    """Early stopping's best lap of a checkpoint: its own statistics where the
+    checkpoint kept them, else the memo's (the checkpoint's own lap)."""
+    record = state.best
+    if record is None:
+        return None
+    if best_stats is not None:
+        best_model = best_model if best_model is not None else model
+        best_glob = resumed_globals(best_model, best_stats, record["carried"])
+        return Best(record["lap"], record["score"], best_glob, best_stats, best_model)
+    if record["lap"] != state.lap or state.position:
+        raise ValueError(
+            f"the checkpoint names lap {record['lap']} as early stopping's best but keeps "
+            "no statistics of it (best.npz); the file was modified. Start a new checkpoint "
+            "folder or fit with early_stopping=False"
+        )
+    return Best(record["lap"], record["score"], glob, total.dense_copy(), model)
 
 
 def _resized_as_carried(model: Model[G], carried: dict[str, list[float]] | None) -> Model[G]:

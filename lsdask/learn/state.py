@@ -39,6 +39,14 @@ class LearnState:
         (the hash of its arguments), ``target`` (the laps in all it asked for)
         and ``done`` (whether its output was written). Rerunning an interrupted
         command finishes exactly what it asked for.
+    validation_trace : list of float
+        Early stopping's validation score after every lap
+        (:mod:`lsdask.learn.early_stopping`); empty without it.
+    best : dict or None
+        Early stopping's best lap: ``lap``, ``score``, the model's
+        ``n_components`` then and what its globals ``carried``; where it is an
+        earlier lap than ``lap``, the checkpoint keeps its statistics
+        (``best.npz``).
     carried : dict of str to list of float, or None
         What the next global step starts from, of the current globals, for a
         model whose global step reads the globals it replaces
@@ -59,6 +67,8 @@ class LearnState:
     target_laps: int | None = None
     carried: dict[str, list[float]] | None = None
     components_trace: list[float] = field(default_factory=list)
+    validation_trace: list[float] = field(default_factory=list)
+    best: dict[str, Any] | None = None
     pending: list[dict[str, Any]] = field(default_factory=list)
     command: dict[str, Any] | None = None
 
@@ -104,7 +114,7 @@ class LearnState:
             if state.position > len(order):
                 raise ValueError(f"position {state.position} is past the order's end")
         for name in ("elbo_trace", "lap_trace", "time_trace", "size_trace", "lap_elbos",
-                     "components_trace"):  # fmt: skip
+                     "components_trace", "validation_trace"):  # fmt: skip
             values = getattr(state, name)
             if not isinstance(values, list) or not all(_is_number(v) for v in values):
                 raise ValueError(f"{name} must be a list of numbers")
@@ -122,6 +132,7 @@ class LearnState:
             for p in state.pending
         ):  # fmt: skip
             raise ValueError("pending must be a list of {map, batches} objects")
+        _check_best(state.best, state.lap)
         command = state.command
         if command is not None and not (
             isinstance(command, dict)
@@ -163,6 +174,27 @@ class LearnState:
 
 #: the largest count a checkpoint may hold (laps, positions): far beyond any run
 _MAX_COUNT = 10**9
+
+
+def _check_best(best: Any, lap: int) -> None:
+    """``best`` is None or {lap (at most ``lap``), score, n_components, carried}."""
+    if best is None:
+        return
+    ok = (
+        isinstance(best, dict)
+        and set(best) == {"lap", "score", "n_components", "carried"}
+        and _is_int(best["lap"]) and 1 <= best["lap"] <= lap
+        and _is_number(best["score"])
+        and _is_int(best["n_components"]) and 1 <= best["n_components"] <= _MAX_COUNT
+        and (best["carried"] is None or (
+            isinstance(best["carried"], dict)
+            and all(isinstance(v, list) and all(_is_number(x) for x in v)
+                    for v in best["carried"].values())))
+    )  # fmt: skip
+    if not ok:
+        raise ValueError(
+            f"best must be an object of lap (1 to {lap}), score, n_components and carried"
+        )
 
 
 def _is_int(value: Any) -> bool:

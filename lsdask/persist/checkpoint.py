@@ -114,8 +114,11 @@ class CheckpointDir:
         keys: list[str],
         config: dict[str, Any],
         init_stats: SuffStats | None = None,
+        best_stats: SuffStats | None = None,
     ) -> Path:
-        """Write a checkpoint of ``state`` atomically and make it the latest."""
+        """Write a checkpoint of ``state`` atomically and make it the latest;
+        ``best_stats``: the statistics of early stopping's best lap (``state.best``)
+        where it is an earlier one."""
         name = f"ckpt-{state.lap:05d}-{state.position:06d}-{uuid.uuid4().hex[:6]}"
         # one writer per folder (the fit holding its lock): temporary folders left are
         # of a writer killed mid-write
@@ -130,6 +133,8 @@ class CheckpointDir:
                 guarded.makedirs(self.root, tmp)
             if init_stats is not None:
                 save_stats(tmp / "init.npz", init_stats, self.root)
+            if best_stats is not None:
+                save_stats(tmp / "best.npz", best_stats, self.root)
             document = {
                 "format": FORMAT,
                 "version": VERSION,
@@ -139,6 +144,7 @@ class CheckpointDir:
                 "memo": {k: f for k, f in zip(keys, memo.files(), strict=True) if f is not None},
                 "keys": list(keys),  # the batch list that state.order indexes
                 "has_init": init_stats is not None,
+                "has_best": best_stats is not None,
             }
             write_text_atomic(self.root, tmp / "state.json", json.dumps(document, indent=1))
             with naming(self.root / name):
@@ -221,11 +227,12 @@ class CheckpointDir:
             and isinstance(document.get("config"), dict)
         ):
             raise DataError(f"checkpoint {path}: state.json lacks a valid memo, keys or config")
-        if not isinstance(document.get("has_init", False), bool):
-            raise DataError(
-                f"checkpoint {path}: state.json: has_init is {document['has_init']!r}; "
-                "expected true or false"
-            )
+        for flag in ("has_init", "has_best"):
+            if not isinstance(document.get(flag, False), bool):
+                raise DataError(
+                    f"checkpoint {path}: state.json: {flag} is {document[flag]!r}; "
+                    "expected true or false"
+                )
         bad = [f for f in memo.values() if not _MEMO_NAME.fullmatch(f)]
         if bad:
             raise DataError(
@@ -252,10 +259,16 @@ class CheckpointDir:
             "memo": memo,
             "keys": keys,  # None in checkpoints before it was kept
             "has_init": bool(document.get("has_init")),
+            "has_best": bool(document.get("has_best")),
             "init_stats": (
                 self.read_init(path, limits) if with_init and document.get("has_init") else None
             ),
         }
+
+    def read_best(self, path: Path, limits: dict[str, tuple[int, ...]]) -> SuffStats:
+        """The statistics of early stopping's best lap (``best.npz``), bounded as
+        :meth:`read_init`."""
+        return load_stats(path / "best.npz", limits, self.root)
 
     def read_init(self, path: Path, limits: dict[str, tuple[int, ...]] | None) -> SuffStats:
         """The statistics of the checkpoint ``path``'s ``init.npz``, each array

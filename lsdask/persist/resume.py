@@ -195,7 +195,31 @@ def open_resume(settings: CheckpointSettings, asked: dict[str, Any]) -> dict[str
     if document["has_init"]:  # its arrays bounded by the model's statistics, now checked
         limits = {name: value.shape for name, value in document["model"].empty_stats().items()}
         document["init_stats"] = folder.read_init(document["path"], limits)
+    document["best_model"], document["best_stats"] = _read_best(folder, document, params)
     return document
+
+
+def _read_best(
+    folder: CheckpointDir, document: dict[str, Any], params: dict[str, Any]
+) -> tuple[Any, Any]:
+    """Early stopping's best lap of the checkpoint, where it is an earlier lap:
+    the model as it was then (moves may have lowered K since, never raised it
+    above the fit's ``n_components``) and its statistics; else ``(None, None)``."""
+    best = document["state"].best
+    if best is None or not document["has_best"]:
+        return None, None
+    model = document["model"]
+    K = best["n_components"]
+    if K != model.n_components:
+        if not (hasattr(model, "resized") and model.n_components < K <= params["n_components"]):
+            raise DataError(
+                f"checkpoint {document['path']}: state.json: best.n_components is {K}, "
+                f"not between the model's {model.n_components} and the fit's "
+                f"{params['n_components']}; the file was modified"
+            )
+        model = model.resized(K)
+    limits = {name: value.shape for name, value in model.empty_stats().items()}
+    return model, folder.read_best(document["path"], limits)
 
 
 def _check_carried(document: dict[str, Any]) -> None:
@@ -287,8 +311,8 @@ def checkpointing(
     memo = folder.memo(len(keys), files, limits)
     config = {"model": model_to_config(model), "params": dict(settings.params)}
 
-    def write(state, memo_store, init_stats):
-        return folder.write(state, memo_store, keys, config, init_stats)
+    def write(state, memo_store, init_stats, best_stats=None):
+        return folder.write(state, memo_store, keys, config, init_stats, best_stats)
 
     return memo, write
 

@@ -1,0 +1,173 @@
+"""Early stopping: validation batches held out, the best lap kept, patience, resume."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import lsdask
+from lsdask.engine import SerialExecutor
+from lsdask.estimators.validation_split import hold_out, validation_positions
+from lsdask.evaluate import document_completion, split_documents
+from lsdask.io.corpus import Corpus
+from lsdask.io.sources import as_batch_source
+from lsdask.learn import MemoizedVI
+from lsdask.learn.early_stopping import EarlyStopping
+from lsdask.models.lda import LDAModel
+from lsdask.models.stats import SuffStats
+from lsdask.persist.checkpoint import CheckpointDir
+from lsdask.persist.memo_files import DiskMemo
+
+
+def _docs(rng, n_docs, V=40, K=4, length=30):
+    topics = rng.dirichlet(np.full(V, 0.2), size=K)
+    theta = rng.dirichlet(np.full(K, 0.3), size=n_docs)
+    rows = [rng.multinomial(length, theta[d] @ topics) for d in range(n_docs)]
+    return sp.csr_matrix(np.asarray(rows, dtype=float))
+
+
+class Scripted:
+    """Scores in the order given, whatever the globals: lap i gets scores[i - 1]."""
+
+    def __init__(self, scores, start=0):
+        self.scores, self.calls = list(scores), start
+
+    def __call__(self, model, glob):
+        self.calls += 1
+        return self.scores[self.calls - 1]
+
+
+def _start(rng):
+    X = _docs(rng, 400)
+    source = as_batch_source(X, 50)
+    model = LDAModel(3, X.shape[1])
+    counts = np.random.default_rng(3).gamma(1.0, 5.0, size=(3, X.shape[1]))
+    init = SuffStats(words=counts, H=np.zeros(1), alloc=np.zeros(1), N=counts.sum(axis=1),
+                     n_docs=np.array([10.0]))  # fmt: skip
+    return source, model, init
+
+
+def _run(source, model, init, n_laps, early=None, **kw):
+    learner = MemoizedVI(n_laps=n_laps, tol=0.0, batches_per_update=2, early_stopping=early)
+    return learner.run(model, SerialExecutor(), source.batches, model.global_step(init),
+                       np.random.default_rng(2), 2, **kw)  # fmt: skip
+
+
+SCORES = [1.0, 3.0, 2.0, 2.5, 2.9, 2.8, 9.0, 9.0]
+
+
+def test_the_best_lap_is_kept_and_the_run_ends_after_patience(rng):
+    source, model, init = _start(rng)
+    early = EarlyStopping(Scripted(SCORES), patience=3)
+    run = _run(source, model, init, 8, early)
+    assert run.n_laps == 5 and run.converged  # laps 3, 4, 5 did not beat lap 2
+    assert run.validation_trace == SCORES[:5] and run.best_lap == 2
+    two = _run(source, model, init, 2)
+    np.testing.assert_array_equal(run.globals.lam, two.globals.lam)
+    np.testing.assert_array_equal(run.globals.alpha, two.globals.alpha)
+    assert run.stats.allclose(two.stats, rtol=0, atol=0)
+    # without early stopping the same run makes every lap and ends at the last
+    full = _run(source, model, init, 5)
+    assert not np.array_equal(full.globals.lam, two.globals.lam)
+
+
+def test_a_resumed_run_keeps_the_best_lap_of_before_the_stop(tmp_path, rng):
+    source, model, init = _start(rng)
+    whole = _run(source, model, init, 8, EarlyStopping(Scripted(SCORES), patience=3))
+    folder = CheckpointDir(tmp_path / "ckpt")
+    keys = [b.key for b in source.batches]
+
+    def write(state, memo, init_stats, best_stats=None):
+        return folder.write(state, memo, keys, {"model": {}, "params": {}}, init_stats, best_stats)
+
+    memo = DiskMemo(folder.memo_folder, len(keys))
+    _run(source, model, init, 4, EarlyStopping(Scripted(SCORES), patience=3), memo=memo,
+         init_stats=init, checkpoint=write)  # fmt: skip
+    saved = folder.read()
+    assert saved["state"].best["lap"] == 2 and saved["has_best"]
+    limits = {k: v.shape for k, v in model.empty_stats().items()}
+    best_stats = folder.read_best(saved["path"], limits)
+    memo = DiskMemo(folder.memo_folder, len(keys), [saved["memo"].get(k) for k in keys])
+    resumed = MemoizedVI(
+        n_laps=8,
+        tol=0.0,
+        batches_per_update=2,
+        early_stopping=EarlyStopping(Scripted(SCORES, start=4), patience=3),
+    )
+    rest = resumed.run(model, SerialExecutor(), source.batches, None, np.random.default_rng(99),
+                       2, memo=memo, state=saved["state"], checkpoint=write,
+                       best_stats=best_stats)  # fmt: skip
+    assert rest.n_laps == whole.n_laps == 5 and rest.best_lap == 2
+    assert rest.validation_trace == whole.validation_trace
+    np.testing.assert_allclose(rest.globals.lam, whole.globals.lam, rtol=1e-12)
+    # a checkpoint that names an earlier best lap but lost its statistics is refused
+    latest = folder.read()
+    assert latest["state"].best["lap"] == 2 and latest["has_best"]
+    document = json.loads((latest["path"] / "state.json").read_text())
+    document["has_best"] = False
+    (latest["path"] / "state.json").write_text(json.dumps(document))
+    again = folder.read()
+    memo = DiskMemo(folder.memo_folder, len(keys), [again["memo"].get(k) for k in keys])
+    with pytest.raises(ValueError, match=r"best\.npz"):
+        MemoizedVI(n_laps=8, tol=0.0, early_stopping=EarlyStopping(Scripted(SCORES), 3)).run(
+            model, SerialExecutor(), source.batches, None, np.random.default_rng(9), 2,
+            memo=memo, state=again["state"],
+        )  # fmt: skip
+
+
+def test_validation_batches_are_evenly_spaced_and_left_out_of_training(rng):
+    assert validation_positions(100, 0.02) == [25, 75]
+    assert validation_positions(20, 0.02) == [10]
+    assert validation_positions(7, 0.5) == [0, 2, 4, 6]
+    source = as_batch_source(_docs(rng, 200), 10)
+    training, held = hold_out(source, [5, 15])
+    assert training.n_batches == 18 and training.n_rows == 180 and len(held) == 2
+    assert held[0] is source.batches[5]
+
+
+def test_lda_scores_its_own_prior_on_held_out_batches(tmp_path, rng):
+    X = _docs(rng, 1200)
+    Corpus.write(tmp_path / "c", X, [f"w{i}" for i in range(X.shape[1])], docs_per_row_group=50)
+    est = lsdask.LDA(4, alpha="auto", n_laps=4, tol=0.0, random_state=0, client="sync",
+                     progress=False, n_iter_no_change=10)  # fmt: skip
+    est.fit(str(tmp_path / "c"))
+    # 24 batches: "auto" holds out round(0.02 * 24) = 1, the 13th (rows 600-649)
+    assert est.stats_.array("n_docs")[0] == 1150
+    assert est.validation_trace_.shape == (4,) and est.best_lap_ == 1 + int(
+        np.argmax(est.validation_trace_)
+    )
+    A, B = split_documents(X[600:650], 0.8, 0)
+    kept = document_completion(A, B, est.topic_word_, est.alpha_)
+    assert kept == pytest.approx(est.validation_trace_[est.best_lap_ - 1], rel=1e-9)
+    off = lsdask.LDA(4, n_laps=2, random_state=0, client="sync", progress=False,
+                     early_stopping=False).fit(str(tmp_path / "c"))  # fmt: skip
+    assert off.validation_trace_.size == 0 and off.best_lap_ is None
+    assert off.stats_.array("n_docs")[0] == 1200
+
+
+def test_auto_is_off_on_few_batches_and_true_needs_two(rng):
+    X = _docs(rng, 300)
+    est = lsdask.LDA(3, n_laps=2, batch_size=100, client="sync", random_state=0, progress=False)
+    est.fit(X)
+    assert est.best_lap_ is None and est.stats_.array("n_docs")[0] == 300
+    forced = lsdask.LDA(3, n_laps=2, batch_size=100, client="sync", random_state=0,
+                        progress=False, early_stopping=True).fit(X)  # fmt: skip
+    assert forced.stats_.array("n_docs")[0] == 200 and forced.best_lap_ is not None
+    with pytest.raises(ValueError, match="early_stopping=True holds out whole batches"):
+        lsdask.LDA(3, n_laps=1, early_stopping=True, client="sync", progress=False).fit(X)
+    with pytest.raises(ValueError, match='early_stopping must be True, False or "auto"'):
+        lsdask.LDA(3, early_stopping="yes").fit(X)
+
+
+def test_hdp_early_stopping_on_a_local_cluster_equals_in_process(rng, dask_client):
+    X = _docs(rng, 1000)
+    kw = dict(n_laps=3, tol=0.0, batch_size=40, random_state=0, progress=False,
+              batches_per_update=2, n_iter_no_change=10)  # fmt: skip
+    here = lsdask.HDP(6, client="sync", **kw).fit(X)
+    there = lsdask.HDP(6, client=dask_client, **kw).fit(X)
+    assert here.validation_trace_.shape == (here.n_laps_,)
+    np.testing.assert_allclose(there.validation_trace_, here.validation_trace_, rtol=1e-9)
+    np.testing.assert_allclose(there.topic_word_, here.topic_word_, rtol=1e-9, atol=1e-12)
