@@ -24,6 +24,13 @@ Parts (``--parts``, see ``pipelines/benchmarks/README_hdp.md``):
 - ``ttq``: at K=400 (``--ttq-k``), under a wall-clock budget: ``LDA(alpha="auto")``,
   ``HDP(400)`` and tomotopy (optim_interval=10), snapshots scored with their own
   prior; time to within 0.02 nats/token of tomotopy's final score;
+- ``laps``: on the movie reviews (``--laps-corpora``) at K=200 (``--laps-k``) and
+  eta 0.1 and 0.01: ``LDA()``, ``LDA(alpha="auto")`` and ``HDP(200)`` at their
+  defaults for up to 20 laps, and tomotopy ``LDAModel(k, eta)`` at its defaults
+  (alpha 0.1 per topic re-estimated every 10 sweeps) for 1,000 sweeps, each traced
+  over wall time (start included) and scored under its own and the common prior
+  (``harness.traces``); lsdask with early stopping keeps its best lap, and the
+  trace shows both;
 - ``scale``: one HDP run of ``--scale-laps`` laps on ``bench_scale.py``'s
   synthetic corpora (0.5M and 2M documents; ``--scale-factor`` shrinks them),
   each in a fresh process: worker and driver peak RSS, small vs large.
@@ -54,15 +61,16 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from harness import cluster, corpora
+from harness import cluster, corpora, traces
 from harness.budget import BudgetExecutor, BudgetStop, Recorder, run_budgeted
 from harness.memory import peak_rss_kib, rss_now_kib
+from harness.peers import tomotopy_add_docs
 from harness.priors import ALPHA, ETA
 from harness.report import check, fmt, fmt_s, header, step_times, table
 from harness.run import Run, log, options
 from harness.timing import lap_seconds
 
-PARTS = ("quality", "cost", "ttq", "scale")
+PARTS = ("quality", "cost", "ttq", "laps", "scale")
 
 
 # --------------------------------------------------------------------------
@@ -112,6 +120,15 @@ class Config:
     quality_tol: float = 0.01
     effective_share: float = 0.005
     small_tokens: float = 10.0
+    # laps
+    laps_corpora: tuple[str, ...] = ("imdb",)
+    laps_K: int = 200
+    laps_etas: tuple[float, ...] = (0.1, 0.01)
+    laps_n: int = 20
+    laps_systems: tuple[str, ...] = ("lda", "lda-auto", "hdp")
+    laps_tomotopy_sweeps: int = 1000
+    laps_reference_t: float = 100.0
+    laps_fall_tol: float = 0.003
     # scale
     scale_factor: float = 1.0
     scale_laps: int = 2
@@ -137,6 +154,12 @@ QUICK = Config(
     cost_lda_laps=3,
     ttq_K=20,
     ttq_budget_s=15.0,
+    laps_corpora=("ap",),
+    laps_K=20,
+    laps_etas=(ETA,),
+    laps_n=3,
+    laps_tomotopy_sweeps=30,
+    laps_reference_t=5.0,
 )
 
 
@@ -340,16 +363,6 @@ def lsdask_run(
 # --------------------------------------------------------------------------
 # peers
 # --------------------------------------------------------------------------
-def add_tomotopy_docs(mdl: Any, X: sp.csr_matrix) -> None:
-    """The documents of X (word ids as strings, each repeated by its count)."""
-    for d in range(X.shape[0]):
-        lo, hi = X.indptr[d], X.indptr[d + 1]
-        words = [str(w) for w, c in zip(X.indices[lo:hi], X.data[lo:hi], strict=True)
-                 for _ in range(int(c))]  # fmt: skip
-        if words:
-            mdl.add_doc(words)
-
-
 def tomotopy_topics(mdl: Any, V: int, eta: float) -> np.ndarray:
     """(k, V) topic-word pseudo-counts of a tomotopy LDA model over the whole
     vocabulary (eta for words it never saw)."""
@@ -380,7 +393,7 @@ def tomotopy_lda_run(cfg: Config, data: corpora.CorpusData, K: int, eta: float) 
     log(f"  {data.name} eta={eta}: {label}")
     mdl = tp.LDAModel(k=K, alpha=ALPHA, eta=eta, seed=cfg.seed)
     mdl.optim_interval = 10
-    add_tomotopy_docs(mdl, data.X_train)
+    tomotopy_add_docs(mdl, data.X_train)
     iters, secs = train_tomotopy_iters(mdl, cfg, cfg.tomotopy_iters)
     own = np.asarray(mdl.alpha, dtype=np.float64)
     out = {
@@ -415,7 +428,7 @@ def tomotopy_hdp_run(
     label = f"tomotopy HDPModel ({settings_text(settings)})"
     log(f"  {data.name}: {label}")
     mdl = tp.HDPModel(seed=cfg.seed, **kw)
-    add_tomotopy_docs(mdl, data.X_train)
+    tomotopy_add_docs(mdl, data.X_train)
     iters, secs = train_tomotopy_iters(mdl, cfg, cfg.tomotopy_iters)
     lda, _ = mdl.convert_to_lda(topic_threshold=0.0)
     own = np.asarray(lda.alpha, dtype=np.float64)
@@ -745,7 +758,7 @@ def ttq_tomotopy(cfg: Config, data: corpora.CorpusData, rec: Recorder) -> dict:
     K = cfg.ttq_K
     mdl = tp.LDAModel(k=K, alpha=ALPHA, eta=ETA, seed=cfg.seed)
     mdl.optim_interval = 10
-    add_tomotopy_docs(mdl, data.X_train)
+    tomotopy_add_docs(mdl, data.X_train)
     rec.start()
     reason = "max passes"
     with warnings.catch_warnings():
@@ -832,6 +845,24 @@ def ttq_part(cfg: Config, data: corpora.CorpusData, client: Any, work_dir: Path)
         else:
             out["lda_ok"] = False if t_tomo else None
     return out
+
+
+# --------------------------------------------------------------------------
+# laps: heldout lap after lap on the movie reviews (harness.traces)
+# --------------------------------------------------------------------------
+def laps_blocks(cfg: Config, args: argparse.Namespace, split: dict, client: Any) -> list[dict]:
+    """One :func:`harness.traces.laps_part` per corpus and eta."""
+    blocks = []
+    for name in cfg.laps_corpora:
+        data = corpora.load_corpora([name], args.corpora_dir, args.work_dir, **split)[name]
+        for eta in cfg.laps_etas:
+            blocks.append(traces.laps_part(
+                data, K=cfg.laps_K, eta=eta, laps=cfg.laps_n, systems=cfg.laps_systems,
+                sweeps=cfg.laps_tomotopy_sweeps, reference_t=cfg.laps_reference_t,
+                seed=cfg.seed, workers=cfg.tomotopy_workers, client=client,
+                folder=args.work_dir / f"laps-snapshots-{cfg.name}", log=log,
+            ))  # fmt: skip
+    return blocks
 
 
 # --------------------------------------------------------------------------
@@ -1140,6 +1171,12 @@ def render(res: dict, cfg: Config) -> str:
              "Final common", "Scored points (own prior)"],
             rows,
         )  # fmt: skip
+    for block in res.get("laps", []):
+        lines += ["", f"## Lap after lap: {block['corpus']}, K={block['K']}, eta={block['eta']}",
+                  ""]  # fmt: skip
+        lines += traces.render(block["runs"], "Heldout by wall time", block["reference_t"])
+        lines += ["", *table(["What", "Measured", "Target", "Result"],
+                             traces.laps_targets(block, cfg.laps_fall_tol))]  # fmt: skip
     s = res.get("scale")
     if s:
         lines += ["", "## Scale (fresh process per corpus)", ""]
@@ -1169,11 +1206,11 @@ def run(cfg: Config, parts: set[str], args: argparse.Namespace, bench: Run) -> N
     commit = Path(lsdask.__file__).parents[1] / "COMMIT"  # a frozen copy's (README.md)
     res["snapshot_commit"] = commit.read_text().strip() if commit.exists() else None
     res["corpora"] = []
-    if parts & {"quality", "cost", "ttq"}:
+    if parts & {"quality", "cost", "ttq", "laps"}:
         split = {"n_test": cfg.n_test, "seed": cfg.seed, "ap_docs_per_batch": cfg.ap_docs_per_batch}
+        names = cfg.corpora if parts & {"quality", "cost", "ttq"} else ()
         datasets = bench.step(
-            "data",
-            lambda: corpora.load_corpora(cfg.corpora, args.corpora_dir, args.work_dir, **split),
+            "data", lambda: corpora.load_corpora(names, args.corpora_dir, args.work_dir, **split)
         )
         res["data"] = {name: d.info for name, d in datasets.items()}
         lc, client = cluster.local_cluster(cfg.n_workers)
@@ -1187,6 +1224,8 @@ def run(cfg: Config, parts: set[str], args: argparse.Namespace, bench: Run) -> N
                 data = datasets.get("20news") or next(iter(datasets.values()))
                 t = bench.step("ttq", lambda: ttq_part(cfg, data, client, args.work_dir))
                 res["ttq"] = {"corpus": data.name, **t}
+            if "laps" in parts:
+                res["laps"] = bench.step("laps", lambda: laps_blocks(cfg, args, split, client))
         finally:
             client.close()
             lc.close()
@@ -1240,6 +1279,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-budget", type=float, default=None, help="seconds per peer run")
     parser.add_argument("--ttq-k", type=int, default=None)
     parser.add_argument("--ttq-budget", type=float, default=None)
+    parser.add_argument("--laps-corpora", default=None, help="laps part's corpora (imdb)")
+    parser.add_argument("--laps-etas", default=None, help="laps part's etas: 0.1,0.01")
+    parser.add_argument("--laps-k", type=int, default=None)
+    parser.add_argument("--laps-sweeps", type=int, default=None, help="tomotopy's sweeps")
     parser.add_argument("--scale-factor", type=float, default=None)
     parser.add_argument("--scale-laps", type=int, default=None)
     parser.add_argument("--no-tomotopy-at-hdp-k", action="store_true")
@@ -1267,12 +1310,17 @@ def main(argv: list[str] | None = None) -> int:
         over["corpora"] = tuple(args.corpora.split(","))
     if args.etas:
         over["etas"] = tuple(float(x) for x in args.etas.split(","))
+    if args.laps_corpora:
+        over["laps_corpora"] = tuple(args.laps_corpora.split(","))
+    if args.laps_etas:
+        over["laps_etas"] = tuple(float(x) for x in args.laps_etas.split(","))
     if args.hdp_starts:
         over["hdp_starts"] = tuple(int(x) for x in args.hdp_starts.split(","))
     for opt, field in (
         ("quality_k", "K"), ("hdp_laps", "hdp_laps"), ("lda_laps", "lda_laps"),
         ("peer_budget", "peer_budget_s"), ("ttq_k", "ttq_K"), ("ttq_budget", "ttq_budget_s"),
-        ("scale_factor", "scale_factor"), ("scale_laps", "scale_laps"),
+        ("scale_factor", "scale_factor"), ("scale_laps", "scale_laps"), ("laps_k", "laps_K"),
+        ("laps_sweeps", "laps_tomotopy_sweeps"),
     ):  # fmt: skip
         if getattr(args, opt) is not None:
             over[field] = getattr(args, opt)

@@ -176,13 +176,18 @@ def tomotopy_lda(
 
     mdl = tp.LDAModel(k=K, alpha=ALPHA / K if alpha is None else alpha, eta=eta, seed=seed)
     mdl.optim_interval = 0  # keep alpha fixed (tomotopy optimizes it every 10 iterations)
+    tomotopy_add_docs(mdl, X)
+    return mdl
+
+
+def tomotopy_add_docs(mdl: Any, X: sp.csr_matrix) -> None:
+    """The documents of X (word ids as strings, each repeated by its count)."""
     for d in range(X.shape[0]):
         lo, hi = X.indptr[d], X.indptr[d + 1]
         pairs = zip(X.indices[lo:hi], X.data[lo:hi], strict=True)
         words = [str(w) for w, c in pairs for _ in range(int(c))]
         if words:
             mdl.add_doc(words)
-    return mdl
 
 
 def tomotopy_pseudo_counts(
