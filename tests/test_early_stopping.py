@@ -171,3 +171,36 @@ def test_hdp_early_stopping_on_a_local_cluster_equals_in_process(rng, dask_clien
     assert here.validation_trace_.shape == (here.n_laps_,)
     np.testing.assert_allclose(there.validation_trace_, here.validation_trace_, rtol=1e-9)
     np.testing.assert_allclose(there.topic_word_, here.topic_word_, rtol=1e-9, atol=1e-12)
+
+
+def test_a_resumed_fit_holds_out_the_batches_its_checkpoint_held_out():
+    keys = [f"b{i}" for i in range(30)]
+    assert validation_positions(30, 0.02, keys) == [15]
+    # batches added since: the recorded one stays held out, wherever it now is
+    assert validation_positions(40, 0.02, ["new0", *keys, *"abcdefghi"], ["b15"]) == [16]
+    # none of them left: a fresh choice
+    assert validation_positions(40, 0.02, [f"c{i}" for i in range(40)], ["b15"]) == [20]
+
+
+def test_a_checkpointed_fit_resumed_equals_one_never_stopped(tmp_path, rng):
+    X = _docs(rng, 1200)
+    Corpus.write(tmp_path / "c", X, [f"w{i}" for i in range(X.shape[1])], docs_per_row_group=50)
+    kw = dict(alpha="auto", tol=0.0, random_state=0, client="sync", progress=False,
+              n_iter_no_change=2, validation_fraction=0.1)  # fmt: skip
+    whole = lsdask.LDA(4, n_laps=6, **kw).fit(str(tmp_path / "c"))
+    ckpt = str(tmp_path / "ckpt")
+    lsdask.LDA(4, n_laps=2, checkpoint_dir=ckpt, **kw).fit(str(tmp_path / "c"))
+    state = CheckpointDir(ckpt).read_state()
+    assert len(state.validation_keys) == 2 and len(state.validation_trace) == 2
+    rest = lsdask.LDA(4, n_laps=whole.n_laps_ - 2, checkpoint_dir=ckpt, resume=True, **kw)
+    rest.fit(str(tmp_path / "c"))
+    assert rest.n_laps_ == whole.n_laps_ and rest.best_lap_ == whole.best_lap_
+    np.testing.assert_allclose(rest.validation_trace_, whole.validation_trace_, rtol=1e-9)
+    np.testing.assert_allclose(rest.components_, whole.components_, rtol=1e-9)
+    np.testing.assert_allclose(rest.alpha_, whole.alpha_, rtol=1e-9)
+
+
+def test_early_stopping_is_refused_where_it_cannot_run(rng):
+    X = _docs(rng, 300)
+    with pytest.raises(ValueError, match="early_stopping=True needs algorithm='memo'"):
+        lsdask.LDA(3, algorithm="vb", early_stopping=True, batch_size=50, client="sync").fit(X)

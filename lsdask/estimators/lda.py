@@ -508,20 +508,26 @@ class LDA(VariationalEstimator):
             **prior,
         )
 
-    def _hold_out_validation(self, source: BatchSource) -> BatchSource:
-        """``source`` less the validation batches of early stopping, whose
-        documents the scorer of :meth:`_early_stopping` keeps (none without it)."""
+    def _hold_out_validation(self, source: BatchSource, resumed: Any) -> BatchSource:
+        """``source`` less the validation batches of early stopping (those of the
+        resumed checkpoint where it names some), whose documents the scorer of
+        :meth:`_early_stopping` keeps (none without early stopping)."""
         self._validation = None
         if not uses_early_stopping(self.early_stopping, self.algorithm, source.n_batches):
             return source
-        positions = validation_positions(source.n_batches, self.validation_fraction)
+        keys = [str(getattr(b, "key", i)) for i, b in enumerate(source.batches)]
+        recorded = None if resumed is None else resumed["state"].validation_keys
+        positions = validation_positions(source.n_batches, self.validation_fraction, keys, recorded)
         source, held = hold_out(source, positions)
-        self._validation = scorer_of(held)
+        self._validation = (scorer_of(held), [keys[i] for i in positions])
         return source
 
     def _early_stopping(self) -> EarlyStopping | None:
-        scorer = getattr(self, "_validation", None)
-        return None if scorer is None else EarlyStopping(scorer, self.n_iter_no_change)
+        held = getattr(self, "_validation", None)
+        if held is None:
+            return None
+        scorer, keys = held
+        return EarlyStopping(scorer, self.n_iter_no_change, keys=list(keys))
 
     def _gibbs_tol(self, model: LDAModel) -> float:
         """``gibbs_tol``, or its default for the model's prior (see the class docstring)."""
@@ -582,7 +588,7 @@ class LDA(VariationalEstimator):
         asked = {"vocab_size": source.n_features, **self._priors()}
         self._vocabulary_sha256 = None if vocab is None else vocabulary_digest(vocab)
         resumed = open_resume(checkpoint_settings(self), asked)
-        source = self._hold_out_validation(source)
+        source = self._hold_out_validation(source, resumed)
         if resumed is not None:
             _check_resumed_vocabulary(resumed, self._vocabulary_sha256, source)
             model, sample, counts = resumed["model"], None, None

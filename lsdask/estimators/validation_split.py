@@ -25,8 +25,16 @@ from lsdask.io.sources import BatchSource
 logger = logging.getLogger(__name__)
 
 
-def validation_positions(n_batches: int, fraction: float) -> list[int]:
-    """``max(1, round(fraction * n_batches))`` batch positions, evenly spaced."""
+def validation_positions(
+    n_batches: int, fraction: float, keys: list[str] | None = None, held: list[str] | None = None
+) -> list[int]:
+    """``max(1, round(fraction * n_batches))`` batch positions, evenly spaced; or,
+    where the batches' ``keys`` include some of those a checkpoint ``held`` out,
+    theirs (a resumed fit, over the same data or with batches added since)."""
+    if keys is not None and held:
+        again = [i for i, k in enumerate(keys) if k in set(held)]
+        if again:
+            return again
     n = max(1, round(fraction * n_batches))
     return sorted({int((i + 0.5) * n_batches / n) for i in range(n)})
 
@@ -48,7 +56,14 @@ def uses_early_stopping(setting: Any, algorithm: str, n_batches: int) -> bool:
     """Whether a fit holds out validation batches: ``early_stopping`` True, or
     "auto" on data of at least ``config.EARLY_STOPPING_MIN_BATCHES`` batches;
     memoized VI only."""
-    if algorithm != "memo" or setting is False:
+    if setting is False:
+        return False
+    if algorithm != "memo":
+        if setting is True:
+            raise ValueError(
+                f"early_stopping=True needs algorithm='memo'; got algorithm={algorithm!r}. "
+                "Pass early_stopping=False or 'auto' (on only for memo)"
+            )
         return False
     if setting is True:
         if n_batches < 2:

@@ -43,10 +43,14 @@ class EarlyStopping:
         ``score(model, glob)``: the held-out score of the globals (higher is better).
     patience : int
         Laps in a row without a better score after which the run ends.
+    keys : list of str
+        The held-out batches' keys, which a checkpoint records so that a resumed
+        run holds out the same ones.
     """
 
     score: Callable[[Any, Any], float]
     patience: int
+    keys: list[str] = field(default_factory=list)
     trace: list[float] = field(default_factory=list)
     best: Best | None = None
 

@@ -496,6 +496,7 @@ class MemoizedVI:
             target_laps=self.n_laps, carried=carried_of(run.model, run.glob),
             components_trace=list(result.components_trace),
             validation_trace=list(result.validation_trace), best=self._best_record(),
+            validation_keys=[] if self.early_stopping is None else list(self.early_stopping.keys),
             pending=run.memo.pending() if isinstance(run.memo, PendingMaps) else [],
             command=None if self.command is None else dict(self.command),
         )  # fmt: skip

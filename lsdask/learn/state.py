@@ -42,6 +42,9 @@ class LearnState:
     validation_trace : list of float
         Early stopping's validation score after every lap
         (:mod:`lsdask.learn.early_stopping`); empty without it.
+    validation_keys : list of str
+        The batches early stopping held out, by key: a resumed run holds out the
+        same ones wherever they are still in the data.
     best : dict or None
         Early stopping's best lap: ``lap``, ``score``, the model's
         ``n_components`` then and what its globals ``carried``; where it is an
@@ -68,6 +71,7 @@ class LearnState:
     carried: dict[str, list[float]] | None = None
     components_trace: list[float] = field(default_factory=list)
     validation_trace: list[float] = field(default_factory=list)
+    validation_keys: list[str] = field(default_factory=list)
     best: dict[str, Any] | None = None
     pending: list[dict[str, Any]] = field(default_factory=list)
     command: dict[str, Any] | None = None
@@ -133,6 +137,9 @@ class LearnState:
         ):  # fmt: skip
             raise ValueError("pending must be a list of {map, batches} objects")
         _check_best(state.best, state.lap)
+        keys = state.validation_keys
+        if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
+            raise ValueError("validation_keys must be a list of batch keys (strings)")
         command = state.command
         if command is not None and not (
             isinstance(command, dict)
