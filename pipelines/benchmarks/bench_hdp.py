@@ -699,19 +699,6 @@ class PriorRecorder(Recorder):
         self.excluded += time.perf_counter() - s
 
 
-def score_npz(path: str, A: Any, B: Any) -> tuple[float, float]:
-    """Own-prior and common-prior scores of one snapshot (runs on a worker)."""
-    from lsdask.evaluate import document_completion
-
-    z = np.load(path)
-    topics = z["topics"].astype(np.float64)
-    topics /= topics.sum(axis=1, keepdims=True)
-    return (
-        float(document_completion(A, B, topics, z["alpha"])),
-        float(document_completion(A, B, topics, ALPHA)),
-    )
-
-
 def ttq_lsdask(cfg: Config, data: corpora.CorpusData, kind: str, client: Any, rec: Recorder):
     from lsdask import HDP, LDA
 
@@ -814,7 +801,7 @@ def ttq_part(cfg: Config, data: corpora.CorpusData, client: Any, work_dir: Path)
     A_f = client.scatter(data.A, broadcast=True, hash=False)
     B_f = client.scatter(data.B, broadcast=True, hash=False)
     futs = [
-        (r, p, client.submit(score_npz, p["path"], A_f, B_f, pure=False))
+        (r, p, client.submit(traces.score_npz, p["path"], A_f, B_f, pure=False))
         for r in runs
         for p in r["points"]
         if p["primary"]

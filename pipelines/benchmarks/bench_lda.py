@@ -24,6 +24,7 @@ Rows (see ``pipelines/benchmarks/README_lda.md``):
 Usage::
 
     python pipelines/benchmarks/bench_lda.py --quick      # smoke run, < 3 min
+    python pipelines/benchmarks/bench_lda.py --laps imdb  # lap after lap on the reviews
     nohup python pipelines/benchmarks/bench_lda.py > data/bench_lda.log 2>&1 &   # ~30 min
 
 Writes ``pipelines/benchmarks/results/lda{,-quick}.md`` and ``.json`` and one
@@ -33,6 +34,7 @@ AP training corpus, topic snapshots) go to ``data/lda_bench/`` (git-ignored).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import shutil
 import sys
@@ -45,7 +47,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from harness import cluster, corpora, peers
+from harness import cluster, corpora, peers, traces
 from harness.budget import BudgetExecutor, BudgetStop, Recorder, run_budgeted, throughput
 from harness.plots import plot_time_to_quality
 from harness.priors import ALPHA, ETA
@@ -731,6 +733,39 @@ def run(cfg: Config, corpora_dir: Path, work_dir: Path, bench: Run) -> None:
     shutil.rmtree(snap_root, ignore_errors=True)
 
 
+def run_laps(args: argparse.Namespace, bench: Run) -> None:
+    """``--laps CORPUS``: LDA() and LDA(alpha="auto") at their defaults lap after lap
+    beside tomotopy (``harness.traces``), at K=``--laps-k`` and each of ``--laps-etas``."""
+    quick = bool(args.quick)
+    split = {"n_test": 100 if quick else 500, "seed": 0}
+    data = corpora.load_corpora([args.laps], args.corpora_dir, args.work_dir, **split)[args.laps]
+    bench.res["data"] = {args.laps: data.info}
+    lc, client = cluster.local_cluster(2)
+    try:
+        bench.res["laps"] = [
+            bench.step(f"laps eta={eta}", lambda eta=eta: traces.laps_part(
+                data, K=args.laps_k, eta=eta, laps=3 if quick else 20,
+                systems=("lda", "lda-auto"), sweeps=30 if quick else 1000,
+                reference_t=5.0 if quick else 100.0, seed=0, workers=2, client=client,
+                folder=args.work_dir / "laps-snapshots-lda", log=log,
+            ))
+            for eta in (float(x) for x in args.laps_etas.split(","))
+        ]  # fmt: skip
+    finally:
+        client.close()
+        lc.close()
+
+
+def render_laps(res: dict) -> str:
+    lines = header(res, "LDA benchmark: lap after lap")
+    for block in res.get("laps", []):
+        lines += ["", f"## {block['corpus']}, K={block['K']}, eta={block['eta']}", ""]
+        lines += traces.render(block["runs"], "Heldout by wall time", block["reference_t"])
+        lines += ["", *table(["What", "Measured", "Target", "Result"], traces.laps_targets(block))]
+    lines += ["", f"Raw numbers: `{res['json_name']}`."]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = options(__doc__, "small smoke run (< 3 min)")
     parser.add_argument(
@@ -748,7 +783,29 @@ def main(argv: list[str] | None = None) -> int:
         default=corpora.WORK_DIR,
         help="generated data: the AP training corpus, topic snapshots",
     )
+    parser.add_argument(
+        "--laps",
+        metavar="CORPUS",
+        default=None,
+        help="instead of rows 1-4: LDA() and LDA(alpha='auto') at their defaults lap after lap "
+        "beside tomotopy on CORPUS (imdb), scored under their own and a common prior "
+        "(bench_hdp.py --parts laps adds the HDP)",
+    )
+    parser.add_argument("--laps-k", type=int, default=200)
+    parser.add_argument("--laps-etas", default="0.1,0.01")
     args = parser.parse_args(argv)
+    if args.laps:
+        stem = f"lda-laps-{args.laps}" + ("-quick" if args.quick else "")
+        bench = Run(
+            __file__,
+            stem,
+            args.out,
+            argv,
+            config={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        )
+        run_laps(args, bench)
+        bench.finish(render_laps)
+        return 0
     cfg = QUICK if args.quick else FULL
     if args.budget_seconds is not None:
         cfg = dataclasses.replace(cfg, budget_s=args.budget_seconds)
