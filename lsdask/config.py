@@ -74,11 +74,15 @@ GIBBS_SAMPLE_TOKENS = 4_000_000
 GIBBS_SAMPLE_DOCS = 50_000
 
 #: Early stopping of topic models (``LDA(early_stopping=)``): the share of the
-#: batches held out as validation documents (at least one), the laps without a
+#: batches held out as validation documents (at least one, see also
+#: ``VALIDATION_MAX_DOCS``), the laps without a
 #: better validation score after which a fit ends, and the fewest batches on
 #: which ``early_stopping="auto"`` holds any out (on fewer, a held-out batch is
 #: too large a share of the data).
 VALIDATION_FRACTION = 0.02
+#: ... and at most as many batches as hold about this many documents: more
+#: would not tell laps apart better, and they are scored in the driver.
+VALIDATION_MAX_DOCS = 5_000
 EARLY_STOPPING_PATIENCE = 3
 EARLY_STOPPING_MIN_BATCHES = 20
 

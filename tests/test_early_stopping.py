@@ -122,6 +122,8 @@ def test_validation_batches_are_evenly_spaced_and_left_out_of_training(rng):
     assert validation_positions(100, 0.02) == [25, 75]
     assert validation_positions(20, 0.02) == [10]
     assert validation_positions(7, 0.5) == [0, 2, 4, 6]
+    # at most about 5,000 documents: 5 of 2,000 batches of 1,000
+    assert validation_positions(2000, 0.02, rows_per_batch=1000.0) == [200, 600, 1000, 1400, 1800]
     source = as_batch_source(_docs(rng, 200), 10)
     training, held = hold_out(source, [5, 15])
     assert training.n_batches == 18 and training.n_rows == 180 and len(held) == 2

@@ -517,7 +517,10 @@ class LDA(VariationalEstimator):
             return source
         keys = [str(getattr(b, "key", i)) for i, b in enumerate(source.batches)]
         recorded = None if resumed is None else resumed["state"].validation_keys
-        positions = validation_positions(source.n_batches, self.validation_fraction, keys, recorded)
+        positions = validation_positions(
+            source.n_batches, self.validation_fraction, keys, recorded,
+            rows_per_batch=source.n_rows / source.n_batches,
+        )  # fmt: skip
         source, held = hold_out(source, positions)
         self._validation = (scorer_of(held), [keys[i] for i in positions])
         return source

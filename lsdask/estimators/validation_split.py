@@ -26,16 +26,24 @@ logger = logging.getLogger(__name__)
 
 
 def validation_positions(
-    n_batches: int, fraction: float, keys: list[str] | None = None, held: list[str] | None = None
+    n_batches: int,
+    fraction: float,
+    keys: list[str] | None = None,
+    held: list[str] | None = None,
+    rows_per_batch: float = 0.0,
 ) -> list[int]:
-    """``max(1, round(fraction * n_batches))`` batch positions, evenly spaced; or,
-    where the batches' ``keys`` include some of those a checkpoint ``held`` out,
-    theirs (a resumed fit, over the same data or with batches added since)."""
+    """``max(1, round(fraction * n_batches))`` batch positions, evenly spaced, but
+    no more than hold about ``config.VALIDATION_MAX_DOCS`` documents at
+    ``rows_per_batch``; or, where the batches' ``keys`` include some of those a
+    checkpoint ``held`` out, theirs (a resumed fit, over the same data or with
+    batches added since)."""
     if keys is not None and held:
         again = [i for i, k in enumerate(keys) if k in set(held)]
         if again:
             return again
     n = max(1, round(fraction * n_batches))
+    if rows_per_batch > 0:
+        n = max(1, min(n, round(config.VALIDATION_MAX_DOCS / rows_per_batch)))
     return sorted({int((i + 0.5) * n_batches / n) for i in range(n)})
 
 
