@@ -18,6 +18,7 @@ from lsdask.learn import MemoizedVI
 from lsdask.learn.early_stopping import EarlyStopping
 from lsdask.models.lda import LDAModel
 from lsdask.models.stats import SuffStats
+from lsdask.persist import load_model
 from lsdask.persist.checkpoint import CheckpointDir
 from lsdask.persist.memo_files import DiskMemo
 
@@ -206,3 +207,19 @@ def test_early_stopping_is_refused_where_it_cannot_run(rng):
     X = _docs(rng, 300)
     with pytest.raises(ValueError, match="early_stopping=True needs algorithm='memo'"):
         lsdask.LDA(3, algorithm="vb", early_stopping=True, batch_size=50, client="sync").fit(X)
+
+
+def test_lsdask_fit_says_which_lap_it_kept(tmp_path, rng):
+    from tests.lsdask_processes import run_lsdask
+
+    X = _docs(rng, 1200)
+    Corpus.write(tmp_path / "c", X, [f"w{i}" for i in range(X.shape[1])], docs_per_row_group=50)
+    args = ["fit", tmp_path / "c", "--topics", "3", "--laps", "2", "--sync"]
+    done = run_lsdask(*args, "--out", tmp_path / "m")
+    assert done.returncode == 0, done.stderr
+    assert "early stopping: kept lap" in done.stdout
+    saved = load_model(tmp_path / "m")
+    assert saved.best_lap_ in (1, 2) and saved.stats_.array("n_docs")[0] == 1150
+    off = run_lsdask(*args, "--no-early-stopping", "--out", tmp_path / "m2")
+    assert off.returncode == 0, off.stderr
+    assert "early stopping" not in off.stdout

@@ -38,7 +38,9 @@ from lsdask.validation import parse_positive_int
 __all__ = ["add_fit", "add_topics", "add_transform", "run_fit", "run_topics", "run_transform"]
 
 #: ``fit``'s estimator options, in --help before and after the job's own (--heldout, ...)
-OPTIONS_BEFORE_HELDOUT = ("sparsity", "algorithm", "n_laps", "alpha", "eta", "restarts")
+OPTIONS_BEFORE_HELDOUT = (
+    "sparsity", "algorithm", "n_laps", "alpha", "eta", "restarts", "early_stopping",
+)  # fmt: skip
 OPTIONS_AFTER_HELDOUT = (
     "random_state",
     "batches_per_update",

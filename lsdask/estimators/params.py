@@ -268,9 +268,9 @@ def bool_or_auto(name: str, value: Any, estimator: Any) -> None:
 
 EARLY_STOPPING = Param(
     "early_stopping", AUTO, bool_or_auto,
-    "memo: hold out validation batches, keep the lap whose topics predict them best and "
-    f"stop after n_iter_no_change laps without a better one (auto: on data of at least "
-    f"{config.EARLY_STOPPING_MIN_BATCHES} batches)",
+    "early stopping (memo): validation batches held out, the lap whose topics predict "
+    "them best kept, the fit ended after n_iter_no_change laps without a better one "
+    f"(auto: on data of at least {config.EARLY_STOPPING_MIN_BATCHES} batches)",
     Option("--no-early-stopping", off=True),
 )  # fmt: skip
 VALIDATION_FRACTION = Param(

@@ -130,7 +130,16 @@ def lda_from_state(cls: type, state: ModelState, client: Any = None) -> Any:
     model.n_laps_ = int(fitted["n_laps_"])
     model.converged_ = bool(fitted["converged_"])
     model.n_features_in_ = int(fitted.get("n_features_in_", V))
+    _set_best_lap(model)
     return model
+
+
+def _set_best_lap(model: Any) -> None:
+    """``validation_trace_`` (empty where the file has none) and ``best_lap_``, the
+    first lap of its best score: the lap early stopping kept (None without it)."""
+    trace = np.asarray(getattr(model, "validation_trace_", np.zeros(0)), dtype=np.float64)
+    model.validation_trace_ = trace
+    model.best_lap_ = int(np.argmax(trace)) + 1 if trace.size else None
 
 
 def _fit_params(model: Any) -> dict[str, Any]:
@@ -196,6 +205,7 @@ def hdp_from_state(cls: type, state: ModelState, client: Any = None) -> Any:
     model.n_laps_ = int(fitted["n_laps_"])
     model.converged_ = bool(fitted["converged_"])
     model.n_features_in_ = int(fitted["n_features_in_"])
+    _set_best_lap(model)
     return model
 
 

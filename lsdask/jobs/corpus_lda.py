@@ -120,6 +120,17 @@ class CorpusFitReport:
     topic_weights: list[float] | None = None
     k_elbo_plot: str | None = None
     done_before: bool = False
+    best_lap: int | None = None  # early stopping's kept lap (None without it)
+    validation_score: float | None = None
+
+
+def _early_stopping_report(model: Any) -> dict[str, Any]:
+    """The report's fields of early stopping: the kept lap and its validation score."""
+    best = getattr(model, "best_lap_", None)
+    trace = getattr(model, "validation_trace_", None)
+    if best is None or trace is None or len(trace) < best:
+        return {}
+    return {"best_lap": int(best), "validation_score": float(trace[best - 1])}
 
 
 def _laps_in_checkpoint(checkpoint_dir: Any) -> int:
@@ -389,6 +400,7 @@ def fit_corpus_lda(
         laps_this_run=int(model.n_laps_) - laps_before,
         converged=bool(model.converged_),
         seconds=seconds,
+        **_early_stopping_report(model),
         elbo_final=float(model.elbo_trace_[-1]),
         heldout=None if held is None else held.path,
         n_heldout_docs=0 if held is None else held.n_docs,
@@ -446,6 +458,7 @@ def _report_done(
         laps_this_run=0,
         converged=bool(model.converged_),
         seconds=0.0,
+        **_early_stopping_report(model),
         elbo_final=float(model.elbo_trace_[-1]),
         heldout=None if held is None else held.path,
         n_heldout_docs=0 if held is None else held.n_docs,
@@ -582,6 +595,12 @@ def format_fit_report(report: CorpusFitReport, *, title: str | None = None) -> s
     lines.append(
         f"laps: {report.laps}{resumed} ({'converged' if report.converged else 'not converged'})"
     )
+    if report.best_lap is not None:
+        lines.append(
+            f"early stopping: kept lap {report.best_lap}, validation score "
+            f"{report.validation_score:.4f} nats/token on the held-out batches"
+            + ("" if report.best_lap == report.laps else " (later laps scored lower)")
+        )
     if report.done_before:
         lines.append(
             "nothing to do: this command ran to its end before (its checkpoint records it "

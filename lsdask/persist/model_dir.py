@@ -38,7 +38,7 @@ NOT_SAVED = ("client", "checkpoint_dir", "resume")
 
 #: Optional traces, stored when the model has them (models saved before a
 #: trace was kept lack it).
-TRACE_FIELDS = ("lap_trace_", "time_trace_", "size_trace_")
+TRACE_FIELDS = ("lap_trace_", "time_trace_", "size_trace_", "validation_trace_")
 
 
 def json_value(name: str, value: Any) -> Any:
