@@ -185,17 +185,20 @@ def test_a_resumed_fit_holds_out_the_batches_its_checkpoint_held_out():
     assert validation_positions(40, 0.02, [f"c{i}" for i in range(40)], ["b15"]) == [20]
 
 
-def test_a_checkpointed_fit_resumed_equals_one_never_stopped(tmp_path, rng):
+@pytest.mark.parametrize("estimator", ["LDA", "HDP"])
+def test_a_checkpointed_fit_resumed_equals_one_never_stopped(tmp_path, rng, estimator):
     X = _docs(rng, 1200)
     Corpus.write(tmp_path / "c", X, [f"w{i}" for i in range(X.shape[1])], docs_per_row_group=50)
-    kw = dict(alpha="auto", tol=0.0, random_state=0, client="sync", progress=False,
-              n_iter_no_change=2, validation_fraction=0.1)  # fmt: skip
-    whole = lsdask.LDA(4, n_laps=6, **kw).fit(str(tmp_path / "c"))
+    cls = getattr(lsdask, estimator)
+    prior = {"alpha": "auto"} if estimator == "LDA" else {}
+    kw = dict(tol=0.0, random_state=0, client="sync", progress=False, n_iter_no_change=2,
+              validation_fraction=0.1, **prior)  # fmt: skip
+    whole = cls(4, n_laps=6, **kw).fit(str(tmp_path / "c"))
     ckpt = str(tmp_path / "ckpt")
-    lsdask.LDA(4, n_laps=2, checkpoint_dir=ckpt, **kw).fit(str(tmp_path / "c"))
+    cls(4, n_laps=2, checkpoint_dir=ckpt, **kw).fit(str(tmp_path / "c"))
     state = CheckpointDir(ckpt).read_state()
     assert len(state.validation_keys) == 2 and len(state.validation_trace) == 2
-    rest = lsdask.LDA(4, n_laps=whole.n_laps_ - 2, checkpoint_dir=ckpt, resume=True, **kw)
+    rest = cls(4, n_laps=whole.n_laps_ - 2, checkpoint_dir=ckpt, resume=True, **kw)
     rest.fit(str(tmp_path / "c"))
     assert rest.n_laps_ == whole.n_laps_ and rest.best_lap_ == whole.best_lap_
     np.testing.assert_allclose(rest.validation_trace_, whole.validation_trace_, rtol=1e-9)
