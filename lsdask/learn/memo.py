@@ -469,12 +469,15 @@ class MemoizedVI:
         if run.checkpoint is None:
             return None
         best = None if self.early_stopping is None else self.early_stopping.best
-        kept = best is not None and (best.lap != lap_done or position > 0)
+        # an earlier lap's statistics (or the last lap's, once a wave changed the memo)
+        kept = {} if best is None or (best.lap == lap_done and not position) else {
+            "best_stats": best.stats
+        }  # fmt: skip
         return run.checkpoint(
             self._snapshot(run, lap_done, position, order),
             run.memo,
             run.init_stats if run.filling else None,
-            **({"best_stats": best.stats} if kept else {}),
+            **kept,
         )
 
     def _snapshot(
