@@ -35,9 +35,10 @@ def add_params(
         default = defaults.get(name, default)
         text = param.help.format(default=default)
         if option.off:
-            parser.add_argument(
-                option.flag, action="store_false", dest=name, default=True, help=f"no {text}"
-            )
+            parser.add_argument(  # the parameter's default otherwise ("auto" too)
+                option.flag, action="store_const", const=False, dest=name, default=default,
+                help=f"no {text}",
+            )  # fmt: skip
             continue
         target: Any = parser.add_mutually_exclusive_group() if option.none_flag else parser
         settings: dict[str, Any] = {"dest": name, "help": text}
