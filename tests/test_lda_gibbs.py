@@ -430,7 +430,10 @@ def test_gibbs_start_samples_beyond_the_kmeans_sample_and_within_its_bounds(monk
     assert seen[-1].shape[0] == 300 and seen[-1].sum() == X.sum()
     lsdask.LDA(10, init="gibbs", gibbs_tokens=1000, **kw).fit(X)
     assert 950 < seen[-1].sum() <= 1000  # documents of 20 tokens up to the bound
-    lsdask.LDA(10, **{**kw, "batch_size": 2}).fit(X)  # 150 batches: all are read
+    # 150 batches: all are read but early stopping's 3 validation batches of 2 documents
+    lsdask.LDA(10, **{**kw, "batch_size": 2}).fit(X)
+    assert seen[-1].shape[0] == 294
+    lsdask.LDA(10, early_stopping=False, **{**kw, "batch_size": 2}).fit(X)
     assert seen[-1].shape[0] == 300 and seen[-1].sum() == X.sum()
     monkeypatch.setattr(config, "GIBBS_SAMPLE_DOCS", 30)
     lsdask.LDA(10, init="gibbs", **kw).fit(X)
