@@ -47,10 +47,7 @@ class VariationalEstimator(Parameters):
 
     def _learner(self, model: Any, n_rows: int, init_stats: SuffStats) -> Any:
         if self.algorithm == "memo":
-            return MemoizedVI(
-                self.n_laps, self.tol, self.batches_per_update, progress=self.progress,
-                early_stopping=self._early_stopping(),
-            )  # fmt: skip
+            return self._memoized_vi()
         if self.algorithm == "vb":
             return FullBatchVB(self.n_laps, self.tol, progress=self.progress)
         n_init_rows = max(model.row_count(init_stats), 1.0)
@@ -121,6 +118,13 @@ class VariationalEstimator(Parameters):
         self.n_features_in_ = source.n_features
         return best
 
+    def _memoized_vi(self) -> MemoizedVI:
+        """Memoized VI with this estimator's settings and a fresh early stopping."""
+        return MemoizedVI(
+            self.n_laps, self.tol, self.batches_per_update, progress=self.progress,
+            early_stopping=self._early_stopping(),
+        )  # fmt: skip
+
     def _early_stopping(self) -> EarlyStopping | None:
         """A fresh early stopping for one run of memoized VI, or None (the
         estimators without validation documents)."""
@@ -141,10 +145,7 @@ class VariationalEstimator(Parameters):
         if self.checkpoint_dir is None:
             learner = self._learner(model, source.n_rows, init_stats)
             return learner.run(model, executor, source.batches, glob, rng, self.sparsity, callback)
-        learner = MemoizedVI(
-            self.n_laps, self.tol, self.batches_per_update, progress=self.progress,
-            early_stopping=self._early_stopping(),
-        )  # fmt: skip
+        learner = self._memoized_vi()
         state = None if resumed is None else resumed["state"]
         command_id = getattr(self, "_command_id", None)
         if self.n_laps == 0 and state is None:

@@ -24,6 +24,7 @@ from typing import Any
 from lsdask.errors import DataError, FitInterrupted
 from lsdask.io import guarded
 from lsdask.io.locks import FolderLock
+from lsdask.learn.protocols import HasMoves
 from lsdask.persist.checkpoint import CheckpointDir
 from lsdask.persist.memo_files import DiskMemo
 from lsdask.persist.model_config import model_from_config, model_to_config
@@ -211,7 +212,7 @@ def _read_best(
     model = document["model"]
     K = best["n_components"]
     if K != model.n_components:
-        if not (hasattr(model, "resized") and model.n_components < K <= params["n_components"]):
+        if not (isinstance(model, HasMoves) and model.n_components < K <= params["n_components"]):
             raise DataError(
                 f"checkpoint {document['path']}: state.json: best.n_components is {K}, "
                 f"not between the model's {model.n_components} and the fit's "
