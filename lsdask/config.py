@@ -62,16 +62,22 @@ GIBBS_TOL_LEARNED = 0.003
 GIBBS_LEARNED_ALPHA_START = 0.1
 
 #: Documents LDA's Gibbs start samples: the whole corpus when it holds at most
-#: ``GIBBS_SAMPLE_TOKENS`` tokens (``LDA(gibbs_tokens=)``) and
-#: ``GIBBS_SAMPLE_DOCS`` documents, else whole documents drawn at random up to
-#: those bounds (from batches read in random order until they hold
-#: ``GIBBS_SAMPLE_DOCS``). Sampling all documents gives better topics than
-#: sampling a part of them, also after memoized VI; on far larger corpora the
-#: bounds keep the memory that grows with the sample (16 bytes per token, 4 per
-#: document and topic) and the start's time in check; the word-topic counts take
+#: ``GIBBS_SAMPLE_TOKENS`` tokens (``LDA(gibbs_tokens=)``) and as many documents
+#: as ``GIBBS_SAMPLE_DOC_TOPIC_BYTES`` of document-topic counts hold (4 bytes per
+#: document and topic), else whole documents drawn at random up to those bounds
+#: (from batches read in random order until they hold that many documents).
+#: Sampling all documents gives better topics than sampling a part of them,
+#: also after memoized VI; on far larger corpora the bounds keep the memory that
+#: grows with the sample (16 bytes per token, 4 per document and topic: 256 MiB
+#: each at the bounds) and the start's time in check; the word-topic counts take
 #: 8 bytes per word and topic whatever the sample.
-GIBBS_SAMPLE_TOKENS = 4_000_000
-GIBBS_SAMPLE_DOCS = 50_000
+GIBBS_SAMPLE_TOKENS = 16_000_000
+GIBBS_SAMPLE_DOC_TOPIC_BYTES = 256 * 2**20
+
+#: While the Gibbs start runs, its topics so far are scored on the validation
+#: documents of early stopping and handed to ``fit``'s callback (as lap 0) about
+#: this often (seconds), where there is either.
+GIBBS_SNAPSHOT_SECONDS = 30.0
 
 #: Early stopping of topic models (``LDA(early_stopping=)``): the share of the
 #: batches held out as validation documents (at least one, see also

@@ -31,7 +31,8 @@ def _docs(rng, n_docs, V=40, K=4, length=30):
 
 
 class Scripted:
-    """Scores in the order given, whatever the globals: lap i gets scores[i - 1]."""
+    """Scores in the order given, whatever the globals: lap i gets scores[i]
+    (lap 0: the start)."""
 
     def __init__(self, scores, start=0):
         self.scores, self.calls = list(scores), start
@@ -57,7 +58,7 @@ def _run(source, model, init, n_laps, early=None, **kw):
                        np.random.default_rng(2), 2, **kw)  # fmt: skip
 
 
-SCORES = [1.0, 3.0, 2.0, 2.5, 2.9, 2.8, 9.0, 9.0]
+SCORES = [0.5, 1.0, 3.0, 2.0, 2.5, 2.9, 2.8, 9.0, 9.0]
 
 
 def test_the_best_lap_is_kept_and_the_run_ends_after_patience(rng):
@@ -65,7 +66,7 @@ def test_the_best_lap_is_kept_and_the_run_ends_after_patience(rng):
     early = EarlyStopping(Scripted(SCORES), patience=3)
     run = _run(source, model, init, 8, early)
     assert run.n_laps == 5 and run.converged  # laps 3, 4, 5 did not beat lap 2
-    assert run.validation_trace == SCORES[:5] and run.best_lap == 2
+    assert run.validation_trace == SCORES[:6] and run.best_lap == 2
     two = _run(source, model, init, 2)
     np.testing.assert_array_equal(run.globals.lam, two.globals.lam)
     np.testing.assert_array_equal(run.globals.alpha, two.globals.alpha)
@@ -96,7 +97,7 @@ def test_a_resumed_run_keeps_the_best_lap_of_before_the_stop(tmp_path, rng):
         n_laps=8,
         tol=0.0,
         batches_per_update=2,
-        early_stopping=EarlyStopping(Scripted(SCORES, start=4), patience=3),
+        early_stopping=EarlyStopping(Scripted(SCORES, start=5), patience=3),
     )
     rest = resumed.run(model, SerialExecutor(), source.batches, None, np.random.default_rng(99),
                        2, memo=memo, state=saved["state"], checkpoint=write,
@@ -139,12 +140,11 @@ def test_lda_scores_its_own_prior_on_held_out_batches(tmp_path, rng):
     est.fit(str(tmp_path / "c"))
     # 24 batches: "auto" holds out round(0.02 * 24) = 1, the 13th (rows 600-649)
     assert est.stats_.array("n_docs")[0] == 1150
-    assert est.validation_trace_.shape == (4,) and est.best_lap_ == 1 + int(
-        np.argmax(est.validation_trace_)
-    )
+    assert est.validation_trace_.shape == (5,)  # the start, then 4 laps
+    assert est.best_lap_ == int(np.argmax(est.validation_trace_))
     A, B = split_documents(X[600:650], 0.8, 0)
     kept = document_completion(A, B, est.topic_word_, est.alpha_)
-    assert kept == pytest.approx(est.validation_trace_[est.best_lap_ - 1], rel=1e-9)
+    assert kept == pytest.approx(est.validation_trace_[est.best_lap_], rel=1e-9)
     off = lsdask.LDA(4, n_laps=2, random_state=0, client="sync", progress=False,
                      early_stopping=False).fit(str(tmp_path / "c"))  # fmt: skip
     assert off.validation_trace_.size == 0 and off.best_lap_ is None
@@ -171,7 +171,7 @@ def test_hdp_early_stopping_on_a_local_cluster_equals_in_process(rng, dask_clien
               batches_per_update=2, n_iter_no_change=10)  # fmt: skip
     here = lsdask.HDP(6, client="sync", **kw).fit(X)
     there = lsdask.HDP(6, client=dask_client, **kw).fit(X)
-    assert here.validation_trace_.shape == (here.n_laps_,)
+    assert here.validation_trace_.shape == (here.n_laps_ + 1,)
     np.testing.assert_allclose(there.validation_trace_, here.validation_trace_, rtol=1e-9)
     np.testing.assert_allclose(there.topic_word_, here.topic_word_, rtol=1e-9, atol=1e-12)
 
@@ -197,7 +197,7 @@ def test_a_checkpointed_fit_resumed_equals_one_never_stopped(tmp_path, rng, esti
     ckpt = str(tmp_path / "ckpt")
     cls(4, n_laps=2, checkpoint_dir=ckpt, **kw).fit(str(tmp_path / "c"))
     state = CheckpointDir(ckpt).read_state()
-    assert len(state.validation_keys) == 2 and len(state.validation_trace) == 2
+    assert len(state.validation_keys) == 2 and len(state.validation_trace) == 3
     rest = cls(4, n_laps=whole.n_laps_ - 2, checkpoint_dir=ckpt, resume=True, **kw)
     rest.fit(str(tmp_path / "c"))
     assert rest.n_laps_ == whole.n_laps_ and rest.best_lap_ == whole.best_lap_
@@ -220,9 +220,66 @@ def test_lsdask_fit_says_which_lap_it_kept(tmp_path, rng):
     args = ["fit", tmp_path / "c", "--topics", "3", "--laps", "2", "--sync"]
     done = run_lsdask(*args, "--out", tmp_path / "m")
     assert done.returncode == 0, done.stderr
-    assert "early stopping: kept lap" in done.stdout
+    assert "early stopping: kept " in done.stdout
     saved = load_model(tmp_path / "m")
-    assert saved.best_lap_ in (1, 2) and saved.stats_.array("n_docs")[0] == 1150
+    kept = "the start (lap 0)" if saved.best_lap_ == 0 else f"lap {saved.best_lap_}"
+    assert f"early stopping: kept {kept}, validation score" in done.stdout
+    assert saved.best_lap_ in (0, 1, 2) and saved.stats_.array("n_docs")[0] == 1150
     off = run_lsdask(*args, "--no-early-stopping", "--out", tmp_path / "m2")
     assert off.returncode == 0, off.stderr
     assert "early stopping" not in off.stdout
+
+
+def test_a_start_that_scores_best_is_what_the_fit_keeps(rng):
+    X = _docs(rng, 600)
+    counts = np.random.default_rng(4).gamma(1.0, 5.0, size=(3, X.shape[1]))
+    kw = dict(n_laps=5, tol=0.0, batch_size=30, random_state=0, client="sync", progress=False,
+              early_stopping=True, n_iter_no_change=2)  # fmt: skip
+    est = lsdask.LDA(3, init=counts, **kw)
+    est._early_stopping = lambda: EarlyStopping(Scripted([5.0, 1.0, 2.0, 3.0]), patience=2)
+    est.fit(X)
+    assert est.n_laps_ == 2 and est.converged_ and est.best_lap_ == 0
+    np.testing.assert_array_equal(est.validation_trace_, [5.0, 1.0, 2.0])
+    np.testing.assert_allclose(est.components_, counts + est.eta_, rtol=1e-12)
+    assert est.stats_.allclose(SuffStats(words=counts, H=np.zeros(1), alloc=np.zeros(1),
+                                         N=counts.sum(axis=1), n_docs=np.array([570.0])),
+                               rtol=1e-12)  # fmt: skip
+
+
+def test_the_gibbs_start_reports_its_scored_topics_while_it_runs(rng, monkeypatch):
+    from lsdask import config
+
+    X = _docs(rng, 600)
+    monkeypatch.setattr(config, "GIBBS_SNAPSHOT_SECONDS", 0.0)  # after every sweep
+    seen = []
+    kw = dict(n_laps=2, tol=0.0, batch_size=30, random_state=0, client="sync", progress=False,
+              early_stopping=True, init="gibbs", gibbs_sweeps=4, gibbs_tol=0.0)  # fmt: skip
+
+    def record(result):  # the result is the run's own, updated lap after lap
+        seen.append((result.n_laps, list(result.validation_trace), result.globals))
+
+    est = lsdask.LDA(3, alpha="auto", **kw).fit(X, callback=record)
+    assert [lap for lap, _, _ in seen] == [0, 0, 0, 0, 1, 2]
+    _, trace, start = seen[3]
+    # the last snapshot is the start the laps go on from, scored as lap 0
+    assert trace == [est.validation_trace_[0]]
+    held = X[300:330]  # 20 batches: the one held out is the 11th
+    A, B = split_documents(held, 0.8, 0)
+    own = document_completion(A, B, start.topics, start.alpha)
+    assert own == pytest.approx(est.validation_trace_[0], rel=1e-9)
+    earlier = [t[0] for _, t, _ in seen[:3]]
+    assert len(set(earlier + trace)) == 4  # each sweep's topics, scored
+    # without a callback and without validation documents the sampler keeps no snapshot
+    monkeypatch.setattr(
+        "lsdask.estimators.lda.gibbs_sample",
+        _refusing_snapshots(__import__("lsdask.estimators.lda", fromlist=["x"]).gibbs_sample),
+    )
+    lsdask.LDA(3, **{**kw, "early_stopping": False}).fit(X)
+
+
+def _refusing_snapshots(sample):
+    def wrapped(*args, on_snapshot=None, **kw):
+        assert on_snapshot is None
+        return sample(*args, **kw)
+
+    return wrapped

@@ -435,11 +435,14 @@ def test_gibbs_start_samples_beyond_the_kmeans_sample_and_within_its_bounds(monk
     assert seen[-1].shape[0] == 294
     lsdask.LDA(10, early_stopping=False, **{**kw, "batch_size": 2}).fit(X)
     assert seen[-1].shape[0] == 300 and seen[-1].sum() == X.sum()
-    monkeypatch.setattr(config, "GIBBS_SAMPLE_DOCS", 30)
+    # 30 documents' int32 counts of 10 topics; the bound takes K into account
+    monkeypatch.setattr(config, "GIBBS_SAMPLE_DOC_TOPIC_BYTES", 30 * 4 * 10)
     lsdask.LDA(10, init="gibbs", **kw).fit(X)
     assert seen[-1].shape[0] == 30
+    lsdask.LDA(5, init="gibbs", **kw).fit(X)
+    assert seen[-1].shape[0] == 60
     frequencies = sp.csr_matrix(X.multiply(1.0 / X.sum(axis=1)))
-    monkeypatch.setattr(config, "GIBBS_SAMPLE_DOCS", 300)
+    monkeypatch.setattr(config, "GIBBS_SAMPLE_DOC_TOPIC_BYTES", 300 * 4 * 10)
     import lsdask.estimators.lda as lda_estimator
 
     chosen = []
@@ -463,3 +466,65 @@ def test_without_a_bar_the_sampler_logs_every_tenth_of_its_sweeps(caplog):
         f"Gibbs init: {n} of 30 sweeps" for n in range(3, 30, 3)
     ]
     assert lines[-1].startswith("Gibbs init: 30 sweeps (of 30 at most) over 40 documents")
+
+
+def test_the_recent_mean_covers_the_latest_quarter_to_half_of_the_chain():
+    from lsdask.learn.gibbs_start import CHECK_EVERY, RecentMean
+
+    rng = np.random.default_rng(0)
+    samples = {}
+    recent = RecentMean((3, 2))
+    for made in range(CHECK_EVERY, 401, CHECK_EVERY):
+        samples[made] = rng.integers(0, 50, size=(3, 2))
+        recent.add(samples[made], made)
+        # reference: the samples the two sums hold, replayed from the closing rule
+        kept = _recent_window(sorted(samples), CHECK_EVERY)
+        np.testing.assert_allclose(
+            recent.mean(samples[made], made), np.mean([samples[m] for m in kept], axis=0)
+        )
+        assert (
+            made / 4
+            <= (kept[-1] - kept[0] + CHECK_EVERY)
+            <= max(2 * CHECK_EVERY, made / 2 + 2 * CHECK_EVERY)
+        )
+    live = rng.integers(0, 50, size=(3, 2))  # counts after a sweep between samples
+    kept = _recent_window(sorted(samples), CHECK_EVERY)
+    np.testing.assert_allclose(
+        recent.mean(live, 405), np.mean([samples[m] for m in kept] + [live], axis=0)
+    )
+
+
+def _recent_window(sweeps, every):
+    """The sweeps whose samples RecentMean holds: blocks close once they hold
+    samples of a quarter of the sweeps made; the closed block before the latest
+    is dropped when the next one closes."""
+    blocks, current = [], []
+    for made in sweeps:
+        current.append(made)
+        if len(current) * every >= made / 4:
+            blocks.append(current)
+            current = []
+    return (blocks[-1] if blocks else []) + current
+
+
+def test_the_start_takes_the_mean_of_its_recent_samples(monkeypatch):
+    X, _ = make_bars_corpus(n_docs=200, doc_length=20, random_state=1)
+    drawn = gibbs_sample(X, 5, 1.0, 0.1, 60, np.random.default_rng(0), progress=False)
+    assert drawn.topic_word_mean.shape == drawn.topic_word.shape == (5, X.shape[1])
+    # every sample holds all tokens: so does the mean, per word
+    np.testing.assert_allclose(drawn.topic_word_mean.sum(axis=0), np.asarray(X.sum(axis=0))[0])
+    assert not np.array_equal(drawn.topic_word_mean, drawn.topic_word)
+    est = lsdask.LDA(5, init="gibbs", gibbs_sweeps=60, n_laps=1, random_state=0,
+                     client="sync", early_stopping=False, progress=False)  # fmt: skip
+    seen = _record_gibbs_samples(monkeypatch)
+    starts = []
+    original = est._initial_stats
+
+    def recording(*args, **kw):
+        starts.append(original(*args, **kw))
+        return starts[-1]
+
+    monkeypatch.setattr(est, "_initial_stats", recording)
+    est.fit(X)
+    assert seen and starts[0].array("words").shape == (5, X.shape[1])
+    assert not np.allclose(starts[0].array("words"), np.rint(starts[0].array("words")))

@@ -6,7 +6,7 @@ import logging
 import os
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +34,15 @@ from lsdask.evaluate import (
 )
 from lsdask.io.sources import BatchSource, as_batch_source, rows_at_most
 from lsdask.learn import initial_stats
-from lsdask.learn.base import padded_trace
+from lsdask.learn.base import LearnResult, padded_trace
 from lsdask.learn.early_stopping import EarlyStopping
-from lsdask.learn.gibbs_start import gibbs_refusal, gibbs_sample, within_tokens
+from lsdask.learn.gibbs_start import (
+    GibbsSample,
+    gibbs_refusal,
+    gibbs_sample,
+    gibbs_sample_docs,
+    within_tokens,
+)
 from lsdask.learn.tasks import LocalStepTask
 from lsdask.models import MixtureModel, Multinomial, SuffStats, sum_stats
 from lsdask.models.collapsed import DocTopicCounts, posterior_prior_stats
@@ -134,6 +140,32 @@ def _sampler_alpha(model: LDAModel) -> float | np.ndarray:
     return model.total_alpha
 
 
+def _topic_stats(counts: np.ndarray, n_docs: float, **prior: np.ndarray) -> SuffStats:
+    """Statistics of topic-word ``counts`` (K, V) standing for ``n_docs`` documents
+    (and, for a learned alpha, the prior's statistics ``S``, ``W``, ``Cdir``)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    return SuffStats(
+        words=counts,
+        H=np.zeros(1),
+        alloc=np.zeros(1),
+        N=counts.sum(axis=1),
+        n_docs=np.array([float(n_docs)]),
+        **prior,
+    )
+
+
+def _sampled_stats(model: LDAModel, drawn: GibbsSample, n_docs: float) -> SuffStats:
+    """The statistics of the Gibbs start's sample: the mean topic-word counts of
+    its recent sweeps and, where
+    alpha is learned (the first global step fits it to the sampled documents), the
+    prior's statistics of its document-topic counts."""
+    prior: dict[str, np.ndarray] = {}
+    if model.learn_alpha:
+        S, W, Cdir = posterior_prior_stats(DocTopicCounts.of(drawn.doc_topic), drawn.alpha)
+        prior = {"S": S, "W": np.array([W]), "Cdir": np.array([Cdir])}
+    return _topic_stats(drawn.topic_word_mean, n_docs, **prior)
+
+
 class LDA(VariationalEstimator):
     """Latent Dirichlet allocation learned by L-sparse variational inference.
 
@@ -185,8 +217,9 @@ class LDA(VariationalEstimator):
         of a sample (chosen by k-means++ under the KL divergence, or at random),
         each sample document counted in its nearest one's topic. ``"gibbs"``:
         ``gibbs_sweeps`` sweeps of collapsed Gibbs sampling over the whole
-        corpus, or a sample of it beyond ``gibbs_tokens`` tokens or 50,000
-        documents (``lsdask.config.GIBBS_SAMPLE_DOCS``; in the driver, in two
+        corpus, or a sample of it beyond ``gibbs_tokens`` tokens or the
+        documents whose document-topic counts fill 256 MiB (335,544 at K=200;
+        ``lsdask.config.GIBBS_SAMPLE_DOC_TOPIC_BYTES``; in the driver, in two
         threads; counts rounded to whole tokens, and refused where rounding
         loses more than half their total or leaves fewer tokens than topics,
         as with frequencies; per token, work in the document's topics, all
@@ -203,9 +236,11 @@ class LDA(VariationalEstimator):
         in-memory inputs; a Parquet corpus's row groups are its batches.
     early_stopping : bool or "auto"
         Memoized VI: hold out ``validation_fraction`` of the batches (at least one,
-        evenly spaced), score the topics on them after every lap by document
-        completion under the model's own prior (``validation_trace_``), keep the
-        best lap's topics and priors (``best_lap_``) and end the fit after
+        evenly spaced), score the topics on them at the start (lap 0: the
+        initial topics, from the Gibbs start by default) and after every lap by
+        document completion under the model's own prior (``validation_trace_``),
+        keep the best lap's topics and priors (``best_lap_``; 0: the start's) and
+        end the fit after
         ``n_iter_no_change`` laps without a better score. On some corpora the
         topics memoized VI climbs to predict new documents worse than those of
         its first laps (docs/math.md, "Why heldout can fall while the ELBO
@@ -239,7 +274,7 @@ class LDA(VariationalEstimator):
         likelihood flattens.
     gibbs_tokens : int
         Tokens of the documents ``init="gibbs"`` samples at most (default
-        4,000,000, ``lsdask.config.GIBBS_SAMPLE_TOKENS``): the whole corpus
+        16,000,000, ``lsdask.config.GIBBS_SAMPLE_TOKENS``): the whole corpus
         when it holds fewer, else whole documents drawn at random up to it.
         The start's time and memory grow with it (16 bytes per token); more
         documents give better topics.
@@ -322,10 +357,10 @@ class LDA(VariationalEstimator):
         laps made before a resumed fit started)
     vocabulary_ : list of str or None
     elbo_trace_, n_laps_, converged_
-    validation_trace_ : (n_laps_,) the validation score (nats per token) after every
-        lap, empty without early stopping
-    best_lap_ : int or None, the lap whose topics the model keeps (None without
-        early stopping)
+    validation_trace_ : (n_laps_ + 1,) the validation score (nats per token) of the
+        start (lap 0) and after every lap, empty without early stopping
+    best_lap_ : int or None, the lap whose topics the model keeps (0: the start's;
+        None without early stopping)
     nonzero_trace_, n_steps_, driver_share_
         ``algorithm="svi-gibbs"`` only: stored entries of the topics after each epoch,
         minibatches made, and the share of the run's time spent in the driver.
@@ -468,28 +503,33 @@ class LDA(VariationalEstimator):
         rng,
         counts: np.ndarray | None = None,
         n_docs: float = 0.0,
+        on_snapshot: Callable[[SuffStats], None] | None = None,
     ) -> SuffStats:
         """Topics from ``counts`` (``init``'s, standing for ``n_docs`` documents),
         from collapsed Gibbs sampling on the sample (``init="gibbs"``, or
         ``"auto"`` where it can start), or from
-        documents of the sample chosen by k-means++ under the KL divergence."""
+        documents of the sample chosen by k-means++ under the KL divergence.
+        ``on_snapshot`` is given the sampler's statistics so far every
+        ``config.GIBBS_SNAPSHOT_SECONDS`` while it runs."""
         method = self.init if counts is None else None
         if method == "auto":
             refusal = gibbs_refusal(sample, model.n_components)
             method = "gibbs" if refusal is None else "kmeans++"
             if refusal is not None:
                 logger.info("init='auto' starts from k-means++: %s", refusal)
-        prior: dict[str, np.ndarray] = {}
         if method == "gibbs":
+            assert sample is not None
+            n_sampled = float(sample.shape[0])
             drawn = gibbs_sample(
                 sample, model.n_components, _sampler_alpha(model), model.eta, self.gibbs_sweeps,
                 rng, self.progress, learn_alpha=model.learn_alpha, tol=self._gibbs_tol(model),
+                on_snapshot=None if on_snapshot is None else (
+                    lambda now: on_snapshot(_sampled_stats(model, now, n_sampled))
+                ),
+                snapshot_every=config.GIBBS_SNAPSHOT_SECONDS,
             )  # fmt: skip
-            counts = drawn.topic_word
-            if model.learn_alpha:  # the first global step fits alpha to the sampled documents
-                S, W, Cdir = posterior_prior_stats(DocTopicCounts.of(drawn.doc_topic), drawn.alpha)
-                prior = {"S": S, "W": np.array([W]), "Cdir": np.array([Cdir])}
-        elif counts is None:
+            return _sampled_stats(model, drawn, n_sampled)
+        if counts is None:
             sample = rows_at_most(sample, config.INIT_SAMPLE_ROWS, rng)  # "auto" read more
             seeds = MixtureModel(
                 Multinomial(lam=model.eta).with_data_defaults(sample),
@@ -499,14 +539,7 @@ class LDA(VariationalEstimator):
             counts = initial_stats(seeds, sample, method, rng)["words"]
         if sample is not None:
             n_docs = sample.shape[0]
-        return SuffStats(
-            words=counts,
-            H=np.zeros(1),
-            alloc=np.zeros(1),
-            N=counts.sum(axis=1),
-            n_docs=np.array([float(n_docs)]),
-            **prior,
-        )
+        return _topic_stats(counts, n_docs)
 
     def _hold_out_validation(self, source: BatchSource, resumed: Any) -> BatchSource:
         """``source`` less the validation batches of early stopping (those of the
@@ -532,6 +565,30 @@ class LDA(VariationalEstimator):
         scorer, keys = held
         return EarlyStopping(scorer, self.n_iter_no_change, keys=list(keys))
 
+    def _start_snapshots(
+        self, model: LDAModel, callback: Any
+    ) -> Callable[[SuffStats], None] | None:
+        """What the Gibbs start does with its statistics so far (None: nothing to
+        do): score their topics on the validation documents of early stopping
+        (logged) and call ``callback`` with a :class:`LearnResult` of lap 0 (its
+        ``validation_trace`` that score), so that a long start shows how far it
+        got while it runs."""
+        held = getattr(self, "_validation", None)
+        if held is None and callback is None:
+            return None
+
+        def report(stats: SuffStats) -> None:
+            glob = model.global_step(stats)
+            result = LearnResult(glob, stats, model=model)
+            if held is not None:
+                score = float(held[0](model, glob))
+                result.validation_trace = [score]
+                logger.info("Gibbs start: validation score %.5f", score)
+            if callback is not None:
+                callback(result)
+
+        return report
+
     def _gibbs_tol(self, model: LDAModel) -> float:
         """``gibbs_tol``, or its default for the model's prior (see the class docstring)."""
         if self.gibbs_tol is not None:
@@ -548,8 +605,8 @@ class LDA(VariationalEstimator):
             return None, counts
         if self.init in ("gibbs", "auto"):  # the sampler takes a larger sample
             sample = source.sample(
-                config.GIBBS_SAMPLE_DOCS, rng, check=model.check_data, max_batches=None,
-                oversample=1,
+                gibbs_sample_docs(model.n_components), rng, check=model.check_data,
+                max_batches=None, oversample=1,
             )  # fmt: skip
             return within_tokens(as_csr_batch(sample), self.gibbs_tokens, rng), None
         sample = source.sample(config.INIT_SAMPLE_ROWS, rng, check=model.check_data)
@@ -568,8 +625,10 @@ class LDA(VariationalEstimator):
 
         ``callback``, if given, is called after every lap with the run's
         :class:`lsdask.learn.base.LearnResult` so far (e.g. to score heldout
-        documents with ``result.globals.topics``); with ``algorithm="esvi"``,
-        after every rotation with the :class:`lsdask.learn.esvi.ESVIRun`."""
+        documents with ``result.globals.topics``), and during the Gibbs start
+        about every ``config.GIBBS_SNAPSHOT_SECONDS`` with the start's topics so
+        far (``result.n_laps`` 0); with ``algorithm="esvi"``, after every
+        rotation with the :class:`lsdask.learn.esvi.ESVIRun`."""
         from lsdask.io.corpus.vocabulary import vocabulary_digest
 
         if self.algorithm == "esvi":
@@ -603,7 +662,9 @@ class LDA(VariationalEstimator):
             result = self._learn(
                 model,
                 source,
-                lambda r: self._initial_stats(model, sample, r, counts, source.n_rows),
+                lambda r: self._initial_stats(
+                    model, sample, r, counts, source.n_rows, self._start_snapshots(model, callback)
+                ),
                 rng,
                 resumed,
                 alpha_totals,

@@ -144,6 +144,9 @@ class VariationalEstimator(Parameters):
         glob = None if init_stats is None else model.global_step(init_stats)
         if self.checkpoint_dir is None:
             learner = self._learner(model, source.n_rows, init_stats)
+            if isinstance(learner, MemoizedVI):  # the start's statistics: lap 0 can be kept
+                return learner.run(model, executor, source.batches, glob, rng, self.sparsity,
+                                   callback, init_stats=init_stats)  # fmt: skip
             return learner.run(model, executor, source.batches, glob, rng, self.sparsity, callback)
         learner = self._memoized_vi()
         state = None if resumed is None else resumed["state"]

@@ -136,10 +136,11 @@ def lda_from_state(cls: type, state: ModelState, client: Any = None) -> Any:
 
 def _set_best_lap(model: Any) -> None:
     """``validation_trace_`` (empty where the file has none) and ``best_lap_``, the
-    first lap of its best score: the lap early stopping kept (None without it)."""
+    first lap of its best score (lap 0: the start): the lap early stopping kept
+    (None without it)."""
     trace = np.asarray(getattr(model, "validation_trace_", np.zeros(0)), dtype=np.float64)
     model.validation_trace_ = trace
-    model.best_lap_ = int(np.argmax(trace)) + 1 if trace.size else None
+    model.best_lap_ = int(np.argmax(trace)) if trace.size else None
 
 
 def _fit_params(model: Any) -> dict[str, Any]:

@@ -128,9 +128,14 @@ def _early_stopping_report(model: Any) -> dict[str, Any]:
     """The report's fields of early stopping: the kept lap and its validation score."""
     best = getattr(model, "best_lap_", None)
     trace = getattr(model, "validation_trace_", None)
-    if best is None or trace is None or len(trace) < best:
+    if best is None or trace is None or len(trace) <= best:
         return {}
-    return {"best_lap": int(best), "validation_score": float(trace[best - 1])}
+    return {"best_lap": int(best), "validation_score": float(trace[best])}
+
+
+def _lap_name(lap: int) -> str:
+    """How the report names early stopping's kept lap (lap 0 is the start)."""
+    return "the start (lap 0)" if lap == 0 else f"lap {lap}"
 
 
 def _laps_in_checkpoint(checkpoint_dir: Any) -> int:
@@ -566,6 +571,8 @@ class HeldoutTrace:
         self.scores: list[float] = []
 
     def __call__(self, result: Any) -> None:
+        if result.n_laps == 0:  # the Gibbs start's progress: its own log says how far it got
+            return
         alpha = getattr(result.globals, "alpha", self.alpha)  # a learned one: the lap's
         score = document_completion(self.A, self.B, result.globals.topics, alpha)
         self.seconds.append(float(result.time_trace[-1]))
@@ -597,7 +604,7 @@ def format_fit_report(report: CorpusFitReport, *, title: str | None = None) -> s
     )
     if report.best_lap is not None:
         lines.append(
-            f"early stopping: kept lap {report.best_lap}, validation score "
+            f"early stopping: kept {_lap_name(report.best_lap)}, validation score "
             f"{report.validation_score:.4f} nats/token on the held-out batches"
             + ("" if report.best_lap == report.laps else " (later laps scored lower)")
         )

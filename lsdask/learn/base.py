@@ -40,7 +40,8 @@ class LearnResult(Generic[G]):
     ``memo_store`` is the run's memo as the loop reads it (with the moves it
     still owes applied on reading, :mod:`lsdask.learn.pending_maps`).
     With early stopping (:mod:`lsdask.learn.early_stopping`), ``validation_trace``
-    holds the validation score after every lap, ``best_lap`` the lap that scored
+    holds the validation score of the start (lap 0, the initial globals) and after
+    every lap, ``best_lap`` the lap that scored
     best so far and ``best_globals`` its globals; at the end ``globals``,
     ``stats`` and ``model`` are those of ``best_lap``.
     """

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
+from lsdask import config
 from lsdask.kernels.gibbs import (
     DOCUMENT_BUCKET,
     FULL_SUMS,
@@ -128,6 +130,13 @@ def within_tokens(X: sp.csr_matrix, max_tokens: int, rng: np.random.Generator) -
     return X[np.sort(order[:keep])]
 
 
+def gibbs_sample_docs(n_components: int) -> int:
+    """The most documents the Gibbs start samples with ``n_components`` topics:
+    as many as ``config.GIBBS_SAMPLE_DOC_TOPIC_BYTES`` of int32 document-topic
+    counts hold (at least one)."""
+    return max(1, config.GIBBS_SAMPLE_DOC_TOPIC_BYTES // (4 * max(1, int(n_components))))
+
+
 def split_by_tokens(doc_ptr: np.ndarray, parts: int) -> np.ndarray:
     """Document boundaries (parts + 1,) that cut the documents into ``parts``
     runs of about equal token counts (a run may be empty)."""
@@ -146,8 +155,9 @@ CHECK_WINDOW = 5
 class GibbsSample(NamedTuple):
     """What :func:`gibbs_sample` leaves: each token's word id and topic, the
     topic-word counts (K, V) and document-topic counts (documents, K) they
-    make, the document-topic prior at the end (learned, or the one given), and
-    the sweeps made."""
+    make, the document-topic prior at the end (learned, or the one given), the
+    sweeps made, and the mean topic-word counts (K, V) of the chain's recent
+    samples (:class:`RecentMean`)."""
 
     words: np.ndarray
     z: np.ndarray
@@ -155,6 +165,49 @@ class GibbsSample(NamedTuple):
     doc_topic: np.ndarray
     alpha: np.ndarray
     sweeps: int
+    topic_word_mean: np.ndarray
+
+
+class RecentMean:
+    """The mean of the word-topic counts of the chain's recent samples.
+
+    One sample of a collapsed Gibbs chain scatters its topics' rare words at
+    random; the mean of samples a few sweeps apart estimates the posterior mean
+    of the topics, which predicts held-out words better once the chain has
+    settled (the sample is not yet settled early on, when the latest sample
+    alone is the better guess). A sample is added every ``CHECK_EVERY`` sweeps
+    to one of two running sums; the sum under way closes once its samples
+    span a quarter of the sweeps made, and a closed sum is dropped when the
+    next one closes: the mean covers the latest quarter to half of the chain.
+    Memory: two float64 arrays of the counts' shape.
+    """
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.sums = [np.zeros(shape), np.zeros(shape)]
+        self.counts = [0, 0]
+        self.current = 0
+        self.last = -1  # the sweep of the latest sample
+
+    def add(self, counts: np.ndarray, made: int) -> None:
+        """Take in the counts after ``made`` sweeps."""
+        c = self.current
+        self.sums[c] += counts
+        self.counts[c] += 1
+        self.last = made
+        if self.counts[c] * CHECK_EVERY >= made / 4:
+            self.current = other = 1 - c
+            self.sums[other][:] = 0.0
+            self.counts[other] = 0
+
+    def mean(self, counts: np.ndarray, made: int) -> np.ndarray:
+        """The mean of the samples, with ``counts`` (after ``made`` sweeps) among
+        them where they are not the latest sample."""
+        total = self.sums[0] + self.sums[1]
+        n = self.counts[0] + self.counts[1]
+        if self.last != made:
+            total += counts
+            n += 1
+        return total / n
 
 
 class _Stopping:
@@ -242,6 +295,8 @@ def gibbs_sample(
     alpha_every: int = 10,
     alpha_from: int = 20,
     tol: float = 0.0,
+    on_snapshot: Callable[[GibbsSample], None] | None = None,
+    snapshot_every: float = 0.0,
 ) -> GibbsSample:
     """The tokens' word ids and topics, and the topic-word counts, after
     ``sweeps`` collapsed Gibbs sweeps over the documents of ``X`` from topics
@@ -258,6 +313,15 @@ def gibbs_sample(
     (:func:`~lsdask.models.collapsed.joint_log_likelihood`), computed every
     ``CHECK_EVERY`` sweeps, rose by less than ``tol`` from one window of
     ``CHECK_WINDOW`` values to the next (averaged, as single values are noisy).
+
+    ``topic_word_mean`` is the mean of the recent samples' counts
+    (:class:`RecentMean`), the topics a start should take.
+
+    ``on_snapshot``, if given, is called with the sample so far after the
+    first sweep that ends at least ``snapshot_every`` seconds after the start
+    (or the last snapshot), and with the last sweep's, so that a caller can
+    score or keep the topics while the sampler runs; its arrays are the
+    sampler's own (``topic_word`` an integer view), to be copied, not kept.
 
     The documents are cut into ``parts`` runs of about equal tokens, swept at
     the same time in threads, each against its own topic counts (the first
@@ -301,6 +365,13 @@ def gibbs_sample(
     log_every = 0 if shows_bar(progress) else -(-sweeps // 10)  # no bar: every tenth
     stopping = _Stopping(tol)
     made = 0
+    snapped, snapped_at = start, 0
+    recent = RecentMean(nwk.shape)
+
+    def sample() -> GibbsSample:
+        mean = recent.mean(nwk, made).T
+        return GibbsSample(words, z, nwk.T, ndk, a, made, mean)
+
     with ThreadPoolExecutor(max_workers=parts) as pool:
         for sweep in range(sweeps):
             done = [pool.submit(r.sweep, words, z, word_total, a, eta) for r in runs]
@@ -314,6 +385,8 @@ def gibbs_sample(
             made = sweep + 1
             refit = learn_alpha and made >= alpha_from and (made - alpha_from) % alpha_every == 0
             checked = tol > 0 and made % CHECK_EVERY == 0
+            if made % CHECK_EVERY == 0:
+                recent.add(nwk, made)
             if refit or checked:
                 doc_counts = DocTopicCounts.of(ndk)
             if refit:
@@ -322,12 +395,18 @@ def gibbs_sample(
                 per_token = joint_log_likelihood(nwk, doc_counts, a, eta) / max(1, words.size)
                 if stopping.converged(per_token):
                     break
+            if on_snapshot is not None and time.perf_counter() - snapped >= snapshot_every:
+                on_snapshot(sample())
+                snapped, snapped_at = time.perf_counter(), made
             if log_every and (sweep + 1) % log_every == 0 and sweep + 1 < sweeps:
                 logger.info(
                     "Gibbs init: %d of %d sweeps in %.1f s",
                     sweep + 1, sweeps, time.perf_counter() - start,
                 )  # fmt: skip
     bar.close()
+    drawn = sample()
+    if on_snapshot is not None and snapped_at < made:
+        on_snapshot(drawn)
     n_draws = max(1, made * words.shape[0])
     logger.info(
         "Gibbs init: %d sweeps (of %d at most) over %d documents (%d tokens, %d parts) in "
@@ -340,7 +419,9 @@ def gibbs_sample(
         "none" if lists_from is None else lists_from,
     )  # fmt: skip
     topic_word = np.ascontiguousarray(nwk.T, dtype=np.float64)
-    return GibbsSample(words, z, topic_word, ndk, a, made)
+    return drawn._replace(
+        topic_word=topic_word, topic_word_mean=np.ascontiguousarray(drawn.topic_word_mean)
+    )
 
 
 def _take_in_moves(run: _Part, runs: list[_Part]) -> None:

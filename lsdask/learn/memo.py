@@ -301,7 +301,11 @@ class MemoizedVI:
         if self.early_stopping is not None:
             best = _resumed_best(model, glob, total, state, best_model, best_stats)
             self.early_stopping.restore(state.validation_trace, best)
-            result.validation_trace = list(state.validation_trace)
+            if filling and not state.validation_trace:  # the start is lap 0's candidate
+                start_stats = init_stats if init_stats is not None else model.empty_stats()
+                self.early_stopping.after_lap(0, model, glob, start_stats)
+                best = self.early_stopping.best
+            result.validation_trace = list(self.early_stopping.trace)
             if best is not None:
                 result.best_lap, result.best_globals = best.lap, best.glob
         return _Run(

@@ -40,8 +40,8 @@ class LearnState:
         and ``done`` (whether its output was written). Rerunning an interrupted
         command finishes exactly what it asked for.
     validation_trace : list of float
-        Early stopping's validation score after every lap
-        (:mod:`lsdask.learn.early_stopping`); empty without it.
+        Early stopping's validation score of the start (lap 0) and after every
+        lap (:mod:`lsdask.learn.early_stopping`); empty without it.
     validation_keys : list of str
         The batches early stopping held out, by key: a resumed run holds out the
         same ones wherever they are still in the data.
@@ -190,7 +190,7 @@ def _check_best(best: Any, lap: int) -> None:
     ok = (
         isinstance(best, dict)
         and set(best) == {"lap", "score", "n_components", "carried"}
-        and _is_int(best["lap"]) and 1 <= best["lap"] <= lap
+        and _is_int(best["lap"]) and 0 <= best["lap"] <= lap
         and _is_number(best["score"])
         and _is_int(best["n_components"]) and 1 <= best["n_components"] <= _MAX_COUNT
         and (best["carried"] is None or (
@@ -200,7 +200,7 @@ def _check_best(best: Any, lap: int) -> None:
     )  # fmt: skip
     if not ok:
         raise ValueError(
-            f"best must be an object of lap (1 to {lap}), score, n_components and carried"
+            f"best must be an object of lap (0 to {lap}), score, n_components and carried"
         )
 
 

@@ -7,7 +7,8 @@ A model directory holds::
                       # checkpoint folder),
                       # fitted scalars (n_laps_, converged_, vocab size, ...)
         arrays.npz    # components_ (lambda), elbo_trace_, lap_trace_, time_trace_,
-                      # validation_trace_ (early stopping's; best_lap_ is its first maximum),
+                      # validation_trace_ (early stopping's, from lap 0;
+                      # best_lap_ is its first maximum),
                       # the priors alpha_ (K,) and eta_ (1,), alpha_trace_,
                       # and the statistics stats_ (words, H, alloc, N, n_docs;
                       # S, W, Cdir with a learned alpha);

@@ -12,7 +12,10 @@ one common symmetric prior (``harness.priors.ALPHA`` in total).
 
 For lsdask with early stopping each lap also records the lap the model keeps
 (``best_lap``): the score a user holds after lap t is that of the kept lap,
-``kept_own`` below, while ``own`` is the lap's own globals.
+``kept_own`` below, while ``own`` is the lap's own globals. The Gibbs start
+hands its topics so far to the callback about every 30 seconds (lap 0); its
+last snapshot is the start the laps go on from, and the falls are measured
+from there on (laps, not the chain's sample-to-sample noise).
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def lsdask_run(
     def on_lap(result: Any) -> None:
         g = result.globals
         snaps.save(g.topics, g.alpha, lap=int(result.n_laps), best_lap=result.best_lap,
-                   K=int(g.topics.shape[0]))  # fmt: skip
+                   K=int(g.topics.shape[0]), start=int(result.n_laps) == 0)  # fmt: skip
 
     snaps.t0 = time.perf_counter()
     if kind == "hdp":
@@ -189,6 +192,12 @@ def largest_fall(points: list[dict[str, Any]], key: str) -> float:
     return float(fall)
 
 
+def from_last_start(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The points from the Gibbs start's last snapshot (lap 0) on: the laps."""
+    starts = [i for i, p in enumerate(points) if p.get("start")]
+    return points[starts[-1] :] if starts else points
+
+
 def summarize(runs: list[dict[str, Any]], reference_t: float) -> None:
     """Add each run's summary: first and final scores, the largest fall of what
     the user holds (the kept lap's own-prior score) below its best, and the time
@@ -201,8 +210,9 @@ def summarize(runs: list[dict[str, Any]], reference_t: float) -> None:
         r["first"] = {"t": pts[0]["t"], "own": pts[0]["own"]} if pts else None
         r["final_own"] = pts[-1][key] if pts else None
         r["final_common"] = pts[-1][key.replace("own", "common")] if pts else None
-        r["largest_fall"] = largest_fall(pts, key) if pts else None
-        r["lap_largest_fall"] = largest_fall(pts, "own") if pts else None
+        laps = from_last_start(pts)
+        r["largest_fall"] = largest_fall(laps, key) if pts else None
+        r["lap_largest_fall"] = largest_fall(laps, "own") if pts else None
         r["target"] = target
         r["time_to_target"] = None if target is None else time_to(pts, target, key)
 
@@ -234,12 +244,14 @@ def render(runs: list[dict[str, Any]], title: str, reference_t: float) -> list[s
             f"{'not reached' if hit is None else f'{hit:.0f} s'}{ratio} |"
         )
     lines += ["", "Traces (seconds: own-prior score [common prior]; lsdask: the lap's globals, "
-              "then * where the model keeps an earlier lap):", ""]  # fmt: skip
+              "then * where the model keeps an earlier lap; s: a snapshot of the Gibbs start, "
+              "the last of them its end, lap 0):", ""]  # fmt: skip
     for r in runs:
         cells = []
         for p in r["points"]:
             mark = "" if p.get("best_lap") in (None, p.get("lap")) else f" *{p['kept_own']:.4f}"
-            cells.append(f"{p['t']:.0f}: {p['own']:.4f} [{p['common']:.4f}]{mark}")
+            when = f"s{p['t']:.0f}" if p.get("start") else f"{p['t']:.0f}"
+            cells.append(f"{when}: {p['own']:.4f} [{p['common']:.4f}]{mark}")
         lines.append(f"- {r['label']}: " + ", ".join(cells))
     return lines
 
