@@ -290,7 +290,7 @@ def test_model_options_come_from_the_parameter_tables() -> None:
                               "--no-restarts", "--laps", "4"])  # fmt: skip
     assert (args.sparsity, args.restarts, args.n_laps) == (None, False, 4)
     args = parser.parse_args(["fit-gmm", "x.zarr", "--components", "2", "--covariance", "full"])
-    values = params_from_args(args, (*gmm.OPTIONS_BEFORE_HELDOUT, *gmm.OPTIONS_AFTER_HELDOUT))
+    values = params_from_args(args, gmm.FIT_OPTIONS)
     expected = {**GAUSSIAN_PARAMS.defaults(), "n_components": 2, "covariance_type": "full",
                 "alpha": PATCH_ALPHA, "random_state": 0}  # fmt: skip
     assert values == {name: expected[name] for name in values}
@@ -1326,3 +1326,30 @@ def test_a_picture_that_fails_leaves_no_model_and_no_empty_file(
     assert main(["fit", str(bars_corpora["train"]), "--topics", "3", "--laps", "1",
                  "--out", str(out), "--sync"]) == 0  # fmt: skip
     assert {"elbo.png", "elbo_time.png", "params.json"} <= {p.name for p in out.iterdir()}
+
+
+@pytest.mark.parametrize(
+    ("command", "groups"),
+    [
+        ("fit", {"the model:": "--sparsity", "--model hdp:": "--gamma", "learning:": "--laps",
+                 "the start (--init):": "--gibbs-tokens", "--algorithm svi-gibbs:":
+                 "--gibbs-burnin", "--algorithm esvi:": "--blocks",
+                 "checkpoints, locks and where the fit runs:": "--no-lock"}),
+        ("fit-gmm", {"the model:": "--covariance", "learning:": "--laps",
+                     "--algorithm esvi:": "--blocks",
+                     "checkpoints and where the fit runs:": "--resume"}),
+    ],
+)  # fmt: skip
+def test_help_groups_the_options_by_model_and_algorithm(command, groups, capsys) -> None:
+    from lsdask.cli.parser import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+    text = capsys.readouterr().out
+    sections = {}
+    for block in text.split("\n\n"):
+        title, _, body = block.partition("\n")
+        sections[title.strip()] = body
+    for title, option in groups.items():
+        assert title in sections, (title, list(sections))
+        assert f"  {option}" in sections[title], (title, option)

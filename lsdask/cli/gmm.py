@@ -21,11 +21,11 @@ from lsdask.persist import check_save_target, save_gmm
 
 __all__ = ["add_parser", "run"]
 
-#: the estimator's options listed before the job's own (``--heldout``, ``--out``, ...)
-OPTIONS_BEFORE_HELDOUT = ("n_components", "sparsity", "algorithm", "n_laps", "covariance_type",
-                          "alpha", "batch_size")  # fmt: skip
-#: the estimator's options listed after the job's own
-OPTIONS_AFTER_HELDOUT = ("random_state", "batches_per_update", "n_blocks", "schedule")
+#: the estimator's options, by their group in --help
+MODEL_OPTIONS = ("n_components", "sparsity", "covariance_type", "alpha")
+LEARNING_OPTIONS = ("algorithm", "n_laps", "batch_size", "batches_per_update", "random_state")
+ESVI_OPTIONS = ("n_blocks", "schedule")
+FIT_OPTIONS = (*MODEL_OPTIONS, *LEARNING_OPTIONS, *ESVI_OPTIONS)
 
 
 def add_parser(sub: Any) -> None:
@@ -35,17 +35,22 @@ def add_parser(sub: Any) -> None:
         description="Fit an (L-sparse) Gaussian mixture to the rows of a 2-D Zarr array.",
     )
     fit.add_argument("zarr_path", type=Path, metavar="ZARR_PATH", help="training Zarr array")
-    add_params(fit, GAUSSIAN_PARAMS, OPTIONS_BEFORE_HELDOUT, alpha=PATCH_ALPHA)
-    fit.add_argument("--heldout", type=Path, metavar="ZARR_PATH", help="heldout Zarr array")
-    fit.add_argument("--out", type=out_path, help="folder for elbo.png and clusters.png")
-    fit.add_argument(
+    output = fit.add_argument_group("output and scoring")
+    output.add_argument("--heldout", type=Path, metavar="ZARR_PATH", help="heldout Zarr array")
+    output.add_argument("--out", type=out_path, help="folder for elbo.png and clusters.png")
+    output.add_argument(
         "--save", type=out_path, metavar="MODEL_DIR",
         help="save the fitted model there (lsdask.persist.load_gmm reads it back)",
     )  # fmt: skip
-    fit.add_argument("--overwrite", action="store_true", help="replace an existing model at --save")
-    add_params(fit, GAUSSIAN_PARAMS, OPTIONS_AFTER_HELDOUT)
+    output.add_argument(
+        "--overwrite", action="store_true", help="replace an existing model at --save"
+    )
+    add_params(fit.add_argument_group("the model"), GAUSSIAN_PARAMS, MODEL_OPTIONS,
+               alpha=PATCH_ALPHA)  # fmt: skip
+    add_params(fit.add_argument_group("learning"), GAUSSIAN_PARAMS, LEARNING_OPTIONS)
+    add_params(fit.add_argument_group("--algorithm esvi"), GAUSSIAN_PARAMS, ESVI_OPTIONS)
     add_fit_options(
-        fit,
+        fit.add_argument_group("checkpoints and where the fit runs"),
         "a finished run gets --laps more laps over the array as it is now (chunks appended "
         "to it are taken in)",
     )
@@ -57,8 +62,7 @@ def run(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"{name}: no Zarr array at {str(path)!r}")
     if args.save is not None:
         check_save_target(args.save, args.overwrite)  # before the fit, not after it
-    options = (*OPTIONS_BEFORE_HELDOUT, *OPTIONS_AFTER_HELDOUT)
-    model = GaussianMixture(**params_from_args(args, options), **run_params(args))
+    model = GaussianMixture(**params_from_args(args, FIT_OPTIONS), **run_params(args))
     report = fit_and_report(
         model,
         str(args.zarr_path),

@@ -210,7 +210,7 @@ def _seconds(text: str) -> float:
     return seconds
 
 
-def add_lock_options(p: argparse.ArgumentParser, when: str = "") -> None:
+def add_lock_options(p: argparse._ActionsContainer, when: str = "") -> None:
     """``--wait SECONDS`` and ``--no-lock``: what a writer does when another
     process holds the folder's lock (lsdask.io.locks)."""
     p.add_argument(

@@ -37,29 +37,25 @@ from lsdask.validation import parse_positive_int
 
 __all__ = ["add_fit", "add_topics", "add_transform", "run_fit", "run_topics", "run_transform"]
 
-#: ``fit``'s estimator options, in --help before and after the job's own (--heldout, ...)
-OPTIONS_BEFORE_HELDOUT = (
-    "sparsity", "algorithm", "n_laps", "alpha", "eta", "restarts", "early_stopping",
-)  # fmt: skip
-OPTIONS_AFTER_HELDOUT = (
-    "random_state",
-    "batches_per_update",
-    "init",
-    "gibbs_sweeps",
-    "gibbs_tol",
-    "gibbs_tokens",
-)
+#: ``fit``'s estimator options, by their group in --help
+MODEL_OPTIONS = ("n_components", "sparsity", "alpha", "eta", "restarts")
+LEARNING_OPTIONS = ("algorithm", "n_laps", "batches_per_update", "random_state", "early_stopping")
+START_OPTIONS = ("init", "gibbs_sweeps", "gibbs_tol", "gibbs_tokens")
 #: every model option of `lsdask fit` that both models take
-FIT_OPTIONS = ("n_components", *OPTIONS_BEFORE_HELDOUT, *OPTIONS_AFTER_HELDOUT)
+FIT_OPTIONS = (*MODEL_OPTIONS, *LEARNING_OPTIONS, *START_OPTIONS)
 #: the HDP's parameters whose option ``fit --model lda`` does not take
 HDP_ONLY = ("gamma", "moves")
-#: LDA's parameters (of ``--algorithm svi-gibbs`` and ``esvi``) whose option ``fit
-#: --model hdp`` does not take
-LDA_ONLY = (
+#: LDA's parameters of ``--algorithm svi-gibbs`` and of ``esvi``, whose options
+#: ``fit --model hdp`` does not take
+SVI_GIBBS_ONLY = (
     "gibbs_burnin", "gibbs_samples", "gibbs_estimator", "gibbs_weights", "gibbs_prune",
-    "minibatch_size", "n_blocks", "topk", "topk_rule", "esvi_iters", "esvi_tol", "esvi_dtype",
-    "pi_sync", "schedule",
+    "minibatch_size",
 )  # fmt: skip
+ESVI_ONLY = (
+    "n_blocks", "topk", "topk_rule", "esvi_iters", "esvi_tol", "esvi_dtype", "pi_sync",
+    "schedule",
+)  # fmt: skip
+LDA_ONLY = (*SVI_GIBBS_ONLY, *ESVI_ONLY)
 
 
 def add_fit(sub: Any) -> None:
@@ -74,31 +70,35 @@ def add_fit(sub: Any) -> None:
         ),
     )
     fit.add_argument("corpus", type=Path, metavar="CORPUS", help="Parquet corpus directory")
-    fit.add_argument(
+    output = fit.add_argument_group("output and scoring")
+    output.add_argument(
+        "--out", type=out_path, required=True, metavar="MODEL_DIR", help="model folder"
+    )
+    output.add_argument("--overwrite", action="store_true", help="replace an existing MODEL_DIR")
+    output.add_argument("--heldout", type=Path, metavar="CORPUS", help="heldout corpus to score")
+    model = fit.add_argument_group("the model")
+    model.add_argument(
         "--model", choices=("lda", "hdp"), default="lda",
         help="lda (default) or hdp, the HDP topic model (--topics is then its most topics)",
     )  # fmt: skip
-    add_params(fit, LDA_PARAMS, ["n_components"])
-    fit.add_argument(
-        "--out", type=out_path, required=True, metavar="MODEL_DIR", help="model folder"
-    )
-    add_params(fit, LDA_PARAMS, OPTIONS_BEFORE_HELDOUT)
-    fit.add_argument("--heldout", type=Path, metavar="CORPUS", help="heldout corpus to score")
-    add_params(fit, LDA_PARAMS, OPTIONS_AFTER_HELDOUT)
-    # the HDP's own options: absent from the namespace unless given
-    add_params(fit, HDP_PARAMS, HDP_ONLY)
-    add_params(fit, LDA_PARAMS, LDA_ONLY)
+    add_params(model, LDA_PARAMS, MODEL_OPTIONS)
+    # the HDP's own: absent from the namespace unless given
+    add_params(fit.add_argument_group("--model hdp"), HDP_PARAMS, HDP_ONLY)
+    add_params(fit.add_argument_group("learning"), LDA_PARAMS, LEARNING_OPTIONS)
+    add_params(fit.add_argument_group("the start (--init)"), LDA_PARAMS, START_OPTIONS)
+    add_params(fit.add_argument_group("--algorithm svi-gibbs"), LDA_PARAMS, SVI_GIBBS_ONLY)
+    add_params(fit.add_argument_group("--algorithm esvi"), LDA_PARAMS, ESVI_ONLY)
     for action in fit._actions:
         if action.dest in HDP_ONLY + LDA_ONLY:
             action.default = argparse.SUPPRESS
-    fit.add_argument("--overwrite", action="store_true", help="replace an existing MODEL_DIR")
+    runs = fit.add_argument_group("checkpoints, locks and where the fit runs")
     add_fit_options(
-        fit,
+        runs,
         "a finished run gets --laps more laps over the corpus as it is now (part files added "
         "to or removed from it are taken in), none where the same command finished over the "
         "same corpus; replaces the model in --out",
     )
-    add_lock_options(fit, "with --checkpoint/--resume: ")
+    add_lock_options(runs, "with --checkpoint/--resume: ")
 
 
 def _option_value(param: Param, value: Any) -> Any:

@@ -32,13 +32,13 @@ def out_path(text: str) -> Path:
     return path.resolve() if path.name in ("", ".", "..") else path
 
 
-def add_verbose(parser: argparse.ArgumentParser, default: Any) -> None:
+def add_verbose(parser: argparse._ActionsContainer, default: Any) -> None:
     parser.add_argument(
         "-v", "--verbose", action="store_true", default=default, help="log progress (INFO)"
     )
 
 
-def add_execution(parser: argparse.ArgumentParser, *, scheduler: bool) -> None:
+def add_execution(parser: argparse._ActionsContainer, *, scheduler: bool) -> None:
     """``--scheduler ADDRESS`` (with ``scheduler``), ``--workers N`` or ``--sync``."""
     group = parser.add_mutually_exclusive_group()
     if scheduler:
@@ -98,7 +98,7 @@ def client_from_args(args: argparse.Namespace) -> tuple[Any, int | None]:
     return None, args.workers
 
 
-def add_checkpoints(parser: argparse.ArgumentParser, resume_help: str) -> None:
+def add_checkpoints(parser: argparse._ActionsContainer, resume_help: str) -> None:
     """``--checkpoint DIR`` or ``--resume DIR`` (``resume_help`` tells what a
     finished run does when resumed)."""
     checkpoints = parser.add_mutually_exclusive_group()
@@ -112,7 +112,7 @@ def add_checkpoints(parser: argparse.ArgumentParser, resume_help: str) -> None:
     )  # fmt: skip
 
 
-def add_fit_options(parser: argparse.ArgumentParser, resume_help: str) -> None:
+def add_fit_options(parser: argparse._ActionsContainer, resume_help: str) -> None:
     """The options every fitting command ends with: checkpoints (``resume_help``
     as for :func:`add_checkpoints`), where it runs, and ``-v``."""
     add_checkpoints(parser, resume_help)

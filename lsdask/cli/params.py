@@ -22,7 +22,7 @@ __all__ = ["add_params", "params_from_args", "run_params"]
 
 
 def add_params(
-    parser: argparse.ArgumentParser, table: ParamTable, names: Sequence[str], **defaults: Any
+    parser: argparse._ActionsContainer, table: ParamTable, names: Sequence[str], **defaults: Any
 ) -> None:
     """Add the options of the parameters ``names`` of ``table``, in that order;
     ``defaults`` replaces a parameter's default where the command has its own."""
