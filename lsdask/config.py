@@ -100,6 +100,11 @@ SVI_KAPPA = 0.6
 #: ``-v`` (the Dask dashboard's address): ``logger.info(..., extra=NOTICE)``.
 NOTICE = {"notice": True}
 
+#: ``extra=`` of an INFO log record that marks a fit's progress (a start phase, a
+#: lap): where stderr is not a terminal (a scheduler's log, no progress bar) the
+#: command line shows these lines even without ``-v``.
+PROGRESS = {"progress": True}
+
 #: How many times in a row the Dask executor sends lost data again and reruns a
 #: wave after losing workers before it gives up (each time is logged).
 LOST_WORKER_RETRIES = 5

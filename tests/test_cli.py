@@ -1353,3 +1353,59 @@ def test_help_groups_the_options_by_model_and_algorithm(command, groups, capsys)
     for title, option in groups.items():
         assert title in sections, (title, list(sections))
         assert f"  {option}" in sections[title], (title, option)
+
+
+def test_a_fit_logged_to_a_file_says_each_start_phase_and_lap(tmp_path) -> None:
+    from tests.lsdask_processes import run_lsdask
+
+    X, _ = make_bars_corpus(n_docs=120, doc_length=30, random_state=0)
+    Corpus.write(tmp_path / "c", X, [f"w{i}" for i in range(X.shape[1])], docs_per_row_group=40)
+    done = run_lsdask("fit", tmp_path / "c", "--topics", "4", "--laps", "2", "--sync",
+                      "--gibbs-sweeps", "20", "--out", tmp_path / "m")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    # stderr is a pipe: no bar, one line per phase and lap instead of silence
+    assert any(line.startswith("lsdask: fitting LDA K=4") for line in lines), lines
+    assert any(line.startswith("lsdask: Gibbs init: 20 sweeps") for line in lines), lines
+    assert [line.split(":")[1].strip() for line in lines if ": ELBO " in line] == [
+        "lap 1",
+        "lap 2",
+    ]
+
+
+def test_progress_lines_stay_off_a_terminal_without_v(monkeypatch) -> None:
+    from lsdask.cli import app
+    from lsdask.config import NOTICE, PROGRESS
+
+    def record(**extra):
+        rec = logging.LogRecord("lsdask.learn", logging.INFO, __file__, 1, "m", None, None)
+        rec.__dict__.update(extra)
+        return rec
+
+    monkeypatch.setattr(app, "_stderr_is_terminal", lambda: True)
+    assert not app._warnings_and_notices(record(**PROGRESS))
+    assert app._warnings_and_notices(record(**NOTICE))
+    assert not app._warnings_and_notices(record())
+    monkeypatch.setattr(app, "_stderr_is_terminal", lambda: False)
+    assert app._warnings_and_notices(record(**PROGRESS))
+    assert not app._warnings_and_notices(record())
+
+
+def test_the_first_run_of_a_version_says_that_it_compiles(tmp_path, monkeypatch, capsys) -> None:
+    from lsdask.cli import app
+    from lsdask.kernels import cache
+
+    monkeypatch.setenv("LSDASK_CACHE_DIR", str(tmp_path / "cache"))
+    assert not cache.kernels_compiled()
+    missing = tmp_path / "none"
+    assert main(["fit", str(missing), "--topics", "2", "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert "first run of this lsdask version: compiling its numba kernels once" in err
+    assert str(cache.cache_dir()) in err
+    kernels = cache.cache_dir() / "kernels"
+    kernels.mkdir(parents=True)
+    (kernels / "topl.topl_rows-40.py311.nbi").write_bytes(b"")
+    assert cache.kernels_compiled()
+    assert main(["fit", str(missing), "--topics", "2", "--out", str(tmp_path / "m")]) == 2
+    assert "compiling" not in capsys.readouterr().err
+    assert "ingest" not in app.COMPILING

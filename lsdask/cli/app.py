@@ -13,8 +13,17 @@ from typing import Any
 
 from lsdask.cli.options import local_cluster_from_args
 from lsdask.cli.parser import COMMANDS, build_parser
+from lsdask.config import NOTICE
 from lsdask.errors import ClusterError, FitInterrupted, LockError, Terminated, one_line
 from lsdask.jobs import commit
+from lsdask.kernels.cache import cache_dir, kernels_compiled
+
+logger = logging.getLogger(__name__)
+
+#: the commands that run lsdask's numba kernels, which the first run of a version
+#: compiles (and numba caches), and how long that took the demo on two cores
+COMPILING = frozenset({"demo", "fit", "fit-gmm", "transform"})
+COMPILE_TIME = "3 minutes on two cores"
 
 __all__ = ["main"]
 
@@ -28,9 +37,20 @@ class _TerseFormatter(logging.Formatter):
 
 
 def _warnings_and_notices(record: logging.LogRecord) -> bool:
-    """What reaches stderr without -v: warnings, and the INFO lines logged with
-    ``extra=lsdask.config.NOTICE`` (the Dask dashboard's address)."""
-    return record.levelno >= logging.WARNING or getattr(record, "notice", False)
+    """What reaches stderr without -v: warnings, the INFO lines logged with
+    ``extra=lsdask.config.NOTICE`` (the Dask dashboard's address) and, where
+    stderr is not a terminal (no progress bar shows), those logged with
+    ``extra=lsdask.config.PROGRESS`` (one line per start phase and lap)."""
+    if record.levelno >= logging.WARNING or getattr(record, "notice", False):
+        return True
+    return getattr(record, "progress", False) and not _stderr_is_terminal()
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed
+        return False
 
 
 class _DaskClientErrors(logging.Filter):
@@ -185,6 +205,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if in_main_thread
         else {}
     )
+    if args.command in COMPILING and not kernels_compiled():
+        logger.info(
+            "first run of this lsdask version: compiling its numba kernels once (about %s); "
+            "later runs load them from %s",
+            COMPILE_TIME, cache_dir(), extra=NOTICE,
+        )  # fmt: skip
     try:
         with local_cluster_from_args(args):
             return COMMANDS[args.command][1](args)

@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lsdask import config
+from lsdask.config import PROGRESS
 from lsdask.engine import make_executor
 from lsdask.errors import DataError
 from lsdask.estimators.learning import VariationalEstimator
@@ -583,7 +584,7 @@ class LDA(VariationalEstimator):
             if held is not None:
                 score = float(held[0](model, glob))
                 result.validation_trace = [score]
-                logger.info("Gibbs start: validation score %.5f", score)
+                logger.info("Gibbs start: validation score %.5f", score, extra=PROGRESS)
             if callback is not None:
                 callback(result)
 

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from lsdask.config import PROGRESS
 from lsdask.engine import make_executor
 from lsdask.errors import NotFittedError
 from lsdask.estimators.params import Parameters, ParamTable
@@ -87,7 +88,7 @@ class VariationalEstimator(Parameters):
         logger.info(
             "fitting %s K=%d L=%s (%s) on %s: %d rows in %d batches",
             type(self).__name__, self.n_components, self.sparsity, self.algorithm,
-            source.description, source.n_rows, source.n_batches,
+            source.description, source.n_rows, source.n_batches, extra=PROGRESS,
         )  # fmt: skip
         executor = self._executor(source)
         best = None

@@ -61,7 +61,14 @@ from numba.core import caching
 
 from lsdask._version import __version__
 
-__all__ = ["LsdaskCacheLocator", "cache_dir", "cache_path_for", "cache_root", "install"]
+__all__ = [
+    "LsdaskCacheLocator",
+    "cache_dir",
+    "cache_path_for",
+    "cache_root",
+    "install",
+    "kernels_compiled",
+]
 
 #: The environment variable that overrides the root of lsdask's cache.
 ENV_VAR = "LSDASK_CACHE_DIR"
@@ -117,6 +124,17 @@ def cache_dir() -> Path | None:
         return None
     python = f"py{sys.version_info[0]}{sys.version_info[1]}"
     return root / __version__ / f"numba-{python}-numba{numba.__version__}"
+
+
+def kernels_compiled() -> bool:
+    """Whether this lsdask, Python and numba version has compiled kernels in its
+    cache folder (an index file, ``*.nbi``, of any kernel). False on the first
+    run of a version, which compiles each kernel the command uses (minutes on
+    two cores), and where no cache folder can be named."""
+    folder = cache_dir()
+    if folder is None or not folder.is_dir():
+        return False
+    return any(True for _ in folder.rglob("*.nbi"))
 
 
 def cache_path_for(py_file: str | os.PathLike[str]) -> Path | None:

@@ -14,6 +14,7 @@ from typing import Any, Generic, Protocol, cast
 import numpy as np
 import numpy.typing as npt
 
+from lsdask.config import PROGRESS
 from lsdask.learn.protocols import (
     Batch,
     CountsTokens,
@@ -242,7 +243,7 @@ def log_lap(
     worker_rss = executor.memory()
     if worker_rss:
         parts.append("workers RSS " + "/".join(f"{r / 2**20:,.0f}" for r in worker_rss) + " MiB")
-    log.info(", ".join(parts))
+    log.info(", ".join(parts), extra=PROGRESS)
 
 
 def _rss_mib() -> float:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lsdask.config import PROGRESS
+
 logger = logging.getLogger(__name__)
 
 
@@ -63,7 +65,7 @@ class EarlyStopping:
         stale = lap - self.best.lap
         logger.info(
             "validation score %.5f after lap %d (best %.5f, lap %d)",
-            value, lap, self.best.score, self.best.lap,
+            value, lap, self.best.score, self.best.lap, extra=PROGRESS,
         )  # fmt: skip
         return stale >= self.patience
 

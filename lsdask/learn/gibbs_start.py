@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lsdask import config
+from lsdask.config import PROGRESS
 from lsdask.kernels.gibbs import (
     DOCUMENT_BUCKET,
     FULL_SUMS,
@@ -401,7 +402,7 @@ def gibbs_sample(
             if log_every and (sweep + 1) % log_every == 0 and sweep + 1 < sweeps:
                 logger.info(
                     "Gibbs init: %d of %d sweeps in %.1f s",
-                    sweep + 1, sweeps, time.perf_counter() - start,
+                    sweep + 1, sweeps, time.perf_counter() - start, extra=PROGRESS,
                 )  # fmt: skip
     bar.close()
     drawn = sample()
@@ -416,7 +417,7 @@ def gibbs_sample(
         made, sweeps, n_docs, words.shape[0], parts, time.perf_counter() - start, a.sum(),
         *(100.0 * draws[b] / n_draws for b in (WORD_BUCKET, DOCUMENT_BUCKET, SMOOTHING_BUCKET)),
         100.0 * draws[FULL_SUMS] / n_draws,
-        "none" if lists_from is None else lists_from,
+        "none" if lists_from is None else lists_from, extra=PROGRESS,
     )  # fmt: skip
     topic_word = np.ascontiguousarray(nwk.T, dtype=np.float64)
     return drawn._replace(
