@@ -31,7 +31,8 @@ def add_parser(sub: Any) -> None:
             "trains, one is held out), fit an L-sparse and a dense zero-mean Gaussian mixture; "
             "then fit L-sparse LDA to the synthetic bars corpus, and an HDP that learns how many "
             "topics it has from a larger start; all on one local Dask cluster. Reports heldout "
-            "scores and pictures (elbo.png, clusters.png, topics.png, hdp_k_elbo.png)."
+            "scores and pictures (elbo.png, clusters.png, topics.png, hdp_topics.png, "
+            "hdp_k_elbo.png)."
         ),
     )
     demo.add_argument("--out", type=out_path, default=Path("lsdask-demo"), help="output folder")

@@ -205,10 +205,10 @@ class LDA(VariationalEstimator):
         ``nonzero_trace_`` gives the stored entries of the topics after each epoch.
         ``"esvi"``: model-parallel ESVI (docs/esvi.md): the topic-word parameters cut
         into ``n_blocks`` vocabulary blocks, one per worker, rotated between workers;
-        ``n_laps`` counts rotations. Fixed priors; ``init="auto"`` or ``"random"``:
+        ``n_laps`` counts rotations. Fixed priors; ``init="random"``:
         random first responsibilities per token (no K x V array anywhere);
-        ``"gibbs"``, ``"kmeans++"`` or counts: memoized VI's start for the same
-        ``random_state``, made in the driver, against which the first rotation
+        ``"auto"`` (default), ``"gibbs"``, ``"kmeans++"`` or counts: memoized VI's
+        start for the same ``random_state``, made in the driver, against which the first rotation
         gives every token its first responsibilities (``substep_elbo_trace_`` is
         nan during it); each token keeps ``topk`` topics, by default ``sparsity``
         (L, as memoized VI's local step keeps); checkpoints block by block in

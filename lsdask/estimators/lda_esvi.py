@@ -91,7 +91,9 @@ def fit_esvi(est: Any, source: Any, vocab: list[str] | None, *, callback: Any = 
         raise ValueError("n_laps must be at least 1 with algorithm='esvi' (rotations to run)")
     priors = est._priors()
     rng = np.random.default_rng(est.random_state)
-    warm = not (isinstance(est.init, str) and est.init in ("auto", "random"))
+    # "auto" is memoized VI's start (Gibbs where the counts are whole tokens):
+    # switching the algorithm keeps the start; "random" is the paper's cold start
+    warm = not (isinstance(est.init, str) and est.init == "random")
     model = ESVILDA(
         K, V, np.full(K, priors["alpha"] / K), priors["eta"], C, est.topk_rule,
         int(rng.integers(2**31)), est.esvi_iters, warm, est.esvi_dtype, est.esvi_tol,
