@@ -69,8 +69,9 @@ GIBBS_LEARNED_ALPHA_START = 0.1
 #: Sampling all documents gives better topics than sampling a part of them,
 #: also after memoized VI; on far larger corpora the bounds keep the memory that
 #: grows with the sample (16 bytes per token, 4 per document and topic: 256 MiB
-#: each at the bounds) and the start's time in check; the word-topic counts take
-#: 8 bytes per word and topic whatever the sample.
+#: each at the bounds) and the start's time in check; the word-topic counts and
+#: the mean of the chain's recent samples take about 32 bytes per word and topic at the
+#: end of the start, whatever the sample.
 GIBBS_SAMPLE_TOKENS = 16_000_000
 GIBBS_SAMPLE_DOC_TOPIC_BYTES = 256 * 2**20
 

@@ -283,3 +283,22 @@ def _refusing_snapshots(sample):
         return sample(*args, **kw)
 
     return wrapped
+
+
+@pytest.mark.parametrize("estimator", ["HDP", "LDA"])
+def test_a_kept_start_saves_and_loads(tmp_path, rng, estimator):
+    from lsdask.persist import save_model
+
+    X = _docs(rng, 600)
+    prior = {"alpha": "auto", "init": "kmeans++"} if estimator == "LDA" else {}
+    est = getattr(lsdask, estimator)(3, n_laps=4, tol=0.0, batch_size=30, random_state=0,
+                                     client="sync", progress=False, early_stopping=True,
+                                     n_iter_no_change=2, **prior)  # fmt: skip
+    est._early_stopping = lambda: EarlyStopping(Scripted([5.0, 1.0, 2.0]), patience=2)
+    est.fit(X)
+    assert est.best_lap_ == 0 and est.n_laps_ == 2
+    save_model(est, tmp_path / "m")
+    back = load_model(tmp_path / "m")
+    assert back.best_lap_ == 0
+    np.testing.assert_allclose(back.components_, est.components_, rtol=1e-12)
+    np.testing.assert_allclose(back.alpha_, est.alpha_, rtol=1e-12)

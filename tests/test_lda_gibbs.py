@@ -480,7 +480,8 @@ def test_the_recent_mean_covers_the_latest_quarter_to_half_of_the_chain():
         # reference: the samples the two sums hold, replayed from the closing rule
         kept = _recent_window(sorted(samples), CHECK_EVERY)
         np.testing.assert_allclose(
-            recent.mean(samples[made], made), np.mean([samples[m] for m in kept], axis=0)
+            recent.mean_transposed(samples[made], made),
+            np.mean([samples[m] for m in kept], axis=0).T,
         )
         assert (
             made / 4
@@ -490,7 +491,7 @@ def test_the_recent_mean_covers_the_latest_quarter_to_half_of_the_chain():
     live = rng.integers(0, 50, size=(3, 2))  # counts after a sweep between samples
     kept = _recent_window(sorted(samples), CHECK_EVERY)
     np.testing.assert_allclose(
-        recent.mean(live, 405), np.mean([samples[m] for m in kept] + [live], axis=0)
+        recent.mean_transposed(live, 405), np.mean([samples[m] for m in kept] + [live], axis=0).T
     )
 
 

@@ -205,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if in_main_thread
         else {}
     )
-    if args.command in COMPILING and not kernels_compiled():
+    if args.command in COMPILING and cache_dir() is not None and not kernels_compiled():
         logger.info(
             "first run of this lsdask version: compiling its numba kernels once (about %s); "
             "later runs load them from %s",

@@ -607,7 +607,7 @@ class LDA(VariationalEstimator):
         if self.init in ("gibbs", "auto"):  # the sampler takes a larger sample
             sample = source.sample(
                 gibbs_sample_docs(model.n_components), rng, check=model.check_data,
-                max_batches=None, oversample=1,
+                max_batches=None, oversample=1, max_total=self.gibbs_tokens,
             )  # fmt: skip
             return within_tokens(as_csr_batch(sample), self.gibbs_tokens, rng), None
         sample = source.sample(config.INIT_SAMPLE_ROWS, rng, check=model.check_data)

@@ -159,8 +159,13 @@ def hdp_state(model: Any) -> ModelState:
     model._check_fitted()
     glob = model.posterior_
     arrays = {"rho": glob.rho, "omega": glob.omega}
-    for name in hdp_files.STATS_FIELDS:  # not the moves' working fields
-        arrays[f"stats_{name}"] = as_dense(model.stats_[name])
+    # not the moves' working fields; a start's statistics (kept where early stopping
+    # keeps lap 0) have no local-step fields such as S: zeros (the saved sticks, not
+    # S, make the loaded posterior)
+    empty = model.model_.empty_stats()
+    for name in hdp_files.STATS_FIELDS:
+        kept = model.stats_[name] if name in model.stats_.keys() else empty[name]
+        arrays[f"stats_{name}"] = as_dense(kept)
     for name in (*_TRACES, "alpha_trace_", "n_components_trace_"):
         if hasattr(model, name):
             arrays[name] = np.asarray(getattr(model, name))

@@ -156,16 +156,18 @@ class BatchSource:
         check: Callable[[Any], None] | None = None,
         max_batches: int | None = 16,
         oversample: int = 4,
+        max_total: float | None = None,
     ) -> Any:
         """Up to ``n_rows`` rows drawn at random, read from batches chosen at
         random: at most ``max_batches`` of them (None: no limit), and no more
-        once they hold ``oversample`` times ``n_rows``.
+        once they hold ``oversample`` times ``n_rows`` or, with ``max_total``,
+        once their values sum to at least that much (a corpus's tokens).
 
         ``check(rows)`` runs on every batch read; a ValueError it raises comes
         back as a :class:`DataError` that names the batch.
         """
         order = rng.permutation(self.n_batches)
-        parts, got = [], 0
+        parts, got, total = [], 0, 0.0
         for b in order[:max_batches]:
             batch = self.batches[b]
             rows = batch.load()
@@ -176,7 +178,8 @@ class BatchSource:
                     raise DataError(f"{batch.where}: {exc}") from exc
             parts.append(rows)
             got += rows.shape[0]
-            if got >= oversample * n_rows:
+            total += float(rows.sum()) if max_total is not None else 0.0
+            if got >= oversample * n_rows or (max_total is not None and total >= max_total):
                 break
         data = sp.vstack(parts, format="csr") if sp.issparse(parts[0]) else np.concatenate(parts)
         return rows_at_most(data, n_rows, rng)

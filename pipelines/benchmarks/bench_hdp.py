@@ -719,6 +719,8 @@ def ttq_lsdask(cfg: Config, data: corpora.CorpusData, kind: str, client: Any, re
         est = LDA(K, alpha="auto", **common)
 
     def on_lap(result: Any) -> None:
+        if result.n_laps == 0:  # the Gibbs start's snapshots: laps only
+            return
         glob = result.globals
         stop = rec.over_budget()
         rec.pass_end(int(result.n_laps), lambda: (glob.topics, glob.alpha), force=stop)

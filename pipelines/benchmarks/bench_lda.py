@@ -176,6 +176,8 @@ def train_lsdask(
     last: dict[str, Any] = {}
 
     def on_lap(result: Any) -> None:
+        if result.n_laps == 0:  # the Gibbs start's snapshots: laps only
+            return
         glob = last["glob"] = result.globals
         stop = rec.over_budget()
         rec.pass_end(int(result.n_laps), lambda: glob.topics, force=stop)

@@ -58,6 +58,8 @@ def run_variant(data, X, K: int, laps: int, name: str, kwargs: dict[str, Any]) -
     t0 = time.perf_counter()
 
     def on_lap(result) -> None:
+        if result.n_laps == 0:  # the Gibbs start's snapshots: laps only
+            return
         took = time.perf_counter() - t0
         g = result.globals
         score = document_completion(data.A, data.B, g.topics, g.alpha)

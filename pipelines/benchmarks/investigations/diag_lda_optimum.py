@@ -61,6 +61,8 @@ def run_lsdask(data: corpora.CorpusData, K: int, init, laps: int, **options) -> 
     scores: list[float] = []
 
     def after_lap(result) -> None:
+        if result.n_laps == 0:  # the Gibbs start's snapshots: laps only
+            return
         topics = result.globals.topics
         scores.append(document_completion(data.A, data.B, topics, ALPHA))
 

@@ -94,6 +94,8 @@ def drift_table(data: CorpusData, K: int, laps: int) -> list[str]:
     for restarts in (True, False):
 
         def on_lap(result, restarts=restarts):
+            if result.n_laps == 0:  # the Gibbs start's snapshots: laps only
+                return
             score = document_completion(data.A, data.B, result.globals.topics, ALPHA)
             elbo = result.elbo_trace[-1] / tokens
             rows.append(f"| {restarts} | {result.n_laps} | {elbo:.5f} | {score:.4f} |")
