@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -48,3 +49,12 @@ def wait_reached(pause: Path, proc: subprocess.Popen, timeout: float = 120) -> N
             pytest.fail(f"the process ended ({proc.returncode}) before its pause point:\n{err}")
         assert time.monotonic() < deadline, "the pause point was never reached"
         time.sleep(0.02)
+
+
+#: a progress line of a command whose stderr is not a terminal (lsdask.cli.app)
+PROGRESS_LINE = re.compile(r"^lsdask \[\d\d:\d\d:\d\d\] ")
+
+
+def without_progress(stderr: str) -> list[str]:
+    """The lines of ``stderr`` but the progress lines (one per start phase and lap)."""
+    return [line for line in stderr.splitlines() if not PROGRESS_LINE.match(line)]

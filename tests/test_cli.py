@@ -63,6 +63,14 @@ def patch_store(tmp_path_factory: pytest.TempPathFactory) -> dict:
     )
 
 
+def _shown(stderr: str) -> str:
+    """``stderr`` without the progress lines (shown where stderr is not a terminal,
+    as under capsys): what a test of errors and warnings reads."""
+    from tests.lsdask_processes import without_progress
+
+    return "".join(f"{line}\n" for line in without_progress(stderr))
+
+
 def _load_pipeline(name: str):
     path = REPO_ROOT / "pipelines" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"{name}_pipeline", path)
@@ -233,7 +241,7 @@ def test_fit_gmm_bad_parameter(patch_store: dict, capsys) -> None:
         ["fit-gmm", patch_store["train"]["path"], "--components", "2", "--sparsity", "5", "--sync"]
     )
     assert code == 2
-    err = capsys.readouterr().err
+    err = _shown(capsys.readouterr().err)
     assert err.startswith("lsdask: error: sparsity must be an integer in [1, 2]")
 
 
@@ -480,7 +488,7 @@ def test_fit_errors(bars_corpora: dict[str, Path], saved_model: Path, tmp_path: 
     ]  # fmt: skip
     for argv, message in cases:
         assert main([*argv, "--sync"]) == 2
-        err = capsys.readouterr().err
+        err = _shown(capsys.readouterr().err)
         assert err.startswith("lsdask: error: ") and message in err, err
         assert "Traceback" not in err
     assert not (tmp_path / "m").exists()
@@ -534,7 +542,7 @@ def test_fit_init_errors(
     ]
     for extra, message in cases:
         assert main(["fit", train, *extra, "--out", str(tmp_path / "m"), "--sync"]) == 2
-        err = capsys.readouterr().err
+        err = _shown(capsys.readouterr().err)
         assert err.startswith("lsdask: error: ") and message in err, err
     assert not (tmp_path / "m").exists()
 
@@ -748,7 +756,7 @@ def test_ingest_tokenizer_options(tmp_path: Path, capsys) -> None:
     assert "garden" not in Corpus.open(out).vocab and "the" not in Corpus.open(out).vocab
     assert main(["ingest", "table", str(csv), "--out", str(tmp_path / "d"), "--stopwords",
                  str(tmp_path / "missing.txt")]) == 2  # fmt: skip
-    err = capsys.readouterr().err
+    err = _shown(capsys.readouterr().err)
     assert "--stopwords: " in err and "is not a file; expected english, none" in err
     assert main(["ingest", "table", str(csv), "--out", str(tmp_path / "d"), "--token-pattern",
                  "(unclosed"]) == 2  # fmt: skip
@@ -833,7 +841,7 @@ def test_ingest_jsonl_table_with_imposed_vocab(tmp_path: Path, capsys) -> None:
     out3 = tmp_path / "table3"
     assert main(["ingest", "table", str(csv), "--out", str(out3), "--vocab", str(base),
                  "--max-vocab", "10", "--min-df", "2"]) == 2  # fmt: skip
-    err = capsys.readouterr().err
+    err = _shown(capsys.readouterr().err)
     assert "min_df, max_vocab prune a vocabulary built from the data, but vocab= imposes" in err
     assert "(--vocab or --append-to on the command line), so they would do nothing" in err
     assert not out3.exists()
@@ -891,7 +899,7 @@ def test_ingest_ldac_and_uci(tmp_path: Path, capsys) -> None:
 def test_ingest_errors(tmp_path: Path, capsys) -> None:
     assert main(["ingest", "ldac", str(tmp_path / "x.dat"), str(tmp_path / "v"),
                  "--out", str(tmp_path / "o")]) == 2  # fmt: skip
-    err = capsys.readouterr().err
+    err = _shown(capsys.readouterr().err)
     assert err.startswith("lsdask: error: ") and "x.dat" in err
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a.txt").write_text("hello world")
@@ -1129,7 +1137,7 @@ def test_fit_hdp_refuses_the_options_it_does_not_take(
     for extra, message in cases:
         argv = ["fit", train, "--topics", "4", "--out", str(tmp_path / "m"), "--sync", *extra]
         assert main(argv) == 2
-        err = capsys.readouterr().err
+        err = _shown(capsys.readouterr().err)
         assert err.startswith("lsdask: error: ") and message in err, err
         assert "Traceback" not in err
     assert not (tmp_path / "m").exists()
@@ -1189,7 +1197,7 @@ def test_dashboard_address_refused_without_a_local_cluster(
         ["transform", str(saved_model), str(bars_corpora["heldout"]), "--out", str(out),
          *where, "--dashboard-address", "127.0.0.2:0"]
     )  # fmt: skip
-    err = capsys.readouterr().err
+    err = _shown(capsys.readouterr().err)
     assert code == 2
     assert err.startswith("lsdask: error: --dashboard-address") and other in err
     assert len(err.strip().splitlines()) == 1
@@ -1235,7 +1243,7 @@ def test_a_manifest_that_is_a_folder_is_one_line_with_status_2(tmp_path: Path, c
     corpus = tmp_path / "corpus"
     (corpus / "manifest.json").mkdir(parents=True)
     code = main(["fit", str(corpus), "--topics", "3", "--out", str(tmp_path / "m"), "--sync"])
-    err = capsys.readouterr().err
+    err = _shown(capsys.readouterr().err)
     assert code == 2, err
     assert err.startswith("lsdask: error: ") and err.count("\n") == 1 and "Traceback" not in err
 
@@ -1249,7 +1257,7 @@ def test_a_deeply_nested_manifest_is_one_line_with_status_2(
     shutil.copytree(bars_corpora["train"], corpus)
     (corpus / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
     code = main(["fit", str(corpus), "--topics", "3", "--out", str(tmp_path / "m"), "--sync"])
-    err = capsys.readouterr().err
+    err = _shown(capsys.readouterr().err)
     assert code == 2, err
     assert err.startswith("lsdask: error: ") and "Traceback" not in err
 
@@ -1279,7 +1287,7 @@ def test_environment_failures_are_one_line_with_their_status(
     monkeypatch.setattr(lda_cli, "fit_corpus_lda", fail)
     code = main(["fit", str(bars_corpora["train"]), "--topics", "3", "--out",
                  str(tmp_path / "m"), "--sync"])  # fmt: skip
-    err = capsys.readouterr().err
+    err = _shown(capsys.readouterr().err)
     assert code == status, err
     assert err == f"lsdask: error: {err[len('lsdask: error: ') :]}" and err.count("\n") == 1
     assert text in err
@@ -1295,7 +1303,7 @@ def test_an_endless_line_is_refused_before_it_fills_the_memory(tmp_path: Path, c
     with open("/dev/zero", "rb") as f, pytest.raises(DataError, match=r"/dev/zero, line 1: longer"):
         list(numbered_lines(f, Path("/dev/zero"), limit=1 << 20))
     code = main(["ingest", "jsonl", "/dev/zero", "--out", str(tmp_path / "c")])
-    err = capsys.readouterr().err
+    err = _shown(capsys.readouterr().err)
     assert code == 2 and "line 1: longer than 67,108,864 bytes" in err, err
 
 
@@ -1319,7 +1327,7 @@ def test_a_picture_that_fails_leaves_no_model_and_no_empty_file(
     out = tmp_path / "m"
     code = main(["fit", str(bars_corpora["train"]), "--topics", "3", "--laps", "1",
                  "--out", str(out), "--sync"])  # fmt: skip
-    err = capsys.readouterr().err
+    err = _shown(capsys.readouterr().err)
     assert code == 1 and "No space left on device" in err, err
     assert not out.exists() and list(tmp_path.iterdir()) == []
     monkeypatch.setattr(plotting, "plot_elbo_trace", real)
@@ -1356,7 +1364,7 @@ def test_help_groups_the_options_by_model_and_algorithm(command, groups, capsys)
 
 
 def test_a_fit_logged_to_a_file_says_each_start_phase_and_lap(tmp_path) -> None:
-    from tests.lsdask_processes import run_lsdask
+    from tests.lsdask_processes import PROGRESS_LINE, run_lsdask, without_progress
 
     X, _ = make_bars_corpus(n_docs=120, doc_length=30, random_state=0)
     Corpus.write(tmp_path / "c", X, [f"w{i}" for i in range(X.shape[1])], docs_per_row_group=40)
@@ -1365,12 +1373,11 @@ def test_a_fit_logged_to_a_file_says_each_start_phase_and_lap(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     # stderr is a pipe: no bar, one line per phase and lap instead of silence
-    assert any(line.startswith("lsdask: fitting LDA K=4") for line in lines), lines
-    assert any(line.startswith("lsdask: Gibbs init: 20 sweeps") for line in lines), lines
-    assert [line.split(":")[1].strip() for line in lines if ": ELBO " in line] == [
-        "lap 1",
-        "lap 2",
-    ]
+    progress = [line[len("lsdask [00:00:00] ") :] for line in lines if PROGRESS_LINE.match(line)]
+    assert any(line.startswith("fitting LDA K=4") for line in progress), lines
+    assert any(line.startswith("Gibbs init: 20 sweeps") for line in progress), lines
+    assert [line.split(":")[0] for line in progress if ": ELBO " in line] == ["lap 1", "lap 2"]
+    assert without_progress(done.stderr) == [], lines
 
 
 def test_progress_lines_stay_off_a_terminal_without_v(monkeypatch) -> None:
@@ -1399,7 +1406,7 @@ def test_the_first_run_of_a_version_says_that_it_compiles(tmp_path, monkeypatch,
     assert not cache.kernels_compiled()
     missing = tmp_path / "none"
     assert main(["fit", str(missing), "--topics", "2", "--out", str(tmp_path / "m")]) == 2
-    err = capsys.readouterr().err
+    err = _shown(capsys.readouterr().err)
     assert "first run of this lsdask version: compiling its numba kernels once" in err
     assert str(cache.cache_dir()) in err
     kernels = cache.cache_dir() / "kernels"

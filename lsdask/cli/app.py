@@ -29,9 +29,12 @@ __all__ = ["main"]
 
 
 class _TerseFormatter(logging.Formatter):
-    """``lsdask: warning: ...`` for warnings and errors, ``lsdask: ...`` for notices."""
+    """``lsdask: warning: ...`` for warnings and errors, ``lsdask: ...`` for notices,
+    ``lsdask [HH:MM:SS] ...`` for progress lines (a log read later wants the time)."""
 
     def format(self, record: logging.LogRecord) -> str:
+        if getattr(record, "progress", False) and record.levelno < logging.WARNING:
+            return f"lsdask [{self.formatTime(record, '%H:%M:%S')}] {record.getMessage()}"
         kind = "warning: " if record.levelno >= logging.WARNING else ""
         return f"lsdask: {kind}{record.getMessage()}"
 

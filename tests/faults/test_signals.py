@@ -36,7 +36,7 @@ import numpy as np
 from lsdask.io.corpus import Corpus
 from lsdask.persist import load_model
 from tests.faults.test_kill_points import _corpus_docs, _jsonl, _leftovers, _steps
-from tests.lsdask_processes import lsdask_env, run_lsdask
+from tests.lsdask_processes import lsdask_env, run_lsdask, without_progress
 
 FULL = os.environ.get("LSDASK_FAULTS_FULL") == "1"
 COMMITTED = "command.committed"
@@ -60,7 +60,7 @@ def _changed(before: dict, after: dict) -> set[str]:
 def _check_stderr(stderr: str, case: str) -> None:
     """No traceback, and at most one line that is not a warning (the error)."""
     assert "Traceback" not in stderr, (case, stderr[-3000:])
-    other = [line for line in stderr.splitlines() if not line.startswith("lsdask: warning:")]
+    other = [line for line in without_progress(stderr) if not line.startswith("lsdask: warning:")]
     assert len(other) <= 1, (case, stderr[-3000:])
 
 
