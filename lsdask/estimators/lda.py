@@ -930,10 +930,14 @@ class TransformTask:
         model = self.model
         _, doc_topic, _ = model.doc_topic_step(X, posterior, self.L)
         K = model.n_components  # as fitted, whatever set_params said since
-        theta = doc_topic + model.doc_prior(posterior)
+        # the largest among the topics the document uses: a topic it does not use
+        # never displaces one it does, whatever its prior
+        theta = np.where(
+            doc_topic > model.options.eps, doc_topic + model.doc_prior(posterior), -np.inf
+        )
         top = np.argsort(-theta, axis=1, kind="stable")[:, : self.keep]
         vals = np.take_along_axis(theta, top, axis=1)
-        used = np.take_along_axis(doc_topic, top, axis=1) > model.options.eps
+        used = np.isfinite(vals)
         vals = np.where(used, vals, 0.0)
         sums = vals.sum(axis=1, keepdims=True)
         vals = np.divide(vals, sums, out=np.zeros_like(vals), where=sums > 0)
