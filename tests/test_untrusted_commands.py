@@ -347,8 +347,9 @@ def test_the_out_of_memory_advice_names_options_the_command_has(
         "patches": ["patches", str(tmp_path), "--out", str(tmp_path / "p")],
     }[command]
     assert app.main(argv) == 1
-    err = without_progress(capsys.readouterr().err)
-    assert len(err) == 1 and err[0].startswith("lsdask: error: out of memory. "), err
+    lines = without_progress(capsys.readouterr().err)
+    assert len(lines) == 1 and lines[0].startswith("lsdask: error: out of memory. "), lines
+    err = lines[0]
     parser = build_parser()
     subparsers = next(a for a in parser._actions if a.dest == "command").choices
 
