@@ -162,9 +162,10 @@ def hdp_state(model: Any) -> ModelState:
     # not the moves' working fields; a start's statistics (kept where early stopping
     # keeps lap 0) have no local-step fields such as S: zeros (the saved sticks, not
     # S, make the loaded posterior)
-    empty = model.model_.empty_stats()
+    missing = [name for name in hdp_files.STATS_FIELDS if name not in model.stats_.keys()]
+    empty = model.model_.empty_stats() if missing else None
     for name in hdp_files.STATS_FIELDS:
-        kept = model.stats_[name] if name in model.stats_.keys() else empty[name]
+        kept = empty[name] if name in missing else model.stats_[name]
         arrays[f"stats_{name}"] = as_dense(kept)
     for name in (*_TRACES, "alpha_trace_", "n_components_trace_"):
         if hasattr(model, name):
