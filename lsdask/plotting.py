@@ -22,6 +22,8 @@ from lsdask.io import guarded
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "elbo_trace_figure",
+    "k_elbo_figure",
     "plot_covariance_eigenvectors",
     "plot_elbo_trace",
     "plot_k_elbo_trace",
@@ -86,13 +88,17 @@ def _as_trace(label: str, trace: Any) -> tuple[np.ndarray, np.ndarray]:
     return laps, values
 
 
+#: the default label of the laps axis: laps are passes through the training data
+LAPS_LABEL = "lap (passes through the training data)"
+
+
 def plot_elbo_trace(
     traces: Mapping[str, tuple[Any, Any]],
     path: str | os.PathLike[str],
     *,
     title: str | None = None,
-    ylabel: str = "ELBO",
-    xlabel: str = "laps (passes through the training data)",
+    ylabel: str = "ELBO (nats)",
+    xlabel: str = LAPS_LABEL,
 ) -> Path:
     """Plot objective traces of one or more runs against laps (or time) and save a PNG.
 
@@ -101,14 +107,16 @@ def plot_elbo_trace(
     traces : mapping of str to (laps, values)
         One line per run, keyed by its legend label (e.g. ``"L=4"``,
         ``"dense"``). ``laps`` are the (fractional) passes through the data
-        at which each value was recorded, e.g. an estimator's ``lap_trace_``;
-        ``values`` the matching ``elbo_trace_`` or heldout scores.
+        at which each value was recorded, e.g. an estimator's ``lap_trace_``
+        (or the seconds of its ``time_trace_``); ``values`` the matching
+        ``elbo_trace_`` or heldout scores.
     path : str or os.PathLike
         Where to write the PNG; the parent folder is created if needed.
     title : str or None, default None
         Figure title.
-    ylabel : str, default "ELBO"
-        Label of the vertical axis.
+    ylabel, xlabel : str
+        Labels of the vertical and horizontal axes, with their units (e.g.
+        ``"heldout log-likelihood (nats/token)"``, ``"wall time (s)"``).
 
     Returns
     -------
@@ -121,6 +129,18 @@ def plot_elbo_trace(
         If ``traces`` is empty, or a trace is not a pair of 1-D arrays of the
         same non-zero length.
     """
+    fig = elbo_trace_figure(traces, title=title, ylabel=ylabel, xlabel=xlabel)
+    return _save(fig, path)
+
+
+def elbo_trace_figure(
+    traces: Mapping[str, tuple[Any, Any]],
+    *,
+    title: str | None = None,
+    ylabel: str = "ELBO (nats)",
+    xlabel: str = LAPS_LABEL,
+) -> Any:
+    """The :class:`~matplotlib.figure.Figure` that :func:`plot_elbo_trace` saves."""
     if not isinstance(traces, Mapping):
         raise ValueError(
             f"traces must be a dict of label -> (laps, values); got {type(traces).__name__}"
@@ -147,7 +167,7 @@ def plot_elbo_trace(
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    return _save(fig, path)
+    return fig
 
 
 def plot_k_elbo_trace(
@@ -156,7 +176,8 @@ def plot_k_elbo_trace(
     path: str | os.PathLike[str],
     *,
     title: str | None = None,
-    ylabel: str = "surrogate ELBO",
+    ylabel: str = "surrogate ELBO (nats)",
+    xlabel: str = LAPS_LABEL,
 ) -> Path:
     """Plot the number of topics K and the objective against laps, one above the
     other, and save a PNG (an HDP fit's ``n_components_trace_`` and ``elbo_trace_``).
@@ -170,8 +191,10 @@ def plot_k_elbo_trace(
         Where to write the PNG; the parent folder is created if needed.
     title : str or None, default None
         Figure title.
-    ylabel : str, default "surrogate ELBO"
-        Label of the objective's axis.
+    ylabel : str, default "surrogate ELBO (nats)"
+        Label of the objective's axis, with its units.
+    xlabel : str
+        Label of the shared laps axis.
 
     Returns
     -------
@@ -183,6 +206,18 @@ def plot_k_elbo_trace(
     ValueError
         If a trace is not a pair of 1-D arrays of the same non-zero length.
     """
+    return _save(k_elbo_figure(k, elbo, title=title, ylabel=ylabel, xlabel=xlabel), path)
+
+
+def k_elbo_figure(
+    k: tuple[Any, Any],
+    elbo: tuple[Any, Any],
+    *,
+    title: str | None = None,
+    ylabel: str = "surrogate ELBO (nats)",
+    xlabel: str = LAPS_LABEL,
+) -> Any:
+    """The :class:`~matplotlib.figure.Figure` that :func:`plot_k_elbo_trace` saves."""
     k_laps, k_values = _as_trace("K", k)
     e_laps, e_values = _as_trace("ELBO", elbo)
     fig = _new_figure(6.4, 5.6)
@@ -195,11 +230,11 @@ def plot_k_elbo_trace(
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
     top.yaxis.get_major_locator().set_params(integer=True)
-    bottom.set_xlabel("laps (passes through the training data)")
+    bottom.set_xlabel(xlabel)
     if title:
         top.set_title(title)
     fig.tight_layout()
-    return _save(fig, path)
+    return fig
 
 
 #: magnitudes within this relative distance of a vector's largest count as tied

@@ -455,8 +455,8 @@ def test_fit_command(bars_corpora: dict[str, Path], tmp_path: Path, capsys) -> N
     assert len(topic_lines) == 10
     assert all(len(line.split()) == 9 and "px" in line for line in topic_lines)
     assert sorted(p.name for p in out.iterdir()) == [
-        "arrays.npz", "elbo.png", "elbo_time.png", "heldout_time.png", "params.json",
-        "vocab.txt",
+        "arrays.npz", "elbo.png", "elbo_time.png", "heldout_time.png", "heldout_trace.json",
+        "params.json", "vocab.txt",
     ]  # fmt: skip
     for picture in ("elbo.png", "elbo_time.png", "heldout_time.png"):
         assert_png(out / picture)

@@ -177,3 +177,35 @@ def test_topic_images_rejects_negative_topics(tmp_path: Path) -> None:
     learned = -bars_topics(2)
     with pytest.raises(ValueError, match="learned_topics must hold finite, non-negative"):
         plot_topic_images(bars_topics(2), learned, tmp_path / "x.png", 2)
+
+
+def test_elbo_trace_figure_axes_say_their_units() -> None:
+    """The default labels name the axes' units; given ones are used as given."""
+    from lsdask.plotting import LAPS_LABEL, elbo_trace_figure
+
+    ax = elbo_trace_figure({"L=4": ([1, 2], [-3.0, -2.5])}).axes[0]
+    assert ax.get_xlabel() == LAPS_LABEL == "lap (passes through the training data)"
+    assert ax.get_ylabel() == "ELBO (nats)"
+    fig = elbo_trace_figure(
+        {"L=4": ([0.5, 1.0], [-3.0, -2.5])},
+        xlabel="wall time (s)",
+        ylabel="heldout log-likelihood (nats/token)",
+    )
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "wall time (s)"
+    assert ax.get_ylabel() == "heldout log-likelihood (nats/token)"
+
+
+def test_k_elbo_figure_axes_say_their_units(tmp_path: Path) -> None:
+    from lsdask.plotting import LAPS_LABEL, k_elbo_figure, plot_k_elbo_trace
+
+    top, bottom = k_elbo_figure(([1, 2, 3], [8, 7, 7]), ([1, 2, 3], [-3.0, -2.9, -2.8])).axes
+    assert top.get_ylabel() == "K (topics)"
+    assert bottom.get_ylabel() == "surrogate ELBO (nats)"
+    assert bottom.get_xlabel() == LAPS_LABEL
+    _, bottom = k_elbo_figure(
+        ([1, 2], [8, 7]), ([1, 2], [-3.0, -2.9]), ylabel="surrogate ELBO (nats/token)"
+    ).axes
+    assert bottom.get_ylabel() == "surrogate ELBO (nats/token)"
+    out = plot_k_elbo_trace(([1, 2], [8, 7]), ([1, 2], [-3.0, -2.9]), tmp_path / "k.png")
+    assert_png_with_content(out)

@@ -14,6 +14,7 @@ corpus jobs: :mod:`lsdask.jobs.topics`, :mod:`lsdask.jobs.transform`,
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -39,12 +40,19 @@ from lsdask.learn.base import padded_trace
 from lsdask.persist import check_save_target, load_lda, load_model, save_model
 from lsdask.persist import svi_gibbs as svi_gibbs_checkpoint
 from lsdask.persist.checkpoint import CheckpointDir
+from lsdask.persist.files import write_text_atomic
 from lsdask.persist.model_dir import extra_files
 from lsdask.persist.resume import checkpoint_lock
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CorpusFitReport", "HeldoutTrace", "fit_corpus_lda", "format_fit_report"]
+__all__ = [
+    "HELDOUT_TRACE_FILE",
+    "CorpusFitReport",
+    "HeldoutTrace",
+    "fit_corpus_lda",
+    "format_fit_report",
+]
 
 
 @dataclass
@@ -386,7 +394,7 @@ def fit_corpus_lda(
         "fitting %s K=%d, L=%s (%s) on %s: %d documents, %d batches",
         name, K, L, algorithm, train.path, train.n_docs, len(train.batches),
     )  # fmt: skip
-    trace = HeldoutTrace(held, model.alpha) if held is not None and held.n_docs else None
+    trace = _heldout_trace(model, held, laps_before)
     with on_shared_client(model) as shared:
         link = getattr(shared, "dashboard_link", None)
         start = time.perf_counter()
@@ -431,6 +439,31 @@ def fit_corpus_lda(
                 CheckpointDir(model.checkpoint_dir).mark_done(model._command_id)
                 svi_gibbs_checkpoint.mark_command_done(model.checkpoint_dir, model._command_id)
     return report
+
+
+def _heldout_trace(model: LDA, held: Corpus | None, laps_before: int) -> HeldoutTrace | None:
+    """The per-lap heldout callback of a fit (None without heldout documents): kept
+    in the checkpoint folder, where there is one, continuing its earlier runs' trace."""
+    if held is None or not held.n_docs:
+        return None
+    folder = model.checkpoint_dir
+    trace = HeldoutTrace(held, model.alpha, folder=folder)
+    if laps_before:
+        trace.continue_from(earlier_heldout(folder, trace.stamp, laps_before))
+    elif folder is not None and Path(folder).is_dir():
+        _drop_stale_trace(folder)
+    return trace
+
+
+def _drop_stale_trace(folder: Any) -> None:
+    """Remove the heldout trace of a checkpoint folder that holds no checkpoint (an
+    older fit's, whose checkpoints were removed): a fresh fit's trace is its own."""
+    with checkpoint_lock(folder):
+        names = guarded.listdir(folder)
+        if CHECKPOINT_HELDOUT_FILE in names and not any(
+            name == "LATEST" or name.startswith("ckpt-") for name in names
+        ):
+            guarded.unlink(folder, CHECKPOINT_HELDOUT_FILE)
 
 
 def _report_done(
@@ -510,15 +543,21 @@ def _save_with_pictures(
     report.time_plots = [str(out / Path(p).name) for p in report.time_plots]
 
 
+#: the axes' labels of the pictures of a fit (laps: :data:`lsdask.plotting.LAPS_LABEL`)
+TIME_LABEL = "wall time of the fit (s)"
+ELBO_LABEL = "ELBO per training token (nats/token)"
+HELDOUT_LABEL = "heldout log-likelihood (nats/token)"
+
+
 def _draw(report: CorpusFitReport, trace: HeldoutTrace | None, out_dir: Path) -> None:
-    """The ELBO per token by lap and by time, the heldout score by time, and an
-    HDP's K and ELBO by lap."""
-    from lsdask.plotting import plot_elbo_trace, plot_k_elbo_trace
+    """The ELBO per token by lap and by time, the heldout score by time (and its
+    data, :data:`HELDOUT_TRACE_FILE`), and an HDP's K and ELBO by lap. The traces
+    span the whole fit: a resumed run's continue those of the runs before it."""
+    from lsdask.plotting import LAPS_LABEL, plot_elbo_trace, plot_k_elbo_trace
 
     model = report.model
     label = "dense" if report.L is None else f"L={report.L}"
     per_token = _elbo_per_token(model, report.n_tokens)
-    ylabel = "ELBO per training token"
     has_elbo = bool(np.isfinite(per_token).any())  # svi-gibbs computes none
     if has_elbo:
         report.elbo_plot = str(
@@ -527,20 +566,23 @@ def _draw(report: CorpusFitReport, trace: HeldoutTrace | None, out_dir: Path) ->
                 out_dir / "elbo.png",
                 title=f"{report.model_name} K={report.K}, {report.algorithm}, "
                 f"{report.n_docs:,} documents",
-                ylabel=ylabel,
+                ylabel=ELBO_LABEL,
+                xlabel=LAPS_LABEL,
             )
         )
     title = f"{report.model_name} K={report.K}, {label}, {report.algorithm}"
-    by_time = [("elbo_time.png", model.time_trace_, per_token, ylabel)] if has_elbo else []
+    by_time = [("elbo_time.png", model.time_trace_, per_token, ELBO_LABEL)] if has_elbo else []
     if trace is not None and trace.seconds:
         by_time.append(
             ("heldout_time.png", np.asarray(trace.seconds), np.asarray(trace.scores),
-             "heldout log-likelihood per token")
+             HELDOUT_LABEL)
         )  # fmt: skip
+        with guarded.open_write(out_dir, HELDOUT_TRACE_FILE, "w") as f:
+            f.write(trace.json())
     for name, seconds, values, what in by_time:
         path = plot_elbo_trace(
             {label: (seconds, values)}, out_dir / name, title=title, ylabel=what,
-            xlabel="seconds",
+            xlabel=TIME_LABEL,
         )  # fmt: skip
         report.time_plots.append(str(path))
     if isinstance(model, HDP):
@@ -551,9 +593,19 @@ def _draw(report: CorpusFitReport, trace: HeldoutTrace | None, out_dir: Path) ->
                 (model.lap_trace_, per_token),
                 out_dir / "k_elbo.png",
                 title=title,
-                ylabel="surrogate ELBO per training token",
+                ylabel="surrogate ELBO per training token (nats/token)",
+                xlabel=LAPS_LABEL,
             )
         )
+
+
+#: In a model folder: the heldout trace ``heldout_time.png`` is drawn from (JSON:
+#: ``laps``, ``seconds`` and ``scores`` in nats per token, over the whole fit).
+HELDOUT_TRACE_FILE = "heldout_trace.json"
+#: In a checkpoint folder: the heldout trace of the laps made so far, which a
+#: resumed run's trace continues (hidden: a checkpoint folder holds its own entries
+#: and hidden files only).
+CHECKPOINT_HELDOUT_FILE = ".heldout_trace.json"
 
 
 class HeldoutTrace:
@@ -561,23 +613,104 @@ class HeldoutTrace:
 
     The 80/20 split of the heldout documents is drawn once, so every lap is
     scored on the same words; ``seconds`` are the fit's own clock (scoring
-    time excluded).
+    time excluded), which a resumed run continues from the end of the run before.
+    ``laps``, ``seconds`` and ``scores`` start with those of the earlier runs a
+    resumed fit continues (:meth:`continue_from`); with ``folder`` (the
+    checkpoint folder) the trace is written there after every lap
+    (:data:`CHECKPOINT_HELDOUT_FILE`), with ``stamp``, the digest of the heldout
+    documents and their split.
     """
 
-    def __init__(self, heldout: Any, alpha: float, random_state: int = 0) -> None:
+    def __init__(
+        self,
+        heldout: Any,
+        alpha: float,
+        random_state: int = 0,
+        *,
+        folder: Any = None,
+    ) -> None:
         self.alpha = alpha
         self.A, self.B = split_documents(read_all(heldout), 0.8, random_state)
+        self.stamp = _heldout_stamp(heldout, random_state)
+        self.folder = folder
+        self.laps: list[int] = []
         self.seconds: list[float] = []
         self.scores: list[float] = []
+
+    def continue_from(self, earlier: dict[str, list[float]]) -> None:
+        """Start from the earlier runs' trace (:func:`earlier_heldout`)."""
+        self.laps = [int(lap) for lap in earlier.get("laps", [])]
+        self.seconds = [float(s) for s in earlier.get("seconds", [])]
+        self.scores = [float(s) for s in earlier.get("scores", [])]
 
     def __call__(self, result: Any) -> None:
         if result.n_laps == 0:  # the Gibbs start's progress: its own log says how far it got
             return
         alpha = getattr(result.globals, "alpha", self.alpha)  # a learned one: the lap's
         score = document_completion(self.A, self.B, result.globals.topics, alpha)
+        self.laps.append(int(result.n_laps))
         self.seconds.append(float(result.time_trace[-1]))
         self.scores.append(score)
         logger.info("lap %d: heldout %.4f nats/token", result.n_laps, score)
+        if self.folder is not None:
+            write_text_atomic(self.folder, Path(self.folder) / CHECKPOINT_HELDOUT_FILE, self.json())
+
+    def json(self) -> str:
+        """The trace as JSON: ``heldout`` (the stamp), ``laps``, ``seconds``, ``scores``."""
+        record = {"heldout": self.stamp, "laps": self.laps, "seconds": self.seconds,
+                  "scores": self.scores}  # fmt: skip
+        return json.dumps(record, indent=1)
+
+
+def _heldout_stamp(heldout: Corpus, random_state: int) -> str:
+    """A digest of the heldout documents (:func:`_data_stamp`) and their split's seed:
+    a resumed run continues an earlier heldout trace only over the same."""
+    return hashlib.sha256(f"{_data_stamp(heldout)}:{random_state}".encode()).hexdigest()
+
+
+def _is_trace(record: Any) -> bool:
+    """Whether ``record`` is a heldout trace :meth:`HeldoutTrace.json` wrote: lists
+    of as many laps (increasing integers), seconds and scores (numbers)."""
+    if not isinstance(record, dict) or not isinstance(record.get("heldout"), str):
+        return False
+    laps, seconds, scores = (record.get(name) for name in ("laps", "seconds", "scores"))
+    if not all(isinstance(v, list) for v in (laps, seconds, scores)):
+        return False
+    assert isinstance(laps, list) and isinstance(seconds, list) and isinstance(scores, list)
+    numbers = all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in [*seconds, *scores]
+    )
+    counts = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in laps)
+    increasing = all(b > a for a, b in itertools.pairwise(laps))
+    return numbers and counts and increasing and len(laps) == len(seconds) == len(scores)
+
+
+def earlier_heldout(folder: Any, stamp: str, laps_before: int) -> dict[str, list[float]]:
+    """The heldout trace of the laps up to ``laps_before`` that the checkpoint folder
+    ``folder`` keeps (:data:`CHECKPOINT_HELDOUT_FILE`) for the heldout documents
+    ``stamp``: what a resumed run's trace starts from. Empty without one (a
+    checkpoint written before it was kept, a fresh fit), with a warning where it is
+    of other heldout documents or unreadable: the fit goes on, its trace from this run."""
+    if folder is None or not guarded.is_file(folder, CHECKPOINT_HELDOUT_FILE):
+        return {}
+    try:
+        record = guarded.read_json(folder, CHECKPOINT_HELDOUT_FILE)
+    except (OSError, ValueError, RecursionError) as exc:
+        logger.warning("%s in %s is unreadable (%s): the heldout trace starts with this run",
+                       CHECKPOINT_HELDOUT_FILE, folder, exc)  # fmt: skip
+        return {}
+    if not _is_trace(record):
+        logger.warning("%s in %s is not a heldout trace: the heldout trace starts with this run",
+                       CHECKPOINT_HELDOUT_FILE, folder)  # fmt: skip
+        return {}
+    if record["heldout"] != stamp:
+        logger.warning(
+            "the earlier runs of checkpoint %s scored other heldout documents: the heldout "
+            "trace starts with this run", folder,
+        )  # fmt: skip
+        return {}
+    kept = sum(1 for lap in record["laps"] if lap <= laps_before)  # a stop between the two
+    return {name: record[name][:kept] for name in ("laps", "seconds", "scores")}
 
 
 def format_fit_report(report: CorpusFitReport, *, title: str | None = None) -> str:
