@@ -25,6 +25,19 @@ DEFAULT_DOCS_PER_FILE = 100_000
 DEFAULT_MIN_DF = 5
 DEFAULT_MAX_DF = 0.5
 
+#: Phrase detection of text ingestion (``phrases=True``, ``--phrases``), as the
+#: defaults of gensim's Phrases: a pair of words is joined when seen more than
+#: ``DEFAULT_PHRASE_MIN_COUNT`` times and scoring above
+#: ``DEFAULT_PHRASE_THRESHOLD``; at most ``DEFAULT_PHRASE_MAX_PAIRS`` distinct
+#: pairs are held while counting (about 1 GB), the rarest dropped beyond.
+DEFAULT_PHRASE_MIN_COUNT = 5
+DEFAULT_PHRASE_THRESHOLD = 10.0
+DEFAULT_PHRASE_MAX_PAIRS = 5_000_000
+
+#: Binary files in a folder or archive of text are told by a NUL byte in their
+#: first ``BINARY_SNIFF_BYTES`` bytes (or a known magic number) and skipped.
+BINARY_SNIFF_BYTES = 8192
+
 #: The zero-mean Gaussian warns when its initialization sample's mean lies
 #: farther from 0 than this many times the rows' root-mean-square distance
 #: from that mean (data that is not centered, as its model assumes).

@@ -29,7 +29,12 @@ from lsdask.io.ingest import (
     ingest_table,
     ingest_text_folder,
 )
-from lsdask.io.ingest.stopwords import ENGLISH_STOPWORDS
+from lsdask.io.ingest.stopwords import (
+    ENGLISH_STOPWORDS,
+    GLASGOW_CONTENT_WORDS,
+    GLASGOW_STOPWORDS,
+    LEGACY_ENGLISH_STOPWORDS,
+)
 from lsdask.io.ingest.words import Tokenizer, VocabularyBuilder, encode, select_vocabulary
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -80,8 +85,28 @@ def test_tokenizer_keeps_words_of_two_or_more_letters_without_stopwords():
     assert Tokenizer(stopwords=None).tokens("The cat") == ["the", "cat"]
     assert Tokenizer(lowercase=False, stopwords={"cat"}).tokens("The Cat sat") == ["The", "sat"]
     assert Tokenizer(pattern=r"\d+", stopwords=None).tokens("a1 b22") == ["1", "22"]
-    assert Tokenizer().settings()["stopwords"] == "english"
+    assert Tokenizer().settings()["stopwords"] == "english-2"
     assert Tokenizer(stopwords={"b", "a"}).settings()["stopwords"] == ["a", "b"]
+    # the earlier list keeps its recorded name, so corpora ingested with it keep it
+    legacy = Tokenizer(stopwords=LEGACY_ENGLISH_STOPWORDS)
+    assert legacy.settings()["stopwords"] == "english"
+    assert Tokenizer.from_settings(legacy.settings()) == legacy != Tokenizer()
+    assert Tokenizer.from_settings({"stopwords": "english-2"}).stopwords == ENGLISH_STOPWORDS
+    with pytest.raises(ValueError, match=r"stopwords 'french': no built-in list has that name"):
+        Tokenizer.from_settings({"stopwords": "french"})
+
+
+def test_runs_split_the_tokens_at_stopwords():
+    tok = Tokenizer()
+    text = "The Bank of America, New York City; and a cat"
+    runs = tok.runs(text)
+    assert runs == [["bank"], ["america", "new", "york", "city"], ["cat"]]
+    assert [w for run in runs for w in run] == tok.tokens(text)
+    assert Tokenizer(lowercase=False, stopwords={"of"}).runs("Bank OF x America") == [
+        ["Bank"],
+        ["America"],
+    ]
+    assert tok.runs("the and 42") == []
 
 
 def test_tokenizer_rejects_bad_settings():
@@ -93,12 +118,25 @@ def test_tokenizer_rejects_bad_settings():
         Tokenizer().tokens(3)
 
 
-def test_stopword_list_is_lower_case_function_words():
+def test_stopword_list_is_the_glasgow_list_as_documented():
     assert isinstance(ENGLISH_STOPWORDS, frozenset)
-    assert 250 <= len(ENGLISH_STOPWORDS) <= 400
-    assert all(w == w.lower() and w.isalpha() and len(w) >= 2 for w in ENGLISH_STOPWORDS)
-    assert {"the", "and", "of", "which", "would", "don", "ve"} <= ENGLISH_STOPWORDS
-    assert not {"government", "people", "computer", "apple"} & ENGLISH_STOPWORDS
+    assert {"no", "nor", "not"} <= ENGLISH_STOPWORDS
+    # the source: the Glasgow IR group's 318 words, as scikit-learn ships them
+    assert len(GLASGOW_STOPWORDS) == 318
+    assert GLASGOW_CONTENT_WORDS == {"bill", "fire", "interest", "mill", "system"}
+    assert GLASGOW_CONTENT_WORDS <= GLASGOW_STOPWORDS
+    supplement = LEGACY_ENGLISH_STOPWORDS - GLASGOW_STOPWORDS
+    assert ENGLISH_STOPWORDS == (GLASGOW_STOPWORDS - GLASGOW_CONTENT_WORDS) | supplement
+    assert len(ENGLISH_STOPWORDS) == 318 - 5 + len(supplement) == 436
+    assert LEGACY_ENGLISH_STOPWORDS < ENGLISH_STOPWORDS and "no" not in LEGACY_ENGLISH_STOPWORDS
+    assert all(w == w.lower() and w.isalpha() for w in ENGLISH_STOPWORDS)
+    assert {"the", "and", "of", "which", "would", "don", "ve", "said"} <= ENGLISH_STOPWORDS
+    assert not {"government", "people", "computer", "apple", "system"} & ENGLISH_STOPWORDS
+
+
+def test_glasgow_list_is_scikit_learns_word_for_word():
+    text = pytest.importorskip("sklearn.feature_extraction.text")
+    assert frozenset(text.ENGLISH_STOP_WORDS) == GLASGOW_STOPWORDS
 
 
 def test_vocabulary_builder_orders_by_document_frequency_then_alphabet():
@@ -185,7 +223,7 @@ def test_text_folder_round_trip(text_folder, tmp_path):
     assert _bags(corpus) == _expected(TEXTS.values())
     info = corpus.ingest_info
     assert info["doc_names"] == list(TEXTS)
-    assert info["format"] == "text folder" and info["tokenizer"]["stopwords"] == "english"
+    assert info["format"] == "text folder" and info["tokenizer"]["stopwords"] == "english-2"
     assert info["vocabulary"]["imposed"] is False
     assert (summary["oov_tokens"], summary["oov_types"], summary["n_empty_docs"]) == (0, 0, 0)
 
@@ -479,6 +517,7 @@ def test_ldac_round_trip(ldac, tmp_path):
         "oov_tokens": 0,
         "oov_types": 0,
         "vocab_imposed": False,
+        "n_skipped_files": 0,
     }
     pruned = import_ldac(*ldac, tmp_path / "p", min_df=2)
     assert Corpus.open(tmp_path / "p").vocab == ["date"] and pruned["oov_tokens"] == 7
@@ -580,7 +619,7 @@ def test_summary_reads_as_attributes_and_as_a_mapping(ldac, tmp_path):
     summary = import_ldac(*ldac, tmp_path / "c")
     assert isinstance(summary, IngestSummary)
     assert summary.n_docs == summary["n_docs"] == 4 and summary.get("missing") is None
-    assert list(summary)[:2] == ["path", "n_docs"] and len(summary) == 9
+    assert list(summary)[:2] == ["path", "n_docs"] and len(summary) == 10
     assert "vocab_imposed" in summary and "appended_part" not in summary
     assert json.loads(json.dumps(dict(summary)))["n_tokens"] == 13
     with pytest.raises(KeyError):

@@ -19,17 +19,24 @@ import logging
 import os
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import Any
 
 import numpy as np
 
-from lsdask.config import DEFAULT_MAX_DF, DEFAULT_MIN_DF
+from lsdask.config import (
+    DEFAULT_MAX_DF,
+    DEFAULT_MIN_DF,
+    DEFAULT_PHRASE_MIN_COUNT,
+    DEFAULT_PHRASE_THRESHOLD,
+)
 from lsdask.errors import DataError
 from lsdask.io.corpus.store import Corpus, check_out_dir
+from lsdask.io.ingest.mail import clean_mail
 from lsdask.io.ingest.options import IngestOptions, PathLike, TextIngestOptions, VocabArg
+from lsdask.io.ingest.phrases import PHRASE_DELIMITER, PhraseCounter, join_phrases
 from lsdask.io.ingest.words import Tokenizer, VocabularyBuilder, encode, select_vocabulary
 
 logger = logging.getLogger(__name__)
@@ -90,10 +97,10 @@ def _tokenizer_for(tokenizer: Tokenizer | None, vocab: Sequence[str] | Corpus | 
     imposed, the tokenizer that corpus was ingested with, so that new text at
     retraining time is cut into words as the training text was; else the
     default. A given tokenizer other than the corpus's is kept, with a warning."""
-    theirs = recorded_tokenizer(vocab) if isinstance(vocab, Corpus) else None
-    if theirs is None:
+    corpus = vocab if isinstance(vocab, Corpus) else None
+    theirs = recorded_tokenizer(corpus) if corpus is not None else None
+    if corpus is None or theirs is None:
         return tokenizer if tokenizer is not None else Tokenizer()
-    corpus = vocab
     if tokenizer is None:
         logger.info("tokenizing as corpus %s was: %r", corpus.path, theirs)
         return theirs
@@ -106,16 +113,90 @@ def _tokenizer_for(tokenizer: Tokenizer | None, vocab: Sequence[str] | Corpus | 
     return tokenizer
 
 
-def _warn_unreachable_words(words: Sequence[str], tokenizer: Tokenizer, where: str) -> None:
+def recorded_cleaning(corpus: Corpus) -> dict[str, Any] | None:
+    """How the text of ``corpus`` was cleaned besides its tokenizer (mail
+    cleaning, joined phrases; its manifest records it), or None for a corpus
+    written without (bag-of-words imports, text ingested before the record)."""
+    cleaning = corpus.ingest_info.get("cleaning")
+    return cleaning if isinstance(cleaning, dict) else None
+
+
+@dataclass(frozen=True)
+class _Cleaning:
+    """What an ingest of raw text does besides tokenizing: mail cleaning, and
+    phrases to detect (pass 1) or to join as a corpus joined them."""
+
+    strip_mail: bool = False
+    detect: PhraseCounter | None = None
+    joined: frozenset[tuple[str, str]] | None = None
+
+    def record(self, joined: frozenset[tuple[str, str]] | None, found: int) -> dict[str, Any]:
+        """``manifest["ingest"]["cleaning"]``, the pairs joined listed."""
+        phrases = None
+        if joined is not None:
+            counter = self.detect
+            phrases = {
+                "min_count": counter.min_count if counter else None,
+                "threshold": counter.threshold if counter else None,
+                "n_detected": found,
+                "joined": sorted([a, b] for a, b in joined),
+            }
+        return {"strip_mail": self.strip_mail, "phrases": phrases}
+
+
+def _cleaning_for(options: TextIngestOptions, vocab: Sequence[str] | Corpus | None) -> _Cleaning:
+    """The cleaning of an ingest: as the options say; with a corpus's vocabulary
+    imposed, what the options leave unsaid as that corpus was cleaned (a value
+    given that differs is kept, with a warning)."""
+    corpus = vocab if isinstance(vocab, Corpus) else None
+    theirs = recorded_cleaning(corpus) if corpus is not None else None
+    text_corpus = corpus is not None and "tokenizer" in corpus.ingest_info
+    where = corpus.path if corpus is not None else "?"
+    their_strip = bool((theirs or {}).get("strip_mail", False))
+    strip = options.strip_mail
+    if strip is None:
+        strip = their_strip if text_corpus else False
+    elif text_corpus and strip != their_strip:
+        logger.warning(
+            "strip_mail=%s, but corpus %s was ingested with strip_mail=%s: the same posts "
+            "give other words here than there. Leave it out to clean as the corpus was",
+            strip, where, their_strip,
+        )  # fmt: skip
+    if vocab is None:
+        if not options.phrases:
+            return _Cleaning(strip_mail=strip)
+        min_count = options.phrase_min_count or DEFAULT_PHRASE_MIN_COUNT
+        threshold = options.phrase_threshold
+        counter = PhraseCounter(
+            min_count, DEFAULT_PHRASE_THRESHOLD if threshold is None else float(threshold)
+        )
+        return _Cleaning(strip_mail=strip, detect=counter)
+    recorded = (theirs or {}).get("phrases")
+    if not recorded:
+        return _Cleaning(strip_mail=strip)
+    if options.phrases is False:
+        logger.warning(
+            "phrases=False, but corpus %s joined %d phrases: they stay apart here, and their "
+            "words count as out of its vocabulary. Leave it out to join them as the corpus did",
+            where, len(recorded["joined"]),
+        )  # fmt: skip
+        return _Cleaning(strip_mail=strip)
+    return _Cleaning(strip_mail=strip, joined=frozenset((a, b) for a, b in recorded["joined"]))
+
+
+def _warn_unreachable_words(
+    words: Sequence[str], tokenizer: Tokenizer, where: str, phrases: Collection[str] = ()
+) -> None:
     """Warn of imposed words the tokenizer never yields (a word is a token only if
-    tokenizing it gives back the word itself): their ids will hold no tokens,
-    whatever the text. Each reason is named: capitals while it lowercases,
-    stopwords, or no match of its token pattern."""
+    tokenizing it gives back the word itself, or it is one of the joined
+    ``phrases``): their ids will hold no tokens, whatever the text. Each reason
+    is named: capitals while it lowercases, stopwords, or no match of its token
+    pattern."""
     upper: list[str] = []
     stop: list[str] = []
     other: list[str] = []
     for w in words:
-        if tokenizer.tokens(w) == [w]:
+        if w in phrases or tokenizer.tokens(w) == [w]:
             continue
         if tokenizer.lowercase and w != w.lower():
             upper.append(w)
@@ -189,6 +270,9 @@ class IngestSummary(Mapping[str, Any]):
         how many distinct words they are.
     vocab_imposed : bool
         Whether the vocabulary was imposed (``vocab=``).
+    n_skipped_files : int
+        Files of a folder or archive skipped because their bytes are not text
+        (images, archives, executables); never ingested, whatever the encoding.
     """
 
     path: str
@@ -200,6 +284,7 @@ class IngestSummary(Mapping[str, Any]):
     oov_tokens: int | float
     oov_types: int
     vocab_imposed: bool
+    n_skipped_files: int = field(default=0, kw_only=True)
 
     def __getitem__(self, key: str) -> Any:
         if key not in self._names():
@@ -235,8 +320,18 @@ def _write_corpus(
     )
 
 
-def _report(corpus: Corpus, counts: _Counts, vocab_from: str) -> IngestSummary:
-    """The summary of a written corpus; what was dropped is logged."""
+def _report(
+    corpus: Corpus, counts: _Counts, vocab_from: str, skipped: Sequence[tuple[str, str]] = ()
+) -> IngestSummary:
+    """The summary of a written corpus; what was dropped or skipped is logged."""
+    if skipped:
+        logger.warning(
+            "skipped %d files that are not text, whatever the encoding: %s%s. "
+            "--exclude GLOB (exclude=) leaves such files out without this warning",
+            len(skipped),
+            ", ".join(f"{name} ({kind})" for name, kind in skipped[:5]),
+            ", ..." if len(skipped) > 5 else "",
+        )
     summary = IngestSummary(
         path=corpus.path,
         n_docs=corpus.n_docs,
@@ -247,6 +342,7 @@ def _report(corpus: Corpus, counts: _Counts, vocab_from: str) -> IngestSummary:
         oov_tokens=_number(counts.oov_tokens),
         oov_types=counts.oov_types,
         vocab_imposed=vocab_from.startswith("imposed"),
+        n_skipped_files=len(skipped),
     )
     total = counts.oov_tokens + corpus.n_tokens
     share = 100.0 * counts.oov_tokens / total if total else 0.0
@@ -265,10 +361,19 @@ def _report(corpus: Corpus, counts: _Counts, vocab_from: str) -> IngestSummary:
 
 
 def _ingest_info(
-    source: dict[str, Any], vocabulary: dict[str, Any], counts: _Counts, extra: dict[str, Any]
+    source: dict[str, Any],
+    vocabulary: dict[str, Any],
+    counts: _Counts,
+    extra: dict[str, Any],
+    skipped: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
     info = dict(source)
     info.update(extra)
+    if skipped:
+        info["skipped_files"] = {
+            "n_files": len(skipped),
+            "first": [{"name": name, "kind": kind} for name, kind in skipped[:20]],
+        }
     info["vocabulary"] = vocabulary
     info["n_empty_docs"] = counts.n_empty
     info["oov_tokens"] = _number(counts.oov_tokens)
@@ -290,6 +395,8 @@ class _TextSource:
     where: str
     hint: Callable[[], str] = lambda: ""
     ids: bool = False  # the names are the documents' own integer ids: doc_id
+    #: the files of the latest pass skipped as not text: (name, what they are)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
 def document_id(value: Any, where: str, name: str) -> int:
@@ -328,13 +435,40 @@ def _check_distinct(ids: array, where: str) -> None:
         )
 
 
+def _text_words(
+    tokenizer: Tokenizer, cleaning: _Cleaning
+) -> Callable[[str, frozenset[tuple[str, str]] | None], list[list[str]]]:
+    """The function from a document's text to its runs of words (mail cleaned
+    first if asked, the ``joined`` phrases joined)."""
+
+    def runs(text: str, joined: frozenset[tuple[str, str]] | None) -> list[list[str]]:
+        if cleaning.strip_mail:
+            text = clean_mail(text)
+        if joined:
+            return [join_phrases(run, joined) for run in tokenizer.runs(text)]
+        if cleaning.detect is not None:
+            return tokenizer.runs(text)
+        return [tokenizer.tokens(text)]
+
+    return runs
+
+
+def _flat(runs: list[list[str]]) -> list[str]:
+    return runs[0] if len(runs) == 1 else [w for run in runs for w in run]
+
+
 def _ingest_texts(
     source: _TextSource, out_dir: PathLike, options: TextIngestOptions
 ) -> IngestSummary:
-    """Two passes over raw text: document frequencies, then encode and write."""
+    """Two passes over raw text: document frequencies (and the pairs of words
+    that may be phrases), then encode and write."""
     check_out_dir(out_dir, options.overwrite)
     vocab = _opened(options.vocab)
     tokenizer = _tokenizer_for(options.tokenizer, vocab)
+    cleaning = _cleaning_for(options, vocab)
+    words_of = _text_words(tokenizer, cleaning)
+    joined = cleaning.joined
+    n_detected = 0 if joined is None else len(joined)
     progress = options.progress
     total: int | None = None
     own_ids = array("q")  # the documents' own ids (source.ids), checked distinct
@@ -344,8 +478,12 @@ def _ingest_texts(
             DEFAULT_MAX_DF if options.max_df is None else options.max_df,
             options.max_vocab,
         )
+        counter = cleaning.detect
         for name, text in _progress(source.docs(), progress, "pass 1/2: counting words"):
-            builder.add(tokenizer.tokens(text))
+            runs = words_of(text, None)
+            builder.add(_flat(runs))
+            if counter is not None:
+                counter.add(runs)
             if source.ids:
                 own_ids.append(name)
         if builder.n_docs == 0:
@@ -358,12 +496,26 @@ def _ingest_texts(
             builder.n_docs,
             builder.n_types,
         )
+        found: Collection[tuple[str, str]] = ()
+        if counter is not None:
+            found = counter.phrases()
+            n_detected = len(found)
+            builder.add_document_frequencies(counter.document_frequencies(found))
         words = builder.build()
+        if counter is not None:
+            kept = set(words)
+            joined = frozenset(p for p in found if PHRASE_DELIMITER.join(p) in kept)
+            logger.info(
+                "phrases: %d pairs of words score above %g (of %d counted, %d dropped to "
+                "bound the memory); the %d in the vocabulary are joined",
+                n_detected, counter.threshold, len(counter.pairs), counter.n_pruned, len(joined),
+            )  # fmt: skip
         vocabulary = {"imposed": False, **builder.summary()}
         total, vocab_from = builder.n_docs, "vocabulary built from the data"
     else:
         words, vocab_from = _imposed_vocab(vocab)
-        _warn_unreachable_words(words, tokenizer, vocab_from)
+        phrase_words = {PHRASE_DELIMITER.join(p) for p in joined or ()}
+        _warn_unreachable_words(words, tokenizer, vocab_from, phrase_words)
         vocabulary = {"imposed": True, "from": vocab_from, "vocab_size": len(words)}
         vocab_from = f"imposed vocabulary ({vocab_from})"
     word_to_id = {w: i for i, w in enumerate(words)}
@@ -373,7 +525,8 @@ def _ingest_texts(
     def documents() -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         desc = "pass 2/2: writing" if vocab is None else "writing"
         for i, (name, text) in enumerate(_progress(source.docs(), progress, desc, total)):
-            ids, cnt, n_oov = encode(tokenizer.tokens(text), word_to_id, oov_types=counts.oov_words)
+            tokens = _flat(words_of(text, joined))
+            ids, cnt, n_oov = encode(tokens, word_to_id, oov_types=counts.oov_words)
             if check_ids:
                 own_ids.append(name)
             counts.add(cnt, n_oov, None if source.ids else name)
@@ -383,10 +536,14 @@ def _ingest_texts(
         if check_ids:
             _check_distinct(own_ids, source.where)
 
-    extra = {"tokenizer": tokenizer.settings()}
-    info = partial(_ingest_info, source.info, vocabulary, counts, extra)
+    def extra() -> dict[str, Any]:
+        return {"tokenizer": tokenizer.settings(), "cleaning": cleaning.record(joined, n_detected)}
+
+    def info() -> dict[str, Any]:
+        return _ingest_info(source.info, vocabulary, counts, extra(), source.skipped)
+
     corpus = _write_corpus(out_dir, documents(), words, info, options)
-    return _report(corpus, counts, vocab_from)
+    return _report(corpus, counts, vocab_from, source.skipped)
 
 
 # --------------------------------------------------------------------------- bags of words

@@ -23,6 +23,7 @@ from lsdask.io.ingest.options import PathLike
 
 __all__ = [
     "READ_ERRORS",
+    "binary_kind",
     "check_encoding",
     "check_line_encoding",
     "check_out_of_input",
@@ -81,10 +82,45 @@ def not_text_error(where: str, encoding: str, exc: UnicodeDecodeError, data: byt
     """The error for bytes that are not text in ``encoding``, and how to fix it."""
     bad = data[exc.start : exc.start + 4]
     return DataError(
-        f"{where}: not {encoding} text (byte {exc.start}: {bad!r}...). Pass the files' "
-        "encoding: encoding='latin-1' (lsdask ingest text|table --encoding latin-1) reads any "
-        "byte, e.g. the 20 Newsgroups posts, and cp1252 is common for Windows text"
+        f"{where}: not {encoding} text (byte {exc.start}: {bad!r}...). If it is text in "
+        "another encoding, pass it: encoding='latin-1' (lsdask ingest text|table --encoding "
+        "latin-1) for the 20 Newsgroups posts, cp1252 for much Windows text. If it is not "
+        "text at all, leave it out (lsdask ingest text --exclude GLOB): a binary file such as "
+        "an image is only skipped when its bytes show it (a NUL byte, a known file signature)"
     )
+
+
+#: File signatures ("magic numbers") of common binary formats, and their names.
+_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"),
+    (b"%PDF-", "a PDF document"),
+    (b"PK\x03\x04", "a ZIP archive"),
+    (b"PK\x05\x06", "a ZIP archive"),
+    (b"\x1f\x8b", "gzip-compressed data"),
+    (b"\xfd7zXZ\x00", "xz-compressed data"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+    (b"\x7fELF", "an executable"),
+)
+
+
+def binary_kind(data: bytes, encoding: str) -> str | None:
+    """What binary data ``data`` is (``"a PNG image"``), or None if it may be text.
+
+    Binary is a known file signature at the start, or, for an encoding other
+    than UTF-16 and UTF-32 (whose text holds NUL bytes), a NUL byte in the
+    first :data:`~lsdask.config.BINARY_SNIFF_BYTES` bytes: decoding such data
+    with a one-byte encoding such as latin-1 would succeed and give garbage.
+    """
+    for magic, kind in _MAGIC:
+        if data.startswith(magic):
+            return kind
+    wide = codecs.lookup(encoding).name.startswith(("utf-16", "utf-32"))
+    if not wide and b"\x00" in data[: config.BINARY_SNIFF_BYTES]:
+        return "binary data (NUL bytes)"
+    return None
 
 
 #: what reading an input file to its end can raise besides bad text: a truncated

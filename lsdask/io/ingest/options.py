@@ -4,7 +4,8 @@ the types of their arguments.
 :class:`IngestOptions` holds what the five functions of
 :mod:`lsdask.io.ingest` share: the vocabulary (imposed, or chosen by document
 frequency) and how the corpus is written. :class:`TextIngestOptions` adds the
-tokenizer, which only raw text needs: bag-of-words files are words already.
+tokenizer, the cleaning of mail and news posts and phrase detection, which
+only raw text needs: bag-of-words files are words already.
 
 A function takes them one by one as keyword arguments (``min_df=2``, typed
 by :class:`IngestKeywords` or :class:`TextIngestKeywords`), as one object
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import math
+import numbers
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -159,11 +162,94 @@ class TextIngestOptions(IngestOptions):
         manifest), so that new documents are cut into words as its own were.
         A tokenizer given that differs from the corpus's is used, with a
         warning.
+    strip_mail : bool or None, default None
+        Clean mail and news posts before tokenizing
+        (:func:`lsdask.io.ingest.mail.clean_mail`): drop the header block,
+        quoted reply lines and their attribution lines, the signature,
+        encoded data and e-mail addresses. None: False, or with ``vocab`` a
+        corpus, as that corpus was ingested (a value given that differs is
+        used, with a warning).
+    phrases : bool or None, default None
+        Join frequent collocations of two words into one token (``new_york``),
+        as gensim's Phrases (:mod:`lsdask.io.ingest.phrases`): the pairs are
+        counted in pass 1 and joined in pass 2; only the phrases that make it
+        into the vocabulary are joined, and they are recorded in the manifest.
+        None: False, or with ``vocab`` a corpus, the phrases that corpus
+        joined. ``True`` with an imposed vocabulary is refused: phrases are
+        found in pass 1, which an imposed vocabulary skips.
+    phrase_min_count : int or None, default None
+        With ``phrases``: pairs seen at most this many times are never joined
+        (:data:`~lsdask.config.DEFAULT_PHRASE_MIN_COUNT`, 5, for None).
+    phrase_threshold : float or None, default None
+        With ``phrases``: the score a pair must exceed to be joined; higher
+        joins fewer (:data:`~lsdask.config.DEFAULT_PHRASE_THRESHOLD`, 10, for
+        None).
     **others
         As in :class:`IngestOptions`.
+
+    Raises
+    ------
+    ValueError
+        As :class:`IngestOptions`; for a phrase option out of its range, given
+        without ``phrases=True``, or ``phrases=True`` with ``vocab``.
     """
 
     tokenizer: Tokenizer | None = None
+    strip_mail: bool | None = None
+    phrases: bool | None = None
+    phrase_min_count: int | None = None
+    phrase_threshold: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("strip_mail", "phrases"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, bool):
+                raise ValueError(f"{name} must be True, False or None; got {value!r}")
+        given = [
+            name
+            for name in ("phrase_min_count", "phrase_threshold")
+            if getattr(self, name) is not None
+        ]
+        if given and self.phrases is not True:
+            raise ValueError(
+                f"{' and '.join(given)} set how phrases are detected, but phrases is "
+                f"{self.phrases!r}; pass phrases=True (lsdask: --phrases) or drop "
+                f"{'it' if len(given) == 1 else 'them'}"
+            )
+        if self.phrases and self.vocab is not None:
+            raise ValueError(
+                "phrases=True detects phrases in pass 1, which an imposed vocabulary (vocab=; "
+                "--vocab or --append-to) skips; drop it: with a corpus's vocabulary, the "
+                "phrases that corpus joined are joined"
+            )
+        check_phrase_min_count(self.phrase_min_count)
+        check_phrase_threshold(self.phrase_threshold)
+
+
+def check_phrase_min_count(value: Any) -> None:
+    """``phrase_min_count``: None or an int >= 1."""
+    if value is None:
+        return
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 1:
+        return
+    raise ValueError(
+        f"phrase_min_count must be an int >= 1 (a pair seen at most this often is never a "
+        f"phrase); got {value!r}. The default is 5."
+    )
+
+
+def check_phrase_threshold(value: Any) -> None:
+    """``phrase_threshold``: None or a finite number >= 0."""
+    if value is None:
+        return
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        if math.isfinite(value) and float(value) >= 0:
+            return
+    raise ValueError(
+        f"phrase_threshold must be a finite number >= 0 (the score a pair must exceed to be "
+        f"joined); got {value!r}. The default is 10.0; higher joins fewer pairs."
+    )
 
 
 class IngestKeywords(TypedDict, total=False):
@@ -184,6 +270,10 @@ class TextIngestKeywords(IngestKeywords, total=False):
     """The fields of :class:`TextIngestOptions` as keyword arguments."""
 
     tokenizer: Tokenizer | None
+    strip_mail: bool | None
+    phrases: bool | None
+    phrase_min_count: int | None
+    phrase_threshold: float | None
 
 
 def option_keywords(options_class: type[IngestOptions]) -> Callable[[_Function], _Function]:

@@ -16,6 +16,7 @@ import stat
 import tarfile
 import zlib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Unpack
 
@@ -23,6 +24,7 @@ from lsdask.errors import DataError
 from lsdask.io import guarded
 from lsdask.io.ingest.common import IngestSummary, _Doc, _ingest_texts, _TextSource, document_id
 from lsdask.io.ingest.inputs import (
+    binary_kind,
     check_encoding,
     check_out_of_input,
     existing_file,
@@ -44,7 +46,25 @@ def _is_hidden(relative: str) -> bool:
     return any(part.startswith(".") for part in relative.split("/"))
 
 
-def _selected(relative: str, subset: str | None) -> bool:
+@dataclass(frozen=True)
+class _Selection:
+    """Which files of a folder or archive are documents: ``subset`` (a prefix,
+    or a glob with * ? [), then ``include`` and ``exclude`` globs."""
+
+    subset: str | None = None
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def __call__(self, relative: str) -> bool:
+        """Does a file's path relative to the folder (or member name) pass?"""
+        if not _in_subset(relative, self.subset):
+            return False
+        if self.include and not any(_glob_match(relative, g) for g in self.include):
+            return False
+        return not any(_glob_match(relative, g) for g in self.exclude)
+
+
+def _in_subset(relative: str, subset: str | None) -> bool:
     """Does a member path pass the ``subset`` filter (a prefix, or a glob with * ? [)?"""
     if subset is None:
         return True
@@ -53,6 +73,28 @@ def _selected(relative: str, subset: str | None) -> bool:
             relative, subset.rstrip("/") + "/*"
         )
     return relative.startswith(subset)
+
+
+def _glob_match(relative: str, glob: str) -> bool:
+    """A glob matches the whole relative path (``*`` crosses ``/``), or, for a
+    glob without ``/``, the file name alone."""
+    if fnmatch.fnmatchcase(relative, glob):
+        return True
+    return "/" not in glob and fnmatch.fnmatchcase(relative.rpartition("/")[2], glob)
+
+
+def _globs(value: str | Sequence[str] | None, name: str) -> tuple[str, ...]:
+    """``include``/``exclude`` (``name``) as a tuple of globs, or a ValueError."""
+    if value is None:
+        return ()
+    globs = (value,) if isinstance(value, str) else tuple(value)
+    for glob in globs:
+        if not isinstance(glob, str) or not glob:
+            raise ValueError(
+                f"{name} must be a glob or a list of globs matched on the path relative to the "
+                f"folder, such as '*.txt' or 'sci.space/*'; got {value!r}"
+            )
+    return globs
 
 
 def _decode(data: bytes, encoding: str, where: str) -> str:
@@ -72,11 +114,30 @@ def _is_tar(path: Path) -> bool:
         raise _tar_error(path, exc) from exc
 
 
-def _folder_docs(root: Path, subset: str | None, encoding: str, seen: set[str]) -> Iterator[_Doc]:
+def _text_or_skip(
+    data: bytes, encoding: str, relative: str, where: str, skipped: list[tuple[str, str]]
+) -> str | None:
+    """The text of a file, or None for one whose bytes are not text (then
+    listed in ``skipped``): it is never decoded, whatever the encoding."""
+    kind = binary_kind(data, encoding)
+    if kind is not None:
+        skipped.append((relative, kind))
+        return None
+    return _decode(data, encoding, where)
+
+
+def _folder_docs(
+    root: Path,
+    selected: _Selection,
+    encoding: str,
+    seen: set[str],
+    skipped: list[tuple[str, str]],
+) -> Iterator[_Doc]:
     """Regular files under ``root`` (recursive, sorted, hidden ones skipped), one
     document each. Links (to files or folders) and special files (FIFOs,
     devices, sockets) are skipped with a warning: nothing outside the folder is
-    read through them, and nothing blocks on a FIFO."""
+    read through them, and nothing blocks on a FIFO. Binary files are skipped
+    and listed in ``skipped``."""
     for dirpath, dirnames, filenames in os.walk(root):
         folder = Path(dirpath)
         kept = []
@@ -93,14 +154,16 @@ def _folder_docs(root: Path, subset: str | None, encoding: str, seen: set[str]) 
             relative = path.relative_to(root).as_posix()
             if len(seen) < 20:
                 seen.add(relative.split("/")[0])
-            if name.startswith(".") or not _selected(relative, subset):
+            if name.startswith(".") or not selected(relative):
                 continue
             mode = path.lstat().st_mode
             if not stat.S_ISREG(mode):
                 _skip(root, path, "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file")
                 continue
             data = guarded.read_bytes(root, relative, "document")
-            yield relative, _decode(data, encoding, f"file {str(path)!r}")
+            text = _text_or_skip(data, encoding, relative, f"file {str(path)!r}", skipped)
+            if text is not None:
+                yield relative, text
 
 
 def _skip(root: Path, path: Path, what: str) -> None:
@@ -110,19 +173,29 @@ def _skip(root: Path, path: Path, what: str) -> None:
     )  # fmt: skip
 
 
-def _tar_docs(path: Path, subset: str | None, encoding: str, seen: set[str]) -> Iterator[_Doc]:
-    """Regular-file members of a tar archive, in archive order, one document each."""
+def _tar_docs(
+    path: Path,
+    selected: _Selection,
+    encoding: str,
+    seen: set[str],
+    skipped: list[tuple[str, str]],
+) -> Iterator[_Doc]:
+    """Regular-file members of a tar archive, in archive order, one document
+    each; binary ones skipped and listed in ``skipped``."""
     try:
         with tarfile.open(path, "r:*") as tar:
             for member in tar:
                 relative = member.name.removeprefix("./")
                 if len(seen) < 20:
                     seen.add(relative.split("/")[0])
-                if not member.isfile() or _is_hidden(relative) or not _selected(relative, subset):
+                if not member.isfile() or _is_hidden(relative) or not selected(relative):
                     continue
                 handle = tar.extractfile(member)
                 data = handle.read() if handle is not None else b""
-                yield relative, _decode(data, encoding, f"{path} member {relative!r}")
+                where = f"{path} member {relative!r}"
+                text = _text_or_skip(data, encoding, relative, where, skipped)
+                if text is not None:
+                    yield relative, text
     except _TAR_ERRORS as exc:
         raise _tar_error(path, exc) from exc
 
@@ -152,6 +225,8 @@ def ingest_text_folder(
     out_dir: PathLike,
     *,
     subset: str | None = None,
+    include: str | Sequence[str] | None = None,
+    exclude: str | Sequence[str] | None = None,
     encoding: str = "utf-8",
     strip_headers: bool = False,
     options: TextIngestOptions | None = None,
@@ -171,19 +246,31 @@ def ingest_text_folder(
         Keep only files whose path relative to the folder (or member name)
         starts with this prefix, e.g. ``"20news-bydate-train/"``; a pattern
         with ``*``, ``?`` or ``[`` is matched as a glob instead.
+    include, exclude : str or list of str, optional
+        Globs matched on the path relative to the folder (or the member name
+        in the archive); ``*`` also matches ``/``, and a glob without ``/``
+        matches the file name alone too (``"*.png"`` at any depth). A file is
+        read when it matches ``subset``, any ``include`` glob (if given) and
+        no ``exclude`` glob.
     encoding : str, default "utf-8"
         Text encoding of the files. A file that is not valid text in it stops
         the ingest with an error naming the file (nothing is written), rather
         than be read garbled; pass ``"latin-1"`` for the 20 Newsgroups posts.
+        A file whose bytes are not text at all (a NUL byte in its first 8 KiB,
+        or the signature of an image, PDF, archive or executable) is skipped,
+        whatever the encoding, and counted (``n_skipped_files``, a warning
+        naming the first ones, ``manifest["ingest"]["skipped_files"]``).
     strip_headers : bool, default False
         Drop everything up to the first blank line of each file: the mail or
         news headers (``From:``, ``Subject:``, ``Lines:``, ...) of posts such as
         20 Newsgroups', which otherwise become the most frequent "words".
+        ``strip_mail=True`` does this and more.
     options : TextIngestOptions, optional
-        The tokenizer, vocabulary and output options as one object.
+        The tokenizer, cleaning, vocabulary and output options as one object.
     **keywords
         The same options one by one, replacing those of ``options``:
-        ``tokenizer``, ``vocab``, ``min_df``, ``max_df``, ``max_vocab``,
+        ``tokenizer``, ``strip_mail``, ``phrases``, ``phrase_min_count``,
+        ``phrase_threshold``, ``vocab``, ``min_df``, ``max_df``, ``max_vocab``,
         ``docs_per_row_group``, ``docs_per_file``, ``overwrite`` and
         ``progress``, as in :class:`~lsdask.io.ingest.options.TextIngestOptions`.
 
@@ -207,18 +294,24 @@ def ingest_text_folder(
     options = TextIngestOptions.merge(options, keywords, ingest_text_folder)
     path = existing_file(path_or_tar, "path_or_tar")
     check_encoding(encoding)
+    selected = _Selection(subset, _globs(include, "include"), _globs(exclude, "exclude"))
     seen: set[str] = set()
+    skipped: list[tuple[str, str]] = []  # of the latest pass
     if path.is_dir():
         kind = "text folder"
         check_out_of_input(out_dir, path, "text")
 
         def docs() -> Iterator[_Doc]:
-            return _without_headers(_folder_docs(path, subset, encoding, seen), strip_headers)
+            skipped.clear()
+            found = _folder_docs(path, selected, encoding, seen, skipped)
+            return _without_headers(found, strip_headers)
     elif _is_tar(path):
         kind = "tar archive"
 
         def docs() -> Iterator[_Doc]:
-            return _without_headers(_tar_docs(path, subset, encoding, seen), strip_headers)
+            skipped.clear()
+            found = _tar_docs(path, selected, encoding, seen, skipped)
+            return _without_headers(found, strip_headers)
     else:
         raise DataError(
             f"path_or_tar {str(path)!r} is neither a folder nor a tar archive (.tar, .tar.gz, "
@@ -227,18 +320,27 @@ def ingest_text_folder(
         )
 
     def hint() -> str:
-        if subset is None:
-            return ""
-        return f" matching subset {subset!r}; top-level entries seen: {sorted(seen)}"
+        rules = [f"{name} {value!r}" for name, value in (
+            ("subset", subset), ("include", list(selected.include)),
+            ("exclude", list(selected.exclude))) if value]  # fmt: skip
+        said = ""
+        if rules:
+            said = f" matching {', '.join(rules)}; top-level entries seen: {sorted(seen)}"
+        if skipped:
+            said += f" ({len(skipped)} files skipped as not text, e.g. {skipped[0][0]})"
+        return said
 
     info = {
         "format": kind,
         "source": str(path),
         "subset": subset,
+        "include": list(selected.include),
+        "exclude": list(selected.exclude),
         "encoding": encoding,
         "strip_headers": strip_headers,
     }
-    return _ingest_texts(_TextSource(docs, info, f"{kind} {path}", hint), out_dir, options)
+    source = _TextSource(docs, info, f"{kind} {path}", hint, skipped=skipped)
+    return _ingest_texts(source, out_dir, options)
 
 
 def _record_text(record: Any, fields: Sequence[str], where: str) -> str | None:

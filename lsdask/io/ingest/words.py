@@ -25,12 +25,13 @@ from typing import Any
 import numpy as np
 
 from lsdask.config import DEFAULT_MAX_DF, DEFAULT_MIN_DF
-from lsdask.io.ingest.stopwords import ENGLISH_STOPWORDS
+from lsdask.io.ingest.stopwords import ENGLISH_STOPWORDS, LEGACY_ENGLISH_STOPWORDS
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_TOKEN_PATTERN",
+    "NAMED_STOPWORDS",
     "Tokenizer",
     "VocabularyBuilder",
     "check_df",
@@ -41,6 +42,13 @@ __all__ = [
 
 #: Unicode-aware words of two or more letters (no digits, no underscores).
 DEFAULT_TOKEN_PATTERN = r"(?u)\b[^\W\d_][^\W\d_']+\b"
+
+#: The built-in stopword lists by the name a manifest records them under
+#: (``"english"`` is the earlier list, kept for the corpora ingested with it).
+NAMED_STOPWORDS: dict[str, frozenset[str]] = {
+    "english-2": ENGLISH_STOPWORDS,
+    "english": LEGACY_ENGLISH_STOPWORDS,
+}
 
 
 class Tokenizer:
@@ -57,6 +65,7 @@ class Tokenizer:
     stopwords : collection of str or None, default :data:`ENGLISH_STOPWORDS`
         Words to drop. They are compared with the lower-cased token, so they
         apply whether or not ``lowercase`` is set. ``None`` keeps every token.
+        See :mod:`lsdask.io.ingest.stopwords` for the built-in lists.
 
     Examples
     --------
@@ -84,7 +93,6 @@ class Tokenizer:
             )
         self.lowercase = bool(lowercase)
         self.pattern = pattern
-        self._stopwords_are_english = stopwords is ENGLISH_STOPWORDS
         self.stopwords: frozenset[str] = frozenset(w.lower() for w in (stopwords or ()))
 
     def tokens(self, text: str) -> list[str]:
@@ -108,14 +116,41 @@ class Tokenizer:
             return [t for t in found if t not in stop]
         return [t for t in found if t.lower() not in stop]
 
+    def runs(self, text: str) -> list[list[str]]:
+        """The tokens of ``text`` as runs of adjacent words: a stopword ends a
+        run, so that ``"bank of america"`` gives ``[["bank"], ["america"]]``.
+
+        The tokens in order are those of :meth:`tokens`; phrase detection
+        (:mod:`lsdask.io.ingest.phrases`) pairs words within a run only.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str; got {type(text).__name__}")
+        found = self._regex.findall(text.lower() if self.lowercase else text)
+        stop = self.stopwords
+        runs: list[list[str]] = []
+        run: list[str] = []
+        for token in found:
+            if (token if self.lowercase else token.lower()) in stop:
+                if run:
+                    runs.append(run)
+                    run = []
+            else:
+                run.append(token)
+        if run:
+            runs.append(run)
+        return runs
+
     def settings(self) -> dict[str, Any]:
         """The settings as a JSON-ready dict (recorded in a corpus manifest).
 
-        ``stopwords`` is ``"english"`` for :data:`ENGLISH_STOPWORDS`, ``None``
-        for none, or the sorted list of custom stopwords.
+        ``stopwords`` is the name of a built-in list (``"english-2"`` for
+        :data:`ENGLISH_STOPWORDS`, ``"english"`` for the earlier list, see
+        :data:`NAMED_STOPWORDS`), ``None`` for none, or the sorted list of
+        custom stopwords.
         """
-        if self._stopwords_are_english:
-            stop: Any = "english"
+        named = [name for name, words in NAMED_STOPWORDS.items() if self.stopwords == words]
+        if named:
+            stop: Any = named[0]
         elif not self.stopwords:
             stop = None
         else:
@@ -127,8 +162,13 @@ class Tokenizer:
         """The tokenizer whose :meth:`settings` these are (as a corpus manifest
         records them under ``ingest.tokenizer``)."""
         stop = settings.get("stopwords", "english")
-        if stop == "english":
-            stop = ENGLISH_STOPWORDS
+        if isinstance(stop, str):
+            if stop not in NAMED_STOPWORDS:
+                raise ValueError(
+                    f"stopwords {stop!r}: no built-in list has that name; the names are "
+                    f"{sorted(NAMED_STOPWORDS)} (a newer lsdask may have written it)"
+                )
+            stop = NAMED_STOPWORDS[stop]
         return cls(
             lowercase=settings.get("lowercase", True),
             pattern=settings.get("pattern", DEFAULT_TOKEN_PATTERN),
@@ -172,7 +212,7 @@ def check_max_vocab(max_vocab: Any) -> int | None:
     if max_vocab is None:
         return None
     if isinstance(max_vocab, numbers.Integral) and not isinstance(max_vocab, bool):
-        if max_vocab >= 1:
+        if int(max_vocab) >= 1:
             return int(max_vocab)
     raise ValueError(
         f"max_vocab must be a positive int or None; got {max_vocab!r}. "
@@ -326,6 +366,12 @@ class VocabularyBuilder:
         """Count one document given as its tokens (repeats count once)."""
         self._df.update(set(tokens))
         self.n_docs += 1
+
+    def add_document_frequencies(self, doc_freq: Mapping[str, int]) -> None:
+        """Add words counted elsewhere over the same documents (the joined
+        phrases, :mod:`lsdask.io.ingest.phrases`), with their document
+        frequencies; the number of documents is unchanged."""
+        self._df.update(doc_freq)
 
     @property
     def n_types(self) -> int:
