@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,21 @@ from lsdask.estimators.lda import LDA
 from lsdask.estimators.params import HDP_PARAMS, LDA_PARAMS, Param
 from lsdask.io.locks import lock_settings
 from lsdask.jobs.corpus_lda import fit_corpus_lda, format_fit_report
-from lsdask.jobs.topics import format_topics, topic_report
+from lsdask.jobs.score import format_score, score_model
+from lsdask.jobs.topics import FORMATS, topic_report, write_report
 from lsdask.jobs.transform import format_transform_summary, transform_corpus
-from lsdask.validation import parse_positive_int
+from lsdask.validation import parse_nonnegative_int, parse_positive_int
 
-__all__ = ["add_fit", "add_topics", "add_transform", "run_fit", "run_topics", "run_transform"]
+__all__ = [
+    "add_fit",
+    "add_score",
+    "add_topics",
+    "add_transform",
+    "run_fit",
+    "run_score",
+    "run_topics",
+    "run_transform",
+]
 
 #: ``fit``'s estimator options, by their group in --help
 MODEL_OPTIONS = ("n_components", "sparsity", "alpha", "eta", "restarts")
@@ -184,19 +195,64 @@ def command_id(argv: list[str] | None) -> str | None:
 def add_topics(sub: Any) -> None:
     topics = sub.add_parser(
         "topics",
-        help="print a saved LDA or HDP model's topics (with coherence over a corpus)",
-        description="Print each topic's top words; with --corpus, UMass coherence too.",
+        help="print or export a saved LDA or HDP model's topics (with coherence over a corpus)",
+        description=(
+            "Print each topic's top words; with --corpus, UMass coherence too: summed over "
+            "the n(n-1)/2 pairs of the top n words, and per pair (comparable across --top). "
+            "--format json or csv exports the topics with their words' probabilities."
+        ),
     )
     topics.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="saved model")
     topics.add_argument(
         "--top", type=parse_positive_int, default=10, help="words per topic (default 10)"
     )
     topics.add_argument("--corpus", type=Path, metavar="CORPUS", help="corpus for coherence")
+    topics.add_argument(
+        "--format", choices=tuple(FORMATS), default="text",
+        help="text (default: a table), json (one object) or csv (one row per topic)",
+    )  # fmt: skip
+    topics.add_argument(
+        "--out", type=out_path, metavar="FILE", help="write to FILE (replaced) instead of stdout"
+    )
     add_verbose(topics, argparse.SUPPRESS)
 
 
 def run_topics(args: argparse.Namespace) -> int:
-    print(format_topics(topic_report(args.model_dir, n_top=args.top, corpus=args.corpus)))
+    report = topic_report(args.model_dir, n_top=args.top, corpus=args.corpus)
+    text = FORMATS[args.format](report)
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        write_report(text, args.out)
+    return 0
+
+
+def add_score(sub: Any) -> None:
+    score = sub.add_parser(
+        "score",
+        help="score a saved LDA or HDP model on heldout documents (nats/token, perplexity)",
+        description=(
+            "Score a saved model on HELDOUT_CORPUS by heldout document completion, the "
+            "score `lsdask fit --heldout` reports: each document's word types are split "
+            "80/20 at random, its topic weights fit on the 80% and the 20% predicted. "
+            "Prints the log-likelihood per scored token (nats/token), the perplexity "
+            "exp(-nats/token), the documents and tokens scored, and the model's K and "
+            "document-topic prior (its learned alpha_k where it learned them)."
+        ),
+    )
+    score.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="saved model")
+    score.add_argument(
+        "heldout", type=Path, metavar="HELDOUT_CORPUS", help="Parquet corpus over its vocabulary"
+    )
+    score.add_argument(
+        "--seed", type=parse_nonnegative_int, default=0,
+        help="seed of the 80/20 split (default 0, that of fit --heldout)",
+    )  # fmt: skip
+    add_verbose(score, argparse.SUPPRESS)
+
+
+def run_score(args: argparse.Namespace) -> int:
+    print(format_score(score_model(args.model_dir, args.heldout, seed=args.seed)))
     return 0
 
 

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from lsdask.cli import demo, gmm, ingest, lda, patches
+from lsdask.cli import demo, documents, gmm, ingest, lda, patches
 from lsdask.cli.options import add_verbose
 
 __all__ = ["COMMANDS", "build_parser"]
@@ -19,7 +19,9 @@ COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], 
     "ingest": (ingest.add_parser, ingest.run),
     "fit": (lda.add_fit, lda.run_fit),
     "topics": (lda.add_topics, lda.run_topics),
+    "score": (lda.add_score, lda.run_score),
     "transform": (lda.add_transform, lda.run_transform),
+    "docs": (documents.add_parser, documents.run),
 }
 
 
