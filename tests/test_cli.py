@@ -23,7 +23,7 @@ from lsdask.io.patches import write_patch_store
 from lsdask.jobs.bars_lda import bars_hdp, bars_lda, format_bars_report, run_bars_demo
 from lsdask.jobs.patch_gmm import PATCH_ALPHA, fit_and_report, format_report
 from lsdask.jobs.split import split_corpus
-from lsdask.jobs.topics import topic_report
+from lsdask.jobs.topics import UMASS_SCALE, topic_report
 from lsdask.jobs.transform import TransformSummary, format_transform_summary, transform_corpus
 from lsdask.persist import load_lda
 from lsdask.synthetic import make_bars_corpus
@@ -568,12 +568,22 @@ def test_topics_command(saved_model: Path, bars_corpora: dict[str, Path], capsys
     captured = capsys.readouterr()
     assert code == 0, captured.err
     lines = captured.out.strip().splitlines()
-    assert lines[0].split()[:3] == ["topic", "share", "UMass"]
-    assert len(lines) == 12  # header, 10 topics, mean
+    assert lines[0].split()[:5] == ["topic", "share", "UMass", "per", "pair"]
+    # header, 10 topics, mean, then the scale (wrapped)
+    assert " ".join(line.strip() for line in lines[12:]) == UMASS_SCALE
     scores = [float(line.split()[2]) for line in lines[1:11]]
+    per_pair = [float(line.split()[3]) for line in lines[1:11]]
     assert all(s <= 0 for s in scores)
-    assert lines[-1].startswith("mean UMass coherence of 10 topics (top 5 words")
-    assert float(lines[-1].rsplit(" ", 1)[1]) == pytest.approx(np.mean(scores), abs=0.01)
+    np.testing.assert_allclose(per_pair, np.asarray(scores) / 10, atol=0.002)  # 5 words: 10 pairs
+    mean = re.fullmatch(
+        r"mean UMass coherence of 10 topics \(top 5 words, documents of .*\): "
+        r"(-?[0-9.]+) summed over 10 word pairs, (-?[0-9.]+) per pair",
+        lines[11],
+    )
+    assert mean is not None, lines[11]
+    assert float(mean[1]) == pytest.approx(np.mean(scores), abs=0.01)
+    assert float(mean[2]) == pytest.approx(np.mean(scores) / 10, abs=0.001)
+    assert lines[12].startswith("UMass coherence: the sum over the n(n-1)/2 pairs")
     report = topic_report(saved_model, n_top=5, corpus=bars_corpora["train"])
     model = load_lda(saved_model)
     np.testing.assert_allclose(
