@@ -632,6 +632,8 @@ class LDA(VariationalEstimator):
         rotation with the :class:`lsdask.learn.esvi.ESVIRun`."""
         from lsdask.io.corpus.vocabulary import vocabulary_digest
 
+        # the corpus top_documents ranks by default (a matrix is not kept)
+        self._fit_corpus = X if _is_corpus_path(X) or type(X).__name__ == "Corpus" else None
         if self.algorithm == "esvi":
             from lsdask.estimators.lda_esvi import fit_esvi
 
@@ -870,6 +872,63 @@ class LDA(VariationalEstimator):
         (the fitted K: a new ``n_components`` counts from the next ``fit``)."""
         K = self.model_.n_components if hasattr(self, "model_") else self.n_components
         return K if self.sparsity is None else min(int(self.sparsity), K)
+
+    def top_documents(self, k: int, n: int = 10, corpus: Any = None) -> list[Any]:
+        """Topic k's ``n`` documents of ``corpus`` most about it, best first.
+
+        Documents are ranked by their posterior mean share of the topic,
+        ``E[pi_dk] = (N_dk + alpha_k) / (N_d + sum_j alpha_j)``, over those that
+        give it tokens (:mod:`lsdask.estimators.top_documents`), in one pass over
+        the corpus (on the cluster where ``client`` says). Each is a
+        :class:`~lsdask.estimators.top_documents.DocumentHit`: ``doc_id``,
+        ``name`` (the file it was ingested from, where the corpus records it),
+        ``share``, ``tokens``, and ``text``, its first 30 words where the corpus
+        points at its text. ``corpus`` (a Parquet corpus, path or Corpus) defaults
+        to the corpus this model was fitted on in this process; a loaded model
+        needs it named (``lsdask docs MODEL --corpus C`` does the same from a saved
+        model).
+        """
+        from lsdask.estimators.top_documents import check_topics
+        from lsdask.io.corpus.store import Corpus
+
+        self._check_fitted()
+        if corpus is None:
+            corpus = self.__dict__.get("_fit_corpus")
+            if corpus is None:
+                raise ValueError(
+                    "corpus is needed: this model was not fitted on a Parquet corpus in this "
+                    "process; pass corpus= the corpus to rank (e.g. the training corpus)"
+                )
+        if not (_is_corpus_path(corpus) or type(corpus).__name__ == "Corpus"):
+            raise ValueError(
+                f"corpus must be a Parquet corpus (a path or Corpus), whose documents have "
+                f"ids; got {type(corpus).__name__}"
+            )
+        (topic,) = check_topics(k, self.model_.n_components)
+        n = check_int("n", n, 1)
+        docs = corpus if isinstance(corpus, Corpus) else Corpus.open(corpus, rescan=True)
+        here = self.client is None or len(docs.batches) <= 1
+        executor = make_executor("sync" if here else self.client, self.n_workers)
+        try:
+            return self.rank_documents(docs, (topic,), n, 30, executor)[topic]
+        finally:
+            if executor is not self.client:
+                executor.close()
+
+    def rank_documents(
+        self, corpus: Any, topics: tuple[int, ...], n: int, text_words: int, executor: Any
+    ) -> dict[int, list[Any]]:
+        """Each of ``topics``' ``n`` documents of the :class:`Corpus` ``corpus`` most
+        about it, on ``executor`` (:func:`lsdask.estimators.top_documents.rank_documents`);
+        the corpus must be over this model's vocabulary."""
+        from lsdask.estimators.top_documents import TopDocumentsTask, rank_documents
+        from lsdask.io.corpus.source import corpus_source
+
+        self._check_fitted()
+        source, vocab = corpus_source(corpus)
+        self._check_vocab(source, vocab)
+        task = TopDocumentsTask(self.model_, self.transform_task().L, tuple(topics), n)
+        return rank_documents(task, corpus, self.posterior_, executor, text_words)
 
     def score(self, X: Any, y: Any = None, *, random_state: int = 0) -> float:
         """Heldout document completion (lsparse App. E), nats per token, with the

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,21 +21,28 @@ import scipy.sparse as sp
 from lsdask.engine import make_executor
 from lsdask.io import guarded
 from lsdask.io.atomic import temp_sibling
+from lsdask.io.corpus.names import DocumentNames
 from lsdask.io.faults import fault_point
 from lsdask.jobs import commit
 from lsdask.jobs.cluster import dask_client
 from lsdask.jobs.inputs import check_same_vocab, loaded_topic_model, open_corpus
 from lsdask.jobs.wording import plural
-from lsdask.learn.base import waves
+from lsdask.learn.base import in_waves
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["WEIGHTS_SCHEMA", "TransformSummary", "format_transform_summary", "transform_corpus"]
+__all__ = [
+    "WEIGHTS_SCHEMA",
+    "TransformSummary",
+    "format_transform_summary",
+    "transform_corpus",
+]
 
 #: Schema of the Parquet file written by :func:`transform_corpus`.
 WEIGHTS_SCHEMA = pa.schema(
     [
         pa.field("doc_id", pa.int64()),
+        pa.field("doc_name", pa.string()),
         pa.field("topics", pa.list_(pa.int32())),
         pa.field("weights", pa.list_(pa.float32())),
     ]
@@ -57,8 +63,9 @@ class TransformSummary:
     seconds: float
 
 
-def _weights_table(doc_ids: np.ndarray, weights: sp.csr_matrix) -> pa.Table:
-    """Arrow table of one batch: each row's topics ordered by decreasing weight."""
+def _weights_table(doc_ids: np.ndarray, weights: sp.csr_matrix, names: DocumentNames) -> pa.Table:
+    """Arrow table of one batch: each row's name (null where the corpus records
+    none) and topics ordered by decreasing weight."""
     W = sp.csr_matrix(weights)
     rows = np.repeat(np.arange(W.shape[0]), np.diff(W.indptr))
     order = np.lexsort((W.indices, -W.data, rows))  # by row, then weight desc, then topic
@@ -70,7 +77,12 @@ def _weights_table(doc_ids: np.ndarray, weights: sp.csr_matrix) -> pa.Table:
         offsets, pa.array(W.data[order].astype(np.float32), type=pa.float32())
     )
     return pa.Table.from_arrays(
-        [pa.array(np.asarray(doc_ids, dtype=np.int64), type=pa.int64()), topics, values],
+        [
+            pa.array(np.asarray(doc_ids, dtype=np.int64), type=pa.int64()),
+            pa.array(names.many(doc_ids), type=pa.string()),
+            topics,
+            values,
+        ],
         schema=WEIGHTS_SCHEMA,
     )
 
@@ -87,7 +99,9 @@ def transform_corpus(
     """Write every document's top-L topic weights to a Parquet file, batch by batch.
 
     One row per document, with the schema :data:`WEIGHTS_SCHEMA`:
-    ``doc_id int64``, ``topics list<int32>`` and ``weights list<float32>``
+    ``doc_id int64``, ``doc_name string`` (the document's name where the corpus
+    records one, e.g. the file it was ingested from; else null),
+    ``topics list<int32>`` and ``weights list<float32>``
     (:meth:`lsdask.LDA.transform`: ``E[pi_d]`` over the topics the document
     uses, at most its L largest, renormalized, largest first; an empty
     document gets empty lists). For an HDP the topic ids are the columns of
@@ -147,13 +161,16 @@ def transform_corpus(
     start = time.perf_counter()
     n_docs = 0
     task = lda.transform_task()
+    names = DocumentNames.of(docs)
     if client is None and len(docs.batches) <= 1:
         client = "sync"  # a cluster's start would cost more than one task
     try:
         with dask_client(client, n_workers) as where, guarded.open_write(folder, tmp.name) as f:
             with pq.ParquetWriter(f, WEIGHTS_SCHEMA) as w:
-                for doc_ids, weights in _in_waves(make_executor(where), task, docs.batches, lda):
-                    w.write_table(_weights_table(doc_ids, weights))
+                for doc_ids, weights in in_waves(
+                    make_executor(where), task, docs.batches, lda.posterior_
+                ):
+                    w.write_table(_weights_table(doc_ids, weights, names))
                     n_docs += len(doc_ids)
             f.flush()
             os.fsync(f.fileno())  # on disk before it is renamed in: a saved output is whole
@@ -174,20 +191,6 @@ def transform_corpus(
     )
     logger.info("wrote top-%d topic weights of %d documents to %s", summary.L, n_docs, out)
     return summary
-
-
-def _in_waves(executor: Any, task: Any, batches: list, lda: Any) -> Iterator[Any]:
-    """``task``'s results for every batch, in order; one wave of as many tasks as the
-    executor runs at once is computed while the one before is handed out."""
-    handles = executor.register(batches)
-    shared = executor.broadcast(lda.posterior_)
-    groups = [[handles[i] for i in wave] for wave in waves(range(len(handles)), executor.n_slots)]
-    pending = executor.submit(task, groups[0], shared) if groups else None
-    for i in range(len(groups)):
-        done = executor.collect(pending)
-        if i + 1 < len(groups):
-            pending = executor.submit(task, groups[i + 1], shared)
-        yield from done
 
 
 def format_transform_summary(summary: TransformSummary) -> str:

@@ -154,6 +154,20 @@ def waves(order: Iterable[int], size: int) -> Iterator[list[int]]:
         yield indices[start : start + size]
 
 
+def in_waves(executor: Any, task: Any, batches: list, posterior: Any) -> Iterator[Any]:
+    """``task(batch, posterior)`` for every batch, in order; one wave of as many tasks
+    as the executor runs at once is computed while the one before is handed out."""
+    handles = executor.register(batches)
+    shared = executor.broadcast(posterior)
+    groups = [[handles[i] for i in wave] for wave in waves(range(len(handles)), executor.n_slots)]
+    pending = executor.submit(task, groups[0], shared) if groups else None
+    for i in range(len(groups)):
+        done = executor.collect(pending)
+        if i + 1 < len(groups):
+            pending = executor.submit(task, groups[i + 1], shared)
+        yield from done
+
+
 def relative_change(new: float, old: float) -> float:
     """``|new - old| / |old|`` (old at least the smallest positive double)."""
     return abs(new - old) / max(abs(old), 1e-300)
