@@ -49,7 +49,7 @@ __all__ = [
 UMASS_SCALE = (
     "UMass coherence: the sum over the n(n-1)/2 pairs of a topic's top n words of "
     "log((D(w_i, w_j) + 1) / D(w_j)), w_j the more probable word and D counting the "
-    "documents that hold the words (nats; 0 at best); per pair: the sum / (n(n-1)/2), "
+    "documents that hold the words (nats; near 0 at best); per pair: the sum / (n(n-1)/2), "
     "comparable across n"
 )
 
