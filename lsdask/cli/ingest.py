@@ -2,7 +2,9 @@
 
 One subcommand per format; each calls :func:`lsdask.jobs.ingest.run_ingest`
 and prints its summary. The tokenizer options (raw text formats) change the
-tokenizer of the corpus appended to or whose vocabulary is imposed.
+tokenizer of the corpus appended to or whose vocabulary is imposed; the
+cleaning options (``--strip-mail``, ``--phrases``), left out, clean as that
+corpus was cleaned.
 """
 
 from __future__ import annotations
@@ -38,6 +40,20 @@ def _count_or_fraction(text: str) -> int | float:
         raise argparse.ArgumentTypeError(
             f"expected a document count (5) or a fraction (0.5), got {text!r}"
         ) from None
+
+
+def _threshold(text: str) -> float:
+    """``--phrase-threshold``: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"expected a score, a finite number >= 0 such as 10 (higher joins fewer pairs), "
+            f"got {text!r}"
+        )
+    return value
 
 
 def _field_list(text: str) -> list[str]:
@@ -115,8 +131,9 @@ def add_parser(sub: Any) -> None:
         if name in INGEST_DF_DEFAULTS:  # raw text: tokenizer options
             p.add_argument(
                 "--stopwords", metavar="english|none|FILE",
-                help="words to drop: the built-in English list, none, or a file of one word a "
-                "line (default english; with --vocab CORPUS, that corpus's tokenizer)",
+                help="words to drop: the built-in English list (the Glasgow list, with no, nor "
+                "and not; docs/ingest.md), none, or a file of one word a line (default "
+                "english; with --vocab CORPUS, that corpus's tokenizer)",
             )  # fmt: skip
             p.add_argument(
                 "--add-stopwords", type=_field_list, metavar="WORD,...",
@@ -127,11 +144,22 @@ def add_parser(sub: Any) -> None:
                 help="regular expression of a token (default: words of two or more letters, "
                 f"{DEFAULT_TOKEN_PATTERN!r})",
             )  # fmt: skip
+            _add_cleaning_options(p)
         add_verbose(p, argparse.SUPPRESS)
         return p
 
     text = add("text", "one document per text file of a folder or tar archive")
     text.add_argument("--subset", metavar="PREFIX", help="only files whose path starts so")
+    text.add_argument(
+        "--include", action="append", metavar="GLOB",
+        help="only files whose path relative to the folder matches GLOB (repeatable; * also "
+        "matches /, a GLOB without / matches the file name too: --include '*.txt')",
+    )  # fmt: skip
+    text.add_argument(
+        "--exclude", action="append", metavar="GLOB",
+        help="leave out files matching GLOB, as --include (repeatable). Files that are not "
+        "text (images, PDFs, archives) are skipped anyway, with a warning counting them",
+    )  # fmt: skip
     text.add_argument(
         "--encoding", default="utf-8",
         help="text encoding of the files (default utf-8; latin-1 for 20 Newsgroups)",
@@ -178,9 +206,15 @@ def run(args: argparse.Namespace) -> int:
         "overwrite": args.overwrite,
     }
     if args.kind in INGEST_DF_DEFAULTS:
-        options["tokenizer"] = _tokenizer_from_args(args)
+        options.update(
+            tokenizer=_tokenizer_from_args(args), strip_mail=args.strip_mail, phrases=args.phrases,
+            phrase_min_count=args.phrase_min_count, phrase_threshold=args.phrase_threshold,
+        )  # fmt: skip
     if args.kind == "text":
-        options.update(subset=args.subset, encoding=args.encoding, strip_headers=args.strip_headers)
+        options.update(
+            subset=args.subset, include=args.include, exclude=args.exclude,
+            encoding=args.encoding, strip_headers=args.strip_headers,
+        )  # fmt: skip
     elif args.kind == "jsonl":
         options.update(text_fields=args.fields, id_field=args.id)
     elif args.kind == "table":
@@ -198,6 +232,32 @@ def run(args: argparse.Namespace) -> int:
     commit.committed(f"the corpus {summary.path}")
     print(format_ingest_summary(summary))
     return 0
+
+
+def _add_cleaning_options(p: argparse.ArgumentParser) -> None:
+    """``--strip-mail`` and ``--phrases`` (raw text); left out, they are False,
+    or with --append-to/--vocab CORPUS, as that corpus was ingested."""
+    p.add_argument(
+        "--strip-mail", action="store_true", default=None,
+        help="clean mail and news posts: drop the header block, quoted reply lines (> ...) and "
+        "'In article ... writes:' lines, the signature (after a '-- ' line), encoded data "
+        "and e-mail addresses",
+    )  # fmt: skip
+    p.add_argument(
+        "--phrases", action="store_true", default=None,
+        help="join frequent pairs of words into one token (new_york), as gensim's Phrases",
+    )  # fmt: skip
+    p.add_argument(
+        "--phrase-min-count", type=parse_positive_int, metavar="N",
+        help="with --phrases: never join a pair seen N times or fewer (default "
+        f"{config.DEFAULT_PHRASE_MIN_COUNT})",
+    )  # fmt: skip
+    p.add_argument(
+        "--phrase-threshold", type=_threshold, metavar="SCORE",
+        help="with --phrases: join the pairs a b whose score (n_ab - min_count) * V / (n_a * "
+        "n_b) exceeds SCORE (n: counts, V: distinct words and pairs); higher joins fewer "
+        f"(default {config.DEFAULT_PHRASE_THRESHOLD:g})",
+    )  # fmt: skip
 
 
 def _seconds(text: str) -> float:

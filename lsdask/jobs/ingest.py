@@ -254,7 +254,7 @@ def _append(
 #: The fields of an ingest summary an append records with its commit (``origin``).
 _SUMMARY_KEYS = (
     "n_docs", "n_tokens", "vocab_size", "n_empty_docs", "oov_tokens", "oov_types",
-    "vocab_imposed",
+    "vocab_imposed", "n_skipped_files",
 )  # fmt: skip
 
 
@@ -338,6 +338,11 @@ def format_ingest_summary(summary: Mapping[str, Any]) -> str:
         f"vocabulary: {summary['vocab_size']:,} words",
         f"batches: {plural(summary['n_batches'], 'row group')}",
     ]
+    if summary.get("n_skipped_files"):
+        lines.append(
+            f"skipped: {plural(summary['n_skipped_files'], 'file')}, not text (images, "
+            "archives, ...; the warning names them)"
+        )
     if summary.get("oov_tokens"):
         why = (
             "outside the imposed vocabulary"

@@ -129,18 +129,13 @@ class _Cleaning:
     strip_mail: bool = False
     detect: PhraseCounter | None = None
     joined: frozenset[tuple[str, str]] | None = None
+    phrase_settings: dict[str, Any] = field(default_factory=dict)
 
-    def record(self, joined: frozenset[tuple[str, str]] | None, found: int) -> dict[str, Any]:
+    def record(self, joined: frozenset[tuple[str, str]] | None) -> dict[str, Any]:
         """``manifest["ingest"]["cleaning"]``, the pairs joined listed."""
         phrases = None
         if joined is not None:
-            counter = self.detect
-            phrases = {
-                "min_count": counter.min_count if counter else None,
-                "threshold": counter.threshold if counter else None,
-                "n_detected": found,
-                "joined": sorted([a, b] for a, b in joined),
-            }
+            phrases = {**self.phrase_settings, "joined": sorted([a, b] for a, b in joined)}
         return {"strip_mail": self.strip_mail, "phrases": phrases}
 
 
@@ -170,7 +165,8 @@ def _cleaning_for(options: TextIngestOptions, vocab: Sequence[str] | Corpus | No
         counter = PhraseCounter(
             min_count, DEFAULT_PHRASE_THRESHOLD if threshold is None else float(threshold)
         )
-        return _Cleaning(strip_mail=strip, detect=counter)
+        settings = {"min_count": counter.min_count, "threshold": counter.threshold}
+        return _Cleaning(strip_mail=strip, detect=counter, phrase_settings=settings)
     recorded = (theirs or {}).get("phrases")
     if not recorded:
         return _Cleaning(strip_mail=strip)
@@ -181,7 +177,9 @@ def _cleaning_for(options: TextIngestOptions, vocab: Sequence[str] | Corpus | No
             where, len(recorded["joined"]),
         )  # fmt: skip
         return _Cleaning(strip_mail=strip)
-    return _Cleaning(strip_mail=strip, joined=frozenset((a, b) for a, b in recorded["joined"]))
+    joined = frozenset((a, b) for a, b in recorded["joined"])
+    settings = {k: v for k, v in recorded.items() if k != "joined"}
+    return _Cleaning(strip_mail=strip, joined=joined, phrase_settings=settings)
 
 
 def _warn_unreachable_words(
@@ -453,6 +451,25 @@ def _text_words(
     return runs
 
 
+def _detect_phrases(
+    source: _TextSource,
+    words_of: Callable[[str, frozenset[tuple[str, str]] | None], list[list[str]]],
+    counter: PhraseCounter,
+    progress: bool | None,
+) -> frozenset[tuple[str, str]]:
+    """Pass 1 of 3 (``phrases=True``): count the words and pairs of words; the
+    pairs that score above the threshold."""
+    for _, text in _progress(source.docs(), progress, "pass 1/3: counting pairs of words"):
+        counter.add(words_of(text, None))
+    joined = frozenset(counter.phrases())
+    logger.info(
+        "phrases: %d pairs of words score above %g (of %d counted, %d dropped to bound the "
+        "memory); they are joined",
+        len(joined), counter.threshold, len(counter.pairs), counter.n_pruned,
+    )  # fmt: skip
+    return joined
+
+
 def _flat(runs: list[list[str]]) -> list[str]:
     return runs[0] if len(runs) == 1 else [w for run in runs for w in run]
 
@@ -460,30 +477,30 @@ def _flat(runs: list[list[str]]) -> list[str]:
 def _ingest_texts(
     source: _TextSource, out_dir: PathLike, options: TextIngestOptions
 ) -> IngestSummary:
-    """Two passes over raw text: document frequencies (and the pairs of words
-    that may be phrases), then encode and write."""
+    """Two passes over raw text: document frequencies, then encode and write;
+    with ``phrases``, a first pass counts the pairs of words to join."""
     check_out_dir(out_dir, options.overwrite)
     vocab = _opened(options.vocab)
     tokenizer = _tokenizer_for(options.tokenizer, vocab)
     cleaning = _cleaning_for(options, vocab)
     words_of = _text_words(tokenizer, cleaning)
     joined = cleaning.joined
-    n_detected = 0 if joined is None else len(joined)
     progress = options.progress
     total: int | None = None
     own_ids = array("q")  # the documents' own ids (source.ids), checked distinct
+    passes = 2
+    if cleaning.detect is not None:  # phrases first, then the vocabulary over them
+        joined = _detect_phrases(source, words_of, cleaning.detect, progress)
+        passes = 3
     if vocab is None:
         builder = VocabularyBuilder(
             DEFAULT_MIN_DF if options.min_df is None else options.min_df,
             DEFAULT_MAX_DF if options.max_df is None else options.max_df,
             options.max_vocab,
         )
-        counter = cleaning.detect
-        for name, text in _progress(source.docs(), progress, "pass 1/2: counting words"):
-            runs = words_of(text, None)
-            builder.add(_flat(runs))
-            if counter is not None:
-                counter.add(runs)
+        desc = f"pass {passes - 1}/{passes}: counting words"
+        for name, text in _progress(source.docs(), progress, desc):
+            builder.add(_flat(words_of(text, joined)))
             if source.ids:
                 own_ids.append(name)
         if builder.n_docs == 0:
@@ -491,25 +508,14 @@ def _ingest_texts(
         if source.ids:  # before pass 2 writes anything
             _check_distinct(own_ids, source.where)
         logger.info(
-            "pass 1/2 over %s: %d documents, %d word types",
+            "pass %d/%d over %s: %d documents, %d word types",
+            passes - 1,
+            passes,
             source.where,
             builder.n_docs,
             builder.n_types,
         )
-        found: Collection[tuple[str, str]] = ()
-        if counter is not None:
-            found = counter.phrases()
-            n_detected = len(found)
-            builder.add_document_frequencies(counter.document_frequencies(found))
         words = builder.build()
-        if counter is not None:
-            kept = set(words)
-            joined = frozenset(p for p in found if PHRASE_DELIMITER.join(p) in kept)
-            logger.info(
-                "phrases: %d pairs of words score above %g (of %d counted, %d dropped to "
-                "bound the memory); the %d in the vocabulary are joined",
-                n_detected, counter.threshold, len(counter.pairs), counter.n_pruned, len(joined),
-            )  # fmt: skip
         vocabulary = {"imposed": False, **builder.summary()}
         total, vocab_from = builder.n_docs, "vocabulary built from the data"
     else:
@@ -523,7 +529,7 @@ def _ingest_texts(
     check_ids = source.ids and vocab is not None  # one pass: checked at its end
 
     def documents() -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-        desc = "pass 2/2: writing" if vocab is None else "writing"
+        desc = f"pass {passes}/{passes}: writing" if vocab is None else "writing"
         for i, (name, text) in enumerate(_progress(source.docs(), progress, desc, total)):
             tokens = _flat(words_of(text, joined))
             ids, cnt, n_oov = encode(tokens, word_to_id, oov_types=counts.oov_words)
@@ -537,7 +543,7 @@ def _ingest_texts(
             _check_distinct(own_ids, source.where)
 
     def extra() -> dict[str, Any]:
-        return {"tokenizer": tokenizer.settings(), "cleaning": cleaning.record(joined, n_detected)}
+        return {"tokenizer": tokenizer.settings(), "cleaning": cleaning.record(joined)}
 
     def info() -> dict[str, Any]:
         return _ingest_info(source.info, vocabulary, counts, extra(), source.skipped)

@@ -171,12 +171,14 @@ class TextIngestOptions(IngestOptions):
         used, with a warning).
     phrases : bool or None, default None
         Join frequent collocations of two words into one token (``new_york``),
-        as gensim's Phrases (:mod:`lsdask.io.ingest.phrases`): the pairs are
-        counted in pass 1 and joined in pass 2; only the phrases that make it
-        into the vocabulary are joined, and they are recorded in the manifest.
-        None: False, or with ``vocab`` a corpus, the phrases that corpus
-        joined. ``True`` with an imposed vocabulary is refused: phrases are
-        found in pass 1, which an imposed vocabulary skips.
+        as gensim's Phrases (:mod:`lsdask.io.ingest.phrases`): an extra first
+        pass counts the pairs of words, and the two passes that follow join
+        the pairs that score above ``phrase_threshold``, so that the
+        vocabulary is chosen over the joined tokens (a phrase pruned from it
+        is dropped as words outside it are). The joined pairs are recorded in
+        the manifest. None: False, or with ``vocab`` a corpus, the phrases
+        that corpus joined. ``True`` with an imposed vocabulary is refused:
+        there is no pass to count the pairs in.
     phrase_min_count : int or None, default None
         With ``phrases``: pairs seen at most this many times are never joined
         (:data:`~lsdask.config.DEFAULT_PHRASE_MIN_COUNT`, 5, for None).
@@ -219,9 +221,9 @@ class TextIngestOptions(IngestOptions):
             )
         if self.phrases and self.vocab is not None:
             raise ValueError(
-                "phrases=True detects phrases in pass 1, which an imposed vocabulary (vocab=; "
-                "--vocab or --append-to) skips; drop it: with a corpus's vocabulary, the "
-                "phrases that corpus joined are joined"
+                "phrases=True detects phrases over the documents before choosing the "
+                "vocabulary, but vocab= imposes one (--vocab or --append-to); drop it: with a "
+                "corpus's vocabulary, the phrases that corpus joined are joined"
             )
         check_phrase_min_count(self.phrase_min_count)
         check_phrase_threshold(self.phrase_threshold)

@@ -88,20 +88,14 @@ class PhraseCounter:
         self.max_pairs = max_pairs
         self.words: Counter[str] = Counter()
         self.pairs: Counter[str] = Counter()
-        self.pair_docs: Counter[str] = Counter()
         self.n_pruned = 0
         self._min_reduce = 1
 
     def add(self, runs: Iterable[Sequence[str]]) -> None:
         """Count one document given as its runs of adjacent words."""
-        seen: set[str] = set()
         for run in runs:
             self.words.update(run)
-            for a, b in pairwise(run):
-                key = a + _KEY + b
-                self.pairs[key] += 1
-                seen.add(key)
-        self.pair_docs.update(seen)
+            self.pairs.update(a + _KEY + b for a, b in pairwise(run))
         if len(self.pairs) > self.max_pairs:
             self._prune()
 
@@ -112,7 +106,6 @@ class PhraseCounter:
             rare = [key for key, count in self.pairs.items() if count < self._min_reduce]
             for key in rare:
                 del self.pairs[key]
-                del self.pair_docs[key]
             self.n_pruned += len(rare)
             self._min_reduce += 1
 
@@ -128,8 +121,3 @@ class PhraseCounter:
             if score > self.threshold:
                 found[(a, b)] = score
         return found
-
-    def document_frequencies(self, phrases: Iterable[tuple[str, str]]) -> dict[str, int]:
-        """How many documents hold each pair, by its joined token (an upper
-        bound of the documents where it is joined: a word joins one phrase)."""
-        return {a + PHRASE_DELIMITER + b: self.pair_docs[a + _KEY + b] for a, b in phrases}

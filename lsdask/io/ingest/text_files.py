@@ -87,7 +87,12 @@ def _globs(value: str | Sequence[str] | None, name: str) -> tuple[str, ...]:
     """``include``/``exclude`` (``name``) as a tuple of globs, or a ValueError."""
     if value is None:
         return ()
-    globs = (value,) if isinstance(value, str) else tuple(value)
+    if isinstance(value, str):
+        globs: tuple[Any, ...] = (value,)
+    elif isinstance(value, Sequence):
+        globs = tuple(value)
+    else:
+        globs = (None,)  # refused below
     for glob in globs:
         if not isinstance(glob, str) or not glob:
             raise ValueError(

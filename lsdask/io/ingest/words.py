@@ -367,12 +367,6 @@ class VocabularyBuilder:
         self._df.update(set(tokens))
         self.n_docs += 1
 
-    def add_document_frequencies(self, doc_freq: Mapping[str, int]) -> None:
-        """Add words counted elsewhere over the same documents (the joined
-        phrases, :mod:`lsdask.io.ingest.phrases`), with their document
-        frequencies; the number of documents is unchanged."""
-        self._df.update(doc_freq)
-
     @property
     def n_types(self) -> int:
         """Number of distinct words seen so far."""
