@@ -8,9 +8,13 @@ bookkeeping of the writing pass, the :class:`IngestSummary` and
 ``manifest["ingest"]``, and the two drivers, which take the functions' shared
 options as one :class:`~lsdask.io.ingest.options.IngestOptions`:
 :func:`_ingest_texts` (two passes over raw text: document frequencies, then
-encode and write) and :func:`_ingest_bags` (bags of words, with an extra pass
-only when the file's vocabulary is pruned). Opening the input files, and the
-errors that name them, are :mod:`lsdask.io.ingest.inputs`'.
+encode and write; with ``phrases``, a pass before them counts pairs of words)
+and :func:`_ingest_bags` (bags of words, with an extra pass only when the
+file's vocabulary is pruned). The cleaning of raw text (mail, phrases) is
+recorded in ``manifest["ingest"]["cleaning"]`` and reused by an append, as
+the tokenizer is; the files a reader skipped as not text are counted. Opening
+the input files, and the errors that name them, are
+:mod:`lsdask.io.ingest.inputs`'.
 """
 
 from __future__ import annotations
