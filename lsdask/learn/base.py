@@ -154,7 +154,7 @@ def waves(order: Iterable[int], size: int) -> Iterator[list[int]]:
         yield indices[start : start + size]
 
 
-def in_waves(executor: Any, task: Any, batches: list, posterior: Any) -> Iterator[Any]:
+def in_waves(executor: Any, task: Any, batches: Sequence[Any], posterior: Any) -> Iterator[Any]:
     """``task(batch, posterior)`` for every batch, in order; one wave of as many tasks
     as the executor runs at once is computed while the one before is handed out."""
     handles = executor.register(batches)
