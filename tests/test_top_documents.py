@@ -223,3 +223,19 @@ def test_a_damaged_names_list_is_ignored(corpus: Path, tmp_path: Path, caplog) -
     with caplog.at_level("WARNING"):
         names = DocumentNames.of(Fake())
     assert names(0) is None and "not a list of strings" in caplog.text
+
+
+def test_the_text_shown_is_cleaned_as_ingested(tmp_path: Path) -> None:
+    post = (
+        "From: someone@example.edu\nSubject: engines\n\n"
+        "In article <1@x>, a@b.c writes:\n> quoted words here\nreal words of the post\n"
+        "-- \nsignature line\n"
+    )
+    (tmp_path / "p.txt").write_text(post, encoding="utf-8")
+    info = {"format": "text folder", "source": str(tmp_path), "encoding": "utf-8"}
+    assert first_words({**info, "cleaning": {"strip_mail": True}}, ["p.txt"], 10) == {
+        "p.txt": "real words of the post"
+    }
+    assert first_words({**info, "strip_headers": True}, ["p.txt"], 3) == {
+        "p.txt": "In article <1@x>, ..."
+    }

@@ -25,6 +25,7 @@ from typing import Any
 
 from lsdask.errors import DataError
 from lsdask.io import guarded
+from lsdask.io.ingest.mail import clean_mail
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +39,8 @@ def first_words(info: dict[str, Any], names: Iterable[str], n_words: int = 30) -
     """The first ``n_words`` words of each named document, by name, for a corpus
     whose ingest info ``info`` (``Corpus.ingest_info``) points at a text folder
     or a tar archive; the names it cannot read are left out (empty for any
-    other corpus). A recorded ``strip_headers`` skips the mail headers as the
-    ingest did."""
+    other corpus). A recorded ``strip_headers`` or ``strip_mail`` cleans the
+    text as the ingest did."""
     wanted = sorted({n for n in names if isinstance(n, str) and n})
     source, kind = info.get("source"), info.get("format")
     if not wanted or not isinstance(source, str) or n_words < 1:
@@ -47,13 +48,15 @@ def first_words(info: dict[str, Any], names: Iterable[str], n_words: int = 30) -
     recorded = info.get("encoding")
     encoding = recorded if isinstance(recorded, str) else "utf-8"
     strip = info.get("strip_headers") is True
+    cleaning = info.get("cleaning")
+    mail = isinstance(cleaning, dict) and cleaning.get("strip_mail") is True
     if kind == "text folder" and Path(source).is_dir():
         raw = _from_folder(Path(source), wanted)
     elif kind == "tar archive" and Path(source).is_file():
         raw = _from_tar(Path(source), set(wanted))
     else:
         return {}
-    return {name: _words(data, encoding, strip, n_words) for name, data in raw.items()}
+    return {name: _words(data, encoding, strip, mail, n_words) for name, data in raw.items()}
 
 
 def _from_folder(root: Path, names: list[str]) -> dict[str, bytes]:
@@ -84,13 +87,15 @@ def _from_tar(path: Path, names: set[str]) -> dict[str, bytes]:
     return found
 
 
-def _words(data: bytes, encoding: str, strip_headers: bool, n_words: int) -> str:
+def _words(data: bytes, encoding: str, strip_headers: bool, mail: bool, n_words: int) -> str:
     try:
         text = data.decode(encoding, errors="replace")
     except LookupError:
         text = data.decode("utf-8", errors="replace")
     if strip_headers:
         text = _after_headers(text)
+    if mail:
+        text = clean_mail(text)
     words = text.split()
     more = " ..." if len(words) > n_words else ""
     return " ".join(words[:n_words]) + more

@@ -228,7 +228,7 @@ def _draw(report: BarsReport, true_topics: np.ndarray, out_dir: Path, side: int)
                 (model.lap_trace_, model.elbo_trace_ / max(report.n_tokens, 1.0)),
                 out_dir / "hdp_k_elbo.png",
                 title=f"HDP on bars: K from {report.start_K}",
-                ylabel="surrogate ELBO per token",
+                ylabel="surrogate ELBO per token (nats/token)",
             )
         )
 
