@@ -322,7 +322,9 @@ def _draw(report: PatchFitReport, train: Any, out_dir: Path, patch_size: int | N
         f"{report.algorithm}, {report.n_train:,} rows"
     )
     report.elbo_plot = str(
-        plot_elbo_trace(traces, out_dir / "elbo.png", title=title, ylabel="ELBO per training row (nats/row)")
+        plot_elbo_trace(
+            traces, out_dir / "elbo.png", title=title, ylabel="ELBO per training row (nats/row)"
+        )
     )
     model = report.main.model
     side = _patch_side(train, report.n_features, patch_size)

@@ -27,12 +27,19 @@ TAG = "BENCH_JSON "
 def local_cluster(n_workers: int) -> tuple[Any, Any]:
     """The LocalCluster lsdask starts itself for a fit (processes, one thread each,
     loopback only, the workers' profiler off:
-    :func:`lsdask.engine.dask_executor.start_local_cluster`) and its client."""
+    :func:`lsdask.engine.dask_executor.start_local_cluster`) and its client.
+
+    The scheduler lives in this process, where a peer (tomotopy) may hold the GIL
+    for minutes: its workers' heartbeats then go unread, and past the scheduler's
+    ``worker-ttl`` it would kill the idle workers. The check is off for the
+    benchmark's cluster."""
+    import dask
     from distributed import Client
 
     from lsdask.engine.dask_executor import start_local_cluster
 
-    cluster = start_local_cluster(n_workers)
+    with dask.config.set({"distributed.scheduler.worker-ttl": None}):
+        cluster = start_local_cluster(n_workers)
     return cluster, Client(cluster)
 
 
