@@ -146,3 +146,71 @@ def umass_coherence(
                     total += np.log((co[ids[i], ids[j]] + eps) / df)
         scores[k] = total
     return scores
+
+
+class CoDocumentCounts:
+    """Document frequencies of each topic's top words and of their pairs, added up
+    batch by batch: UMass (:func:`umass_coherence`) and NPMI from one pass.
+
+    ``top`` is ``(K, n)`` word ids, most probable first. Only the ``K n (n - 1) / 2``
+    pairs the topics use are kept (not the square of the distinct top words: K =
+    1,000 topics hold up to 10,000 of them), so memory is ``O(K n^2)``.
+    """
+
+    def __init__(self, top: np.ndarray) -> None:
+        self.top = np.asarray(top, dtype=np.int64)
+        self.words, local = np.unique(self.top, return_inverse=True)
+        self.local = local.reshape(self.top.shape)
+        i, j = np.tril_indices(self.top.shape[1], -1)  # pairs j < i, as Eq. 13 sums
+        self.pair_i, self.pair_j = i, j
+        self.n_docs = 0.0
+        self.df = np.zeros(self.words.size)  # documents holding each distinct top word
+        self.co = np.zeros((self.top.shape[0], i.size))  # documents holding both words
+
+    def add(self, X: sp.csr_matrix) -> None:
+        """Count the documents (rows) of ``X``."""
+        present = (sp.csr_matrix(X)[:, self.words] > 0).astype(np.float64).tocsc()
+        self.n_docs += X.shape[0]
+        self.df += np.asarray(present.sum(axis=0)).ravel()
+        both = (present.T @ present).tocsr()
+        a, b = self.local[:, self.pair_i], self.local[:, self.pair_j]
+        self.co += np.asarray(both[a.ravel(), b.ravel()]).reshape(a.shape)
+
+    def umass(self, eps: float = 1.0) -> np.ndarray:
+        """Each topic's UMass coherence (Eq. 13): ``sum_{j<i} log((D(w_i, w_j) + eps) /
+        D(w_j))``, a pair whose ``w_j`` no document holds left out."""
+        df_j = self.df[self.local[:, self.pair_j]]
+        terms = np.log((self.co + eps) / np.where(df_j > 0, df_j, 1.0))
+        return np.where(df_j > 0, terms, 0.0).sum(axis=1)
+
+    def npmi(self) -> np.ndarray:
+        """Each topic's NPMI (:func:`npmi_coherence`), the mean over its word pairs."""
+        if self.pair_i.size == 0 or self.n_docs == 0:
+            return np.zeros(self.top.shape[0])
+        N = self.n_docs
+        p_i = self.df[self.local[:, self.pair_i]] / N
+        p_j = self.df[self.local[:, self.pair_j]] / N
+        p_ij = self.co / N
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pmi = np.log(p_ij / (p_i * p_j))
+            score = pmi / -np.log(p_ij)
+        score = np.where(p_ij >= 1.0, 1.0, score)  # in every document: total co-occurrence
+        score = np.where(p_ij > 0, score, -1.0)  # never together (or a word never seen)
+        return score.mean(axis=1)
+
+
+def npmi_coherence(
+    topics: np.ndarray, X: sp.csr_matrix | Iterable[sp.csr_matrix], top_n: int = 10
+) -> np.ndarray:
+    """NPMI coherence (Bouma 2009) of each topic's top ``top_n`` words over documents X.
+
+    For each pair of top words, ``NPMI = log(P(w_i, w_j) / (P(w_i) P(w_j))) /
+    -log P(w_i, w_j)``, the probabilities the fractions of documents holding the
+    words; averaged over the ``n (n - 1) / 2`` pairs. It lies in [-1, 1]: -1 for
+    words never in one document, 0 for independent ones, 1 for words always
+    together. ``X`` is a document-word matrix or an iterable of batches.
+    """
+    counts = CoDocumentCounts(top_word_ids(topics, top_n))
+    for batch in [X] if sp.issparse(X) or isinstance(X, np.ndarray) else X:
+        counts.add(sp.csr_matrix(batch))
+    return counts.npmi()
