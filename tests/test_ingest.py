@@ -92,8 +92,25 @@ def test_tokenizer_keeps_words_of_two_or_more_letters_without_stopwords():
     assert legacy.settings()["stopwords"] == "english"
     assert Tokenizer.from_settings(legacy.settings()) == legacy != Tokenizer()
     assert Tokenizer.from_settings({"stopwords": "english-2"}).stopwords == ENGLISH_STOPWORDS
-    with pytest.raises(ValueError, match=r"stopwords 'french': no built-in list has that name"):
+    with pytest.raises(DataError, match=r"stopwords must be .*'english-2'.*found 'french'"):
         Tokenizer.from_settings({"stopwords": "french"})
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        ("x", r"ingest\.tokenizer must be an object .*found 'x'"),
+        ([1, 2], r"ingest\.tokenizer must be an object .*found \[1, 2\]"),
+        ({"stopwords": [1, 2]}, r"ingest\.tokenizer\.stopwords must be null, a list of words"),
+        ({"stopwords": {"a": 1}}, r"ingest\.tokenizer\.stopwords must be .*found \{'a': 1\}"),
+        ({"lowercase": "false"}, r"ingest\.tokenizer\.lowercase must be true or false"),
+        ({"pattern": 3}, r"ingest\.tokenizer\.pattern must be a regular expression"),
+        ({"pattern": "(["}, r"ingest\.tokenizer\.pattern must be a valid regular expression"),
+    ],
+)  # fmt: skip
+def test_crafted_tokenizer_settings_are_named(settings, match):
+    with pytest.raises(DataError, match=match + r".*re-ingest the corpus"):
+        Tokenizer.from_settings(settings, where="m.json: ingest.tokenizer")
 
 
 def test_runs_split_the_tokens_at_stopwords():

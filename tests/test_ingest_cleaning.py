@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import math
+import re
 import tarfile
 from collections import Counter
 from itertools import pairwise
@@ -174,6 +175,83 @@ def test_an_append_cleans_as_the_corpus_was_cleaned(tmp_path, caplog):
         )  # fmt: skip
     assert other.n_tokens == 3  # the quoted words count: asked for, with a warning
     assert "strip_mail=False, but corpus" in caplog.text
+
+
+def _crafted(tmp_path: Path, field: str, value: object) -> Path:
+    """A text corpus whose manifest records ``value`` as ``ingest.<field>``
+    (``field`` a dotted path below ``ingest``)."""
+    out = tmp_path / "crafted"
+    ingest_jsonl(_write_jsonl(tmp_path / "a.jsonl", ["new york rockets"] * 3), out, **ALL)
+    manifest = json.loads((out / "manifest.json").read_text())
+    *parents, last = field.split(".")
+    place = manifest["ingest"]
+    for name in parents:
+        place = place[name]
+    place[last] = value
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+CRAFTED_CLEANING = [
+    ("cleaning", "yes", r"ingest\.cleaning must be an object"),
+    ("cleaning.strip_mail", "false", r"ingest\.cleaning\.strip_mail must be true or false; "
+                                     r"found 'false'"),
+    ("cleaning.strip_mail", 1, r"ingest\.cleaning\.strip_mail must be true or false; found 1"),
+    ("cleaning.phrases", "yes", r"ingest\.cleaning\.phrases must be null or an object"),
+    ("cleaning.phrases", [1, 2], r"ingest\.cleaning\.phrases must be null or an object"),
+    ("cleaning.phrases", {}, r"ingest\.cleaning\.phrases\.joined must be a list of pairs of "
+                             r"words; found None"),
+    ("cleaning.phrases", {"joined": [["a"]]}, r"phrases\.joined\[0\] must be a pair of words"),
+    ("cleaning.phrases", {"joined": [[1, 2]]}, r"phrases\.joined\[0\] must be a pair of words"),
+    ("cleaning.phrases", {"joined": [["new", "york"], [["a"], "b"]]},
+     r"phrases\.joined\[1\] must be a pair of words .*found \[\['a'\], 'b'\]"),
+    ("cleaning.phrases", {"joined": "ab"}, r"phrases\.joined must be a list of pairs"),
+    ("cleaning.phrases", {"joined": [], "min_count": "5"}, r"phrases\.min_count must be an int "
+                                                           r">= 1; found '5'"),
+    ("cleaning.phrases", {"joined": [], "threshold": math.inf}, r"phrases\.threshold must be a "
+                                                                r"finite number >= 0; found inf"),
+    ("tokenizer", "x", r"ingest\.tokenizer must be an object"),
+    ("tokenizer.stopwords", [1, 2], r"ingest\.tokenizer\.stopwords must be null, a list of "
+                                    r"words"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("field", "value", "match"), CRAFTED_CLEANING)
+def test_a_crafted_cleaning_record_is_named_on_append_and_vocab(tmp_path, field, value, match):
+    from lsdask.jobs.ingest import run_ingest
+
+    corpus = _crafted(tmp_path, field, value)
+    new = _write_jsonl(tmp_path / "new.jsonl", ["new york subway"])
+    where = rf"{re.escape(str(corpus / 'manifest.json'))}: .*{match}.*re-ingest the corpus"
+    with pytest.raises(DataError, match=where):
+        run_ingest("jsonl", [new], corpus, append=True, progress=False)
+    with pytest.raises(DataError, match=where):
+        ingest_jsonl(new, tmp_path / "d", vocab=corpus)
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("flag", ["--append-to", "--vocab"])
+def test_a_crafted_cleaning_record_is_one_line_from_the_command_line(tmp_path, capsys, flag):
+    corpus = _crafted(tmp_path, "cleaning.phrases", {"joined": [[["a"], "b"]]})
+    before = (corpus / "manifest.json").read_bytes()
+    new = _write_jsonl(tmp_path / "new.jsonl", ["new york subway"])
+    out = [] if flag == "--append-to" else ["--out", str(tmp_path / "d")]
+    assert main(["ingest", "jsonl", str(new), flag, str(corpus), *out]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert "ingest.cleaning.phrases.joined[0] must be a pair of words" in err
+    assert (corpus / "manifest.json").read_bytes() == before
+
+
+def test_the_cleaning_record_read_back_is_the_one_written(tmp_path):
+    from lsdask.io.ingest.common import recorded_cleaning
+
+    path = _write_jsonl(tmp_path / "a.jsonl", ["new york subway"] * 5)
+    ingest_jsonl(path, tmp_path / "c", phrases=True, phrase_min_count=1, phrase_threshold=0.0,
+                 strip_mail=True, **ALL)  # fmt: skip
+    corpus = Corpus.open(tmp_path / "c")
+    assert recorded_cleaning(corpus) == corpus.ingest_info["cleaning"]
+    assert recorded_cleaning(corpus)["strip_mail"] is True
 
 
 # --------------------------------------------------------------------------- phrases

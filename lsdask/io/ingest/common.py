@@ -20,6 +20,7 @@ the input files, and the errors that name them, are
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 from array import array
@@ -89,11 +90,24 @@ def _opened(vocab: VocabArg) -> Sequence[str] | Corpus | None:
     return Corpus.open(vocab) if isinstance(vocab, str | os.PathLike) else vocab
 
 
+def _manifest_of(corpus: Corpus) -> str:
+    """The manifest file of ``corpus``, as the errors about its fields name it."""
+    return os.path.join(corpus.path, "manifest.json")
+
+
 def recorded_tokenizer(corpus: Corpus) -> Tokenizer | None:
     """The tokenizer ``corpus`` was ingested with (its manifest records it), or
-    None for a corpus written without one (bag-of-words imports, other tools)."""
+    None for a corpus written without one (bag-of-words imports, other tools).
+
+    Raises
+    ------
+    DataError
+        The recorded settings are not ones :meth:`Tokenizer.settings` writes.
+    """
     settings = corpus.ingest_info.get("tokenizer")
-    return None if settings is None else Tokenizer.from_settings(settings)
+    if settings is None:
+        return None
+    return Tokenizer.from_settings(settings, where=f"{_manifest_of(corpus)}: ingest.tokenizer")
 
 
 def _tokenizer_for(tokenizer: Tokenizer | None, vocab: Sequence[str] | Corpus | None) -> Tokenizer:
@@ -117,12 +131,77 @@ def _tokenizer_for(tokenizer: Tokenizer | None, vocab: Sequence[str] | Corpus | 
     return tokenizer
 
 
+def _shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _bad_cleaning(corpus: Corpus, name: str, expected: str, found: Any) -> DataError:
+    """The error for the field ``ingest.cleaning.<name>`` of ``corpus``'s manifest."""
+    key = "ingest.cleaning" + (f".{name}" if name else "")
+    return DataError(
+        f"{_manifest_of(corpus)}: {key} must be {expected}; found "
+        f"{_shown(found)}. The manifest was edited or damaged: re-ingest the corpus (an "
+        "append cleans new text as the corpus's text was cleaned, so it needs this record)"
+    )
+
+
+def _is_count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+
+def _is_score(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
 def recorded_cleaning(corpus: Corpus) -> dict[str, Any] | None:
-    """How the text of ``corpus`` was cleaned besides its tokenizer (mail
-    cleaning, joined phrases; its manifest records it), or None for a corpus
-    written without (bag-of-words imports, text ingested before the record)."""
+    """How the text of ``corpus`` was cleaned besides its tokenizer, as its
+    manifest records it under ``ingest.cleaning``, checked.
+
+    Returns
+    -------
+    dict or None
+        ``{"strip_mail": bool, "phrases": None or {"joined": [[a, b], ...],
+        "min_count": int, "threshold": float}}`` (``min_count`` and ``threshold``
+        where recorded); None where the manifest records no cleaning (bag-of-words
+        imports, corpora written by other tools), whose text was not cleaned.
+
+    Raises
+    ------
+    DataError
+        A field is not what :meth:`_Cleaning.record` writes; the message names
+        the manifest, the field, what was expected and what was found.
+    """
     cleaning = corpus.ingest_info.get("cleaning")
-    return cleaning if isinstance(cleaning, dict) else None
+    if cleaning is None:
+        return None
+    if not isinstance(cleaning, dict):
+        raise _bad_cleaning(corpus, "", "an object {strip_mail, phrases}", cleaning)
+    strip = cleaning.get("strip_mail", False)
+    if not isinstance(strip, bool):
+        raise _bad_cleaning(corpus, "strip_mail", "true or false", strip)
+    phrases = cleaning.get("phrases")
+    if phrases is None:
+        return {"strip_mail": strip, "phrases": None}
+    if not isinstance(phrases, dict):
+        raise _bad_cleaning(corpus, "phrases", "null or an object {joined, ...}", phrases)
+    joined = phrases.get("joined")
+    if not isinstance(joined, list):
+        raise _bad_cleaning(corpus, "phrases.joined", "a list of pairs of words", joined)
+    for i, pair in enumerate(joined):
+        if not (
+            isinstance(pair, list) and len(pair) == 2 and all(isinstance(w, str) for w in pair)
+        ):
+            raise _bad_cleaning(corpus, f"phrases.joined[{i}]", 'a pair of words ["a", "b"]', pair)
+    checked: dict[str, Any] = {"joined": joined}
+    for key, ok, expected in (("min_count", _is_count, "an int >= 1"),
+                              ("threshold", _is_score, "a finite number >= 0")):  # fmt: skip
+        if key in phrases:
+            if not ok(phrases[key]):
+                raise _bad_cleaning(corpus, f"phrases.{key}", expected, phrases[key])
+            checked[key] = phrases[key]
+    return {"strip_mail": strip, "phrases": checked}
 
 
 @dataclass(frozen=True)
@@ -151,7 +230,7 @@ def _cleaning_for(options: TextIngestOptions, vocab: Sequence[str] | Corpus | No
     theirs = recorded_cleaning(corpus) if corpus is not None else None
     text_corpus = corpus is not None and "tokenizer" in corpus.ingest_info
     where = corpus.path if corpus is not None else "?"
-    their_strip = bool((theirs or {}).get("strip_mail", False))
+    their_strip = theirs is not None and theirs["strip_mail"]
     strip = options.strip_mail
     if strip is None:
         strip = their_strip if text_corpus else False
@@ -171,8 +250,8 @@ def _cleaning_for(options: TextIngestOptions, vocab: Sequence[str] | Corpus | No
         )
         settings = {"min_count": counter.min_count, "threshold": counter.threshold}
         return _Cleaning(strip_mail=strip, detect=counter, phrase_settings=settings)
-    recorded = (theirs or {}).get("phrases")
-    if not recorded:
+    recorded = None if theirs is None else theirs["phrases"]
+    if recorded is None:
         return _Cleaning(strip_mail=strip)
     if options.phrases is False:
         logger.warning(

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from lsdask.config import DEFAULT_MAX_DF, DEFAULT_MIN_DF
+from lsdask.errors import DataError
 from lsdask.io.ingest.stopwords import ENGLISH_STOPWORDS, LEGACY_ENGLISH_STOPWORDS
 
 logger = logging.getLogger(__name__)
@@ -158,22 +159,60 @@ class Tokenizer:
         return {"lowercase": self.lowercase, "pattern": self.pattern, "stopwords": stop}
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> Tokenizer:
+    def from_settings(
+        cls, settings: Mapping[str, Any], *, where: str = "tokenizer settings"
+    ) -> Tokenizer:
         """The tokenizer whose :meth:`settings` these are (as a corpus manifest
-        records them under ``ingest.tokenizer``)."""
+        records them under ``ingest.tokenizer``).
+
+        Parameters
+        ----------
+        settings : mapping
+            ``{"lowercase": bool, "pattern": str, "stopwords": name, list of
+            str or None}``; a key left out takes its default.
+        where : str
+            Where the settings were read, for the errors (the manifest and its
+            field).
+
+        Raises
+        ------
+        DataError
+            A setting is not one :meth:`settings` writes; the message names
+            ``where``, the setting, what was expected and what was found.
+        """
+
+        def bad(name: str, expected: str, found: Any) -> DataError:
+            shown = repr(found)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            return DataError(
+                f"{where}{'.' + name if name else ''} must be {expected}; found {shown}. "
+                "The record was edited or damaged (or a newer lsdask wrote it): re-ingest the "
+                "corpus"
+            )
+
+        if not isinstance(settings, Mapping):
+            raise bad("", "an object {lowercase, pattern, stopwords}", settings)
+        lowercase = settings.get("lowercase", True)
+        if not isinstance(lowercase, bool):
+            raise bad("lowercase", "true or false", lowercase)
+        pattern = settings.get("pattern", DEFAULT_TOKEN_PATTERN)
+        if not isinstance(pattern, str):
+            raise bad("pattern", "a regular expression (a string)", pattern)
         stop = settings.get("stopwords", "english")
         if isinstance(stop, str):
             if stop not in NAMED_STOPWORDS:
-                raise ValueError(
-                    f"stopwords {stop!r}: no built-in list has that name; the names are "
-                    f"{sorted(NAMED_STOPWORDS)} (a newer lsdask may have written it)"
+                raise bad(
+                    "stopwords", f"null, a list of words or one of {sorted(NAMED_STOPWORDS)}", stop
                 )
             stop = NAMED_STOPWORDS[stop]
-        return cls(
-            lowercase=settings.get("lowercase", True),
-            pattern=settings.get("pattern", DEFAULT_TOKEN_PATTERN),
-            stopwords=stop,
-        )
+        elif stop is not None and not (
+            isinstance(stop, list) and all(isinstance(w, str) for w in stop)
+        ):
+            raise bad("stopwords", "null, a list of words or the name of a built-in list", stop)
+        try:
+            return cls(lowercase=lowercase, pattern=pattern, stopwords=stop)
+        except ValueError as exc:  # the pattern is not a regular expression
+            raise bad("pattern", "a valid regular expression", pattern) from exc
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Tokenizer) and self.settings() == other.settings()
