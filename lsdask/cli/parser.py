@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from lsdask.cli import demo, documents, gmm, ingest, lda, patches
+from lsdask.cli import demo, documents, gmm, ingest, lda, patches, report
 from lsdask.cli.options import add_verbose
 
 __all__ = ["COMMANDS", "build_parser"]
@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], 
     "score": (lda.add_score, lda.run_score),
     "transform": (lda.add_transform, lda.run_transform),
     "docs": (documents.add_parser, documents.run),
+    "report": (report.add_parser, report.run),
 }
 
 

@@ -1,0 +1,117 @@
+"""The report job: a saved LDA or HDP model's topics as one self-contained HTML page.
+
+``lsdask report`` runs :func:`write_report`: the page of
+:mod:`lsdask.estimators.topic_report` (an intertopic distance map, terms by
+relevance, top documents, coherence, traces), with the heldout trace a fit
+saved in the model folder (:data:`lsdask.jobs.corpus_lda.HELDOUT_TRACE_FILE`)
+and the documents ranked on a Dask cluster where the corpus has more than one
+row group.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lsdask.engine import make_executor
+from lsdask.estimators.topic_report import write_model_report
+from lsdask.jobs.cluster import dask_client
+from lsdask.jobs.corpus_lda import HELDOUT_TRACE_FILE
+from lsdask.jobs.inputs import loaded_topic_model, open_corpus
+from lsdask.validation import check_int
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ReportSummary", "format_summary", "saved_heldout", "write_report"]
+
+
+@dataclass
+class ReportSummary:
+    """What :func:`write_report` wrote: the page ``path``, its size in ``bytes``,
+    the model's ``K`` and the ``seconds`` it took."""
+
+    path: str
+    bytes: int
+    K: int
+    seconds: float
+
+
+def saved_heldout(model_dir: Any) -> dict[str, Any] | None:
+    """The heldout trace ``lsdask fit --heldout`` saved in a model folder (None
+    where there is none or it is not a trace of laps and scores)."""
+    if not isinstance(model_dir, str | os.PathLike):
+        return None
+    path = Path(model_dir) / HELDOUT_TRACE_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not all(
+        isinstance(record.get(name), list) for name in ("laps", "scores")
+    ):
+        logger.warning("%s is not a heldout trace; the page leaves it out", path)
+        return None
+    return record
+
+
+def write_report(
+    model: Any,
+    out: str | os.PathLike[str],
+    *,
+    corpus: Any = None,
+    n_terms: int = 30,
+    n_docs: int = 10,
+    overwrite: bool = False,
+    client: Any = None,
+    n_workers: int | None = None,
+) -> ReportSummary:
+    """Write the topic report of ``model`` (a model folder or fitted LDA/HDP) to
+    the HTML file ``out``.
+
+    Parameters
+    ----------
+    model : str, os.PathLike, lsdask.LDA or lsdask.HDP
+    out : path of the page; an existing file is replaced only with ``overwrite``
+    corpus : str, os.PathLike, Corpus or None
+        Documents over the model's vocabulary (usually its training corpus): the
+        words' frequencies, coherence and each topic's ``n_docs`` top documents;
+        None leaves documents and coherence out.
+    n_terms : terms shown per topic
+    client, n_workers : where the documents are ranked
+        (:func:`lsdask.jobs.cluster.dask_client`; a one-row-group corpus in this process)
+
+    Returns
+    -------
+    ReportSummary
+    """
+    n_terms = check_int("n_terms", n_terms, 1)
+    n_docs = check_int("n_docs", n_docs, 1)
+    start = time.perf_counter()
+    lda = loaded_topic_model(model)
+    docs = None if corpus is None else open_corpus(corpus, "corpus")
+    if client is None and (docs is None or len(docs.batches) <= 1):
+        client = "sync"  # a cluster's start would cost more than one task
+    name = Path(model).name if isinstance(model, str | os.PathLike) else type(lda).__name__
+    with dask_client(client, n_workers) as where:
+        path = write_model_report(
+            lda, out, corpus=docs, n_terms=n_terms, n_docs=n_docs, overwrite=overwrite,
+            executor=make_executor(where), heldout=saved_heldout(model),
+            title=f"{type(lda).__name__} topics of {name}",
+        )  # fmt: skip
+    summary = ReportSummary(path, os.path.getsize(path), int(lda.model_.n_components),
+                            time.perf_counter() - start)  # fmt: skip
+    logger.info("report of %d topics: %s, %d bytes", summary.K, path, summary.bytes)
+    return summary
+
+
+def format_summary(summary: ReportSummary) -> str:
+    """One line: what was written."""
+    return (
+        f"wrote {summary.path}: {summary.K} topics, {summary.bytes / 1e6:.2f} MB, "
+        f"in {summary.seconds:.1f} s"
+    )
