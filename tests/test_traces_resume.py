@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,9 @@ def test_a_resumed_fits_traces_span_every_lap(corpora: dict[str, Path], tmp_path
 def test_a_checkpoint_without_the_heldout_trace_still_resumes(
     corpora: dict[str, Path], tmp_path: Path
 ) -> None:
-    """A checkpoint written before the heldout trace was kept in it resumes; the
-    heldout trace then holds the resumed laps alone."""
+    """A checkpoint folder without its heldout trace (removed, or its fit ran
+    without heldout documents) resumes; the heldout trace then holds the resumed
+    laps alone."""
     ck = tmp_path / "ck"
     _fit(corpora, tmp_path / "m2", "--checkpoint", str(ck))
     (ck / CHECKPOINT_HELDOUT_FILE).unlink()
@@ -86,24 +88,79 @@ def test_a_checkpoint_without_the_heldout_trace_still_resumes(
     assert load_lda(tmp_path / "m4").n_laps_ == 4
 
 
-@pytest.mark.parametrize("damage", ["other heldout", "not json", "laps backwards"])
+def _strict_json(text: str) -> Any:
+    """``text`` parsed as strict JSON: NaN, Infinity and -Infinity refused."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"not strict JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+DAMAGES = ["other heldout", "not json", "laps backwards", "NaN score", "1e400 score",
+           "huge seconds", "seconds backwards", "negative seconds", "symlink", "FIFO"]  # fmt: skip
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
 def test_an_earlier_trace_of_other_documents_or_damaged_is_not_continued(
     corpora: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str
 ) -> None:
+    """A damaged or crafted trace in the checkpoint folder is warned of and not
+    continued; the resume goes on, and the trace it writes is strict JSON in a
+    regular file (a link or FIFO in its place replaced, never written through)."""
     ck = tmp_path / "ck"
     _fit(corpora, tmp_path / "m2", "--checkpoint", str(ck))
     kept = ck / CHECKPOINT_HELDOUT_FILE
+    text = kept.read_text()
+    record = json.loads(text)
+    elsewhere = tmp_path / "elsewhere.json"
     if damage == "not json":
         kept.write_text("{")
     elif damage == "laps backwards":
-        record = json.loads(kept.read_text())
-        record["laps"] = [2, 1]
-        kept.write_text(json.dumps(record))
+        kept.write_text(json.dumps({**record, "laps": [2, 1]}))
+    elif damage == "NaN score":
+        kept.write_text(json.dumps({**record, "scores": [float("nan"), -1.0]}))
+    elif damage == "1e400 score":
+        kept.write_text(text.replace(str(record["scores"][0]), "1e400", 1))
+    elif damage == "huge seconds":
+        kept.write_text(json.dumps({**record, "seconds": [1, 10**400]}))
+    elif damage == "seconds backwards":
+        kept.write_text(json.dumps({**record, "seconds": [5.0, 1.0]}))
+    elif damage == "negative seconds":
+        kept.write_text(json.dumps({**record, "seconds": [-2.0, 1.0]}))
+    elif damage == "symlink":
+        elsewhere.write_text(text)
+        kept.unlink()
+        kept.symlink_to(elsewhere)
+    elif damage == "FIFO":
+        kept.unlink()
+        os.mkfifo(kept)
     with caplog.at_level(logging.WARNING, logger="lsdask.jobs.corpus_lda"):
         _fit(corpora, tmp_path / "m4", "--resume", str(ck),
              heldout="other" if damage == "other heldout" else "heldout")  # fmt: skip
     assert "the heldout trace starts with this run" in caplog.text
     assert _heldout_trace(tmp_path / "m4")["laps"] == [3, 4]
+    assert not kept.is_symlink() and kept.is_file()
+    assert _strict_json(kept.read_text())["laps"] == [3, 4]
+    if damage == "symlink":
+        assert elsewhere.read_text() == text  # the link's target untouched
+
+
+def test_a_trace_is_written_as_strict_json(tmp_path: Path) -> None:
+    """A score that is not finite is written as null, and read back as NaN."""
+    from lsdask.jobs.corpus_lda import HeldoutTrace, _read_trace
+
+    trace = HeldoutTrace.__new__(HeldoutTrace)
+    trace.stamp, trace.laps = "s", [1, 2, 3]
+    trace.seconds, trace.scores = [0.5, 1.0, 1.0], [-7.0, float("-inf"), float("nan")]
+    record = _strict_json(trace.json())
+    assert record["scores"] == [-7.0, None, None]
+    back = _read_trace(record)
+    assert back is not None and back["seconds"] == [0.5, 1.0, 1.0]
+    assert back["scores"][0] == -7.0 and np.isnan(back["scores"][1:]).all()
+    for bad in ({"seconds": [0.5, 1.0, True]}, {"scores": [1, 2, "3"]}, {"laps": [1, 2, 2]},
+                {"laps": [0, 1, 2]}, {"seconds": [0.5, 1.0]}, {"heldout": 3}):  # fmt: skip
+        assert _read_trace({**record, **bad}) is None, bad
 
 
 def test_a_fresh_fit_drops_a_trace_left_without_its_checkpoint(
@@ -119,6 +176,26 @@ def test_a_fresh_fit_drops_a_trace_left_without_its_checkpoint(
     _fit(corpora, tmp_path / "m", "--checkpoint", str(ck))
     kept = json.loads((ck / CHECKPOINT_HELDOUT_FILE).read_text())
     assert kept["laps"] == [1, 2] and kept == _heldout_trace(tmp_path / "m")
+
+
+def test_a_refused_checkpoint_folder_keeps_its_trace(
+    corpora: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder the fit refuses (no checkpoint, but other files): nothing in it is
+    removed, the hidden trace included."""
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / "notes.txt").write_text("mine")
+    stale = json.dumps({"heldout": "x", "laps": [1], "seconds": [1.0], "scores": [0.0]})
+    (ck / CHECKPOINT_HELDOUT_FILE).write_text(stale)
+    argv = [
+        "fit", str(corpora["train"]), "--topics", "6", "--laps", "1", "--heldout",
+        str(corpora["heldout"]), "--out", str(tmp_path / "m"), "--sync", "--checkpoint", str(ck),
+    ]  # fmt: skip
+    assert main(argv) == 2
+    assert "holds no checkpoint but other things" in capsys.readouterr().err
+    assert sorted(p.name for p in ck.iterdir()) == [CHECKPOINT_HELDOUT_FILE, "notes.txt"]
+    assert (ck / CHECKPOINT_HELDOUT_FILE).read_text() == stale
 
 
 def test_the_pictures_axes_say_their_units(

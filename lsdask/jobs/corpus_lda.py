@@ -17,6 +17,7 @@ import hashlib
 import itertools
 import json
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from lsdask.errors import one_line
 from lsdask.estimators.hdp import HDP
 from lsdask.estimators.lda import LDA
 from lsdask.estimators.params import LDA_INIT_METHODS, clone, lda_init_names
@@ -42,7 +44,7 @@ from lsdask.persist import svi_gibbs as svi_gibbs_checkpoint
 from lsdask.persist.checkpoint import CheckpointDir
 from lsdask.persist.files import write_text_atomic
 from lsdask.persist.model_dir import extra_files
-from lsdask.persist.resume import checkpoint_lock
+from lsdask.persist.resume import _foreign, checkpoint_lock
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +162,7 @@ def _laps_in_checkpoint(checkpoint_dir: Any) -> int:
 def _elbo_per_token(model: Any, n_tokens: float) -> np.ndarray:
     """The ELBO trace per token of the data each value was over (a resumed run
     that took in or dropped documents changed it); ``n_tokens`` where the trace
-    of sizes does not reach back (models saved before it was kept)."""
+    of sizes does not reach back (a saved model without ``size_trace_``)."""
     sizes = padded_trace(getattr(model, "size_trace_", None), len(model.elbo_trace_))
     sizes = np.where(np.isfinite(sizes) & (sizes > 0), sizes, max(n_tokens, 1.0))
     return np.asarray(model.elbo_trace_) / sizes
@@ -457,12 +459,22 @@ def _heldout_trace(model: LDA, held: Corpus | None, laps_before: int) -> Heldout
 
 def _drop_stale_trace(folder: Any) -> None:
     """Remove the heldout trace of a checkpoint folder that holds no checkpoint (an
-    older fit's, whose checkpoints were removed): a fresh fit's trace is its own."""
+    older fit's, whose checkpoints were removed): a fresh fit's trace is its own,
+    and a stop after the fit's first checkpoint and before its first trace would
+    otherwise resume the older fit's points.
+
+    Only in a folder the fit starts afresh in, as decided under the folder's lock:
+    no checkpoint, and nothing that :func:`lsdask.persist.resume.open_resume`
+    refuses a fresh fit among (its own test, ``_foreign``). A trace in a folder
+    the fit refuses is left where it is. This runs before the fit rather than in
+    its locked section: that lock is taken in the estimator's ``fit``, where the
+    first code of this module to run, the lap callback, comes after the first
+    checkpoint is written."""
     with checkpoint_lock(folder):
         names = guarded.listdir(folder)
-        if CHECKPOINT_HELDOUT_FILE in names and not any(
-            name == "LATEST" or name.startswith("ckpt-") for name in names
-        ):
+        if CHECKPOINT_HELDOUT_FILE not in names or _foreign(Path(folder)):
+            return
+        if not any(name == "LATEST" or name.startswith("ckpt-") for name in names):
             guarded.unlink(folder, CHECKPOINT_HELDOUT_FILE)
 
 
@@ -656,10 +668,13 @@ class HeldoutTrace:
             write_text_atomic(self.folder, Path(self.folder) / CHECKPOINT_HELDOUT_FILE, self.json())
 
     def json(self) -> str:
-        """The trace as JSON: ``heldout`` (the stamp), ``laps``, ``seconds``, ``scores``."""
+        """The trace as JSON: ``heldout`` (the stamp), ``laps``, ``seconds``, ``scores``
+        (a score that is not finite, of topics giving a heldout word no mass, as
+        ``null``: strict JSON has no NaN or infinity)."""
+        scores = [s if math.isfinite(s) else None for s in self.scores]
         record = {"heldout": self.stamp, "laps": self.laps, "seconds": self.seconds,
-                  "scores": self.scores}  # fmt: skip
-        return json.dumps(record, indent=1)
+                  "scores": scores}  # fmt: skip
+        return json.dumps(record, indent=1, allow_nan=False)
 
 
 def _heldout_stamp(heldout: Corpus, random_state: int) -> str:
@@ -668,38 +683,73 @@ def _heldout_stamp(heldout: Corpus, random_state: int) -> str:
     return hashlib.sha256(f"{_data_stamp(heldout)}:{random_state}".encode()).hexdigest()
 
 
-def _is_trace(record: Any) -> bool:
-    """Whether ``record`` is a heldout trace :meth:`HeldoutTrace.json` wrote: lists
-    of as many laps (increasing integers), seconds and scores (numbers)."""
+def _finite(value: Any) -> float | None:
+    """``value`` as a finite float, or None where it is not a finite number (a
+    bool, NaN, an infinity, an integer too large for a float)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _read_trace(record: Any) -> dict[str, Any] | None:
+    """The heldout trace ``record`` as :meth:`HeldoutTrace.json` writes it, its
+    numbers as floats; None where it is not one: ``heldout`` a string, and lists
+    of as many laps (increasing positive integers), seconds (finite, >= 0, never
+    decreasing: the fit's clock) and scores (finite numbers, or null for a
+    score that was not)."""
     if not isinstance(record, dict) or not isinstance(record.get("heldout"), str):
-        return False
+        return None
     laps, seconds, scores = (record.get(name) for name in ("laps", "seconds", "scores"))
-    if not all(isinstance(v, list) for v in (laps, seconds, scores)):
-        return False
-    assert isinstance(laps, list) and isinstance(seconds, list) and isinstance(scores, list)
-    numbers = all(
-        isinstance(v, int | float) and not isinstance(v, bool) for v in [*seconds, *scores]
-    )
-    counts = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in laps)
-    increasing = all(b > a for a, b in itertools.pairwise(laps))
-    return numbers and counts and increasing and len(laps) == len(seconds) == len(scores)
+    if not (isinstance(laps, list) and isinstance(seconds, list) and isinstance(scores, list)):
+        return None
+    if not len(laps) == len(seconds) == len(scores):
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in laps):
+        return None
+    if not all(b > a for a, b in itertools.pairwise(laps)):
+        return None
+    times: list[float] = []
+    for value in seconds:
+        t = _finite(value)
+        if t is None or t < (times[-1] if times else 0.0):
+            return None
+        times.append(t)
+    values: list[float] = []
+    for value in scores:
+        v = math.nan if value is None else _finite(value)
+        if v is None:
+            return None
+        values.append(v)
+    return {"heldout": record["heldout"], "laps": laps, "seconds": times, "scores": values}
 
 
 def earlier_heldout(folder: Any, stamp: str, laps_before: int) -> dict[str, list[float]]:
     """The heldout trace of the laps up to ``laps_before`` that the checkpoint folder
     ``folder`` keeps (:data:`CHECKPOINT_HELDOUT_FILE`) for the heldout documents
-    ``stamp``: what a resumed run's trace starts from. Empty without one (a
-    checkpoint written before it was kept, a fresh fit), with a warning where it is
-    of other heldout documents or unreadable: the fit goes on, its trace from this run."""
-    if folder is None or not guarded.is_file(folder, CHECKPOINT_HELDOUT_FILE):
+    ``stamp``: what a resumed run's trace starts from.
+
+    Empty where there is none (a fresh fit; a checkpoint folder whose fit ran
+    without heldout documents), and, with a warning, where it is of other
+    heldout documents, unreadable, not a trace, or not a regular file (a link
+    or FIFO in its place): the fit goes on, its trace from this run. The trace
+    this run writes replaces the name by a rename, never writing through it.
+    """
+    if folder is None:
         return {}
     try:
-        record = guarded.read_json(folder, CHECKPOINT_HELDOUT_FILE)
-    except (OSError, ValueError, RecursionError) as exc:
+        if not guarded.is_file(folder, CHECKPOINT_HELDOUT_FILE):
+            return {}
+        raw = guarded.read_json(folder, CHECKPOINT_HELDOUT_FILE)
+    except (OSError, ValueError, RecursionError) as exc:  # UnsafePath is a ValueError
         logger.warning("%s in %s is unreadable (%s): the heldout trace starts with this run",
-                       CHECKPOINT_HELDOUT_FILE, folder, exc)  # fmt: skip
+                       CHECKPOINT_HELDOUT_FILE, folder, one_line(exc))  # fmt: skip
         return {}
-    if not _is_trace(record):
+    record = _read_trace(raw)
+    if record is None:
         logger.warning("%s in %s is not a heldout trace: the heldout trace starts with this run",
                        CHECKPOINT_HELDOUT_FILE, folder)  # fmt: skip
         return {}

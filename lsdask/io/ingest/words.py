@@ -45,7 +45,7 @@ __all__ = [
 DEFAULT_TOKEN_PATTERN = r"(?u)\b[^\W\d_][^\W\d_']+\b"
 
 #: The built-in stopword lists by the name a manifest records them under
-#: (``"english"`` is the earlier list, kept for the corpora ingested with it).
+#: (``"english"`` is a shorter list that corpora ingested with it keep using).
 NAMED_STOPWORDS: dict[str, frozenset[str]] = {
     "english-2": ENGLISH_STOPWORDS,
     "english": LEGACY_ENGLISH_STOPWORDS,
@@ -145,9 +145,9 @@ class Tokenizer:
         """The settings as a JSON-ready dict (recorded in a corpus manifest).
 
         ``stopwords`` is the name of a built-in list (``"english-2"`` for
-        :data:`ENGLISH_STOPWORDS`, ``"english"`` for the earlier list, see
-        :data:`NAMED_STOPWORDS`), ``None`` for none, or the sorted list of
-        custom stopwords.
+        :data:`ENGLISH_STOPWORDS`, ``"english"`` for
+        :data:`LEGACY_ENGLISH_STOPWORDS`, see :data:`NAMED_STOPWORDS`), ``None``
+        for none, or the sorted list of custom stopwords.
         """
         named = [name for name, words in NAMED_STOPWORDS.items() if self.stopwords == words]
         if named:
