@@ -99,6 +99,15 @@ def test_mail_cleaning_keeps_only_what_the_author_wrote():
     assert clean_mail(POST.replace("\n", "\r\n")) == clean_mail(POST)
 
 
+def test_mail_cleaning_drops_only_lines_that_are_one_long_run():
+    url = "https://example.com/archive/1993/orbit/insertion/burn-report.html"
+    encoded = "M" + "4$E&.#EA`0`!`(```/___P" * 3
+    text = f"See {url} for the burn.\n  {encoded}  \n{url}\nThe probe reached orbit."
+    # the sentence keeps its link and words; a line that is one run is dropped
+    assert clean_mail(text) == f"See {url} for the burn.\nThe probe reached orbit."
+    assert clean_mail("x" * 39) == "x" * 39
+
+
 def test_mail_header_block_is_only_a_block_of_header_lines():
     lines = ["From: a@b", "Subject: x", "  continued", "", "body"]
     assert strip_header_block(lines) == ["body"]

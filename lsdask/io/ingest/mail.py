@@ -15,8 +15,10 @@ the most frequent "words" of a corpus of mail or news (``edu``, ``com``,
 * the signature: everything after the last line that is exactly ``--`` or
   ``-- `` (the signature delimiter);
 * encoded data: uuencoded blocks (``begin 644 name`` to ``end``) and any line
-  of 40 or more characters without a space (base64, PGP signatures, the
-  uuencoded images that 20 Newsgroups posts carry);
+  that is, leading and trailing blanks aside, one run of 40 or more
+  characters without a space (base64, PGP signatures, the uuencoded images
+  that 20 Newsgroups posts carry); a line that also holds words is kept whole,
+  a long link in a sentence included;
 * e-mail addresses and message ids (``name@host.domain``).
 
 The functions are pure: text in, text out.
@@ -33,7 +35,7 @@ _CONTINUATION = re.compile(r"[ \t]")
 _QUOTED = re.compile(r"\s*[>|]")
 _ATTRIBUTION = re.compile(r"\s*In article\b|.*\b(?:writes|wrote|says|said)\s*:\s*$", re.IGNORECASE)
 _UUENCODE_BEGIN = re.compile(r"begin [0-7]{3,4} \S")
-_LONG_UNSPACED = re.compile(r"\S{40,}")
+_LONG_UNSPACED = re.compile(r"\S{40,}")  # a whole line (stripped), by fullmatch
 _EMAIL = re.compile(r"<?[\w.+=!%-]+@[\w-]+(?:\.[\w-]+)+>?")
 _SIGNATURE_DELIMITERS = ("--", "-- ")
 
@@ -70,7 +72,8 @@ def is_attribution(line: str) -> bool:
 
 
 def _without_encoded(lines: list[str]) -> list[str]:
-    """``lines`` without uuencoded blocks and long lines without a space."""
+    """``lines`` without uuencoded blocks and the lines that are one run of 40 or
+    more characters without a space (see the module)."""
     kept: list[str] = []
     in_block = False
     for line in lines:
@@ -78,7 +81,7 @@ def _without_encoded(lines: list[str]) -> list[str]:
             in_block = line.strip() != "end"
         elif _UUENCODE_BEGIN.match(line):
             in_block = True
-        elif not _LONG_UNSPACED.search(line):
+        elif not _LONG_UNSPACED.fullmatch(line.strip()):
             kept.append(line)
     return kept
 
