@@ -111,6 +111,35 @@ def test_score_seed(corpora: dict[str, Path], tmp_path: Path, capsys) -> None:
         score_model(out, corpora["heldout"], seed=-1)
 
 
+def test_score_reads_the_heldout_corpus_once(
+    corpora: dict[str, Path], tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``score_sums`` gives the score's log-likelihood and scored tokens; the score
+    job calls it once (one pass over the corpus) and the tokens it prints are its."""
+    from lsdask.estimators.lda import LDA
+
+    out = tmp_path / "m"
+    _fit(corpora, out, capsys)
+    model = load_model(out)
+    X = read_all(corpora["heldout"])
+    loglik, tokens = model.score_sums(corpora["heldout"], random_state=3)
+    assert tokens == split_documents(X, 0.8, 3)[1].sum() > 0
+    assert loglik / tokens == model.score(corpora["heldout"], random_state=3)
+    assert model.score_sums(X, random_state=3) == pytest.approx((loglik, tokens), rel=1e-12)
+    calls: list[str] = []
+    real = LDA.score_sums
+
+    def counted(self, *args, **kwargs):
+        calls.append("score_sums")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(LDA, "score_sums", counted)
+    monkeypatch.setattr(LDA, "score", lambda *a, **k: pytest.fail("a second pass"))
+    report = score_model(out, corpora["heldout"], seed=3)
+    assert calls == ["score_sums"]
+    assert (report.n_scored_tokens, report.nats_per_token) == (tokens, loglik / tokens)
+
+
 def test_score_errors(corpora: dict[str, Path], tmp_path: Path, capsys) -> None:
     out = tmp_path / "m"
     _fit(corpora, out, capsys)

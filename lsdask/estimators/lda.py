@@ -930,9 +930,11 @@ class LDA(VariationalEstimator):
         task = TopDocumentsTask(self.model_, self.transform_task().L, tuple(topics), n)
         return rank_documents(task, corpus, self.posterior_, executor, text_words)
 
-    def score(self, X: Any, y: Any = None, *, random_state: int = 0) -> float:
-        """Heldout document completion (lsparse App. E), nats per token, with the
-        document-topic prior ``alpha_``; a corpus is read batch by batch."""
+    def score_sums(self, X: Any, *, random_state: int = 0) -> tuple[float, float]:
+        """The sums behind :meth:`score`: the log-likelihood of the scored tokens
+        and how many tokens were scored (those of each document's 20% of word
+        types, B, predicted from the other 80%, A); the split drawn batch by
+        batch from one Generator seeded ``random_state``."""
         self._check_fitted()
         from lsdask.estimators.lda_esvi import partitioned, score_sums_partitioned
 
@@ -946,7 +948,12 @@ class LDA(VariationalEstimator):
             else:
                 part, n = document_completion_sums(A, B, self.topic_word_, self.alpha_)
             loglik, tokens = loglik + part, tokens + n
-        return completion_score(loglik, tokens)
+        return float(loglik), float(tokens)
+
+    def score(self, X: Any, y: Any = None, *, random_state: int = 0) -> float:
+        """Heldout document completion (lsparse App. E), nats per token, with the
+        document-topic prior ``alpha_``; a corpus is read batch by batch."""
+        return completion_score(*self.score_sums(X, random_state=random_state))
 
     def top_words(self, n: int = 10) -> list[list[str]]:
         """Each topic's n most probable words (word ids as strings without a

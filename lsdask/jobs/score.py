@@ -18,11 +18,8 @@ from typing import Any
 import numpy as np
 
 from lsdask.estimators.hdp import HDP
-from lsdask.evaluate import split_documents
-from lsdask.io.corpus.source import corpus_source
-from lsdask.io.corpus.store import Corpus
+from lsdask.evaluate import completion_score
 from lsdask.jobs.inputs import check_same_vocab, loaded_topic_model, open_corpus
-from lsdask.models.lda import as_csr_batch
 from lsdask.validation import check_int
 
 logger = logging.getLogger(__name__)
@@ -73,19 +70,6 @@ class ScoreReport:
     seed: int
 
 
-def scored_tokens(corpus: Corpus, seed: int) -> float:
-    """The tokens :meth:`lsdask.LDA.score` scores in ``corpus`` with ``random_state=seed``:
-    those of each document's B part, the split drawn batch by batch from one Generator
-    as the score draws it."""
-    source, _ = corpus_source(corpus)
-    rng = np.random.default_rng(seed)
-    total = 0.0
-    for batch in source.batches:
-        _, B = split_documents(as_csr_batch(batch.load()), 0.8, rng)
-        total += float(B.data.sum())
-    return total
-
-
 def score_model(model: Any, heldout: Any, *, seed: int = 0) -> ScoreReport:
     """Heldout document completion of a saved model on a corpus, in nats per token.
 
@@ -121,15 +105,15 @@ def score_model(model: Any, heldout: Any, *, seed: int = 0) -> ScoreReport:
             f"heldout corpus {docs.path} holds no documents; score a corpus of documents "
             "over the model's vocabulary (lsdask ingest ... --vocab TRAINING_CORPUS)"
         )
-    n_scored = scored_tokens(docs, seed)
+    logger.info("scoring %s on %s: %d documents", where, docs.path, docs.n_docs)
+    loglik, n_scored = lda.score_sums(docs, random_state=seed)
     if n_scored == 0:
         raise ValueError(
             f"heldout corpus {docs.path}: its documents leave no token to score (the 20% "
             "of a document's word types that are scored is empty below 3 word types); "
             "score longer documents"
         )
-    logger.info("scoring %s on %s: %d documents", where, docs.path, docs.n_docs)
-    nats = float(lda.score(docs, random_state=seed))
+    nats = completion_score(loglik, n_scored)
     return ScoreReport(
         model=where,
         model_name="HDP" if isinstance(lda, HDP) else "LDA",
