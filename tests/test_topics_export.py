@@ -136,3 +136,24 @@ def test_out_writes_the_file_and_text_stays_the_default(models, capsys, tmp_path
     with pytest.raises(SystemExit) as info:
         main(["topics", str(models["lda"]), "--format", "xml"])
     assert info.value.code == 2
+
+
+def test_out_writes_through_a_link_or_device_the_user_named(models, capfd, tmp_path: Path) -> None:
+    """``--out /dev/stdout`` and ``--out LINK`` write where they lead, as a shell's
+    ``>`` does; the link stays a link."""
+    argv = ["topics", str(models["lda"]), "--top", "2", "--format", "csv"]
+    assert main(argv) == 0
+    expected = capfd.readouterr().out
+    assert main([*argv, "--out", "/dev/stdout"]) == 0
+    captured = capfd.readouterr()
+    assert captured.out == expected and "Traceback" not in captured.err
+    target, link = tmp_path / "real.csv", tmp_path / "link.csv"
+    target.write_text("old")
+    link.symlink_to(target)
+    assert main([*argv, "--out", str(link)]) == 0
+    assert link.is_symlink() and target.read_text() == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.csv", "real.csv"]
+    dangling = tmp_path / "to-new.csv"
+    dangling.symlink_to(tmp_path / "new.csv")
+    assert main([*argv, "--out", str(dangling)]) == 0
+    assert (tmp_path / "new.csv").read_text() == expected

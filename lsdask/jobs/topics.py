@@ -20,6 +20,7 @@ import csv
 import io
 import json
 import os
+import stat
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,6 @@ import numpy as np
 
 from lsdask.estimators.hdp import HDP
 from lsdask.evaluate import top_word_ids
-from lsdask.io import guarded
 from lsdask.jobs.inputs import check_same_vocab, loaded_topic_model, open_corpus
 from lsdask.persist.files import write_text_atomic
 
@@ -304,15 +304,29 @@ FORMATS = {"text": topics_text, "json": topics_json, "csv": topics_csv}
 
 
 def write_report(text: str, out: str | os.PathLike[str]) -> None:
-    """Write ``text`` to the file ``out``, replacing one that is there (as a shell's
-    ``>`` does), atomically: a reader sees the old file or the new one."""
+    """Write ``text`` to ``out``, the user's own path, as a shell's ``>`` does.
+
+    A new file, or a regular file that is there, is written atomically (into a
+    temporary beside it, renamed over it): a reader sees the old file or the
+    new one. A link the user named, or a file that is not regular (``/dev/stdout``,
+    a FIFO, a terminal), is opened and written through, as ``>`` does: renaming
+    over it would replace the link or device rather than write to it.
+    """
     path = os.path.abspath(out)
-    folder, name = os.path.split(path)
+    folder = os.path.dirname(path)
     if not os.path.isdir(folder):
         raise FileNotFoundError(
             f"--out {out}: the folder {folder} does not exist; create it, or name a file "
             "in an existing folder"
         )
-    if guarded.is_dir(folder, name):
+    if os.path.isdir(path):
         raise ValueError(f"--out {out} is a folder; name a file to write the topics to")
-    write_text_atomic(folder, path, text)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = stat.S_IFREG  # a new file
+    if stat.S_ISREG(mode):
+        write_text_atomic(folder, path, text)
+        return
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        fh.write(text)
