@@ -7,6 +7,7 @@ The page in a real browser: tests/test_report_browser.py.
 from __future__ import annotations
 
 import json
+import os
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -286,3 +287,20 @@ def test_an_hdp_report_has_weights_and_the_k_trace(corpus: Path, tmp_path: Path)
     np.testing.assert_allclose(data["topics"]["weight"], hdp.topic_weights_, rtol=1e-5)
     assert "K" in [t["name"] for t in data["traces"]]
     assert len(data["topics"]["x"]) == hdp.model_.n_components
+
+
+def test_a_bad_heldout_trace_is_left_out(tmp_path: Path, caplog) -> None:
+    from lsdask.jobs.report import saved_heldout
+
+    assert saved_heldout(tmp_path) is None  # none there
+    trace = tmp_path / "heldout_trace.json"
+    trace.write_text(json.dumps({"laps": [1, 2], "scores": [-3.0]}))
+    assert saved_heldout(tmp_path) is None and "not a heldout trace" in caplog.text
+    trace.write_text(json.dumps({"laps": [1, True], "scores": [-3.0, -2.0]}))
+    assert saved_heldout(tmp_path) is None
+    trace.unlink()
+    os.mkfifo(trace)  # a FIFO in its place is not read (it would hang)
+    assert saved_heldout(tmp_path) is None
+    trace.unlink()
+    trace.write_text(json.dumps({"laps": [1, 2], "scores": [-3.0, -2.5], "seconds": [1, 2]}))
+    assert saved_heldout(tmp_path) == {"laps": [1, 2], "scores": [-3.0, -2.5]}

@@ -10,7 +10,6 @@ row group.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -20,6 +19,7 @@ from typing import Any
 
 from lsdask.engine import make_executor
 from lsdask.estimators.topic_report import write_model_report
+from lsdask.io import guarded
 from lsdask.jobs.cluster import dask_client
 from lsdask.jobs.corpus_lda import HELDOUT_TRACE_FILE
 from lsdask.jobs.inputs import loaded_topic_model, open_corpus
@@ -42,21 +42,32 @@ class ReportSummary:
 
 
 def saved_heldout(model_dir: Any) -> dict[str, Any] | None:
-    """The heldout trace ``lsdask fit --heldout`` saved in a model folder (None
-    where there is none or it is not a trace of laps and scores)."""
+    """The heldout trace ``lsdask fit --heldout`` saved in a model folder: None
+    where there is none, and with a warning where it is unreadable, not a regular
+    file (a link or FIFO in its place) or not lists of laps and scores."""
     if not isinstance(model_dir, str | os.PathLike):
         return None
-    path = Path(model_dir) / HELDOUT_TRACE_FILE
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        if not guarded.is_file(model_dir, HELDOUT_TRACE_FILE):
+            return None
+        record = guarded.read_json(model_dir, HELDOUT_TRACE_FILE)
+    except (OSError, ValueError, RecursionError) as exc:  # UnsafePath is a ValueError
+        logger.warning("%s in %s is unreadable (%s); the page leaves it out",
+                       HELDOUT_TRACE_FILE, model_dir, exc)  # fmt: skip
         return None
-    if not isinstance(record, dict) or not all(
-        isinstance(record.get(name), list) for name in ("laps", "scores")
-    ):
-        logger.warning("%s is not a heldout trace; the page leaves it out", path)
+    laps, scores = (record.get(n) if isinstance(record, dict) else None for n in ("laps", "scores"))
+    if not (_numbers(laps) and _numbers(scores) and len(laps) == len(scores)):
+        logger.warning("%s in %s is not a heldout trace; the page leaves it out",
+                       HELDOUT_TRACE_FILE, model_dir)  # fmt: skip
         return None
-    return record
+    return {"laps": laps, "scores": scores}
+
+
+def _numbers(values: Any) -> bool:
+    """Whether ``values`` is a list of numbers (not booleans)."""
+    return isinstance(values, list) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in values
+    )
 
 
 def write_report(
