@@ -304,3 +304,14 @@ def test_a_bad_heldout_trace_is_left_out(tmp_path: Path, caplog) -> None:
     trace.unlink()
     trace.write_text(json.dumps({"laps": [1, 2], "scores": [-3.0, -2.5], "seconds": [1, 2]}))
     assert saved_heldout(tmp_path) == {"laps": [1, 2], "scores": [-3.0, -2.5]}
+
+
+def test_lda_report_defaults_to_the_fit_corpus(model: LDA, corpus: Path, tmp_path: Path) -> None:
+    page = Path(model.report(tmp_path / "r.html", n_terms=3, n_docs=1)).read_text("utf-8")
+    data = json.loads(re.search(r'id="report-data">(.*?)</script>', page, re.S).group(1))
+    assert data["corpus"]["path"] == str(Corpus.open(corpus).path)
+    assert all(len(d) == 1 for d in data["docs"])
+    with pytest.raises(ValueError, match="corpus must be a Parquet corpus"):
+        model.report(tmp_path / "s.html", sp.csr_matrix((2, model.components_.shape[1])))
+    with pytest.raises(ValueError, match="n_terms"):
+        model.report(tmp_path / "s.html", n_terms=0)

@@ -186,7 +186,9 @@ def _topics(model: Any) -> dict[str, Any]:
     training tokens, tokens, an HDP's weight; coherence is added with a corpus."""
     K = int(model.model_.n_components)
     tokens, share = _shares(model)
+    start = time.perf_counter()
     points = classical_mds(js_distances(model.topic_word_)) if K > 1 else np.zeros((K, 2))
+    logger.info("map of %d topics in %.1f s", K, time.perf_counter() - start)
     weights = getattr(model, "topic_weights_", None)
     return {
         "x": _round(points[:, 0]),
@@ -236,8 +238,10 @@ def report_data(
         top = top_word_ids(model.topic_word_, min(COHERENCE_WORDS, data["V"]))
         word_counts, counts = corpus_counts(docs, top)
         data["topics"].update(umass=counts.umass().tolist(), npmi=counts.npmi().tolist())
+        logger.info("word and coherence counts in %.1f s", time.perf_counter() - start)
         where = executor if executor is not None else make_executor("sync")
         data["docs"] = _documents(model, docs, n_docs, text_words, where)
+        logger.info("top documents in %.1f s", time.perf_counter() - start)
     else:  # the training token counts: components_ - eta_, summed over topics
         word_counts = np.maximum(model.components_ - model.eta_, 0.0).sum(axis=0)
     data.update(_terms(model, word_counts, n_terms))
