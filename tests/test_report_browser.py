@@ -133,3 +133,46 @@ def test_markup_in_names_and_text_stays_text(page: Any, model: LDA, corpus: Path
         page.locator(f"#map circle[data-topic='{k}']").click(force=True)
         assert page.locator("#docs b, #docs img, #terms b").count() == 0
     assert page.evaluate("document.querySelectorAll('img, iframe, object').length") == 0
+
+
+def synthetic_data(K: int, n_cand: int, n_docs: int, V: int = 20_000) -> dict:
+    """Report data of the size of K topics' (random numbers; no model is fitted)."""
+    from lsdask.estimators.topic_report import NPMI_SCALE, UMASS_SCALE
+
+    rng = np.random.default_rng(0)
+    share = rng.dirichlet(np.ones(K))
+    words = [f"word{i}" for i in range(V)]
+    text = " ".join(rng.choice(words, size=30))
+    return {
+        "title": "synthetic", "model": "LDA", "K": K, "V": V, "n_terms": 30,
+        "corpus": {"path": "c", "n_docs": 11314, "n_tokens": 1.4e6}, "freq_source": "corpus",
+        "scales": {"umass": UMASS_SCALE, "npmi": NPMI_SCALE},
+        "topics": {"x": rng.normal(size=K).tolist(), "y": rng.normal(size=K).tolist(),
+                   "share": share.tolist(), "tokens": (share * 1.4e6).tolist(), "weight": None,
+                   "umass": rng.normal(-60, 10, K).tolist(),
+                   "npmi": rng.uniform(-1, 1, K).tolist()},
+        "docs": [[[int(d), f"group/{d}", 0.9, 120.0, text] for d in rng.integers(0, 11314, n_docs)]
+                 for _ in range(K)],
+        "traces": [{"name": "ELBO", "x_label": "lap", "y_label": "ELBO (nats per token)",
+                    "x": list(range(1, 101)), "y": np.linspace(-9, -8, 100).tolist()}],
+        "terms": {"word": words, "count": rng.integers(1, 1000, V).tolist(),
+                  "logp": np.log(rng.dirichlet(np.ones(V))).tolist()},
+        "cand": [sorted(rng.choice(V, n_cand, replace=False).tolist()) for _ in range(K)],
+        "logphi": [np.log(rng.dirichlet(np.ones(n_cand))).tolist() for _ in range(K)],
+    }  # fmt: skip
+
+
+def test_a_page_of_1000_topics_is_small_and_quick(browser: Any, tmp_path: Path) -> None:
+    from lsdask.estimators.report_page import render_page
+
+    path = tmp_path / "big.html"
+    path.write_text(render_page(synthetic_data(1000, 120, 10)), encoding="utf-8")
+    assert path.stat().st_size < 20e6
+    tab = browser.new_page()
+    tab.goto(path.as_uri())
+    tab.wait_for_selector("body[data-ready='1']", timeout=20_000)
+    drawn_ms = tab.evaluate("window.reportDrawnAt")  # from the start of the navigation
+    assert tab.locator("#map circle").count() == 1000
+    assert len(shown_terms(tab)) == 30
+    assert drawn_ms < 2000, drawn_ms
+    tab.close()
