@@ -78,6 +78,8 @@ ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("kernels/cache.py", ".rglob"): (1, "lists numba's per-user cache, no handed folder"),
     ("persist/checked_npz.py", ".open"): (1, "a member of an archive guarded opened"),
     ("io/ingest/text_files.py", ".open"): (1, "a tar archive the user named"),
+    ("io/source_text.py", ".open"): (1, "the tar archive of texts the user named (--texts)"),
+    ("jobs/topics.py", "open"): (1, "the --out file the user named (a link or device)"),
     ("persist/esvi_store.py", "np.savez"): (1, "writes a file object guarded opened"),
     ("persist/memo_files.py", "np.savez"): (1, "writes a file object guarded opened"),
     ("persist/model_dir.py", ".mkdir"): (1, "the parent of the output folder the user named"),

@@ -104,7 +104,8 @@ def test_the_top_documents_are_of_the_topics_theme(model: LDA, corpus: Path, fol
     """Each topic's best documents are files of one theme, named and quoted."""
     vocab = model.vocabulary_
     for k in range(3):
-        hits = model.top_documents(k, 5)
+        assert all(h.text is None for h in model.top_documents(k, 5))  # no folder named
+        hits = model.top_documents(k, 5, texts=folder)
         top_word = vocab[int(np.argmax(model.topic_word_[k]))]
         theme = next(i for i, words in enumerate(THEMES) if top_word in words)
         assert all(h.name is not None and h.name.startswith(f"group{theme}/") for h in hits)
@@ -174,12 +175,22 @@ def test_docs_command(model: LDA, corpus: Path, tmp_path: Path, capsys) -> None:
         expected = model.top_documents(t["topic"], 3)
         assert [d["doc_id"] for d in t["documents"]] == [h.doc_id for h in expected]
         assert [d["name"] for d in t["documents"]] == [h.name for h in expected]
-    assert main([*args, "--topic", "1", "--top", "2", "--words", "0"]) == 0
+    assert main([*args, "--topic", "1", "--top", "2"]) == 0
     text = capsys.readouterr().out
     first = model.top_documents(1, 2)[0]
-    assert text.splitlines()[0] == "topic 1: top 2 of 36 documents by E[pi_dk]"
-    assert f"doc_id {first.doc_id}  {first.name}" in text.splitlines()[1]
-    assert len(text.splitlines()) == 3  # no text lines with --words 0
+    lines = text.splitlines()
+    assert lines[0] == "topic 1: top 2 of 36 documents by E[pi_dk]"
+    assert f"doc_id {first.doc_id}  {first.name}" in lines[1]
+    source = Corpus.open(corpus).ingest_info["source"]
+    assert lines[3:] == [  # no text without --texts, and a hint where to find it
+        f"(the corpus was ingested from {source}: name it with --texts to show each "
+        "document's first words)"
+    ]
+    assert main([*args, "--topic", "1", "--top", "2", "--texts", source, "--words", "4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    with_text = model.top_documents(1, 2, texts=source)[0]
+    assert with_text.text is not None
+    assert len(lines) == 5 and lines[2].split() == [*with_text.text.split()[:4], "..."]
     assert main([*args, "--topic", "3"]) == 2
     assert "topic 3 is not a topic of this model" in capsys.readouterr().err
 
@@ -195,7 +206,7 @@ def test_transform_writes_the_names(model: LDA, corpus: Path, tmp_path: Path, ca
 
 
 def test_crafted_names_read_nothing_outside_the_folder(folder: Path, tmp_path: Path) -> None:
-    """The manifest is untrusted: a name that climbs out of the folder, a link, or a
+    """Names are untrusted: one that climbs out of the named folder, a link, or a
     FIFO shows no text, and nothing blocks."""
     secret = tmp_path / "secret.txt"
     secret.write_text("do not show", encoding="utf-8")
@@ -208,7 +219,7 @@ def test_crafted_names_read_nothing_outside_the_folder(folder: Path, tmp_path: P
         info = {"format": "text folder", "source": str(folder), "encoding": "utf-8"}
         names = ["../secret.txt", str(secret), "group0/zz-link.txt", "group0/zz-fifo.txt",
                  "group0/doc00.txt"]  # fmt: skip
-        shown = first_words(info, names, 3)
+        shown = first_words(folder, info, names, 3)
         assert list(shown) == ["group0/doc00.txt"]
     finally:
         link.unlink()
@@ -233,9 +244,34 @@ def test_the_text_shown_is_cleaned_as_ingested(tmp_path: Path) -> None:
     )
     (tmp_path / "p.txt").write_text(post, encoding="utf-8")
     info = {"format": "text folder", "source": str(tmp_path), "encoding": "utf-8"}
-    assert first_words({**info, "cleaning": {"strip_mail": True}}, ["p.txt"], 10) == {
+    assert first_words(tmp_path, {**info, "cleaning": {"strip_mail": True}}, ["p.txt"], 10) == {
         "p.txt": "real words of the post"
     }
-    assert first_words({**info, "strip_headers": True}, ["p.txt"], 3) == {
+    assert first_words(tmp_path, {**info, "strip_headers": True}, ["p.txt"], 3) == {
         "p.txt": "In article <1@x>, ..."
     }
+
+
+def test_a_crafted_source_is_never_read(model: LDA, corpus: Path, tmp_path: Path) -> None:
+    """A corpus whose manifest names another folder as its source and a file of it as
+    a document's name: nothing of that folder is shown unless the user names it."""
+    import json as _json
+    import shutil
+
+    secret = tmp_path / "private"
+    secret.mkdir()
+    (secret / "key.txt").write_text("secret words", encoding="utf-8")
+    crafted = tmp_path / "crafted"
+    shutil.copytree(corpus, crafted)
+    manifest = _json.loads((crafted / "manifest.json").read_text(encoding="utf-8"))
+    manifest["ingest"]["source"] = str(secret)
+    manifest["ingest"]["doc_names"] = ["key.txt"] * len(manifest["ingest"]["doc_names"])
+    (crafted / "manifest.json").write_text(_json.dumps(manifest), encoding="utf-8")
+    found = top_documents(model, crafted, n=3, client="sync")
+    assert all(h.text is None for hits in found.by_topic.values() for h in hits)
+    assert found.source == str(secret)  # only shown as a hint
+
+
+def test_texts_that_are_not_there(model: LDA, corpus: Path, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no such folder or archive"):
+        model.top_documents(0, 2, texts=tmp_path / "gone")

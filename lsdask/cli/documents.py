@@ -32,9 +32,8 @@ def add_parser(sub: Any) -> None:
             "For each topic (or those given with --topic), list the --top documents of "
             "CORPUS most about it, by their posterior share E[pi_dk] of the topic: rank, "
             "share, length, doc_id, the document's name (the file it was ingested from, "
-            "where the corpus records it) and its first words (where those files are "
-            "still there). One pass over the corpus, on a Dask cluster for a corpus of "
-            "more than one row group."
+            "where the corpus records it) and, with --texts, its first words. One pass over "
+            "the corpus, on a Dask cluster for a corpus of more than one row group."
         ),
     )
     docs.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="saved model (LDA or HDP)")
@@ -51,8 +50,13 @@ def add_parser(sub: Any) -> None:
         help="documents per topic (default 10)",
     )  # fmt: skip
     docs.add_argument(
+        "--texts", type=Path, metavar="FOLDER_OR_TAR",
+        help="the folder (or tar archive) of text files the corpus was ingested from: each "
+        "document's first words are read there (never from a folder the corpus names)",
+    )  # fmt: skip
+    docs.add_argument(
         "--words", type=int, default=30, metavar="N",
-        help="words of each document's text to show (default 30; 0: none)",
+        help="words of each document's text to show with --texts (default 30)",
     )  # fmt: skip
     docs.add_argument(
         "--format", choices=("text", "json"), default="text",
@@ -96,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     client, n_workers = client_from_args(args)
     found = top_documents(
         args.model_dir, args.corpus, topics=args.topic, n=args.top, text_words=args.words,
-        client=client, n_workers=n_workers,
+        texts=args.texts, client=client, n_workers=n_workers,
     )  # fmt: skip
     print(as_json(found) if args.format == "json" else format_top_documents(found))
     return 0

@@ -873,7 +873,9 @@ class LDA(VariationalEstimator):
         K = self.model_.n_components if hasattr(self, "model_") else self.n_components
         return K if self.sparsity is None else min(int(self.sparsity), K)
 
-    def top_documents(self, k: int, n: int = 10, corpus: Any = None) -> list[Any]:
+    def top_documents(
+        self, k: int, n: int = 10, corpus: Any = None, texts: Any = None
+    ) -> list[Any]:
         """Topic k's ``n`` documents of ``corpus`` most about it, best first.
 
         Documents are ranked by their posterior mean share of the topic,
@@ -882,11 +884,12 @@ class LDA(VariationalEstimator):
         the corpus (on the cluster where ``client`` says). Each is a
         :class:`~lsdask.estimators.top_documents.DocumentHit`: ``doc_id``,
         ``name`` (the file it was ingested from, where the corpus records it),
-        ``share``, ``tokens``, and ``text``, its first 30 words where the corpus
-        points at its text. ``corpus`` (a Parquet corpus, path or Corpus) defaults
-        to the corpus this model was fitted on in this process; a loaded model
-        needs it named (``lsdask docs MODEL --corpus C`` does the same from a saved
-        model).
+        ``share``, ``tokens``, and ``text``: its first 30 words, read from
+        ``texts``, the folder or tar archive the corpus was ingested from, where
+        it is given (never from a folder the corpus names by itself). ``corpus``
+        (a Parquet corpus, path or Corpus) defaults to the corpus this model was
+        fitted on in this process; a loaded model needs it named (``lsdask docs
+        MODEL --corpus C`` does the same from a saved model).
         """
         from lsdask.estimators.top_documents import check_topics
         from lsdask.io.corpus.store import Corpus
@@ -910,16 +913,23 @@ class LDA(VariationalEstimator):
         here = self.client is None or len(docs.batches) <= 1
         executor = make_executor("sync" if here else self.client, self.n_workers)
         try:
-            return self.rank_documents(docs, (topic,), n, 30, executor)[topic]
+            return self.rank_documents(docs, (topic,), n, 30, executor, texts)[topic]
         finally:
             if executor is not self.client:
                 executor.close()
 
     def rank_documents(
-        self, corpus: Any, topics: tuple[int, ...], n: int, text_words: int, executor: Any
+        self,
+        corpus: Any,
+        topics: tuple[int, ...],
+        n: int,
+        text_words: int,
+        executor: Any,
+        texts: Any = None,
     ) -> dict[int, list[Any]]:
         """Each of ``topics``' ``n`` documents of the :class:`Corpus` ``corpus`` most
-        about it, on ``executor`` (:func:`lsdask.estimators.top_documents.rank_documents`);
+        about it, on ``executor``, with their first ``text_words`` words read from
+        ``texts`` where given (:func:`lsdask.estimators.top_documents.rank_documents`);
         the corpus must be over this model's vocabulary."""
         from lsdask.estimators.top_documents import TopDocumentsTask, rank_documents
         from lsdask.io.corpus.source import corpus_source
@@ -928,7 +938,7 @@ class LDA(VariationalEstimator):
         source, vocab = corpus_source(corpus)
         self._check_vocab(source, vocab)
         task = TopDocumentsTask(self.model_, self.transform_task().L, tuple(topics), n)
-        return rank_documents(task, corpus, self.posterior_, executor, text_words)
+        return rank_documents(task, corpus, self.posterior_, executor, text_words, texts)
 
     def score_sums(self, X: Any, *, random_state: int = 0) -> tuple[float, float]:
         """The sums behind :meth:`score`: the log-likelihood of the scored tokens

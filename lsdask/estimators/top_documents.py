@@ -42,8 +42,8 @@ __all__ = [
 class DocumentHit:
     """One of a topic's top documents: its ``doc_id``, ``name`` (None where the
     corpus records none), ``share`` ``E[pi_dk]``, ``tokens`` (its length in the
-    corpus) and the first words of its ``text`` (None where the corpus does
-    not point at it)."""
+    corpus) and the first words of its ``text`` (None unless the folder of
+    the texts is named and holds the document's file)."""
 
     doc_id: int
     name: str | None
@@ -126,12 +126,18 @@ def check_topics(topics: Any, K: int) -> tuple[int, ...]:
 
 
 def rank_documents(
-    task: TopDocumentsTask, corpus: Any, posterior: Any, executor: Any, text_words: int = 0
+    task: TopDocumentsTask,
+    corpus: Any,
+    posterior: Any,
+    executor: Any,
+    text_words: int = 0,
+    texts: Any = None,
 ) -> dict[int, list[DocumentHit]]:
     """``task`` over every row group of ``corpus`` (a :class:`Corpus`) on
     ``executor``: each of its topics' documents, best first, named where the
-    corpus records names, with their first ``text_words`` words where it
-    points at their text."""
+    corpus records names, with their first ``text_words`` words read from
+    ``texts``, the folder or archive they were ingested from, where the user
+    names it (:func:`lsdask.io.source_text.first_words`)."""
     T, n = len(task.topics), task.n
     ids = np.zeros((T, 0), dtype=np.int64)
     shares, tokens = np.zeros((T, 0)), np.zeros((T, 0))
@@ -150,9 +156,9 @@ def rank_documents(
                 ids[row][filled], shares[row][filled], tokens[row][filled], strict=True
             )
         ]
-    if text_words:
+    if text_words and texts is not None:
         named = {h.name for found in hits.values() for h in found if h.name is not None}
-        text = first_words(corpus.ingest_info, named, text_words)
+        text = first_words(texts, corpus.ingest_info, named, text_words)
         for k, found in hits.items():
             hits[k] = [
                 DocumentHit(h.doc_id, h.name, h.share, h.tokens, text.get(h.name or ""))

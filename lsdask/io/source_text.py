@@ -1,22 +1,27 @@
-"""The first words of documents whose corpus points at their text.
+"""The first words of documents, read from the folder or archive they were ingested from.
 
 A corpus ingested from a folder of text files (or a tar archive of them)
-records the folder in ``manifest["ingest"]["source"]`` and each document's
-relative file name (:class:`lsdask.io.corpus.names.DocumentNames`): that is a
-pointer to the document's text, which :func:`first_words` follows to show what
-a document says beside its topics. Where the source has moved, or the corpus
-was ingested from JSON lines, a table or bags of words, there is no text to
-show and the documents are shown by name alone.
+records each document's relative file name
+(:class:`lsdask.io.corpus.names.DocumentNames`): a pointer to its text, which
+:func:`first_words` follows to show what a document says beside its topics.
 
-The manifest and the names in it are untrusted: a folder's files are read
-through :mod:`lsdask.io.guarded` (no links, no ``..``, regular files only) and
-only the first :data:`HEAD_BYTES` of each; a file that cannot be read so is
-left without text and logged, never an error of the command that asked.
+The folder or archive is the one the *user* names (``lsdask docs --texts``,
+``texts=`` in Python), never the one the manifest records
+(``manifest["ingest"]["source"]``, shown only as a hint by
+:func:`recorded_source`): a corpus folder is untrusted, and a crafted manifest
+must not make lsdask print (or put in a shared report) the files of some other
+folder of the machine. Below the named folder the names are untrusted too:
+its files are read through :mod:`lsdask.io.guarded` (no links, no ``..``,
+regular files only), only the first :data:`HEAD_BYTES` of each; a file that
+cannot be read so is left without text and logged, never an error of the
+command that asked. The manifest's encoding and cleaning (``strip_headers``,
+``strip_mail``) are applied, as the ingest did.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import tarfile
 import zlib
 from collections.abc import Iterable
@@ -29,34 +34,47 @@ from lsdask.io.ingest.mail import clean_mail
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HEAD_BYTES", "first_words"]
+__all__ = ["HEAD_BYTES", "first_words", "recorded_source"]
 
 #: Bytes read from the start of a document's file.
 HEAD_BYTES = 16_384
 
 
-def first_words(info: dict[str, Any], names: Iterable[str], n_words: int = 30) -> dict[str, str]:
-    """The first ``n_words`` words of each named document, by name, for a corpus
-    whose ingest info ``info`` (``Corpus.ingest_info``) points at a text folder
-    or a tar archive; the names it cannot read are left out (empty for any
-    other corpus). A recorded ``strip_headers`` or ``strip_mail`` cleans the
-    text as the ingest did."""
+def first_words(
+    texts: str | os.PathLike[str], info: dict[str, Any], names: Iterable[str], n_words: int = 30
+) -> dict[str, str]:
+    """The first ``n_words`` words of each named document, by name, read from
+    ``texts`` (a folder of text files, or a tar archive of them, that the user
+    named), decoded and cleaned as the corpus's ingest info ``info``
+    (``Corpus.ingest_info``) records; the names it cannot read are left out."""
     wanted = sorted({n for n in names if isinstance(n, str) and n})
-    source, kind = info.get("source"), info.get("format")
-    if not wanted or not isinstance(source, str) or n_words < 1:
+    root = Path(texts)
+    if not wanted or n_words < 1:
         return {}
     recorded = info.get("encoding")
     encoding = recorded if isinstance(recorded, str) else "utf-8"
     strip = info.get("strip_headers") is True
     cleaning = info.get("cleaning")
     mail = isinstance(cleaning, dict) and cleaning.get("strip_mail") is True
-    if kind == "text folder" and Path(source).is_dir():
-        raw = _from_folder(Path(source), wanted)
-    elif kind == "tar archive" and Path(source).is_file():
-        raw = _from_tar(Path(source), set(wanted))
+    if root.is_dir():
+        raw = _from_folder(root, wanted)
+    elif root.is_file():
+        raw = _from_tar(root, set(wanted))
     else:
-        return {}
+        raise FileNotFoundError(
+            f"texts {str(root)!r}: no such folder or archive; name the folder (or tar "
+            "archive) the corpus was ingested from"
+        )
     return {name: _words(data, encoding, strip, mail, n_words) for name, data in raw.items()}
+
+
+def recorded_source(info: dict[str, Any]) -> str | None:
+    """The folder or archive a text corpus says it was ingested from (to suggest
+    as ``--texts``; never read without the user naming it), or None."""
+    source = info.get("source")
+    if info.get("format") in ("text folder", "tar archive") and isinstance(source, str):
+        return source
+    return None
 
 
 def _from_folder(root: Path, names: list[str]) -> dict[str, bytes]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from lsdask.engine import make_executor
 from lsdask.estimators.top_documents import DocumentHit, check_topics
+from lsdask.io.source_text import recorded_source
 from lsdask.jobs.cluster import dask_client
 from lsdask.jobs.inputs import loaded_topic_model, open_corpus
 from lsdask.validation import check_int
@@ -27,7 +28,8 @@ __all__ = ["TopDocuments", "format_top_documents", "top_documents"]
 class TopDocuments:
     """What :func:`top_documents` found: ``by_topic[k]``, topic k's documents,
     best first (fewer than ``n`` where fewer documents use it), over the
-    ``n_docs`` documents of ``corpus``, in ``seconds``."""
+    ``n_docs`` documents of ``corpus``, in ``seconds``; ``source`` is the
+    folder the corpus says it was ingested from (a hint for ``texts``), or None."""
 
     corpus: str
     K: int
@@ -35,6 +37,7 @@ class TopDocuments:
     n_docs: int
     seconds: float
     by_topic: dict[int, list[DocumentHit]] = field(default_factory=dict)
+    source: str | None = None
 
 
 def top_documents(
@@ -44,6 +47,7 @@ def top_documents(
     topics: Any = None,
     n: int = 10,
     text_words: int = 30,
+    texts: Any = None,
     client: Any = None,
     n_workers: int | None = None,
 ) -> TopDocuments:
@@ -61,8 +65,11 @@ def top_documents(
     n : int, default 10
         Documents per topic.
     text_words : int, default 30
-        Words of each document's text shown where the corpus points at it
-        (:func:`lsdask.io.source_text.first_words`); 0 shows none.
+        Words of each document's text shown (0: none).
+    texts : str, os.PathLike or None, default None
+        The folder (or tar archive) of text files the corpus was ingested from,
+        where the documents' text is read (:func:`lsdask.io.source_text.first_words`);
+        None shows none. Never taken from the corpus's manifest: the user names it.
     client : None, "sync", str or distributed.Client
         Where the batch tasks run (:func:`lsdask.jobs.cluster.dask_client`); the
         default starts a LocalCluster of ``n_workers`` processes when the corpus
@@ -90,8 +97,11 @@ def top_documents(
     if client is None and len(docs.batches) <= 1:
         client = "sync"  # a cluster's start would cost more than one task
     with dask_client(client, n_workers) as where:
-        by_topic = lda.rank_documents(docs, wanted, n, text_words, make_executor(where))
-    found = TopDocuments(docs.path, K, n, docs.n_docs, time.perf_counter() - start, by_topic)
+        by_topic = lda.rank_documents(docs, wanted, n, text_words, make_executor(where), texts)
+    found = TopDocuments(
+        docs.path, K, n, docs.n_docs, time.perf_counter() - start, by_topic,
+        None if texts is not None else recorded_source(docs.ingest_info),
+    )  # fmt: skip
     logger.info(
         "top %d documents of %d topics over %d documents of %s in %.1f s",
         n, len(wanted), docs.n_docs, docs.path, found.seconds,
@@ -114,4 +124,9 @@ def format_top_documents(found: TopDocuments) -> str:
             )
             if h.text:
                 lines.append(f"       {h.text}")
+    if found.source is not None:
+        lines.append(
+            f"(the corpus was ingested from {found.source}: name it with --texts to show "
+            "each document's first words)"
+        )
     return "\n".join(lines)
