@@ -982,21 +982,23 @@ class LDA(VariationalEstimator):
 
     def report(
         self, path: Any, corpus: Any = None, *, n_terms: int = 30, n_docs: int = 10,
-        overwrite: bool = False,
+        texts: Any = None, overwrite: bool = False,
     ) -> str:  # fmt: skip
         """Write the topics as one self-contained HTML page (an intertopic map, terms
         by relevance, top documents, coherence, traces) to ``path``, returned
         (:mod:`lsdask.estimators.topic_report`). ``corpus`` (a Parquet corpus)
         defaults to the one fitted on in this process; None: no documents or
-        coherence."""
+        coherence. ``texts``: the documents' folder or tar archive, for their
+        first words (as :meth:`top_documents`)."""
         from lsdask.estimators.topic_report import write_model_report
 
         self._check_fitted()
         if corpus is None:
             corpus = self.__dict__.get("_fit_corpus")
         return write_model_report(
-            self, path, corpus=corpus, n_terms=n_terms, n_docs=n_docs, overwrite=overwrite
-        )
+            self, path, corpus=corpus, n_terms=n_terms, n_docs=n_docs, overwrite=overwrite,
+            texts=texts,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
