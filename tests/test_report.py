@@ -41,7 +41,7 @@ COMMON = "report about some thing".split()  # in every theme: high p(w), low lif
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def texts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Text files of three themes plus common words; names that look like markup."""
     root = tmp_path_factory.mktemp("texts")
     rng = np.random.default_rng(4)
@@ -51,8 +51,13 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if i == 5:
             words.insert(0, "</script><img")  # text that must stay text
         (root / f"doc{i:02d}<b>&amp;.txt").write_text(" ".join(words) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def corpus(texts: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("corpus") / "c"
-    ingest_text_folder(root, out, docs_per_row_group=7, min_df=1, max_df=1.0)
+    ingest_text_folder(texts, out, docs_per_row_group=7, min_df=1, max_df=1.0)
     return out
 
 
@@ -158,8 +163,8 @@ def test_the_map_keeps_the_order_of_the_js_distances() -> None:
     assert rho > 0.95
 
 
-def test_report_data_equals_the_references(model: LDA, corpus: Path) -> None:
-    data = report_data(model, corpus, n_terms=8, n_docs=4)
+def test_report_data_equals_the_references(model: LDA, corpus: Path, texts: Path) -> None:
+    data = report_data(model, corpus, n_terms=8, n_docs=4, texts=texts)
     V = model.components_.shape[1]
     X = corpus_matrix(corpus, V)
     np.testing.assert_allclose(data["topics"]["umass"], umass_coherence(model.topic_word_, X, 10))
@@ -173,9 +178,10 @@ def test_report_data_equals_the_references(model: LDA, corpus: Path) -> None:
         for lam in (0.0, 0.37, 1.0):
             expected = reference_ranking(model.topic_word_[k], p, lam, 8)
             assert page_ranking(data, k, lam) == [vocab[w] for w in expected]
-        hits = model.top_documents(k, 4, corpus)
+        hits = model.top_documents(k, 4, corpus, texts)
         assert [d[:2] for d in data["docs"][k]] == [[h.doc_id, h.name] for h in hits]
         assert [d[4] for d in data["docs"][k]] == [h.text for h in hits]
+        assert all(d[4] for d in data["docs"][k])  # every document's text was read
     mass = np.maximum(model.components_ - model.eta_, 0).sum(axis=1)
     np.testing.assert_allclose(data["topics"]["share"], mass / mass.sum(), rtol=1e-5)
     assert data["traces"][0]["name"] == "ELBO" and len(data["traces"][0]["x"]) >= 6
@@ -225,9 +231,10 @@ def check_self_contained(page: str) -> None:
     assert page.count("</script>") == 2 and page.count("<script") == 2
 
 
-def test_the_page_is_self_contained_and_escapes_the_corpus(model: LDA, corpus: Path,
-                                                           tmp_path: Path) -> None:  # fmt: skip
-    path = model.report(tmp_path / "r.html", corpus, n_docs=36)
+def test_the_page_is_self_contained_and_escapes_the_corpus(
+    model: LDA, corpus: Path, texts: Path, tmp_path: Path
+) -> None:
+    path = model.report(tmp_path / "r.html", corpus, n_docs=36, texts=texts)
     page = Path(path).read_text(encoding="utf-8")
     check_self_contained(page)
     assert "<b>" not in page and "</script><img" not in page  # the names' and texts' markup
@@ -258,19 +265,20 @@ def test_render_page_of_empty_traces_is_valid() -> None:
     check_self_contained(render_page(data))
 
 
-def test_report_command(model: LDA, corpus: Path, tmp_path: Path, capsys) -> None:
+def test_report_command(model: LDA, corpus: Path, texts: Path, tmp_path: Path, capsys) -> None:
     save_model(model, tmp_path / "m")
     (tmp_path / "m" / "heldout_trace.json").write_text(
         json.dumps({"heldout": "x", "laps": [1, 2], "seconds": [1, 2], "scores": [-3.0, -2.9]})
     )
     out = tmp_path / "r.html"
     args = ["report", str(tmp_path / "m"), "--corpus", str(corpus), "--out", str(out), "--sync"]
-    assert main([*args, "--terms", "5", "--docs", "2"]) == 0
+    assert main([*args, "--terms", "5", "--docs", "2", "--texts", str(texts)]) == 0
     assert f"wrote {out}: 3 topics" in capsys.readouterr().out
     page = out.read_text(encoding="utf-8")
     check_self_contained(page)
     data = json.loads(re.search(r'id="report-data">(.*?)</script>', page, re.S).group(1))
     assert data["n_terms"] == 5 and all(len(d) == 2 for d in data["docs"])
+    assert all(d[4] for docs in data["docs"] for d in docs)
     assert [t["name"] for t in data["traces"]] == ["ELBO", "heldout"]
     assert data["traces"][1]["y"] == [-3.0, -2.9]
     assert main(args) == 2
@@ -311,6 +319,7 @@ def test_lda_report_defaults_to_the_fit_corpus(model: LDA, corpus: Path, tmp_pat
     data = json.loads(re.search(r'id="report-data">(.*?)</script>', page, re.S).group(1))
     assert data["corpus"]["path"] == str(Corpus.open(corpus).path)
     assert all(len(d) == 1 for d in data["docs"])
+    assert all(d[4] is None for docs in data["docs"] for d in docs)  # no texts: no text
     with pytest.raises(ValueError, match="corpus must be a Parquet corpus"):
         model.report(tmp_path / "s.html", sp.csr_matrix((2, model.components_.shape[1])))
     with pytest.raises(ValueError, match="n_terms"):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from lsdask import LDA
-from tests.test_report import corpus, corpus_matrix, model, reference_ranking  # noqa: F401
+from tests.test_report import corpus, corpus_matrix, model, reference_ranking, texts  # noqa: F401
 
 CHROMIUM = "/usr/bin/chromium"
 sync_api = pytest.importorskip(
@@ -46,9 +46,14 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def page_file(model: LDA, corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+def page_file(
+    model: LDA,  # noqa: F811
+    corpus: Path,  # noqa: F811
+    texts: Path,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
     return Path(model.report(tmp_path_factory.mktemp("r") / "report.html", corpus, n_terms=10,
-                             n_docs=N_DOCS))  # fmt: skip
+                             n_docs=N_DOCS, texts=texts))  # fmt: skip
 
 
 @pytest.fixture
@@ -129,9 +134,14 @@ def test_the_page_draws_the_traces_and_scales(page: Any) -> None:
 
 
 def test_markup_in_names_and_text_stays_text(page: Any, model: LDA, corpus: Path) -> None:  # noqa: F811
+    found = False
     for k in range(model.model_.n_components):
         page.locator(f"#map circle[data-topic='{k}']").click(force=True)
         assert page.locator("#docs b, #docs img, #terms b").count() == 0
+        shown = page.locator("#docs .doc-text").all_text_contents()
+        if any(t.startswith("</script><img") for t in shown):
+            found = True
+    assert found  # the document whose text starts with markup was shown, as text
     assert page.evaluate("document.querySelectorAll('img, iframe, object').length") == 0
 
 

@@ -42,6 +42,11 @@ def add_parser(sub: Any) -> None:
         "--docs", type=parse_positive_int, default=10, metavar="N",
         help="top documents per topic (default 10)",
     )  # fmt: skip
+    report.add_argument(
+        "--texts", type=Path, metavar="FOLDER_OR_TAR",
+        help="the folder (or tar archive) of text files the corpus was ingested from: the "
+        "top documents' first words are read there (never from a folder the corpus names)",
+    )  # fmt: skip
     report.add_argument("--overwrite", action="store_true", help="replace an existing FILE")
     add_execution(report, scheduler=True)
     add_verbose(report, argparse.SUPPRESS)
@@ -51,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     client, n_workers = client_from_args(args)
     summary = write_report(
         args.model_dir, args.out, corpus=args.corpus, n_terms=args.terms, n_docs=args.docs,
-        overwrite=args.overwrite, client=client, n_workers=n_workers,
+        overwrite=args.overwrite, texts=args.texts, client=client, n_workers=n_workers,
     )  # fmt: skip
     print(format_summary(summary))
     return 0

@@ -100,9 +100,10 @@ _SCRIPT = r"""
     map.appendChild(sv("text", {x: box - 4, y: cy(0) - 4, "text-anchor": "end"}, "PC1"));
     map.appendChild(sv("text", {x: cx(0) + 4, y: 12}, "PC2"));
     const order = [...Array(K).keys()].sort((a, b) => T.share[b] - T.share[a]);
-    const labelled = new Set(order.slice(0, 60));
+    const radius = (k) => rmax * Math.sqrt(T.share[k] / top);
+    const labelled = new Set(order.slice(0, 60).filter((k) => radius(k) >= 7));
     for (const k of order) {
-      const c = sv("circle", {cx: cx(xs[k]), cy: cy(ys[k]), r: rmax * Math.sqrt(T.share[k] / top),
+      const c = sv("circle", {cx: cx(xs[k]), cy: cy(ys[k]), r: radius(k),
         "data-topic": k});
       c.appendChild(sv("title", {}, "topic " + k + ": " + pct(T.share[k]) + " of the tokens"));
       c.addEventListener("click", () => select(k));

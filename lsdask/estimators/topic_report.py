@@ -160,10 +160,14 @@ def _terms(model: Any, word_counts: np.ndarray, n_terms: int) -> dict[str, Any]:
     }
 
 
-def _documents(model: Any, corpus: Corpus, n_docs: int, text_words: int, executor: Any) -> list:
-    """Each topic's top documents: ``[doc_id, name, share, tokens, text]`` lists."""
+def _documents(
+    model: Any, corpus: Corpus, n_docs: int, text_words: int, executor: Any, texts: Any
+) -> list:
+    """Each topic's top documents: ``[doc_id, name, share, tokens, text]`` lists, the
+    text read from ``texts`` (None: no text)."""
     K = int(model.model_.n_components)
-    found = model.rank_documents(corpus, tuple(range(K)), n_docs, text_words, executor)
+    topics = tuple(range(K))
+    found = model.rank_documents(corpus, topics, n_docs, text_words, executor, texts)
     return [
         [[h.doc_id, h.name, _round([h.share])[0], h.tokens, h.text] for h in found[k]]
         for k in range(K)
@@ -211,11 +215,14 @@ def report_data(
     executor: Any = None,
     heldout: dict[str, Any] | None = None,
     title: str | None = None,
+    texts: Any = None,
 ) -> dict[str, Any]:
     """Everything the page shows, as plain lists (see the module's docstring).
 
     ``executor`` ranks the documents (default: in this process); ``heldout`` a
-    saved model's heldout trace (:func:`fit_traces`).
+    saved model's heldout trace (:func:`fit_traces`); ``texts`` the folder or tar
+    archive the corpus was ingested from, where the documents' first
+    ``text_words`` words are read (None: no text; never a folder the corpus names).
     """
     n_terms = check_int("n_terms", n_terms, 1)
     n_docs = check_int("n_docs", n_docs, 1)
@@ -240,7 +247,7 @@ def report_data(
         data["topics"].update(umass=counts.umass().tolist(), npmi=counts.npmi().tolist())
         logger.info("word and coherence counts in %.1f s", time.perf_counter() - start)
         where = executor if executor is not None else make_executor("sync")
-        data["docs"] = _documents(model, docs, n_docs, text_words, where)
+        data["docs"] = _documents(model, docs, n_docs, text_words, where, texts)
         logger.info("top documents in %.1f s", time.perf_counter() - start)
     else:  # the training token counts: components_ - eta_, summed over topics
         word_counts = np.maximum(model.components_ - model.eta_, 0.0).sum(axis=0)
@@ -263,7 +270,7 @@ def write_model_report(
     """Write :func:`report_data`'s page of ``model`` to the HTML file ``path``
     (atomically; an existing file only with ``overwrite``); returns the path.
     ``options`` go to :func:`report_data` (``executor``, ``heldout``, ``title``,
-    ``text_words``)."""
+    ``texts``, ``text_words``)."""
     out = Path(os.path.abspath(path))
     if not out.parent.is_dir():
         raise FileNotFoundError(

@@ -78,6 +78,7 @@ def write_report(
     n_terms: int = 30,
     n_docs: int = 10,
     overwrite: bool = False,
+    texts: Any = None,
     client: Any = None,
     n_workers: int | None = None,
 ) -> ReportSummary:
@@ -93,6 +94,9 @@ def write_report(
         words' frequencies, coherence and each topic's ``n_docs`` top documents;
         None leaves documents and coherence out.
     n_terms : terms shown per topic
+    texts : str, os.PathLike or None
+        The folder or tar archive of text files the corpus was ingested from: each
+        top document's first words are read there (None: none shown).
     client, n_workers : where the documents are ranked
         (:func:`lsdask.jobs.cluster.dask_client`; a one-row-group corpus in this process)
 
@@ -112,7 +116,7 @@ def write_report(
         path = write_model_report(
             lda, out, corpus=docs, n_terms=n_terms, n_docs=n_docs, overwrite=overwrite,
             executor=make_executor(where), heldout=saved_heldout(model),
-            title=f"{type(lda).__name__} topics of {name}",
+            title=f"{type(lda).__name__} topics of {name}", texts=texts,
         )  # fmt: skip
     summary = ReportSummary(path, os.path.getsize(path), int(lda.model_.n_components),
                             time.perf_counter() - start)  # fmt: skip
