@@ -33,7 +33,6 @@ __all__ = [
     "js_distances",
     "relevance",
     "relevance_candidates",
-    "top_by_relevance",
 ]
 
 #: the lambdas of the page's slider, 0, 0.01, ..., 1 (``i / 100``, as the browser reads them)
@@ -76,16 +75,9 @@ def classical_mds(D: np.ndarray, dim: int = 2) -> np.ndarray:
     return points
 
 
-def relevance(log_phi: np.ndarray, log_lift: np.ndarray, lam: float) -> np.ndarray:
+def relevance(log_phi: np.ndarray, log_lift: np.ndarray, lam: float | np.ndarray) -> np.ndarray:
     """``lambda log phi + (1 - lambda) log(phi / p_w)``, as the page computes it."""
     return lam * log_phi + (1.0 - lam) * log_lift
-
-
-def top_by_relevance(ids: np.ndarray, rel: np.ndarray, R: int) -> np.ndarray:
-    """The ``R`` of ``ids`` of largest relevance ``rel``, best first, ties to the
-    smaller id."""
-    order = np.lexsort((ids, -rel))[:R]
-    return ids[order]
 
 
 def relevance_candidates(
@@ -98,8 +90,11 @@ def relevance_candidates(
     (``-inf`` for a word the corpus lacks: never a candidate). A word is first
     kept only if ``max(log phi, log lift)`` reaches the ``R``-th largest
     ``min(log phi, log lift)``: relevance is linear in lambda, so a word below
-    that is beaten at every lambda by the ``R`` words above it.
+    that is beaten at every lambda by the ``R`` words above it. Then every word
+    whose relevance at some lambda reaches that lambda's ``R``-th largest is a
+    candidate (all of a tie: the page breaks ties by word id among them).
     """
+    lams = np.asarray(lambdas, dtype=np.float64)[:, None]
     known = np.isfinite(log_p)
     ids_all = np.flatnonzero(known)
     R = min(R, ids_all.size)
@@ -114,8 +109,7 @@ def relevance_candidates(
         threshold = np.partition(low, low.size - R)[low.size - R]
         keep = np.maximum(a, b) >= threshold
         ids, a, b = ids_all[keep], a[keep], b[keep]
-        found: set[int] = set()
-        for lam in lambdas:
-            found.update(top_by_relevance(ids, relevance(a, b, lam), R).tolist())
-        out.append(np.array(sorted(found), dtype=np.int64))
+        r = relevance(a[None, :], b[None, :], lams)  # (lambdas, words)
+        nth = np.partition(r, ids.size - R, axis=1)[:, ids.size - R]
+        out.append(np.sort(ids[(r >= nth[:, None]).any(axis=0)]).astype(np.int64))
     return out

@@ -252,6 +252,7 @@ def report_data(
     else:  # the training token counts: components_ - eta_, summed over topics
         word_counts = np.maximum(model.components_ - model.eta_, 0.0).sum(axis=0)
     data.update(_terms(model, word_counts, n_terms))
+    logger.info("relevance candidates in %.1f s", time.perf_counter() - start)
     K = data["K"]
     logger.info("report data of %d topics in %.1f s", K, time.perf_counter() - start)
     return data
