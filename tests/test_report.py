@@ -112,6 +112,26 @@ def test_relevance_candidates_hold_every_lambdas_top_terms() -> None:
             assert got == reference_ranking(phi[k], p, lam, R), (k, lam)
 
 
+def test_an_empty_topic_has_r_candidates_not_the_vocabulary() -> None:
+    """A topic without tokens is flat: every word ties at every lambda. Its
+    candidates are the R best with ties to the smaller word id, as the page
+    ranks them, not all V words (a page of 1,000 mostly empty topics stays
+    small)."""
+    rng = np.random.default_rng(5)
+    V, R = 400, 10
+    phi = np.vstack([np.full(V, 1.0 / V), rng.dirichlet(np.full(V, 0.2))])
+    p = rng.dirichlet(np.full(V, 1.0))
+    p[3] = p[7]  # ties in the corpus too
+    cands = relevance_candidates(np.log(phi), np.log(p), R)
+    assert len(cands[0]) <= 2 * R
+    for k in range(2):
+        for lam in LAMBDAS:
+            c = cands[k]
+            r = lam * np.log(phi[k, c]) + (1 - lam) * (np.log(phi[k, c]) - np.log(p[c]))
+            got = [int(c[i]) for i in sorted(range(c.size), key=lambda i: (-r[i], c[i]))[:R]]
+            assert got == reference_ranking(phi[k], p, lam, R), (k, lam)
+
+
 def naive_kl(a: np.ndarray, b: np.ndarray) -> float:
     """KL(a || b) in bits, 0 log 0 = 0."""
     on = a > 0

@@ -91,8 +91,9 @@ def relevance_candidates(
     kept only if ``max(log phi, log lift)`` reaches the ``R``-th largest
     ``min(log phi, log lift)``: relevance is linear in lambda, so a word below
     that is beaten at every lambda by the ``R`` words above it. Then every word
-    whose relevance at some lambda reaches that lambda's ``R``-th largest is a
-    candidate (all of a tie: the page breaks ties by word id among them).
+    candidate if it is among that lambda's ``R`` best, ties broken by the
+    smaller word id as the page breaks them: at most ``R`` per lambda, however
+    many words tie (an empty topic's words all do).
     """
     lams = np.asarray(lambdas, dtype=np.float64)[:, None]
     known = np.isfinite(log_p)
@@ -110,6 +111,9 @@ def relevance_candidates(
         keep = np.maximum(a, b) >= threshold
         ids, a, b = ids_all[keep], a[keep], b[keep]
         r = relevance(a[None, :], b[None, :], lams)  # (lambdas, words)
-        nth = np.partition(r, ids.size - R, axis=1)[:, ids.size - R]
-        out.append(np.sort(ids[(r >= nth[:, None]).any(axis=0)]).astype(np.int64))
+        nth = np.partition(r, ids.size - R, axis=1)[:, ids.size - R][:, None]
+        above, tied = r > nth, r == nth
+        room = R - above.sum(axis=1, keepdims=True)  # the tied words that still fit,
+        first = tied & (np.cumsum(tied, axis=1) <= room)  # the smallest ids first
+        out.append(ids[(above | first).any(axis=0)].astype(np.int64))
     return out
