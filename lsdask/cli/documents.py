@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lsdask.cli.options import add_execution, add_verbose, client_from_args
+from lsdask.cli.options import add_execution, add_texts, add_verbose, client_from_args
 from lsdask.jobs.documents import TopDocuments, format_top_documents, top_documents
 from lsdask.validation import parse_positive_int
 
@@ -49,11 +49,7 @@ def add_parser(sub: Any) -> None:
         "--top", type=parse_positive_int, default=10, metavar="N",
         help="documents per topic (default 10)",
     )  # fmt: skip
-    docs.add_argument(
-        "--texts", type=Path, metavar="FOLDER_OR_TAR",
-        help="the folder (or tar archive) of text files the corpus was ingested from: each "
-        "document's first words are read there (never from a folder the corpus names)",
-    )  # fmt: skip
+    add_texts(docs, "each document's first words")
     docs.add_argument(
         "--words", type=int, default=30, metavar="N",
         help="words of each document's text to show with --texts (default 30)",

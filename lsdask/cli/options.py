@@ -16,6 +16,7 @@ __all__ = [
     "add_checkpoints",
     "add_execution",
     "add_fit_options",
+    "add_texts",
     "add_verbose",
     "client_from_args",
     "local_cluster_from_args",
@@ -118,3 +119,13 @@ def add_fit_options(parser: argparse._ActionsContainer, resume_help: str) -> Non
     add_checkpoints(parser, resume_help)
     add_execution(parser, scheduler=True)
     add_verbose(parser, argparse.SUPPRESS)
+
+
+def add_texts(parser: argparse._ActionsContainer, shown: str) -> None:
+    """``--texts FOLDER_OR_TAR``: where the documents' text is read, ``shown`` says
+    what of it (e.g. "each document's first words")."""
+    parser.add_argument(
+        "--texts", type=Path, metavar="FOLDER_OR_TAR",
+        help=f"the folder (or tar archive) of text files the corpus was ingested from: "
+        f"{shown} are read there (never from a folder the corpus names)",
+    )  # fmt: skip

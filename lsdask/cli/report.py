@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from lsdask.cli.options import add_execution, add_verbose, client_from_args, out_path
+from lsdask.cli.options import add_execution, add_texts, add_verbose, client_from_args, out_path
 from lsdask.jobs.report import format_summary, write_report
 from lsdask.validation import parse_positive_int
 
@@ -42,11 +42,7 @@ def add_parser(sub: Any) -> None:
         "--docs", type=parse_positive_int, default=10, metavar="N",
         help="top documents per topic (default 10)",
     )  # fmt: skip
-    report.add_argument(
-        "--texts", type=Path, metavar="FOLDER_OR_TAR",
-        help="the folder (or tar archive) of text files the corpus was ingested from: the "
-        "top documents' first words are read there (never from a folder the corpus names)",
-    )  # fmt: skip
+    add_texts(report, "the top documents' first words")
     report.add_argument("--overwrite", action="store_true", help="replace an existing FILE")
     add_execution(report, scheduler=True)
     add_verbose(report, argparse.SUPPRESS)
