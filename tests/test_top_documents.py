@@ -146,15 +146,17 @@ def test_the_hdp_ranks_under_its_own_prior(corpus: Path) -> None:
     prior = np.asarray(hdp.model_.doc_prior(hdp.posterior_), dtype=np.float64)
     rest = hdp.model_.leftover_prior(hdp.posterior_)
     assert rest is not None and rest > 0
+    rows = {}  # doc_id -> (its tokens, its topic counts), each batch's local step run once
+    for batch in Corpus.open(corpus).batches:
+        docs = batch.load()
+        X = docs.to_csr(hdp.model_.vocab_size)
+        _, doc_topic, _ = hdp.model_.doc_topic_step(X, hdp.posterior_, hdp.sparsity)
+        for d, doc_id in enumerate(docs.doc_ids.tolist()):
+            rows[doc_id] = (float(X[d].sum()), doc_topic[d])
     for k in range(K):
-        hits = hdp.top_documents(k, 3)
-        for h in hits:  # the share of each hit recomputed from its own row
-            docs = [b.load() for b in Corpus.open(corpus).batches]
-            batch = next(b for b in docs if h.doc_id in b.doc_ids.tolist())
-            d = batch.doc_ids.tolist().index(h.doc_id)
-            X = batch.to_csr(hdp.model_.vocab_size)
-            _, doc_topic, _ = hdp.model_.doc_topic_step(X, hdp.posterior_, hdp.sparsity)
-            expected = (doc_topic[d, k] + prior[k]) / (X[d].sum() + prior.sum() + rest)
+        for h in hdp.top_documents(k, 3):  # the share of each hit recomputed from its row
+            length, counts = rows[h.doc_id]
+            expected = (counts[k] + prior[k]) / (length + prior.sum() + rest)
             assert h.share == pytest.approx(expected, rel=1e-12)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -849,14 +850,9 @@ class LDA(VariationalEstimator):
         blocks = partitioned(self)
         if blocks is not None:
             return transform_partitioned(task, blocks, source)
-        here = self.client is None or source.n_batches <= 1  # no cluster started for it
-        executor = make_executor("sync" if here else self.client, self.n_workers)
-        try:
+        with self._batch_executor(source.n_batches) as executor:
             handles = executor.register(source.batches)
             done = executor.map(task, handles, executor.broadcast(self.posterior_))
-        finally:
-            if executor is not self.client:
-                executor.close()  # closes only what it opened (a connection to an address)
         return sp.vstack([weights for _, weights in done], format="csr")
 
     def transform_task(self) -> TransformTask:
@@ -910,10 +906,18 @@ class LDA(VariationalEstimator):
         (topic,) = check_topics(k, self.model_.n_components)
         n = check_int("n", n, 1)
         docs = corpus if isinstance(corpus, Corpus) else Corpus.open(corpus, rescan=True)
-        here = self.client is None or len(docs.batches) <= 1
+        with self._batch_executor(len(docs.batches)) as executor:
+            return self.rank_documents(docs, (topic,), n, 30, executor, texts)[topic]
+
+    @contextlib.contextmanager
+    def _batch_executor(self, n_batches: int) -> Iterator[Any]:
+        """Where the tasks of ``n_batches`` batches run: on ``client``, in this
+        process without one or for a single batch (no cluster started for it);
+        an executor opened here (a connection to an address) is closed after."""
+        here = self.client is None or n_batches <= 1
         executor = make_executor("sync" if here else self.client, self.n_workers)
         try:
-            return self.rank_documents(docs, (topic,), n, 30, executor, texts)[topic]
+            yield executor
         finally:
             if executor is not self.client:
                 executor.close()
