@@ -5,6 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+#: the S3 API server of the object-store tests (``s3_endpoint``, ``s3_bucket``)
+pytest_plugins = ["tests.s3_server"]
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 FAULTS = Path(__file__).resolve().parent / "faults"
 

@@ -26,7 +26,7 @@ from lsdask.io.stores import (
 )
 from lsdask.io.stores.exclusive import check_conditional_writes
 from lsdask.io.stores.location import redact
-from tests.s3_server import s3_bucket, s3_endpoint, s3_options  # noqa: F401 (fixtures)
+from tests.s3_server import s3_options
 
 STORES = ["memory", "local", "s3"]
 
