@@ -26,7 +26,8 @@ Modules, one idea each:
   which files are the table's.
 """
 
+from lsdask.io.tables.delta import DeltaTable
 from lsdask.io.tables.parquet import ParquetTable
 from lsdask.io.tables.table import TableOptions
 
-__all__ = ["ParquetTable", "TableOptions"]
+__all__ = ["DeltaTable", "ParquetTable", "TableOptions"]
