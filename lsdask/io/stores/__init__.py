@@ -8,10 +8,13 @@
   ``flock``), and a probe that a store really refuses the second create;
 - :mod:`~lsdask.io.stores.versions`: the commit protocol built on it, a log of
   numbered versions, each committed by creating its object exclusively, over
-  immutable, uniquely named data objects (docs/storage.md).
+  immutable, uniquely named data objects (docs/storage.md);
+- :mod:`~lsdask.io.stores.folders`: a local folder (a saved model, a
+  checkpoint) committed as a version, and rebuilt from one.
 """
 
 from lsdask.io.stores.exclusive import ConditionalWritesUnsupported, create_exclusive
+from lsdask.io.stores.folders import download_folder, upload_folder
 from lsdask.io.stores.location import Location, open_location, parse_storage_options
 from lsdask.io.stores.versions import CommitConflict, Version, VersionLog
 
@@ -22,6 +25,8 @@ __all__ = [
     "Version",
     "VersionLog",
     "create_exclusive",
+    "download_folder",
     "open_location",
     "parse_storage_options",
+    "upload_folder",
 ]

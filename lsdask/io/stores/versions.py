@@ -133,23 +133,55 @@ class VersionLog:
     def read_object(self, name: str, limit: int) -> bytes:
         """The bytes of the object ``name`` (as :meth:`put_object` returned it),
         at most ``limit`` of them."""
-        if not isinstance(name, str) or not _OBJECT_NAME.match(name):
-            raise DataError(
-                f"{self.location.url}: {name!r} is not the name of an object lsdask wrote "
-                "(objects/<32 hex digits>[.suffix]); the version naming it is damaged"
-            )
+        self._check_object_name(name)
         return self._read(name, limit)
 
     # -- writing ---------------------------------------------------------------
 
     def put_object(self, data: bytes, suffix: str = "") -> str:
         """Write ``data`` as a new immutable object; its name below the location."""
-        name = f"{OBJECTS_DIR}/{uuid.uuid4().hex}{suffix}"
-        if not _OBJECT_NAME.match(name):
-            raise ValueError(f"suffix {suffix!r}: expected '.' and 1-32 letters, digits, - or _")
+        name = self._new_object_name(suffix)
         if not create_exclusive(self.location.fs, self.location.path(*name.split("/")), data):
             raise LockError(f"{self.location.url}/{name}: exists already (a random name)")
         return name
+
+    def put_file(self, local: str | os.PathLike[str], suffix: str = "") -> str:
+        """Upload the local file ``local`` as a new immutable object, streamed
+        (a multipart upload where it is large); its name below the location."""
+        name = self._new_object_name(suffix)
+        path = self.location.path(*name.split("/"))
+        if self.location.is_local:
+            self.location.fs.makedirs(self.location.path(OBJECTS_DIR), exist_ok=True)
+        self.location.fs.put_file(os.fspath(local), path)
+        return name
+
+    def get_file(self, name: str, local: str | os.PathLike[str]) -> None:
+        """Download the object ``name`` to the new local file ``local``."""
+        self._check_object_name(name)
+        if self.location.is_local:
+            from lsdask.io import guarded
+
+            with (
+                guarded.open_read(self.location.root, os.path.join(*name.split("/"))) as src,
+                open(local, "xb") as out,
+            ):
+                while chunk := src.read(1 << 20):
+                    out.write(chunk)
+            return
+        self.location.fs.get_file(self.location.path(*name.split("/")), os.fspath(local))
+
+    def _new_object_name(self, suffix: str) -> str:
+        name = f"{OBJECTS_DIR}/{uuid.uuid4().hex}{suffix}"
+        if not _OBJECT_NAME.match(name):
+            raise ValueError(f"suffix {suffix!r}: expected '.' and 1-32 letters, digits, - or _")
+        return name
+
+    def _check_object_name(self, name: str) -> None:
+        if not isinstance(name, str) or not _OBJECT_NAME.match(name):
+            raise DataError(
+                f"{self.location.url}: {name!r} is not the name of an object lsdask wrote "
+                "(objects/<32 hex digits>[.suffix]); the version naming it is damaged"
+            )
 
     def commit(self, content: dict[str, Any], parent: Version | None) -> Version:
         """Commit ``content`` as the version after ``parent`` (None: the first);
