@@ -133,6 +133,12 @@ class TableOptions:
             check_df("max_df", self.max_df, minimum=1)
         check_max_vocab(self.max_vocab)
 
+    @property
+    def builds_vocabulary(self) -> bool:
+        """Whether :meth:`source` builds the vocabulary from the table (a text
+        column without ``vocabulary``): one pass of tasks over its batches."""
+        return self.text is not None and self.vocabulary is None
+
     # -- what a subclass says ---------------------------------------------------------
     @property
     def root(self) -> str:
@@ -198,11 +204,12 @@ class TableOptions:
                 f"table {location.shown}: its {len(files)} data files hold no rows; nothing "
                 "to learn from"
             )
-        if given is None:
+        if self.builds_vocabulary:
             vocab = self._build(location, batches, executor)
             words = self._text_words(vocab)
             batches = [dataclasses.replace(b, words=words) for b in batches]
         else:
+            assert given is not None
             vocab = given
         source = BatchSource(batches, [b.n_docs for b in batches], len(vocab), description)
         return source, vocab
