@@ -21,7 +21,7 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +46,15 @@ def _digest(path: Path) -> tuple[int, str]:
     return size, h.hexdigest()
 
 
-def _files(folder: Path) -> list[str]:
+def _files(folder: Path, exclude: Callable[[str], bool] | None = None) -> list[str]:
     """Relative paths (``/``-separated) of the regular files below ``folder``,
-    sorted; a link or special file is refused (the folder is lsdask's own)."""
+    sorted, less those whose name ``exclude`` is true of (a folder's, and all
+    below it); a link or special file is refused (the folder is lsdask's own)."""
     found = []
     for here, dirs, names in os.walk(folder, followlinks=False):
+        if exclude is not None:
+            dirs[:] = [d for d in dirs if not exclude(d)]
+            names = [n for n in names if not exclude(n)]
         for name in [*dirs, *names]:
             mode = os.lstat(os.path.join(here, name)).st_mode
             if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
@@ -64,19 +68,30 @@ def _suffix(rel: str) -> str:
     return ext if re.fullmatch(r"\.[A-Za-z0-9_-]{1,32}", ext) else ""
 
 
+#: ``upload_folder``'s default parent: the newest version when it starts
+NEWEST: Any = object()
+
+
 def upload_folder(
-    log: VersionLog, folder: str | os.PathLike[str], meta: Mapping[str, Any] | None = None
+    log: VersionLog,
+    folder: str | os.PathLike[str],
+    meta: Mapping[str, Any] | None = None,
+    *,
+    parent: Version | None = NEWEST,
+    exclude: Callable[[str], bool] | None = None,
 ) -> Version:
-    """Commit the files below ``folder`` as the next version of ``log``, with
+    """Commit the files below ``folder`` (less those ``exclude`` names) as the
+    version after ``parent`` (default the newest; None: the first), with
     ``meta`` (JSON) beside the file list. :class:`CommitConflict` where another
-    writer committed the same version number first."""
+    writer committed that version number first."""
     folder = Path(folder)
-    parent = log.latest()
+    if parent is NEWEST:
+        parent = log.latest()
     previous: dict[str, dict[str, Any]] = {}
     if parent is not None and parent.content.get("kind") == KIND:
         previous = {f["path"]: f for f in parent.content.get("files", [])}
     files, uploaded = [], 0
-    for rel in _files(folder):
+    for rel in _files(folder, exclude):
         size, digest = _digest(folder / rel)
         old = previous.get(rel)
         if old is not None and old.get("bytes") == size and old.get("blake2b") == digest:
