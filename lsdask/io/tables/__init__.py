@@ -10,7 +10,8 @@ by lsdask's tokenizer, with a vocabulary given or built in one pass).
 
 ``table.source()`` returns a :class:`~lsdask.io.sources.BatchSource` (one
 batch per row group of each data file, each read inside its own task) and the
-vocabulary; ``lsdask.LDA(...).fit(table)`` takes the table itself.
+vocabulary, which an estimator fits: ``lsdask.LDA(...).fit(source,
+vocabulary=vocabulary)``.
 
 Modules, one idea each:
 

@@ -61,7 +61,9 @@ class DeltaTable(TableOptions):
     Examples
     --------
     >>> table = DeltaTable("/data/reviews", text="body", min_df=5)  # doctest: +SKIP
-    >>> lsdask.LDA(50, checkpoint_dir="ck", resume=True).fit(table)  # doctest: +SKIP
+    >>> source, vocabulary = table.source()  # doctest: +SKIP
+    >>> lda = lsdask.LDA(50, checkpoint_dir="ck", resume=True)  # doctest: +SKIP
+    >>> lda.fit(source, vocabulary=vocabulary)  # doctest: +SKIP
     """
 
     path: str | os.PathLike[str]

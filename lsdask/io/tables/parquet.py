@@ -48,8 +48,8 @@ class ParquetTable(TableOptions):
     --------
     >>> table = ParquetTable("s3://bucket/docs", tokens="token_ids",
     ...                      vocabulary="s3://bucket/vocab.txt")  # doctest: +SKIP
-    >>> lsdask.LDA(50).fit(table)  # doctest: +SKIP
     >>> source, vocabulary = table.source()  # doctest: +SKIP
+    >>> lsdask.LDA(50).fit(source, vocabulary=vocabulary)  # doctest: +SKIP
 
     ``source()`` lists the files anew each time: a fit resumed from its
     checkpoint takes in files added since as new batches and drops removed
