@@ -37,6 +37,21 @@ _SAFE_RECEIVERS = {"guarded", "Corpus"}
 #: (module, call) -> (how many, why it is safe)
 ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("io/faults.py", "open"): (1, "the test-only step log, a path the test names"),
+    ("io/corpus/on_store.py", ".open"): (1, "an object in a store (local folders refused)"),
+    ("io/corpus/on_store.py", "pq.ParquetFile"): (1, "reads a store object opened as above"),
+    ("io/corpus/on_store.py", "pq.ParquetWriter"): (1, "writes into a buffer in memory"),
+    ("io/stores/folders.py", "os.walk"): (
+        1,
+        "lists a folder lsdask wrote itself (a temporary, a working copy), refusing links",
+    ),
+    ("io/stores/folders.py", "open"): (1, "reads a file of such a folder, listed as above"),
+    ("io/stores/folders.py", ".mkdir"): (2, "the fresh folder a version is rebuilt in"),
+    ("persist/checkpoint_store.py", ".mkdir"): (1, "lsdask's working copy in its own cache"),
+    ("persist/checkpoint_store.py", ".read_text"): (1, "the working copy's version stamp"),
+    ("persist/checkpoint_store.py", ".write_text"): (1, "the working copy's version stamp"),
+    ("persist/checkpoint_store.py", ".rename"): (1, "a rebuilt working copy into its place"),
+    ("persist/checkpoint_store.py", "shutil.rmtree"): (2, "lsdask's own working copies"),
+    ("persist/on_store.py", "shutil.rmtree"): (1, "the temporary folders a load rebuilt"),
     ("io/faults.py", ".write_text"): (1, "the test-only pause marker, a path the test names"),
     ("io/corpus/batch.py", "pq.ParquetFile"): (1, "reads a file object guarded opened"),
     ("io/corpus/read.py", "pq.ParquetFile"): (1, "reads a file object guarded opened"),

@@ -22,12 +22,10 @@ from lsdask.io.stores import (
 from tests.s3_server import s3_options
 
 
-@pytest.fixture(params=["memory", "local", "s3"])
+@pytest.fixture(params=["memory", "s3"])
 def log(request: pytest.FixtureRequest, tmp_path: Path) -> VersionLog:
     if request.param == "memory":
         return VersionLog(open_location(f"memory://lsdask-folder-{uuid.uuid4().hex}"))
-    if request.param == "local":
-        return VersionLog(open_location(str(tmp_path / "store")))
     bucket = request.getfixturevalue("s3_bucket")
     options = s3_options(request.getfixturevalue("s3_endpoint"))
     return VersionLog(open_location(f"{bucket}/model", options))

@@ -4,10 +4,9 @@ Object stores have no atomic rename and no ``flock``; the one atomic step
 they offer a writer is a conditional create: S3's ``PUT`` with
 ``If-None-Match: *``, GCS's ``ifGenerationMatch=0``, Azure Blob's upload
 without overwrite, all reached through fsspec's ``pipe_file(mode="create")``.
-On a local file system the same is a hard link of a complete temporary file
-(``link`` fails where the name exists), so that a reader never sees half an
-object; in ``memory://`` (one process) a lock makes the check and the write one
-step.
+In ``memory://`` (one process) a lock makes the check and the write one step.
+Local folders are not written this way: they keep lsdask's local protocol
+(locks, rename into place, :mod:`lsdask.io.guarded`).
 
 Not every store keeps the promise: an S3-compatible server may ignore the
 header and overwrite. :func:`check_conditional_writes` therefore creates a probe
@@ -19,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import uuid
 from typing import Any
@@ -30,9 +28,7 @@ from lsdask.io.stores.location import LOCAL_PROTOCOLS, Location
 logger = logging.getLogger(__name__)
 
 #: protocols whose fsspec driver creates an object only if it is absent, atomically
-CONDITIONAL_PROTOCOLS = frozenset(
-    {*LOCAL_PROTOCOLS, "memory", "s3", "s3a", "gs", "gcs", "abfs", "abfss", "az"}
-)
+CONDITIONAL_PROTOCOLS = frozenset({"memory", "s3", "s3a", "gs", "gcs", "abfs", "abfss", "az"})
 
 _MEMORY_LOCK = threading.Lock()
 _PROBED: set[tuple[str, str, str]] = set()
@@ -51,7 +47,10 @@ def create_exclusive(fs: Any, path: str, data: bytes) -> bool:
     no object."""
     protocol = _protocol(fs)
     if protocol in LOCAL_PROTOCOLS:
-        return _create_local(path, data)
+        raise ValueError(
+            f"{path}: a local folder keeps lsdask's local protocol (locks, rename into "
+            "place), not the store protocol"
+        )
     try:
         if protocol == "memory":
             with _MEMORY_LOCK:
@@ -110,32 +109,6 @@ def check_conditional_writes(location: Location, *, single_writer: bool = False)
         )
     with _PROBED_LOCK:
         _PROBED.add(key)
-
-
-def _create_local(path: str, data: bytes) -> bool:
-    """Write a temporary sibling, force it to disk, hard-link it to ``path``
-    (which fails where ``path`` exists), and remove the temporary."""
-    folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
-    temp = os.path.join(folder, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(temp, path, follow_symlinks=False)
-        except FileExistsError:
-            return False
-        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-        return True
-    finally:
-        os.unlink(temp)
 
 
 def _protocol(fs: Any) -> str:

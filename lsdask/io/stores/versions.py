@@ -84,6 +84,11 @@ class VersionLog:
     the caller vouches that one process at a time writes."""
 
     def __init__(self, location: Location, *, single_writer: bool = False) -> None:
+        if location.is_local:
+            raise ValueError(
+                f"{location.url}: a local folder; lsdask writes local folders with its local "
+                "protocol (locks, rename into place), the version log is for object stores"
+            )
         self.location = location
         self.single_writer = bool(single_writer)
         self._writer = {"host": socket.gethostname(), "pid": os.getpid(), "id": uuid.uuid4().hex}
@@ -150,24 +155,12 @@ class VersionLog:
         (a multipart upload where it is large); its name below the location."""
         name = self._new_object_name(suffix)
         path = self.location.path(*name.split("/"))
-        if self.location.is_local:
-            self.location.fs.makedirs(self.location.path(OBJECTS_DIR), exist_ok=True)
         self.location.fs.put_file(os.fspath(local), path)
         return name
 
     def get_file(self, name: str, local: str | os.PathLike[str]) -> None:
         """Download the object ``name`` to the new local file ``local``."""
         self._check_object_name(name)
-        if self.location.is_local:
-            from lsdask.io import guarded
-
-            with (
-                guarded.open_read(self.location.root, os.path.join(*name.split("/"))) as src,
-                open(local, "xb") as out,
-            ):
-                while chunk := src.read(1 << 20):
-                    out.write(chunk)
-            return
         self.location.fs.get_file(self.location.path(*name.split("/")), os.fspath(local))
 
     def _new_object_name(self, suffix: str) -> str:
@@ -287,18 +280,9 @@ class VersionLog:
             logger.warning("%s: could not update the version hint: %s", self.location.url, exc)
 
     def _read(self, name: str, limit: int) -> bytes:
-        """The object ``name`` below the location, refused past ``limit`` bytes;
-        on a local disk through :mod:`lsdask.io.guarded` (no link followed)."""
+        """The object ``name`` below the location, refused past ``limit`` bytes."""
         parts = name.split("/")
         where = f"{self.location.url}/{name}"
-        if self.location.is_local:
-            from lsdask.io import guarded
-
-            with guarded.open_read(self.location.root, os.path.join(*parts)) as f:
-                data = f.read(limit + 1)
-            if len(data) > limit:
-                raise DataError(f"{where}: holds more than the {limit} bytes expected")
-            return data
         fs, path = self.location.fs, self.location.path(*parts)
         fs.invalidate_cache(path)
         size = fs.size(path)
