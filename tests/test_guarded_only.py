@@ -84,6 +84,15 @@ ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("io/patches.py", ".mkdir"): (2, "the output's parent and its fresh temporary sibling"),
     ("io/patches.py", "zarr.open_array"): (1, "through a store whose every access is guarded"),
     ("io/patches.py", "zarr.create_array"): (1, "into a fresh temporary folder of its own"),
+    ("io/tables/batch.py", "pq.ParquetFile"): (
+        1,
+        "reads a file object guarded (a local table) or fsspec (a URL) opened",
+    ),
+    ("io/tables/footer.py", "pq.ParquetFile"): (
+        1,
+        "reads a file object guarded (a local table) or fsspec (a URL) opened",
+    ),
+    ("io/tables/vocabulary.py", ".open"): (1, "a vocabulary file at a URL the user named"),
     ("jobs/corpus_lda.py", ".mkdir"): (1, "the parent of the output folder the user named"),
     ("jobs/corpus_lda.py", "np.load"): (1, "reads a file object guarded opened"),
     ("jobs/patch_gmm.py", ".mkdir"): (1, "the model folder the user named"),

@@ -27,12 +27,14 @@ from lsdask.cli.options import (
     out_path,
 )
 from lsdask.cli.params import add_params, params_from_args, run_params
+from lsdask.cli.tables import add_table_options, table_from_args
 from lsdask.estimators.hdp import HDP
 from lsdask.estimators.lda import LDA
 from lsdask.estimators.params import HDP_PARAMS, LDA_PARAMS, Param
 from lsdask.io.locks import lock_settings
 from lsdask.jobs.corpus_lda import fit_corpus_lda, format_fit_report
 from lsdask.jobs.score import format_score, score_model
+from lsdask.jobs.table_lda import fit_table_lda
 from lsdask.jobs.topics import FORMATS, topic_report, write_report
 from lsdask.jobs.transform import format_transform_summary, transform_corpus
 from lsdask.validation import parse_nonnegative_int, parse_positive_int
@@ -80,7 +82,11 @@ def add_fit(sub: Any) -> None:
             "also saves k_elbo.png and reports each topic's weight E[beta_k]."
         ),
     )
-    fit.add_argument("corpus", type=Path, metavar="CORPUS", help="Parquet corpus directory")
+    fit.add_argument(
+        "corpus", type=Path, nargs="?", metavar="CORPUS",
+        help="Parquet corpus directory (or --table: a table read in place)",
+    )  # fmt: skip
+    add_table_options(fit.add_argument_group("a table read in place (docs/tables.md)"))
     output = fit.add_argument_group("output and scoring")
     output.add_argument(
         "--out", type=out_path, required=True, metavar="MODEL_DIR", help="model folder"
@@ -167,7 +173,23 @@ def build_fit_model(args: argparse.Namespace) -> LDA:
 
 
 def run_fit(args: argparse.Namespace) -> int:
+    table = table_from_args(args, args.corpus)
     model = build_fit_model(args)
+    if table is not None:
+        if args.heldout is not None:
+            raise ValueError("--heldout scores a corpus; it does not go with --table yet")
+        with lock_settings(wait=args.wait, enabled=not args.no_lock):
+            try:
+                report = fit_table_lda(
+                    model,
+                    table,
+                    out_dir=args.out,
+                    overwrite=args.overwrite or args.resume is not None,
+                )
+            except ImportError as err:  # a store's or deltalake's package: one line
+                raise ValueError(str(err)) from err
+        print(format_fit_report(report, title=f"lsdask fit --table {args.table}"))
+        return 0
     # the checkpoint folder's lock: another fit on it is waited for or refused
     with lock_settings(wait=args.wait, enabled=not args.no_lock):
         report = fit_corpus_lda(

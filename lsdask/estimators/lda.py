@@ -460,9 +460,19 @@ class LDA(VariationalEstimator):
         return counts
 
     def _source(self, X: Any, vocabulary: Any = None) -> tuple[BatchSource, list[str] | None]:
-        """X's batches and words: a corpus's own, or ``vocabulary`` for a matrix."""
+        """X's batches and words: a corpus's or a table's own, or ``vocabulary``
+        for a matrix."""
         from lsdask.io.corpus.source import corpus_source
+        from lsdask.io.tables import TableOptions
 
+        if isinstance(X, TableOptions):
+            source, words = self._table_source(X)
+            if vocabulary is not None and list(vocabulary) != words:
+                raise ValueError(
+                    f"vocabulary= is given, but {source.description} has words of its own, "
+                    "which differ; give the table its vocabulary (its vocabulary= option)"
+                )
+            return source, words
         if _is_corpus_path(X) or type(X).__name__ == "Corpus":
             source, words = corpus_source(X)
             if vocabulary is not None and list(vocabulary) != words:
@@ -477,6 +487,19 @@ class LDA(VariationalEstimator):
             return source, None
         words = _check_words(vocabulary, source.n_features)
         return source, words
+
+    def _table_source(self, table: Any) -> tuple[BatchSource, list[str]]:
+        """A table's batches and vocabulary; a vocabulary built from the table is
+        counted on ``client``'s workers (in this process with the default client
+        or "sync")."""
+        executor = None
+        if table.builds_vocabulary and self.client is not None and self.client != "sync":
+            executor = make_executor(self.client, self.n_workers)
+        try:
+            return table.source(executor)
+        finally:
+            if executor is not None and executor is not self.client:
+                executor.close()  # only what it opened itself (a scheduler address's client)
 
     def _priors(self) -> dict[str, Any]:
         """The model's prior settings: ``alpha`` and ``eta`` (the fixed values, or the
@@ -617,8 +640,10 @@ class LDA(VariationalEstimator):
     # -- fitting ----------------------------------------------------------------
     @holding_checkpoint_folder
     def fit(self, X: Any, y: Any = None, *, callback: Any = None, vocabulary: Any = None) -> LDA:
-        """Learn topics from a Parquet corpus (path or Corpus), a scipy sparse
-        matrix or a dense array of word counts (documents x vocabulary).
+        """Learn topics from a Parquet corpus (path or Corpus), a table read in
+        place (:class:`lsdask.ParquetTable`, :class:`lsdask.DeltaTable`), a
+        scipy sparse matrix or a dense array of word counts (documents x
+        vocabulary).
 
         ``vocabulary``, for a matrix: the word of each column (e.g. a
         CountVectorizer's ``get_feature_names_out()``, or gensim's ``id2word``
@@ -646,7 +671,14 @@ class LDA(VariationalEstimator):
         self.check_params()
         if self.algorithm == "svi-gibbs":
             from lsdask.estimators.lda_svi_gibbs import fit_svi_gibbs
+            from lsdask.io.tables import TableOptions
 
+            if isinstance(X, TableOptions):
+                raise ValueError(
+                    "algorithm='svi-gibbs' streams documents from an lsdask corpus or a matrix, "
+                    "not from a table read in place; fit the table with algorithm='memo' (or "
+                    "svi, vb, esvi), or ingest it into a corpus (lsdask ingest)"
+                )
             return fit_svi_gibbs(self, X, callback, vocabulary, _check_words)
         rng = np.random.default_rng(self.random_state)
         source, vocab = self._source(X, vocabulary)

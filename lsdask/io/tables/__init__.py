@@ -10,8 +10,8 @@ by lsdask's tokenizer, with a vocabulary given or built in one pass).
 
 ``table.source()`` returns a :class:`~lsdask.io.sources.BatchSource` (one
 batch per row group of each data file, each read inside its own task) and the
-vocabulary, which an estimator fits: ``lsdask.LDA(...).fit(source,
-vocabulary=vocabulary)``.
+vocabulary; ``lsdask.LDA(...).fit(table)`` (``lsdask fit --table`` on the
+command line) takes the table itself.
 
 Modules, one idea each:
 
