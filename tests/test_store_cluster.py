@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import lsdask
-from lsdask.io.corpus.on_store import StoreCorpus, store_corpus_source
+from lsdask.io.corpus.on_store import StoreCorpus
+from lsdask.io.corpus.source import corpus_source
 from lsdask.synthetic import make_bars_corpus
 from tests.s3_server import s3_options
 
@@ -76,7 +77,7 @@ def test_a_fit_on_dask_commands_reads_the_corpus_from_s3(
     url, options = f"{s3_bucket}/bars", s3_options(s3_endpoint)
     words = [f"px{i}" for i in range(X.shape[1])]
     StoreCorpus.write(url, X, words, storage_options=options, docs_per_row_group=100)
-    source, vocab = store_corpus_source(StoreCorpus.open(url, options))
+    source, vocab = corpus_source(url, options)
     kw = dict(sparsity=3, n_laps=3, random_state=2, alpha=1.0, progress=False, batches_per_update=1)
     with Client(scheduler_file=str(scheduler_file), timeout=60) as client:
         client.wait_for_workers(2, timeout=120)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import lsdask
-from lsdask.persist.on_store import is_store_url, load_model_from_store, save_model_to_store
+from lsdask.io.stores import is_store_url
+from lsdask.persist import load_model, save_model
 from lsdask.synthetic import make_bars_corpus
 from tests.s3_server import s3_options
 
@@ -41,8 +42,8 @@ def test_a_model_round_trip_through_a_store_is_exact(
 ) -> None:
     url, options = store
     model = _fit(bars[0], 0)
-    save_model_to_store(model, url, storage_options=options)
-    loaded = load_model_from_store(url, storage_options=options, client="sync")
+    save_model(model, url, storage_options=options)
+    loaded = load_model(url, storage_options=options, client="sync")
     assert np.array_equal(loaded.components_, model.components_)
     a, b = model.transform(bars[1]), loaded.transform(bars[1])
     assert (a != b).nnz == 0
@@ -54,12 +55,12 @@ def test_overwrite_adds_a_version_and_old_ones_stay(
 ) -> None:
     url, options = store
     first, second = _fit(bars[0], 0), _fit(bars[0], 1)
-    save_model_to_store(first, url, storage_options=options)
+    save_model(first, url, storage_options=options)
     with pytest.raises(FileExistsError, match="holds a saved model already"):
-        save_model_to_store(second, url, storage_options=options)
-    save_model_to_store(second, url, storage_options=options, overwrite=True)
-    newest = load_model_from_store(url, storage_options=options, client="sync")
-    oldest = load_model_from_store(url, storage_options=options, version=1, client="sync")
+        save_model(second, url, storage_options=options)
+    save_model(second, url, storage_options=options, overwrite=True)
+    newest = load_model(url, storage_options=options, client="sync")
+    oldest = load_model(url, storage_options=options, version=1, client="sync")
     assert np.array_equal(newest.components_, second.components_)
     assert np.array_equal(oldest.components_, first.components_)
 
@@ -69,24 +70,24 @@ def test_a_save_that_fails_keeps_the_previous_model(
 ) -> None:
     url, options = store
     first = _fit(bars[0], 0)
-    save_model_to_store(first, url, storage_options=options)
-    import lsdask.io.stores.versions as versions
+    save_model(first, url, storage_options=options)
+    import lsdask.io.stores.versions as versions  # the upload of a file fails
 
     def broken(self: Any, local: Any, suffix: str = "") -> str:
         raise OSError("connection reset (injected)")
 
     monkeypatch.setattr(versions.VersionLog, "put_file", broken)
     with pytest.raises(OSError, match="injected"):
-        save_model_to_store(_fit(bars[0], 1), url, storage_options=options, overwrite=True)
+        save_model(_fit(bars[0], 1), url, storage_options=options, overwrite=True)
     monkeypatch.undo()
-    kept = load_model_from_store(url, storage_options=options, client="sync")
+    kept = load_model(url, storage_options=options, client="sync")
     assert np.array_equal(kept.components_, first.components_)
 
 
 def test_nothing_saved_is_said(store: tuple[str, dict[str, Any]]) -> None:
     url, options = store
     with pytest.raises(FileNotFoundError, match="no lsdask model at"):
-        load_model_from_store(url, storage_options=options)
+        load_model(url, storage_options=options)
 
 
 @pytest.mark.parametrize(

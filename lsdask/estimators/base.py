@@ -99,6 +99,10 @@ class MixtureEstimatorBase(VariationalEstimator):
         equal to a run never stopped; a finished one runs ``n_laps`` more laps,
         with batches added since then starting with empty memo and batches
         removed since then subtracted.
+    storage_options : dict or None
+        fsspec options (credentials, an endpoint) of the store URLs the fit
+        reads or writes: a corpus at ``s3://...``, a ``checkpoint_dir`` in a
+        store (docs/storage.md). A run-time setting: never saved with the model.
     """
 
     # hooks -------------------------------------------------------------------

@@ -71,6 +71,7 @@ class GaussianMixture(MixtureEstimatorBase):
         progress: bool | None = None,
         checkpoint_dir: str | None = None,
         resume: bool = False,
+        storage_options: dict | None = None,
     ) -> None:
         self._store(locals())
 

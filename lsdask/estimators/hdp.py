@@ -119,6 +119,7 @@ class HDP(LDA):
         progress: bool | None = None,
         checkpoint_dir: str | None = None,
         resume: bool = False,
+        storage_options: dict | None = None,
     ) -> None:
         self._store(locals())
 

@@ -35,6 +35,7 @@ from lsdask.evaluate import (
     umass_coherence,
 )
 from lsdask.io.sources import BatchSource, as_batch_source, rows_at_most
+from lsdask.io.stores import is_store_url
 from lsdask.learn import initial_stats
 from lsdask.learn.base import LearnResult, padded_trace
 from lsdask.learn.early_stopping import EarlyStopping
@@ -53,6 +54,10 @@ from lsdask.persist.resume import holding_checkpoint_folder, open_resume
 from lsdask.validation import check_int, check_sparsity, check_word_count_bound
 
 logger = logging.getLogger(__name__)
+
+
+#: the corpus classes fit reads batch by batch (a local one, one in a store)
+CORPORA = ("Corpus", "StoreCorpus")
 
 
 def _is_corpus_path(X: Any) -> bool:
@@ -416,6 +421,7 @@ class LDA(VariationalEstimator):
         progress: bool | None = None,
         checkpoint_dir: str | None = None,
         resume: bool = False,
+        storage_options: dict | None = None,
     ) -> None:
         self._store(locals())
 
@@ -473,8 +479,8 @@ class LDA(VariationalEstimator):
                     "which differ; give the table its vocabulary (its vocabulary= option)"
                 )
             return source, words
-        if _is_corpus_path(X) or type(X).__name__ == "Corpus":
-            source, words = corpus_source(X)
+        if is_store_url(X) or _is_corpus_path(X) or type(X).__name__ in CORPORA:
+            source, words = corpus_source(X, self.storage_options)
             if vocabulary is not None and list(vocabulary) != words:
                 raise ValueError(
                     f"vocabulary= is given, but {source.description} has words of its own, "

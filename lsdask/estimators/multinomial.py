@@ -56,6 +56,7 @@ class MultinomialMixture(MixtureEstimatorBase):
         progress: bool | None = None,
         checkpoint_dir: str | None = None,
         resume: bool = False,
+        storage_options: dict | None = None,
     ) -> None:
         self._store(locals())
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import copy
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -320,9 +320,24 @@ CHECKPOINT_DIR = Param(
 )
 RESUME = Param("resume", False, None, "continue the latest checkpoint in checkpoint_dir")
 
+
+def mapping_or_none(name: str, value: Any, estimator: Any) -> None:
+    if value is not None and not isinstance(value, Mapping):
+        raise ValueError(
+            f"{name} must be a dict of fsspec options (e.g. {{'anon': True}}) or None; got "
+            f"{type(value).__name__}"
+        )
+
+
+STORAGE_OPTIONS = Param(
+    "storage_options", None, mapping_or_none,
+    "fsspec options (credentials, endpoint) of the store URLs fit reads and writes "
+    "(a corpus, checkpoint_dir); never saved with the model",
+)  # fmt: skip
+
 #: the entries after the model's own, in the signatures' order
 RUN = (N_INIT, SVI_DELAY, SVI_KAPPA, RANDOM_STATE, CLIENT, N_WORKERS, VERBOSE, PROGRESS,
-       CHECKPOINT_DIR, RESUME)  # fmt: skip
+       CHECKPOINT_DIR, RESUME, STORAGE_OPTIONS)  # fmt: skip
 
 # the mixtures --------------------------------------------------------------------
 

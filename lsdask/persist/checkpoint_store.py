@@ -60,7 +60,8 @@ class StoreMirror:
 
     def pull(self) -> Path:
         """Make the working copy the newest committed version (rebuilt where it
-        is not that version already); its folder."""
+        is not that version already, keeping the lock of the fit that holds
+        it); its folder."""
         newest = self.log.latest()
         self.version = newest
         if newest is None:
@@ -72,9 +73,16 @@ class StoreMirror:
         if fresh.exists():
             shutil.rmtree(fresh)
         download_folder(self.log, newest, fresh)
-        if self.folder.exists():
-            shutil.rmtree(self.folder)
-        fresh.rename(self.folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for entry in os.scandir(self.folder):  # all but what stays local (the fit's lock)
+            if not _stays_local(entry.name):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+        for entry in os.scandir(fresh):
+            os.rename(entry.path, self.folder / entry.name)
+        fresh.rmdir()
         self._write_stamp(newest)
         logger.info(
             "checkpoint %s: version %d rebuilt in %s", self.log.location.url, newest.number,

@@ -34,7 +34,7 @@ ARRAYS_NAME = "arrays.npz"
 
 #: run-time settings that belong to the fit, not to the model: a loaded model
 #: gets the defaults (no client, no checkpoint folder of the run that made it)
-NOT_SAVED = ("client", "checkpoint_dir", "resume")
+NOT_SAVED = ("client", "checkpoint_dir", "resume", "storage_options")
 
 #: Optional traces, stored when the model has them (models saved before a
 #: trace was kept lack it).

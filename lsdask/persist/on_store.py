@@ -1,11 +1,11 @@
 """Saved models in object stores: the model folder, committed as a version.
 
-A model is saved to a store URL by writing its usual folder
-(:func:`~lsdask.persist.save_model`) in a local temporary folder and
+A model is saved to a store URL (:func:`~lsdask.persist.save_model` with a
+URL) by writing its usual folder in a local temporary folder and
 committing that folder as the store location's next version
 (:func:`~lsdask.io.stores.upload_folder`); it is loaded by rebuilding the
 newest version (or a given one) in a local folder, every file checked against
-its recorded digest, and reading it with :func:`~lsdask.persist.load_model`.
+its recorded digest, and reading it as a local model folder.
 A save interrupted anywhere leaves the previous version as the model. The
 folders a load rebuilds live until the process ends (a loaded model may read
 its files later), in the system's temporary folder.
@@ -18,38 +18,35 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lsdask.io.stores import VersionLog, download_folder, open_location, upload_folder
-from lsdask.io.stores.location import LOCAL_PROTOCOLS
-from lsdask.persist.saved_model import load_model, save_model
+from lsdask.io.stores import (
+    VersionLog,
+    download_folder,
+    is_store_url,
+    open_location,
+    upload_folder,
+)
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["is_store_url", "load_model_from_store", "save_model_to_store"]
+__all__ = ["is_store_url", "load_from_store", "save_to_store"]
 
 _REBUILT: list[str] = []
 
 
-def is_store_url(path: Any) -> bool:
-    """Whether ``path`` is a URL of a store (``s3://``, ``memory://``, ...), not a
-    local path or ``file://`` URL."""
-    if not isinstance(path, str) or "://" not in path:
-        return False
-    return path.split("://", 1)[0].lower() not in LOCAL_PROTOCOLS
-
-
-def save_model_to_store(
-    model: Any,
+def save_to_store(
+    write: Callable[[Path], Path],
     url: str,
     *,
     storage_options: Mapping[str, Any] | None = None,
     overwrite: bool = False,
 ) -> str:
-    """Save a fitted estimator at the store URL ``url`` (see the module); the URL
-    as printed. FileExistsError where a model is there and not ``overwrite``."""
+    """Save a model at the store URL ``url``: ``write(folder)`` writes its
+    folder, which is then committed (see the module); the URL as printed.
+    FileExistsError where a model is there and not ``overwrite``."""
     log = VersionLog(open_location(url, storage_options, parameter="path"))
     held = log.latest()
     if held is not None and not overwrite:
@@ -58,34 +55,34 @@ def save_model_to_store(
             "overwrite=True (--overwrite) to save a new version over it"
         )
     with tempfile.TemporaryDirectory(prefix="lsdask-save-") as tmp:
-        folder = save_model(model, Path(tmp) / "model")
+        folder = write(Path(tmp) / "model")
         version = upload_folder(log, folder, {"what": "lsdask model"})
-    logger.info("saved %s to %s, version %d", type(model).__name__, url, version.number)
+    logger.info("saved the model to %s, version %d", log.location.url, version.number)
     return log.location.url
 
 
-def load_model_from_store(
+def load_from_store(
+    read: Callable[[Path], Any],
     url: str,
     *,
     storage_options: Mapping[str, Any] | None = None,
     version: int | None = None,
-    client: Any = None,
 ) -> Any:
     """The model saved at the store URL ``url`` (its newest version, or
-    ``version``), as :func:`~lsdask.persist.load_model` returns it."""
+    ``version``): its folder rebuilt locally and given to ``read``."""
     log = VersionLog(open_location(url, storage_options, parameter="path"))
     found = log.latest() if version is None else log.read(version)
     if found is None:
         raise FileNotFoundError(
             f"no lsdask model at {log.location.url}: nothing was committed there (save one "
-            "with lsdask.persist.on_store.save_model_to_store, or `lsdask fit ... --save URL`)"
+            "with lsdask.persist.save_model(model, URL))"
         )
     tmp = tempfile.mkdtemp(prefix="lsdask-model-")
     if not _REBUILT:
         atexit.register(_remove_rebuilt)
     _REBUILT.append(tmp)
     folder = download_folder(log, found, Path(tmp) / "model")
-    return load_model(folder, client=client)
+    return read(folder)
 
 
 def _remove_rebuilt() -> None:

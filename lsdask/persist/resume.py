@@ -24,8 +24,10 @@ from typing import Any
 from lsdask.errors import DataError, FitInterrupted
 from lsdask.io import guarded
 from lsdask.io.locks import FolderLock
+from lsdask.io.stores import is_store_url
 from lsdask.learn.protocols import HasMoves
 from lsdask.persist.checkpoint import CheckpointDir
+from lsdask.persist.checkpoint_store import StoreMirror
 from lsdask.persist.memo_files import DiskMemo
 from lsdask.persist.model_config import model_from_config, model_to_config
 
@@ -114,10 +116,43 @@ def holding_checkpoint_folder(fit: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fit)
     def locked_fit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with checkpoint_lock(getattr(self, "checkpoint_dir", None)):
+        url = getattr(self, "checkpoint_dir", None)
+        if is_store_url(url):
+            return _fit_with_store_checkpoints(fit, self, url, *args, **kwargs)
+        with checkpoint_lock(url):
             return fit(self, *args, **kwargs)
 
     return locked_fit
+
+
+#: the working copies of store checkpoint folders of the fits under way, by folder
+_MIRRORS: dict[str, StoreMirror] = {}
+
+
+def _fit_with_store_checkpoints(fit: Callable[..., Any], est: Any, url: str, *args, **kwargs):
+    """Run ``fit`` with ``checkpoint_dir`` the working copy of the store location
+    ``url`` (:mod:`lsdask.persist.checkpoint_store`): locked, brought to the
+    newest version, committed after every checkpoint and at the end."""
+    algorithm = getattr(est, "algorithm", "memo")
+    if algorithm not in ("memo", "vb"):
+        raise ValueError(
+            f"checkpoint_dir {url}: checkpoints in a store are written for algorithm 'memo' "
+            f"and 'vb'; {algorithm!r} writes its own from the workers. Give a local folder "
+            "(on a file system every worker shares)"
+        )
+    mirror = StoreMirror(url, getattr(est, "storage_options", None))
+    folder = str(mirror.folder)
+    with checkpoint_lock(folder):
+        mirror.pull()
+        _MIRRORS[os.path.realpath(folder)] = mirror
+        est.checkpoint_dir = folder
+        try:
+            result = fit(est, *args, **kwargs)
+        finally:
+            est.checkpoint_dir = url
+            _MIRRORS.pop(os.path.realpath(folder), None)
+        mirror.push()  # what the fit wrote after its last checkpoint
+    return result
 
 
 def open_resume(settings: CheckpointSettings, asked: dict[str, Any]) -> dict[str, Any] | None:
@@ -312,8 +347,13 @@ def checkpointing(
     memo = folder.memo(len(keys), files, limits)
     config = {"model": model_to_config(model), "params": dict(settings.params)}
 
+    mirror = _MIRRORS.get(os.path.realpath(settings.folder))
+
     def write(state, memo_store, init_stats, best_stats=None):
-        return folder.write(state, memo_store, keys, config, init_stats, best_stats)
+        path = folder.write(state, memo_store, keys, config, init_stats, best_stats)
+        if mirror is not None:  # a working copy of a store location: commit it
+            mirror.push()
+        return path
 
     return memo, write
 

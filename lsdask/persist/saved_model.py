@@ -11,13 +11,15 @@ kind on purpose.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from lsdask.io import guarded
+from lsdask.io.stores import is_store_url
 from lsdask.persist import esvi_model, gmm, hdp, lda
 from lsdask.persist.model_dir import PARAMS_NAME, model_root, read_json
+from lsdask.persist.on_store import load_from_store, save_to_store
 from lsdask.persist.registry import kind_of
 
 __all__ = ["load_model", "save_model"]
@@ -39,11 +41,19 @@ _FORMATS = {
 }
 
 
-def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+def save_model(
+    model: Any,
+    path: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Path | str:
     """Save a fitted estimator to the directory ``path``, atomically, in the
     format of its kind (an :class:`lsdask.LDA` as :func:`~lsdask.persist.save_lda`
     does, a :class:`lsdask.GaussianMixture` as :func:`~lsdask.persist.save_gmm`, an
-    :class:`lsdask.HDP` as :func:`~lsdask.persist.hdp.save_hdp`).
+    :class:`lsdask.HDP` as :func:`~lsdask.persist.hdp.save_hdp`). A store URL
+    (``s3://bucket/models/m``, with ``storage_options``) gets the same folder as
+    its next version (:mod:`lsdask.persist.on_store`); the URL is returned.
 
     Raises
     ------
@@ -55,14 +65,27 @@ def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fa
     kind = kind_of(model)
     if kind not in _FORMATS:
         raise TypeError(f"no file format saves models of kind {kind!r} ({type(model).__name__})")
-    return _FORMATS[kind].save(model, path, overwrite=overwrite)
+    save = _FORMATS[kind].save
+    if is_store_url(path):
+        return save_to_store(
+            lambda folder: save(model, folder), str(path),
+            storage_options=storage_options, overwrite=overwrite,
+        )  # fmt: skip
+    return save(model, path, overwrite=overwrite)
 
 
-def load_model(path: str | os.PathLike[str], *, client: Any = None) -> Any:
+def load_model(
+    path: str | os.PathLike[str],
+    *,
+    client: Any = None,
+    storage_options: Mapping[str, Any] | None = None,
+    version: int | None = None,
+) -> Any:
     """Load the model saved at ``path`` by :func:`save_model` (or a format's own
     save function), as the estimator of the format its ``params.json`` records.
 
-    ``client`` becomes the loaded estimator's ``client`` (it is not saved).
+    ``client`` becomes the loaded estimator's ``client`` (it is not saved). A
+    store URL loads its newest version, or ``version``.
 
     Raises
     ------
@@ -72,6 +95,11 @@ def load_model(path: str | os.PathLike[str], *, client: Any = None) -> Any:
         If ``params.json`` names no format lsdask reads, or the files are
         corrupt or do not belong together (as the format's load function).
     """
+    if is_store_url(path):
+        return load_from_store(
+            lambda folder: load_model(folder, client=client), str(path),
+            storage_options=storage_options, version=version,
+        )  # fmt: skip
     root = model_root(path)
     if not guarded.is_file(root, PARAMS_NAME):
         raise FileNotFoundError(

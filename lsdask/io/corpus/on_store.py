@@ -400,20 +400,3 @@ def _read_vocab(log: VersionLog, version: Version) -> list[str]:
             f"{where}: the vocabulary object does not match the manifest's size and SHA-256"
         )
     return words
-
-
-def store_corpus_source(corpus: StoreCorpus) -> tuple[Any, list[str]]:
-    """Batches (one per row group, read by the task that loads it) and
-    vocabulary of a corpus in a store, as :func:`~lsdask.io.corpus.corpus_source`
-    gives them for a local one."""
-    from lsdask.io.corpus.source import CorpusRows
-    from lsdask.io.sources import BatchSource
-
-    if corpus.n_docs == 0:
-        raise DataError(f"corpus {corpus.path}: holds no documents; nothing to learn from")
-    V = corpus.vocab_size
-    batches = [CorpusRows(b, V) for b in corpus.batches]
-    source = BatchSource(
-        batches, [b.n_docs for b in corpus.batches], V, f"Parquet corpus {corpus.path}"
-    )
-    return source, corpus.vocab

@@ -15,7 +15,12 @@
 
 from lsdask.io.stores.exclusive import ConditionalWritesUnsupported, create_exclusive
 from lsdask.io.stores.folders import download_folder, upload_folder
-from lsdask.io.stores.location import Location, open_location, parse_storage_options
+from lsdask.io.stores.location import (
+    Location,
+    is_store_url,
+    open_location,
+    parse_storage_options,
+)
 from lsdask.io.stores.versions import CommitConflict, Version, VersionLog
 
 __all__ = [
@@ -26,6 +31,7 @@ __all__ = [
     "VersionLog",
     "create_exclusive",
     "download_folder",
+    "is_store_url",
     "open_location",
     "parse_storage_options",
     "upload_folder",

@@ -66,6 +66,15 @@ class Location:
         )
 
 
+def is_store_url(path: Any) -> bool:
+    """Whether ``path`` is the URL of a store (``s3://``, ``memory://``, ...),
+    not a local path or ``file://`` URL, which lsdask writes with its local
+    protocol."""
+    if not isinstance(path, str) or "://" not in path:
+        return False
+    return path.split("://", 1)[0].lower() not in LOCAL_PROTOCOLS
+
+
 def redact(url: str) -> str:
     """``url`` without a ``user:password@`` part, fit to print."""
     return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@", r"\1", url)
