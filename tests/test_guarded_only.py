@@ -32,7 +32,7 @@ _MODULE_CALLS = {
 _METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "unlink", "mkdir", "rmdir",
             "iterdir", "glob", "rglob", "touch", "symlink_to", "rename", "open"}  # fmt: skip
 #: receivers whose methods of those names are not file-system calls by path
-_SAFE_RECEIVERS = {"guarded", "Corpus"}
+_SAFE_RECEIVERS = {"guarded", "Corpus", "StoreCorpus"}
 
 #: (module, call) -> (how many, why it is safe)
 ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
@@ -46,10 +46,16 @@ ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ),
     ("io/stores/folders.py", "open"): (1, "reads a file of such a folder, listed as above"),
     ("io/stores/folders.py", ".mkdir"): (2, "the fresh folder a version is rebuilt in"),
-    ("persist/checkpoint_store.py", ".mkdir"): (1, "lsdask's working copy in its own cache"),
+    ("persist/checkpoint_store.py", ".mkdir"): (2, "lsdask's working copy in its own cache"),
+    ("persist/checkpoint_store.py", "os.scandir"): (
+        2,
+        "lists the working copy and a fresh rebuild of it (entries are not followed)",
+    ),
+    ("persist/checkpoint_store.py", "os.unlink"): (1, "a file of lsdask's working copy"),
+    ("persist/checkpoint_store.py", "os.rename"): (1, "a rebuilt entry into the working copy"),
+    ("persist/checkpoint_store.py", ".rmdir"): (1, "the emptied rebuild folder"),
     ("persist/checkpoint_store.py", ".read_text"): (1, "the working copy's version stamp"),
     ("persist/checkpoint_store.py", ".write_text"): (1, "the working copy's version stamp"),
-    ("persist/checkpoint_store.py", ".rename"): (1, "a rebuilt working copy into its place"),
     ("persist/checkpoint_store.py", "shutil.rmtree"): (2, "lsdask's own working copies"),
     ("persist/on_store.py", "shutil.rmtree"): (1, "the temporary folders a load rebuilt"),
     ("io/faults.py", ".write_text"): (1, "the test-only pause marker, a path the test names"),

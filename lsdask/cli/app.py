@@ -15,6 +15,7 @@ from lsdask.cli.options import local_cluster_from_args
 from lsdask.cli.parser import COMMANDS, build_parser
 from lsdask.config import NOTICE
 from lsdask.errors import ClusterError, FitInterrupted, LockError, Terminated, one_line
+from lsdask.io.stores import parse_storage_options, storage_settings
 from lsdask.jobs import commit
 from lsdask.kernels.cache import cache_dir, kernels_compiled
 
@@ -215,7 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             COMPILE_TIME, cache_dir(), extra=NOTICE,
         )  # fmt: skip
     try:
-        with local_cluster_from_args(args):
+        options = parse_storage_options(getattr(args, "storage_option", None) or [])
+        with local_cluster_from_args(args), storage_settings(options):
             return COMMANDS[args.command][1](args)
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"lsdask: error: {err}", file=sys.stderr)

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
-from lsdask.cli.options import add_execution, add_texts, add_verbose, client_from_args
+from lsdask.cli.options import (
+    add_execution,
+    add_texts,
+    add_verbose,
+    client_from_args,
+    path_or_url,
+)
 from lsdask.jobs.documents import TopDocuments, format_top_documents, top_documents
 from lsdask.validation import parse_positive_int
 
@@ -36,9 +41,11 @@ def add_parser(sub: Any) -> None:
             "the corpus, on a Dask cluster for a corpus of more than one row group."
         ),
     )
-    docs.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="saved model (LDA or HDP)")
     docs.add_argument(
-        "--corpus", type=Path, required=True, metavar="CORPUS",
+        "model_dir", type=path_or_url, metavar="MODEL_DIR", help="saved model (LDA or HDP)"
+    )
+    docs.add_argument(
+        "--corpus", type=path_or_url, required=True, metavar="CORPUS",
         help="Parquet corpus over the model's vocabulary (usually its training corpus)",
     )  # fmt: skip
     docs.add_argument(

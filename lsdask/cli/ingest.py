@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lsdask import config
-from lsdask.cli.options import add_verbose, out_path
+from lsdask.cli.options import add_storage_options, add_verbose, out_path, path_or_url
 from lsdask.io import guarded
 from lsdask.io.corpus.store import Corpus
 from lsdask.io.ingest.common import recorded_tokenizer
@@ -95,7 +95,7 @@ def add_parser(sub: Any) -> None:
         target = p.add_mutually_exclusive_group(required=True)
         target.add_argument("--out", type=out_path, help="corpus directory to write")
         target.add_argument(
-            "--append-to", type=Path, metavar="CORPUS",
+            "--append-to", type=path_or_url, metavar="CORPUS",
             help="add the documents to an existing corpus as a new part file: its "
             "vocabulary and tokenizer, doc_ids after its largest (retraining data)",
         )  # fmt: skip
@@ -112,6 +112,7 @@ def add_parser(sub: Any) -> None:
             f"a fraction such as 0.5 (1.0: all) (default {defaults['max_df']})",
         )  # fmt: skip
         p.add_argument("--max-vocab", type=parse_positive_int, help="keep at most N words")
+        add_storage_options(p)
         p.add_argument(
             "--vocab", type=Path, metavar="CORPUS_OR_VOCAB_TXT",
             help="impose the vocabulary of an existing corpus or a vocab.txt (one word a line)",

@@ -13,9 +13,9 @@ on it; ``topics`` and ``transform`` read a saved model
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import sys
-from pathlib import Path
 from typing import Any
 
 from lsdask.cli.ingest import add_lock_options
@@ -25,6 +25,7 @@ from lsdask.cli.options import (
     add_verbose,
     client_from_args,
     out_path,
+    path_or_url,
 )
 from lsdask.cli.params import add_params, params_from_args, run_params
 from lsdask.cli.tables import add_table_options, table_from_args
@@ -32,11 +33,14 @@ from lsdask.estimators.hdp import HDP
 from lsdask.estimators.lda import LDA
 from lsdask.estimators.params import HDP_PARAMS, LDA_PARAMS, Param
 from lsdask.io.locks import lock_settings
+from lsdask.io.stores import is_store_url
 from lsdask.jobs.corpus_lda import fit_corpus_lda, format_fit_report
 from lsdask.jobs.score import format_score, score_model
 from lsdask.jobs.table_lda import fit_table_lda
 from lsdask.jobs.topics import FORMATS, topic_report, write_report
 from lsdask.jobs.transform import format_transform_summary, transform_corpus
+from lsdask.persist.on_store import staged_for_store
+from lsdask.persist.resume import store_checkpoints
 from lsdask.validation import parse_nonnegative_int, parse_positive_int
 
 __all__ = [
@@ -83,7 +87,7 @@ def add_fit(sub: Any) -> None:
         ),
     )
     fit.add_argument(
-        "corpus", type=Path, nargs="?", metavar="CORPUS",
+        "corpus", type=path_or_url, nargs="?", metavar="CORPUS",
         help="Parquet corpus directory (or --table: a table read in place)",
     )  # fmt: skip
     add_table_options(fit.add_argument_group("a table read in place (docs/tables.md)"))
@@ -92,7 +96,9 @@ def add_fit(sub: Any) -> None:
         "--out", type=out_path, required=True, metavar="MODEL_DIR", help="model folder"
     )
     output.add_argument("--overwrite", action="store_true", help="replace an existing MODEL_DIR")
-    output.add_argument("--heldout", type=Path, metavar="CORPUS", help="heldout corpus to score")
+    output.add_argument(
+        "--heldout", type=path_or_url, metavar="CORPUS", help="heldout corpus to score"
+    )
     model = fit.add_argument_group("the model")
     model.add_argument(
         "--model", choices=("lda", "hdp"), default="lda",
@@ -173,6 +179,33 @@ def build_fit_model(args: argparse.Namespace) -> LDA:
 
 
 def run_fit(args: argparse.Namespace) -> int:
+    """``lsdask fit``; a store URL as ``--out`` or checkpoint folder is written
+    through a local folder committed to the store (docs/storage.md)."""
+    out_url = args.out if is_store_url(args.out) else None
+    with contextlib.ExitStack() as stack:
+        if out_url is not None:
+            overwrite = args.overwrite or args.resume is not None
+            args.out = stack.enter_context(staged_for_store(out_url, overwrite=overwrite))
+        folder = args.resume or args.checkpoint
+        if is_store_url(folder):
+            algorithm = getattr(args, "algorithm", "memo")
+            local = stack.enter_context(store_checkpoints(str(folder), None, algorithm))
+            given = (args.resume, args.checkpoint)  # what messages name
+            stack.callback(lambda: setattr(args, "resume", given[0]))
+            stack.callback(lambda: setattr(args, "checkpoint", given[1]))
+            if args.resume is not None:
+                args.resume = local
+            else:
+                args.checkpoint = local
+        report, title = _fit(args)
+    if out_url is not None:
+        report.model_dir = out_url
+    print(format_fit_report(report, title=title))
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> tuple[Any, str]:
+    """Run the fit job of ``args``: its report and the report's title."""
     table = table_from_args(args, args.corpus)
     model = build_fit_model(args)
     if table is not None:
@@ -188,8 +221,7 @@ def run_fit(args: argparse.Namespace) -> int:
                 )
             except ImportError as err:  # a store's or deltalake's package: one line
                 raise ValueError(str(err)) from err
-        print(format_fit_report(report, title=f"lsdask fit --table {args.table}"))
-        return 0
+        return report, f"lsdask fit --table {args.table}"
     # the checkpoint folder's lock: another fit on it is waited for or refused
     with lock_settings(wait=args.wait, enabled=not args.no_lock):
         report = fit_corpus_lda(
@@ -200,8 +232,7 @@ def run_fit(args: argparse.Namespace) -> int:
             overwrite=args.overwrite or args.resume is not None,
             command_id=command_id(getattr(args, "command_line", None)),
         )
-    print(format_fit_report(report, title=f"lsdask fit {args.corpus}"))
-    return 0
+    return report, f"lsdask fit {args.corpus}"
 
 
 def command_id(argv: list[str] | None) -> str | None:
@@ -224,11 +255,11 @@ def add_topics(sub: Any) -> None:
             "--format json or csv exports the topics with their words' probabilities."
         ),
     )
-    topics.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="saved model")
+    topics.add_argument("model_dir", type=path_or_url, metavar="MODEL_DIR", help="saved model")
     topics.add_argument(
         "--top", type=parse_positive_int, default=10, help="words per topic (default 10)"
     )
-    topics.add_argument("--corpus", type=Path, metavar="CORPUS", help="corpus for coherence")
+    topics.add_argument("--corpus", type=path_or_url, metavar="CORPUS", help="corpus for coherence")
     topics.add_argument(
         "--format", choices=tuple(FORMATS), default="text",
         help="text (default: a table), json (one object) or csv (one row per topic)",
@@ -262,9 +293,12 @@ def add_score(sub: Any) -> None:
             "document-topic prior (its learned alpha_k where it learned them)."
         ),
     )
-    score.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="saved model")
+    score.add_argument("model_dir", type=path_or_url, metavar="MODEL_DIR", help="saved model")
     score.add_argument(
-        "heldout", type=Path, metavar="HELDOUT_CORPUS", help="Parquet corpus over its vocabulary"
+        "heldout",
+        type=path_or_url,
+        metavar="HELDOUT_CORPUS",
+        help="Parquet corpus over its vocabulary",
     )
     score.add_argument(
         "--seed", type=parse_nonnegative_int, default=0,
@@ -290,9 +324,9 @@ def add_transform(sub: Any) -> None:
         ),
     )
     transform.add_argument(
-        "model_dir", type=Path, metavar="MODEL_DIR", help="saved model (LDA or HDP)"
+        "model_dir", type=path_or_url, metavar="MODEL_DIR", help="saved model (LDA or HDP)"
     )
-    transform.add_argument("corpus", type=Path, metavar="CORPUS", help="Parquet corpus")
+    transform.add_argument("corpus", type=path_or_url, metavar="CORPUS", help="Parquet corpus")
     transform.add_argument("--out", type=out_path, required=True, help="Parquet file to write")
     transform.add_argument("--overwrite", action="store_true", help="replace an existing file")
     add_execution(transform, scheduler=True)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lsdask.io.stores import is_store_url
 from lsdask.jobs.cluster import DEFAULT_WORKERS, dask_client
 from lsdask.validation import parse_positive_int
 
@@ -16,21 +17,44 @@ __all__ = [
     "add_checkpoints",
     "add_execution",
     "add_fit_options",
+    "add_storage_options",
     "add_texts",
     "add_verbose",
     "client_from_args",
     "local_cluster_from_args",
     "out_path",
+    "path_or_url",
 ]
 
 
-def out_path(text: str) -> Path:
+def path_or_url(text: str) -> Path | str:
+    """A local path, or a store URL (``s3://bucket/prefix``: kept as text, which a
+    Path would fold)."""
+    if is_store_url(text):
+        return text
+    return Path(text)
+
+
+def out_path(text: str) -> Path | str:
     """An output path; ``.`` or ``..`` made absolute, so that it has a name
-    (outputs are written under a temporary sibling name, then renamed)."""
+    (outputs are written under a temporary sibling name, then renamed); a store
+    URL as it is."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path; name the output")
+    if is_store_url(text):
+        return text
     path = Path(text)
     return path.resolve() if path.name in ("", ".", "..") else path
+
+
+def add_storage_options(parser: argparse._ActionsContainer) -> None:
+    """``--storage-option KEY=VALUE`` (repeatable): fsspec options of the store
+    URLs the command reads or writes."""
+    parser.add_argument(
+        "--storage-option", action="append", metavar="KEY=VALUE", default=None,
+        help="an option of the file system of store URLs (fsspec), e.g. anon=true or "
+        "client_kwargs.endpoint_url=http://host:9000 (repeatable; docs/storage.md)",
+    )  # fmt: skip
 
 
 def add_verbose(parser: argparse._ActionsContainer, default: Any) -> None:
@@ -104,11 +128,11 @@ def add_checkpoints(parser: argparse._ActionsContainer, resume_help: str) -> Non
     finished run does when resumed)."""
     checkpoints = parser.add_mutually_exclusive_group()
     checkpoints.add_argument(
-        "--checkpoint", type=Path, metavar="DIR",
+        "--checkpoint", type=path_or_url, metavar="DIR",
         help="write a checkpoint to DIR after every lap and on Ctrl-C/SIGTERM",
     )  # fmt: skip
     checkpoints.add_argument(
-        "--resume", type=Path, metavar="DIR",
+        "--resume", type=path_or_url, metavar="DIR",
         help=f"continue the checkpoint in DIR (a fresh start if it holds none); {resume_help}",
     )  # fmt: skip
 

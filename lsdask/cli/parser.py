@@ -7,9 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 from lsdask.cli import demo, documents, gmm, ingest, lda, patches, report
-from lsdask.cli.options import add_verbose
+from lsdask.cli.options import add_storage_options, add_verbose
 
 __all__ = ["COMMANDS", "build_parser"]
+
+#: the commands that read or write corpora and models, which may be in stores
+ON_STORES = ("fit", "topics", "score", "transform", "docs", "report")  # ingest: per format
 
 #: each command's name, the function that adds its parser and the one that runs it
 COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace], int]]] = {
@@ -34,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_verbose(parser, False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for add, _ in COMMANDS.values():
+    for name, (add, _) in COMMANDS.items():
         add(sub)
+        if name in ON_STORES:
+            add_storage_options(sub.choices[name])
     return parser

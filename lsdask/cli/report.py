@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from lsdask.cli.options import add_execution, add_texts, add_verbose, client_from_args, out_path
+from lsdask.cli.options import (
+    add_execution,
+    add_texts,
+    add_verbose,
+    client_from_args,
+    out_path,
+    path_or_url,
+)
 from lsdask.jobs.report import format_summary, write_report
 from lsdask.validation import parse_positive_int
 
@@ -25,9 +31,9 @@ def add_parser(sub: Any) -> None:
             "weights, and the fit's ELBO, heldout and K traces."
         ),
     )
-    report.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="saved model")
+    report.add_argument("model_dir", type=path_or_url, metavar="MODEL_DIR", help="saved model")
     report.add_argument(
-        "--corpus", type=Path, metavar="CORPUS",
+        "--corpus", type=path_or_url, metavar="CORPUS",
         help="Parquet corpus over the model's vocabulary (usually its training corpus): "
         "word frequencies, coherence and top documents (without it: none of these)",
     )  # fmt: skip

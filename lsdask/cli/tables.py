@@ -18,7 +18,7 @@ __all__ = ["TABLE_OPTIONS", "add_table_options", "table_from_args"]
 #: the destinations of the table options (absent from the namespace unless given)
 TABLE_OPTIONS = (
     "table", "delta", "table_version", "tokens_column", "counts_column", "text_column",
-    "vocabulary", "storage_option", "min_df", "max_df", "max_vocab",
+    "vocabulary", "min_df", "max_df", "max_vocab",
 )  # fmt: skip
 
 
@@ -55,11 +55,6 @@ def add_table_options(group: argparse._ActionsContainer) -> None:
         "--vocabulary", metavar="FILE_OR_URL", default=hidden,
         help="the words the token ids index, one per line (a model's vocab.txt); with "
         "--text-column, default: built from the table (--min-df, --max-df, --max-vocab)",
-    )  # fmt: skip
-    group.add_argument(
-        "--storage-option", action="append", metavar="KEY=VALUE", default=hidden,
-        help="an option of the table's file system (fsspec), e.g. anon=true or "
-        "client_kwargs.endpoint_url=http://host:9000 (repeatable)",
     )  # fmt: skip
     group.add_argument(
         "--min-df", type=_count_or_fraction, default=hidden,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lsdask.io.ingest.common import IngestSummary
+from lsdask.io.stores import is_store_url
 from lsdask.jobs import commit
 from lsdask.jobs.wording import plural
 
@@ -183,6 +184,8 @@ def run_ingest(
             f"({', '.join(INGEST_KINDS[kind])}); got {len(inputs)}"
         )
     kwargs = {k: v for k, v in (options or {}).items() if v is not None}
+    if append and is_store_url(out_dir):
+        return _append_to_store(functions[kind], inputs, str(out_dir), kwargs, vocab, progress)
     if append:
         return _append(functions[kind], inputs, out_dir, kwargs, vocab, progress, wait, lock)
     imposed = read_vocab_arg(vocab)
@@ -246,6 +249,49 @@ def _append(
             remove_tree(staging)
     return AppendSummary(
         **{**summary, "path": str(target.path), "n_batches": len(added)},
+        appended_part=added[0].file if added else None,
+        corpus_docs=target.n_docs,
+    )
+
+
+def _append_to_store(
+    function: Any,
+    inputs: list[str | os.PathLike[str]],
+    url: str,
+    kwargs: dict[str, Any],
+    vocab: Any,
+    progress: bool | None,
+) -> AppendSummary:
+    """``run_ingest(..., append=True)`` into a corpus in a store: ingest into a
+    local temporary corpus over the target's words, then append its documents
+    as the target's next version (:meth:`StoreCorpus.append`; two appends at
+    once both land)."""
+    import tempfile
+
+    from lsdask.io.corpus.on_store import StoreCorpus
+    from lsdask.io.corpus.store import Corpus
+
+    if vocab is not None:
+        raise ValueError(
+            "appending to a corpus imposes that corpus's vocabulary; drop --vocab (vocab=)"
+        )
+    target = StoreCorpus.open(url)
+    keep_ids = bool(kwargs.get("id_field") or kwargs.get("id_column"))
+    with tempfile.TemporaryDirectory(prefix="lsdask-append-") as tmp:
+        staging = Path(tmp) / "staging"
+        summary = function(*inputs, staging, progress=progress, vocab=target.vocab, **kwargs)
+        staged = Corpus.open(staging)
+        documents = (
+            (int(batch.doc_ids[d]), *batch.doc(d))
+            for part in staged.batches
+            for batch in (part.load(),)
+            for d in range(batch.n_docs)
+        )
+        key = _command_key(function, inputs, kwargs)
+        added = target.append(documents, origin={"command": key}, renumber=not keep_ids)
+    commit.committed(f"the corpus {target.path}")
+    return AppendSummary(
+        **{**summary, "path": target.path, "n_batches": len(added)},
         appended_part=added[0].file if added else None,
         corpus_docs=target.n_docs,
     )

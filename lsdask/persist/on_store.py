@@ -14,11 +14,12 @@ its files later), in the system's temporary folder.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,35 @@ from lsdask.io.stores import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["is_store_url", "load_from_store", "save_to_store"]
+__all__ = ["is_store_url", "load_from_store", "save_to_store", "staged_for_store"]
 
 _REBUILT: list[str] = []
+
+
+@contextlib.contextmanager
+def staged_for_store(
+    url: str,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+    what: str = "lsdask model",
+) -> Iterator[Path]:
+    """A local folder (not yet made) to write a model into; when the block ends
+    without an error, the folder is committed as the next version at the store
+    URL ``url``. FileExistsError at once where a model is there and not
+    ``overwrite``."""
+    log = VersionLog(open_location(url, storage_options, parameter="path"))
+    held = log.latest()
+    if held is not None and not overwrite:
+        raise FileExistsError(
+            f"{log.location.url} holds a saved model already (version {held.number}); pass "
+            "overwrite=True (--overwrite) to save a new version over it"
+        )
+    with tempfile.TemporaryDirectory(prefix="lsdask-save-") as tmp:
+        folder = Path(tmp) / "model"
+        yield folder
+        version = upload_folder(log, folder, {"what": what})
+    logger.info("saved %s to %s, version %d", what, log.location.url, version.number)
 
 
 def save_to_store(
@@ -47,18 +74,9 @@ def save_to_store(
     """Save a model at the store URL ``url``: ``write(folder)`` writes its
     folder, which is then committed (see the module); the URL as printed.
     FileExistsError where a model is there and not ``overwrite``."""
-    log = VersionLog(open_location(url, storage_options, parameter="path"))
-    held = log.latest()
-    if held is not None and not overwrite:
-        raise FileExistsError(
-            f"{log.location.url} holds a saved model already (version {held.number}); pass "
-            "overwrite=True (--overwrite) to save a new version over it"
-        )
-    with tempfile.TemporaryDirectory(prefix="lsdask-save-") as tmp:
-        folder = write(Path(tmp) / "model")
-        version = upload_folder(log, folder, {"what": "lsdask model"})
-    logger.info("saved the model to %s, version %d", log.location.url, version.number)
-    return log.location.url
+    with staged_for_store(url, storage_options=storage_options, overwrite=overwrite) as folder:
+        write(folder)
+    return open_location(url, storage_options).url
 
 
 def load_from_store(

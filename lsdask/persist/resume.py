@@ -93,7 +93,12 @@ def checkpoint_lock(
         # None, a value the estimator's checks refuse, or a folder open_resume refuses
         # (no lock file is written into it)
         return contextlib.nullcontext()
-    return FolderLock(folder, "checkpoint folder", _ADVICE, wait=wait, enabled=enabled)
+    # a store location's working copy is held from its pull to its last commit
+    # (store_checkpoints); the fit and the job inside that take it again
+    mirrored = os.path.realpath(folder) in _MIRRORS
+    return FolderLock(
+        folder, "checkpoint folder", _ADVICE, wait=wait, enabled=enabled, reentrant=mirrored
+    )
 
 
 def _foreign(root: Path) -> list[str]:
@@ -131,28 +136,43 @@ _MIRRORS: dict[str, StoreMirror] = {}
 
 def _fit_with_store_checkpoints(fit: Callable[..., Any], est: Any, url: str, *args, **kwargs):
     """Run ``fit`` with ``checkpoint_dir`` the working copy of the store location
-    ``url`` (:mod:`lsdask.persist.checkpoint_store`): locked, brought to the
-    newest version, committed after every checkpoint and at the end."""
-    algorithm = getattr(est, "algorithm", "memo")
+    ``url`` (:func:`store_checkpoints`)."""
+    options = getattr(est, "storage_options", None)
+    with store_checkpoints(url, options, getattr(est, "algorithm", "memo")) as folder:
+        est.checkpoint_dir = str(folder)
+        try:
+            return fit(est, *args, **kwargs)
+        finally:
+            est.checkpoint_dir = url
+
+
+@contextlib.contextmanager
+def store_checkpoints(
+    url: str, storage_options: Any = None, algorithm: str = "memo"
+) -> Iterator[Path]:
+    """The local working copy of the checkpoint location ``url`` in a store
+    (:mod:`lsdask.persist.checkpoint_store`), locked and brought to the newest
+    version; every checkpoint written into it is committed to the store (by
+    :func:`checkpointing`), and what is there when the block ends without an
+    error too."""
     if algorithm not in ("memo", "vb"):
         raise ValueError(
             f"checkpoint_dir {url}: checkpoints in a store are written for algorithm 'memo' "
             f"and 'vb'; {algorithm!r} writes its own from the workers. Give a local folder "
             "(on a file system every worker shares)"
         )
-    mirror = StoreMirror(url, getattr(est, "storage_options", None))
-    folder = str(mirror.folder)
-    with checkpoint_lock(folder):
+    mirror = StoreMirror(url, storage_options)
+    key = os.path.realpath(mirror.folder)
+    if key in _MIRRORS:
+        raise ValueError(f"checkpoint_dir {url}: already in use by a fit of this process")
+    with checkpoint_lock(str(mirror.folder)):
         mirror.pull()
-        _MIRRORS[os.path.realpath(folder)] = mirror
-        est.checkpoint_dir = folder
+        _MIRRORS[key] = mirror
         try:
-            result = fit(est, *args, **kwargs)
+            yield mirror.folder
         finally:
-            est.checkpoint_dir = url
-            _MIRRORS.pop(os.path.realpath(folder), None)
-        mirror.push()  # what the fit wrote after its last checkpoint
-    return result
+            _MIRRORS.pop(key, None)
+        mirror.push()  # what was written after the last checkpoint
 
 
 def open_resume(settings: CheckpointSettings, asked: dict[str, Any]) -> dict[str, Any] | None:

@@ -24,7 +24,7 @@ import hashlib
 import logging
 import math
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -220,7 +220,7 @@ class StoreCorpus:
         storage_options: Mapping[str, Any] | None = None,
         docs_per_row_group: int = DEFAULT_DOCS_PER_ROW_GROUP,
         docs_per_file: int = DEFAULT_DOCS_PER_FILE,
-        ingest_info: Mapping[str, Any] | None = None,
+        ingest_info: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
         overwrite: bool = False,
         single_writer: bool = False,
     ) -> StoreCorpus:
@@ -233,12 +233,7 @@ class StoreCorpus:
         log = VersionLog(
             open_location(url, storage_options, parameter="out"), single_writer=single_writer
         )
-        parent = log.latest()
-        if parent is not None and not overwrite:
-            raise FileExistsError(
-                f"{log.location.url} holds a corpus already (version {parent.number}); append "
-                "to it, or pass overwrite=True to replace it"
-            )
+        parent = _check_target(log, overwrite)
         digest = vocabulary_digest(words)
         vocab_object = log.put_object("".join(f"{w}\n" for w in words).encode(), ".vocab")
         groups = _doc_groups(docs, len(words), rows, 0)
@@ -252,7 +247,7 @@ class StoreCorpus:
             "vocab_sha256": digest,
             "docs_per_row_group": rows,
             "created": _now(),
-            "ingest": dict(ingest_info or {}),
+            "ingest": dict((ingest_info() if callable(ingest_info) else ingest_info) or {}),
             "next_doc_id": next_id,
             **_totals(entries),
             "batches": entries,
@@ -264,13 +259,32 @@ class StoreCorpus:
         )  # fmt: skip
         return cls(log, committed, words)
 
-    def append(self, docs: Any, *, origin: Mapping[str, Any] | None = None) -> list[Any]:
+    @classmethod
+    def check_target(
+        cls, url: str, overwrite: bool = False, storage_options: Mapping[str, Any] | None = None
+    ) -> None:
+        """Refuse (FileExistsError) to write a corpus at ``url`` where one is and
+        not ``overwrite``, before any work is done."""
+        _check_target(VersionLog(open_location(url, storage_options, parameter="out")), overwrite)
+
+    def append(
+        self,
+        docs: Any,
+        *,
+        origin: Mapping[str, Any] | None = None,
+        renumber: bool | None = None,
+    ) -> list[Any]:
         """Add documents as new part objects and commit them as the next version
         (made again on another writer's version where that one won the race).
-        The new batches; empty where ``docs`` holds none."""
+        ``renumber``: number the documents after the corpus's (default for a
+        sparse matrix) rather than keep the ids given (default for
+        ``(doc_id, word_ids, counts)`` items). The new batches; empty where
+        ``docs`` holds none."""
         digest = vocabulary_digest(self._vocab)
-        relative = sp.issparse(docs)  # rows numbered from 0, offset at the commit
+        relative = sp.issparse(docs) if renumber is None else bool(renumber)
         groups = _doc_groups(docs, self.vocab_size, self.docs_per_row_group, 0)
+        if relative and not sp.issparse(docs):
+            groups = _numbered_from_zero(groups)
         per_file = max(1, DEFAULT_DOCS_PER_FILE // self.docs_per_row_group)
         entries = _put_parts(self._log, groups, per_file, digest)
         if not entries:
@@ -315,6 +329,26 @@ class StoreCorpus:
             doc_id_offset=int(entry.get("doc_id_offset", 0)),
             storage_options=dict(location.storage_options),
         )
+
+
+def _numbered_from_zero(groups: Iterable[DocBatch]) -> Iterable[DocBatch]:
+    """The row groups with their documents numbered 0, 1, ... across them."""
+    first = 0
+    for group in groups:
+        yield replace(group, doc_ids=np.arange(first, first + group.n_docs, dtype=np.int64))
+        first += group.n_docs
+
+
+def _check_target(log: VersionLog, overwrite: bool) -> Version | None:
+    """The newest version at ``log`` (None: no corpus yet); FileExistsError where
+    there is one and not ``overwrite``."""
+    parent = log.latest()
+    if parent is not None and not overwrite:
+        raise FileExistsError(
+            f"{log.location.url} holds a corpus already (version {parent.number}); append to "
+            "it, or pass overwrite=True (--overwrite) to replace it"
+        )
+    return parent
 
 
 def _put_parts(

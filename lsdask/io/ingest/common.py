@@ -38,11 +38,13 @@ from lsdask.config import (
     DEFAULT_PHRASE_THRESHOLD,
 )
 from lsdask.errors import DataError
+from lsdask.io.corpus.on_store import StoreCorpus
 from lsdask.io.corpus.store import Corpus, check_out_dir
 from lsdask.io.ingest.mail import clean_mail
 from lsdask.io.ingest.options import IngestOptions, PathLike, TextIngestOptions, VocabArg
 from lsdask.io.ingest.phrases import PHRASE_DELIMITER, PhraseCounter, join_phrases
 from lsdask.io.ingest.words import Tokenizer, VocabularyBuilder, encode, select_vocabulary
+from lsdask.io.stores import is_store_url
 
 logger = logging.getLogger(__name__)
 
@@ -382,6 +384,14 @@ class IngestSummary(Mapping[str, Any]):
         return [f.name for f in fields(self)]
 
 
+def _check_out(out_dir: PathLike, overwrite: bool) -> None:
+    """Refuse an output that exists (unless ``overwrite``) before the work starts."""
+    if is_store_url(out_dir):
+        StoreCorpus.check_target(str(out_dir), overwrite)
+    else:
+        check_out_dir(out_dir, overwrite)
+
+
 def _write_corpus(
     out_dir: PathLike,
     documents: Iterator[tuple[int, np.ndarray, np.ndarray]],
@@ -389,7 +399,18 @@ def _write_corpus(
     ingest_info: Callable[[], dict[str, Any]],
     options: IngestOptions,
 ) -> Corpus:
-    """:meth:`Corpus.write` with the output options of an ingest."""
+    """:meth:`Corpus.write` with the output options of an ingest (a store URL:
+    :meth:`~lsdask.io.corpus.on_store.StoreCorpus.write`)."""
+    if is_store_url(out_dir):
+        return StoreCorpus.write(  # type: ignore[return-value]
+            str(out_dir),
+            documents,
+            words,
+            docs_per_row_group=options.docs_per_row_group,
+            docs_per_file=options.docs_per_file,
+            ingest_info=ingest_info,
+            overwrite=options.overwrite,
+        )
     return Corpus.write(
         out_dir,
         documents,
@@ -562,7 +583,7 @@ def _ingest_texts(
 ) -> IngestSummary:
     """Two passes over raw text: document frequencies, then encode and write;
     with ``phrases``, a first pass counts the pairs of words to join."""
-    check_out_dir(out_dir, options.overwrite)
+    _check_out(out_dir, options.overwrite)
     vocab = _opened(options.vocab)
     tokenizer = _tokenizer_for(options.tokenizer, vocab)
     cleaning = _cleaning_for(options, vocab)
@@ -686,7 +707,7 @@ def _bag_vocabulary(
 
 def _ingest_bags(source: _BagSource, out_dir: PathLike, options: IngestOptions) -> IngestSummary:
     """Bags of words over the file's vocabulary, imposed or pruned, written."""
-    check_out_dir(out_dir, options.overwrite)
+    _check_out(out_dir, options.overwrite)
     words, id_map, vocabulary, vocab_from = _bag_vocabulary(source, options)
     counts = _Counts(oov_mask=np.zeros(len(source.words), dtype=bool), names=None)
 

@@ -20,6 +20,7 @@ from lsdask.io.stores.location import (
     is_store_url,
     open_location,
     parse_storage_options,
+    storage_settings,
 )
 from lsdask.io.stores.versions import CommitConflict, Version, VersionLog
 
@@ -34,5 +35,6 @@ __all__ = [
     "is_store_url",
     "open_location",
     "parse_storage_options",
+    "storage_settings",
     "upload_folder",
 ]

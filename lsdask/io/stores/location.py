@@ -10,16 +10,35 @@ objects on the worker that runs it.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import os
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 #: fsspec's names for the local file system
 LOCAL_PROTOCOLS = frozenset({"file", "local"})
+
+#: the options of store URLs opened without options of their own (``--storage-option``)
+_DEFAULT_OPTIONS: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "lsdask_storage_options", default=None
+)
+
+
+@contextlib.contextmanager
+def storage_settings(options: Mapping[str, Any] | None) -> Iterator[None]:
+    """Use ``options`` for the store URLs opened inside the block without options
+    of their own (in this thread): the command line's ``--storage-option``s."""
+    token = _DEFAULT_OPTIONS.set(dict(options or {}))
+    try:
+        yield
+    finally:
+        _DEFAULT_OPTIONS.reset(token)
+
 
 #: a name below a location: no separators, no dot names, nothing that could climb out
 _PLAIN_NAME = re.compile(r"^(?!\.{1,2}$)[^/\\\x00\n]+$")
@@ -91,13 +110,14 @@ def open_location(
     ``parameter`` names the argument in error messages: an unknown protocol,
     a protocol whose package is not installed, or options the file system
     does not take are reported as a ValueError or ImportError that says how
-    to fix them."""
+    to fix them. ``storage_options`` None: those of :func:`storage_settings`."""
     import fsspec.core
 
     text = os.fspath(url)
     if not isinstance(text, str) or not text:
         raise ValueError(f"{parameter}: expected a path or URL; got {url!r}")
-    options = dict(storage_options or {})
+    chosen = _DEFAULT_OPTIONS.get() if storage_options is None else storage_options
+    options = dict(chosen or {})
     shown = redact(text)
     protocol = text.split("://", 1)[0] if "://" in text else "file"
     try:
