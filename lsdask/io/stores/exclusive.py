@@ -77,7 +77,7 @@ def check_conditional_writes(location: Location, *, single_writer: bool = False)
             f"{location.url}: the {location.protocol}:// file system cannot create an object "
             "only if it is absent, so two writers could both commit the same version and "
             "one's data would be lost. lsdask does not write there unless told that one "
-            "process at a time writes: pass single_writer=True (--single-writer)"
+            "process at a time writes: pass single_writer=True"
         )
     key = (
         location.protocol,
@@ -96,7 +96,7 @@ def check_conditional_writes(location: Location, *, single_writer: bool = False)
             f"{location.url}: the store refused a conditional create ({one_line(exc)}); "
             "lsdask commits versions with one, so that two writers never both commit. "
             "Use a store that supports If-None-Match writes, or pass single_writer=True "
-            "(--single-writer) if one process at a time writes there"
+            "if one process at a time writes there"
         ) from exc
     finally:
         _remove_quietly(location.fs, probe)
@@ -105,7 +105,7 @@ def check_conditional_writes(location: Location, *, single_writer: bool = False)
             f"{location.url}: the store accepted a second create of the same object "
             "(it ignores If-None-Match), so two writers could both commit the same version. "
             "Use a store that honours conditional writes, or pass single_writer=True "
-            "(--single-writer) if one process at a time writes there"
+            "if one process at a time writes there"
         )
     with _PROBED_LOCK:
         _PROBED.add(key)
