@@ -55,6 +55,7 @@ def test_a_checkpoint_is_rebuilt_on_another_machine(
     assert got == {"memo/b000000-r-1.npz": b"memo", "LATEST": b"ckpt-00001\n"}
 
 
+@pytest.mark.parametrize("store", ["memory"], indirect=True)  # S3 adds nothing here
 def test_a_copy_that_is_the_newest_version_is_kept(
     store: tuple[str, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -68,6 +69,7 @@ def test_a_copy_that_is_the_newest_version_is_kept(
     assert again.pull() == folder and (folder / "written-after-the-push").exists()
 
 
+@pytest.mark.parametrize("store", ["memory"], indirect=True)  # S3 adds nothing here
 def test_two_fits_on_one_location_the_second_commit_is_refused(
     store: tuple[str, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -69,6 +69,7 @@ def test_unchanged_files_keep_their_objects(log: VersionLog, tmp_path: Path) -> 
     assert _read(download_folder(log, log.read(2), tmp_path / "v2"))["params.json"] == b'{"k": 4}'
 
 
+@pytest.mark.parametrize("log", ["memory"], indirect=True)  # S3 adds nothing here
 def test_a_second_writer_is_told(log: VersionLog, tmp_path: Path) -> None:
     src = _folder(tmp_path / "src", FILES)
     upload_folder(log, src)
@@ -91,6 +92,7 @@ def _race(log: VersionLog, src: Path, stale: Any) -> None:
         log.latest = original  # type: ignore[method-assign]
 
 
+@pytest.mark.parametrize("log", ["memory"], indirect=True)  # S3 adds nothing here
 def test_a_damaged_object_is_caught_on_download(log: VersionLog, tmp_path: Path) -> None:
     src = _folder(tmp_path / "src", FILES)
     version = upload_folder(log, src)
@@ -102,6 +104,7 @@ def test_a_damaged_object_is_caught_on_download(log: VersionLog, tmp_path: Path)
         download_folder(log, version, tmp_path / "back")
 
 
+@pytest.mark.parametrize("log", ["memory"], indirect=True)  # S3 adds nothing here
 @pytest.mark.parametrize("rel", ["../outside", "a/../../b", "/abs", "a//b", ""])
 def test_a_crafted_file_list_cannot_write_outside(
     log: VersionLog, tmp_path: Path, rel: str
@@ -115,6 +118,7 @@ def test_a_crafted_file_list_cannot_write_outside(
     assert not (tmp_path / "outside").exists() and not (tmp_path / "b").exists()
 
 
+@pytest.mark.parametrize("log", ["memory"], indirect=True)  # S3 adds nothing here
 def test_a_link_in_the_folder_is_refused(log: VersionLog, tmp_path: Path) -> None:
     src = _folder(tmp_path / "src", {"x": b"1"})
     (src / "link").symlink_to(tmp_path / "elsewhere")
@@ -122,6 +126,7 @@ def test_a_link_in_the_folder_is_refused(log: VersionLog, tmp_path: Path) -> Non
         upload_folder(log, src)
 
 
+@pytest.mark.parametrize("log", ["memory"], indirect=True)  # S3 adds nothing here
 def test_a_version_that_is_not_a_folder_is_refused(log: VersionLog, tmp_path: Path) -> None:
     version = log.commit({"kind": "corpus"}, None)
     with pytest.raises(DataError, match="not a folder version"):

@@ -255,6 +255,7 @@ def test_two_processes_append_at_once(s3_bucket: str, s3_endpoint: str) -> None:
     assert latest.number == 16
 
 
+@pytest.mark.parametrize("store", ["memory"], indirect=True)  # S3 adds nothing here
 def test_a_lagging_or_bad_hint_costs_no_version(store: tuple[str, dict[str, Any]]) -> None:
     log = _log(*store)
     v = None
@@ -274,6 +275,7 @@ def test_a_lagging_or_bad_hint_costs_no_version(store: tuple[str, dict[str, Any]
         (lambda d: d.update(format="other"), "not an lsdask-version document"),
     ],
 )
+@pytest.mark.parametrize("store", ["memory"], indirect=True)  # S3 adds nothing here
 def test_a_damaged_version_is_named(
     store: tuple[str, dict[str, Any]], edit: Any, message: str
 ) -> None:
