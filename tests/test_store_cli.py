@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from lsdask.io.corpus.on_store import StoreCorpus
@@ -80,6 +81,13 @@ def test_ingest_fit_topics_and_score_on_s3(
     score = _lsdask("score", model, corpus, options=flags)
     assert score.returncode == 0, score.stderr
     assert "nats/token" in score.stdout
+    weights = f"{s3_bucket}/weights.parquet"
+    done = _lsdask("transform", model, corpus, "--out", weights, "--sync", options=flags)
+    assert done.returncode == 0, done.stderr
+    location = open_location(weights, options)
+    with location.fs.open(location.root, "rb") as f:
+        table = pq.read_table(f)
+    assert table.num_rows == 160 and sorted(table.column("doc_id").to_pylist()) == list(range(160))
     again = _lsdask(
         "fit", corpus, "--out", model, "--topics", "2", "--laps", "1", "--sync", options=flags
     )

@@ -83,6 +83,8 @@ def test_a_killed_fit_resumes_from_the_store_on_another_machine(
     assert _versions(checkpoint, options) > killed_at  # it went on from there
     np.testing.assert_allclose(resumed.components_, whole.components_, rtol=1e-10)
     np.testing.assert_allclose(resumed.elbo_trace_, whole.elbo_trace_, rtol=1e-10)
+    top = [d.doc_id for d in resumed.top_documents(0, n=3)]  # over the corpus in the store
+    assert top == [d.doc_id for d in whole.top_documents(0, n=3, corpus=url)] and len(top) == 3
 
 
 def test_a_store_checkpoint_of_esvi_is_refused(corpus: tuple[str, dict[str, Any]]) -> None:

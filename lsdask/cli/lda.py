@@ -327,7 +327,9 @@ def add_transform(sub: Any) -> None:
         "model_dir", type=path_or_url, metavar="MODEL_DIR", help="saved model (LDA or HDP)"
     )
     transform.add_argument("corpus", type=path_or_url, metavar="CORPUS", help="Parquet corpus")
-    transform.add_argument("--out", type=out_path, required=True, help="Parquet file to write")
+    transform.add_argument(
+        "--out", type=out_path, required=True, help="Parquet file (or store URL) to write"
+    )
     transform.add_argument("--overwrite", action="store_true", help="replace an existing file")
     add_execution(transform, scheduler=True)
     add_verbose(transform, argparse.SUPPRESS)

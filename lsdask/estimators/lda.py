@@ -665,7 +665,7 @@ class LDA(VariationalEstimator):
         from lsdask.io.corpus.vocabulary import vocabulary_digest
 
         # the corpus top_documents ranks by default (a matrix is not kept)
-        self._fit_corpus = X if _is_corpus_path(X) or type(X).__name__ == "Corpus" else None
+        self._fit_corpus = X if _is_corpus_path(X) or type(X).__name__ in CORPORA else None
         if self.algorithm == "esvi":
             from lsdask.estimators.lda_esvi import fit_esvi
 
@@ -926,7 +926,6 @@ class LDA(VariationalEstimator):
         MODEL --corpus C`` does the same from a saved model).
         """
         from lsdask.estimators.top_documents import check_topics
-        from lsdask.io.corpus.store import Corpus
 
         self._check_fitted()
         if corpus is None:
@@ -936,16 +935,27 @@ class LDA(VariationalEstimator):
                     "corpus is needed: this model was not fitted on a Parquet corpus in this "
                     "process; pass corpus= the corpus to rank (e.g. the training corpus)"
                 )
-        if not (_is_corpus_path(corpus) or type(corpus).__name__ == "Corpus"):
+        if not (_is_corpus_path(corpus) or type(corpus).__name__ in CORPORA):
             raise ValueError(
-                f"corpus must be a Parquet corpus (a path or Corpus), whose documents have "
-                f"ids; got {type(corpus).__name__}"
+                f"corpus must be a Parquet corpus (a path, store URL or Corpus), whose "
+                f"documents have ids; got {type(corpus).__name__}"
             )
         (topic,) = check_topics(k, self.model_.n_components)
         n = check_int("n", n, 1)
-        docs = corpus if isinstance(corpus, Corpus) else Corpus.open(corpus, rescan=True)
+        docs = self._open_corpus(corpus)
         with self._batch_executor(len(docs.batches)) as executor:
             return self.rank_documents(docs, (topic,), n, 30, executor, texts)[topic]
+
+    def _open_corpus(self, corpus: Any) -> Any:
+        """A corpus object from a corpus, a folder or a store URL (its newest version)."""
+        from lsdask.io.corpus.on_store import StoreCorpus
+        from lsdask.io.corpus.store import Corpus
+
+        if isinstance(corpus, Corpus | StoreCorpus):
+            return corpus
+        if is_store_url(corpus):
+            return StoreCorpus.open(corpus, self.storage_options)
+        return Corpus.open(corpus, rescan=True)
 
     @contextlib.contextmanager
     def _batch_executor(self, n_batches: int) -> Iterator[Any]:
@@ -977,7 +987,7 @@ class LDA(VariationalEstimator):
         from lsdask.io.corpus.source import corpus_source
 
         self._check_fitted()
-        source, vocab = corpus_source(corpus)
+        source, vocab = corpus_source(corpus, self.storage_options)
         self._check_vocab(source, vocab)
         task = TopDocumentsTask(self.model_, self.transform_task().L, tuple(topics), n)
         return rank_documents(task, corpus, self.posterior_, executor, text_words, texts)

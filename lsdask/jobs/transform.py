@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from lsdask.io import guarded
 from lsdask.io.atomic import temp_sibling
 from lsdask.io.corpus.names import DocumentNames
 from lsdask.io.faults import fault_point
+from lsdask.io.stores import is_store_url, open_location
 from lsdask.jobs import commit
 from lsdask.jobs.cluster import dask_client
 from lsdask.jobs.inputs import check_same_vocab, loaded_topic_model, open_corpus
@@ -140,6 +142,8 @@ def transform_corpus(
         For a missing model or corpus, an existing output (without
         ``overwrite``), or a corpus over another vocabulary.
     """
+    if is_store_url(out_path):
+        return _transform_to_store(model, corpus, str(out_path), overwrite, client, n_workers)
     lda = loaded_topic_model(model)
     docs = open_corpus(corpus, "corpus")
     if lda.vocabulary_ is not None:
@@ -190,6 +194,26 @@ def transform_corpus(
         seconds=time.perf_counter() - start,
     )
     logger.info("wrote top-%d topic weights of %d documents to %s", summary.L, n_docs, out)
+    return summary
+
+
+def _transform_to_store(
+    model: Any, corpus: Any, url: str, overwrite: bool, client: Any, n_workers: Any
+) -> TransformSummary:
+    """:func:`transform_corpus` into the object ``url`` of a store: the file is
+    written locally, then uploaded as one object (readers see all of it or
+    nothing)."""
+    location = open_location(url, parameter="--out")
+    if location.fs.exists(location.root) and not overwrite:
+        raise FileExistsError(
+            f"{location.url} exists; remove it or pass overwrite=True (lsdask: --overwrite)"
+        )
+    with tempfile.TemporaryDirectory(prefix="lsdask-transform-") as tmp:
+        local = Path(tmp) / "weights.parquet"
+        summary = transform_corpus(model, corpus, local, client=client, n_workers=n_workers)
+        with commit.output_step(f"the weights in {location.url}"):
+            location.fs.put_file(str(local), location.root)
+    summary.path = location.url
     return summary
 
 
