@@ -50,3 +50,15 @@ def s3_bucket(s3_endpoint: str) -> str:
     )
     client.create_bucket(Bucket=name)
     return f"s3://{name}"
+
+
+@pytest.fixture(params=["memory", "s3"])
+def store(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
+    """(URL, storage_options) of a new, empty location in ``memory://`` and in the
+    session's S3 server (a test that S3 adds nothing to narrows it with
+    ``@pytest.mark.parametrize("store", ["memory"], indirect=True)``)."""
+    name = f"lsdask-{uuid.uuid4().hex[:12]}"
+    if request.param == "memory":
+        return f"memory://{name}", {}
+    bucket = request.getfixturevalue("s3_bucket")
+    return f"{bucket}/{name}", s3_options(request.getfixturevalue("s3_endpoint"))

@@ -3,7 +3,6 @@ checkpoint, rebuilt on another machine, one writer at a time."""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +10,6 @@ import pytest
 
 from lsdask.io.stores import CommitConflict
 from lsdask.persist.checkpoint_store import StoreMirror
-from tests.s3_server import s3_options
-
-
-@pytest.fixture(params=["memory", "s3"])
-def store(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
-    if request.param == "memory":
-        return f"memory://lsdask-ckpt-{uuid.uuid4().hex}", {}
-    bucket = request.getfixturevalue("s3_bucket")
-    return f"{bucket}/ckpt", s3_options(request.getfixturevalue("s3_endpoint"))
 
 
 def _machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
 from typing import Any
 
 import numpy as np
@@ -36,14 +35,6 @@ def _read_back(corpus: StoreCorpus) -> tuple[np.ndarray, sp.csr_matrix]:
     loaded = [b.load() for b in corpus.batches]
     ids = np.concatenate([b.doc_ids for b in loaded])
     return ids, sp.vstack([b.to_csr(corpus.vocab_size) for b in loaded], format="csr")
-
-
-@pytest.fixture(params=["memory", "s3"])
-def store(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
-    if request.param == "memory":
-        return f"memory://lsdask-corpus-{uuid.uuid4().hex}", {}
-    bucket = request.getfixturevalue("s3_bucket")
-    return f"{bucket}/corpus", s3_options(request.getfixturevalue("s3_endpoint"))
 
 
 def test_written_corpus_reads_back_exactly(store: tuple[str, dict[str, Any]]) -> None:

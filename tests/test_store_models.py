@@ -3,7 +3,6 @@ keeps the previous model, versions stay readable."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import numpy as np
@@ -13,7 +12,6 @@ import lsdask
 from lsdask.io.stores import is_store_url
 from lsdask.persist import load_model, save_model
 from lsdask.synthetic import make_bars_corpus
-from tests.s3_server import s3_options
 
 
 @pytest.fixture(scope="module")
@@ -27,14 +25,6 @@ def _fit(X: Any, seed: int) -> lsdask.LDA:
         10, sparsity=3, n_laps=2, batch_size=40, alpha=1.0, random_state=seed,
         client="sync", progress=False,
     ).fit(X)  # fmt: skip
-
-
-@pytest.fixture(params=["memory", "s3"])
-def store(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
-    if request.param == "memory":
-        return f"memory://lsdask-model-{uuid.uuid4().hex}", {}
-    bucket = request.getfixturevalue("s3_bucket")
-    return f"{bucket}/models/lda", s3_options(request.getfixturevalue("s3_endpoint"))
 
 
 def test_a_model_round_trip_through_a_store_is_exact(

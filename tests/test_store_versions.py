@@ -1,5 +1,5 @@
 """The commit protocol on stores: URLs and options, exclusive creates, numbered
-versions, on ``memory://``, a local folder and a real S3 API server."""
+versions, on ``memory://`` and a real S3 API server."""
 
 from __future__ import annotations
 
@@ -27,18 +27,6 @@ from lsdask.io.stores import (
 from lsdask.io.stores.exclusive import check_conditional_writes
 from lsdask.io.stores.location import redact
 from tests.s3_server import s3_options
-
-STORES = ["memory", "s3"]
-
-
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, tmp_path: Any) -> tuple[str, dict[str, Any]]:
-    """(URL, storage_options) of an empty location in each kind of store."""
-    if request.param == "memory":
-        return f"memory://lsdask-test-{uuid.uuid4().hex}", {}
-    bucket = request.getfixturevalue("s3_bucket")
-    endpoint = request.getfixturevalue("s3_endpoint")
-    return f"{bucket}/prefix", s3_options(endpoint)
 
 
 def _log(url: str, options: dict[str, Any]) -> VersionLog:

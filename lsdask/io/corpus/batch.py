@@ -21,6 +21,7 @@ import scipy.sparse as sp
 
 from lsdask.errors import DataError, one_line
 from lsdask.io import guarded
+from lsdask.io.arrow_columns import first_null, one_array
 from lsdask.io.sources import missing_here
 
 __all__ = ["COLUMNS", "SCHEMA", "CorpusBatch", "DocBatch"]
@@ -210,28 +211,13 @@ def _doc_name(doc_ids: np.ndarray, d: int) -> str:
     return f"document doc_id {int(doc_ids[d])} (position {d} in the row group)"
 
 
-def _single_array(column: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """One Arrow array for a column: the chunk itself when there is one (no copy)."""
-    if isinstance(column, pa.Array):
-        return column
-    if column.num_chunks == 1:
-        return column.chunk(0)
-    if column.num_chunks == 0:
-        return pa.array([], type=column.type)
-    return pa.concat_arrays(column.chunks)
-
-
-def _first_null(array: pa.Array) -> int:
-    return int(np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False))[0])
-
-
 def _doc_id_array(column: pa.ChunkedArray, where: str) -> np.ndarray:
-    array = _single_array(column)
+    array = one_array(column)
     if not pa.types.is_integer(array.type):
         raise DataError(f"{where}: column doc_id has type {array.type}; expected int64")
     if array.null_count:
         raise DataError(
-            f"{where}: the document at position {_first_null(array)} in the row group has a "
+            f"{where}: the document at position {first_null(array)} in the row group has a "
             "null doc_id; every document needs an integer doc_id"
         )
     if array.type != pa.int64():
@@ -254,7 +240,7 @@ def _list_arrays(
     other numeric types to float32.
     """
     name = "word_ids" if value_type is not None else "counts"
-    array = _single_array(column)
+    array = one_array(column)
     if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
         raise DataError(
             f"{where}: column {name} has type {array.type}; expected a list column "
@@ -262,7 +248,7 @@ def _list_arrays(
         )
     if array.null_count:
         raise DataError(
-            f"{where}: {_doc_name(doc_ids, _first_null(array))} has a null {name} list; "
+            f"{where}: {_doc_name(doc_ids, first_null(array))} has a null {name} list; "
             "write an empty list for a document without words"
         )
     offsets = array.offsets.to_numpy(zero_copy_only=True)
@@ -281,7 +267,7 @@ def _list_arrays(
                 f"{target}: {exc}"
             ) from exc
     if values.null_count:
-        pos = _first_null(values)
+        pos = first_null(values)
         d = int(np.searchsorted(offsets, pos, side="right") - 1)
         raise DataError(
             f"{where}: {_doc_name(doc_ids, d)} has a null inside its {name} list "

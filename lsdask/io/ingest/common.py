@@ -401,17 +401,8 @@ def _write_corpus(
 ) -> Corpus:
     """:meth:`Corpus.write` with the output options of an ingest (a store URL:
     :meth:`~lsdask.io.corpus.on_store.StoreCorpus.write`)."""
-    if is_store_url(out_dir):
-        return StoreCorpus.write(  # type: ignore[return-value]
-            str(out_dir),
-            documents,
-            words,
-            docs_per_row_group=options.docs_per_row_group,
-            docs_per_file=options.docs_per_file,
-            ingest_info=ingest_info,
-            overwrite=options.overwrite,
-        )
-    return Corpus.write(
+    write: Callable[..., Any] = StoreCorpus.write if is_store_url(out_dir) else Corpus.write
+    return write(  # type: ignore[no-any-return]
         out_dir,
         documents,
         words,
