@@ -14,7 +14,7 @@ from lsdask.persist.checkpoint_store import StoreMirror
 
 def _machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str) -> None:
     """Working copies from here on live under ``tmp_path/name`` (another machine's disk)."""
-    monkeypatch.setenv("LSDASK_CACHE", str(tmp_path / name))
+    monkeypatch.setenv("LSDASK_STORE_COPIES", str(tmp_path / name))
 
 
 def _files(folder: Path) -> dict[str, bytes]:

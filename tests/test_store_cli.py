@@ -54,7 +54,7 @@ def test_ingest_fit_topics_and_score_on_s3(
 ) -> None:
     flags = _flags(s3_endpoint)
     corpus, model, ckpt = f"{s3_bucket}/corpus", f"{s3_bucket}/model", f"{s3_bucket}/ckpt"
-    monkeypatch.setenv("LSDASK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("LSDASK_STORE_COPIES", str(tmp_path / "cache"))
     first = _jsonl(tmp_path / "a.jsonl", 120, 0)
     more = _jsonl(tmp_path / "b.jsonl", 40, 1)
     done = _lsdask(

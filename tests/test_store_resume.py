@@ -55,12 +55,12 @@ def test_a_killed_fit_resumes_from_the_store_on_another_machine(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     url, options = corpus
-    monkeypatch.setenv("LSDASK_CACHE", str(tmp_path / "reference"))
+    monkeypatch.setenv("LSDASK_STORE_COPIES", str(tmp_path / "reference"))
     whole = lsdask.LDA(
         checkpoint_dir=f"{s3_bucket}/whole", storage_options=options, **SETTINGS
     ).fit(url)
     checkpoint = f"{s3_bucket}/checkpoint"
-    env = {**os.environ, "LSDASK_CACHE": str(tmp_path / "first-machine")}
+    env = {**os.environ, "LSDASK_STORE_COPIES": str(tmp_path / "first-machine")}
     child = subprocess.Popen(
         [sys.executable, "-c", _FIT, url, checkpoint, json.dumps(options), json.dumps(SETTINGS)],
         env=env, stderr=subprocess.PIPE, text=True,
@@ -73,7 +73,7 @@ def test_a_killed_fit_resumes_from_the_store_on_another_machine(
     child.send_signal(signal.SIGKILL)
     child.wait()
     killed_at = _versions(checkpoint, options)
-    monkeypatch.setenv("LSDASK_CACHE", str(tmp_path / "second-machine"))
+    monkeypatch.setenv("LSDASK_STORE_COPIES", str(tmp_path / "second-machine"))
     with caplog.at_level("INFO", logger="lsdask.persist"):
         resumed = lsdask.LDA(
             checkpoint_dir=checkpoint, storage_options=options, resume=True, **SETTINGS

@@ -1,14 +1,14 @@
 """Checkpoints in object stores: a local working copy, committed after every checkpoint.
 
 A fit whose checkpoint folder is a store URL checkpoints into a local
-working copy (:class:`StoreMirror`, under ``LSDASK_CACHE`` or
-``~/.cache/lsdask/stores``) exactly as into any local folder (its lock, its
-atomic ``LATEST``, its memo files), and after each checkpoint commits the
-copy as the store location's next version (:func:`~lsdask.io.stores.upload_folder`:
-files that did not change keep their objects, so a lap uploads its new memo
-files and its state). A fit that starts, on this machine or another,
-rebuilds the copy from the newest version where the copy is not that
-version already, and resumes from it.
+working copy (:class:`StoreMirror`, below :func:`mirror_root`) exactly as
+into any local folder (its lock, its atomic ``LATEST``, its memo files),
+and after each checkpoint commits the copy as the store location's next
+version (:func:`~lsdask.io.stores.upload_folder`: files that did not change
+keep their objects, so a lap uploads its new memo files and its state). A
+fit that starts, on this machine or another, rebuilds the copy from the
+newest version where the copy is not that version already, and resumes
+from it.
 
 Two fits on one store location: each commits the version after the one it
 started from, so the second to commit is refused (``CommitConflict``) instead
@@ -22,11 +22,13 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from lsdask.io.stores import Version, VersionLog, download_folder, open_location, upload_folder
+from lsdask.kernels.cache import cache_root
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +41,14 @@ _LOCAL_ONLY = (".lsdask.lock", ".tmp-", ".LATEST.", _STAMP)
 
 
 def mirror_root() -> Path:
-    """Where working copies of store locations live: ``$LSDASK_CACHE/stores``,
-    else ``~/.cache/lsdask/stores``."""
-    base = os.environ.get("LSDASK_CACHE")
-    return Path(base) / "stores" if base else Path.home() / ".cache" / "lsdask" / "stores"
+    """Where working copies of store locations live: ``$LSDASK_STORE_COPIES``,
+    else ``stores`` in lsdask's per-user cache (:func:`~lsdask.kernels.cache.cache_root`,
+    ``~/.cache/lsdask`` by default), else the system's temporary folder."""
+    chosen = os.environ.get("LSDASK_STORE_COPIES", "")
+    if chosen:
+        return Path(os.path.abspath(os.path.expanduser(chosen)))
+    root = cache_root()
+    return (root if root is not None else Path(tempfile.gettempdir()) / "lsdask") / "stores"
 
 
 def _stays_local(name: str) -> bool:
