@@ -63,6 +63,7 @@ class StoreMirror:
         key = hashlib.sha256(self.log.location.url.encode()).hexdigest()[:24]
         self.folder = mirror_root() / key
         self.version: Version | None = None
+        self._known: dict[str, tuple[int, int, str]] = {}  # digests of files pushed
 
     def pull(self) -> Path:
         """Make the working copy the newest committed version (rebuilt where it
@@ -104,6 +105,7 @@ class StoreMirror:
             {"what": "lsdask checkpoint"},
             parent=self.version,
             exclude=_stays_local,
+            known=self._known,
         )
         self.version = committed
         self._write_stamp(committed)

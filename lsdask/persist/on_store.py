@@ -51,12 +51,7 @@ def staged_for_store(
     URL ``url``. FileExistsError at once where a model is there and not
     ``overwrite``."""
     log = VersionLog(open_location(url, storage_options, parameter="path"))
-    held = log.latest()
-    if held is not None and not overwrite:
-        raise FileExistsError(
-            f"{log.location.url} holds a saved model already (version {held.number}); pass "
-            "overwrite=True (--overwrite) to save a new version over it"
-        )
+    log.newest_to_replace("a saved model", overwrite)
     with tempfile.TemporaryDirectory(prefix="lsdask-save-") as tmp:
         folder = Path(tmp) / "model"
         yield folder

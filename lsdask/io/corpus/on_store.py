@@ -233,7 +233,7 @@ class StoreCorpus:
         log = VersionLog(
             open_location(url, storage_options, parameter="out"), single_writer=single_writer
         )
-        parent = _check_target(log, overwrite)
+        parent = log.newest_to_replace("a corpus", overwrite)
         digest = vocabulary_digest(words)
         vocab_object = log.put_object("".join(f"{w}\n" for w in words).encode(), ".vocab")
         groups = _doc_groups(docs, len(words), rows, 0)
@@ -265,7 +265,9 @@ class StoreCorpus:
     ) -> None:
         """Refuse (FileExistsError) to write a corpus at ``url`` where one is and
         not ``overwrite``, before any work is done."""
-        _check_target(VersionLog(open_location(url, storage_options, parameter="out")), overwrite)
+        VersionLog(open_location(url, storage_options, parameter="out")).newest_to_replace(
+            "a corpus", overwrite
+        )
 
     def append(
         self,
@@ -337,18 +339,6 @@ def _numbered_from_zero(groups: Iterable[DocBatch]) -> Iterable[DocBatch]:
     for group in groups:
         yield replace(group, doc_ids=np.arange(first, first + group.n_docs, dtype=np.int64))
         first += group.n_docs
-
-
-def _check_target(log: VersionLog, overwrite: bool) -> Version | None:
-    """The newest version at ``log`` (None: no corpus yet); FileExistsError where
-    there is one and not ``overwrite``."""
-    parent = log.latest()
-    if parent is not None and not overwrite:
-        raise FileExistsError(
-            f"{log.location.url} holds a corpus already (version {parent.number}); append to "
-            "it, or pass overwrite=True (--overwrite) to replace it"
-        )
-    return parent
 
 
 def _put_parts(

@@ -46,6 +46,22 @@ def _digest(path: Path) -> tuple[int, str]:
     return size, h.hexdigest()
 
 
+def _known_digest(
+    path: Path, rel: str, known: dict[str, tuple[int, int, str]] | None
+) -> tuple[int, str]:
+    """``_digest(path)``, taken from ``known`` where the file's size and
+    modification time are those recorded there (and recorded otherwise)."""
+    if known is None:
+        return _digest(path)
+    st = os.stat(path)
+    held = known.get(rel)
+    if held is not None and held[:2] == (st.st_size, st.st_mtime_ns):
+        return st.st_size, held[2]
+    size, digest = _digest(path)
+    known[rel] = (size, st.st_mtime_ns, digest)
+    return size, digest
+
+
 def _files(folder: Path, exclude: Callable[[str], bool] | None = None) -> list[str]:
     """Relative paths (``/``-separated) of the regular files below ``folder``,
     sorted, less those whose name ``exclude`` is true of (a folder's, and all
@@ -79,11 +95,17 @@ def upload_folder(
     *,
     parent: Version | None = NEWEST,
     exclude: Callable[[str], bool] | None = None,
+    known: dict[str, tuple[int, int, str]] | None = None,
 ) -> Version:
     """Commit the files below ``folder`` (less those ``exclude`` names) as the
     version after ``parent`` (default the newest; None: the first), with
     ``meta`` (JSON) beside the file list. :class:`CommitConflict` where another
-    writer committed that version number first."""
+    writer committed that version number first.
+
+    ``known`` (kept by a caller that uploads the same folder again and again,
+    a checkpoint's working copy) maps a file to its (size, mtime_ns, BLAKE2b)
+    when last read: a file whose size and modification time are unchanged is
+    not read again."""
     folder = Path(folder)
     if parent is NEWEST:
         parent = log.latest()
@@ -92,7 +114,7 @@ def upload_folder(
         previous = {f["path"]: f for f in parent.content.get("files", [])}
     files, uploaded = [], 0
     for rel in _files(folder, exclude):
-        size, digest = _digest(folder / rel)
+        size, digest = _known_digest(folder / rel, rel, known)
         old = previous.get(rel)
         if old is not None and old.get("bytes") == size and old.get("blake2b") == digest:
             name = old["object"]

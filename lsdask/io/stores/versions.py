@@ -116,6 +116,18 @@ class VersionLog:
             number += 1
         return self.read(number) if number > 0 else None
 
+    def newest_to_replace(self, what: str, overwrite: bool) -> Version | None:
+        """The newest version, which a write of ``what`` (a corpus, a saved
+        model) replaces: FileExistsError where there is one and not
+        ``overwrite``."""
+        held = self.latest()
+        if held is not None and not overwrite:
+            raise FileExistsError(
+                f"{self.location.url} holds {what} already (version {held.number}); pass "
+                "overwrite=True (--overwrite) to save a new version over it"
+            )
+        return held
+
     def read(self, number: int) -> Version:
         """Version ``number``, checked: its name, number and digest agree."""
         name = f"{LOG_DIR}/{number:010d}.json"
